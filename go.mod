@@ -1,0 +1,11 @@
+module github.com/softnic/softnic
+
+go 1.26.0
+
+require (
+	github.com/cilium/ebpf v0.22.0
+	github.com/google/gopacket v1.1.19 // indirect
+	golang.org/x/sys v0.50.0
+)
+
+tool github.com/cilium/ebpf/cmd/bpf2go

@@ -1,0 +1,68 @@
+package recovery
+
+import (
+	"time"
+
+	"github.com/softnic/softnic/qp"
+)
+
+// GBN is go-back-N as commodity RoCE NICs do it (Improved go-back-N §II;
+// IBA §9.7.5): the responder NAKs (PSN sequence error) the first
+// out-of-sequence packet and then at most once per NAK interval, dropping
+// every out-of-order packet; the requester goes back to the NAKed PSN, and
+// an ACK timeout restarts it from the oldest unacknowledged PSN.
+const GBN = "gbn"
+
+func init() { Register(GBN, func(p Params) Scheme { return gbnScheme{p} }) }
+
+type gbnScheme struct{ p Params }
+
+func (s gbnScheme) Name() string           { return GBN }
+func (s gbnScheme) Params() Params         { return s.p }
+func (s gbnScheme) NewSender() Sender      { return &gbnSender{} }
+func (s gbnScheme) NewReceiver() Receiver  { return &gbnReceiver{nakInterval: s.p.NakInterval} }
+func (s gbnScheme) SharedOnChipBytes() int { return 0 }
+
+// gbnSender keeps no state: the transport's cumulative-ack PSN and send
+// cursor are all go-back-N needs.
+type gbnSender struct{}
+
+func (*gbnSender) Reset(qp.PSN)                   {}
+func (*gbnSender) Window() int                    { return 0 }
+func (*gbnSender) Copies(bool) int                { return 1 }
+func (*gbnSender) OnAck(Time, qp.PSN)             {}
+func (*gbnSender) NextRetransmit() (qp.PSN, bool) { return 0, false }
+func (*gbnSender) OnChipBytes() int               { return 0 }
+func (*gbnSender) OnNak(_ Time, psn qp.PSN) Resume {
+	return Resume{GoBack: true, GoBackTo: psn}
+}
+func (*gbnSender) OnTimeout(_ Time, unacked qp.PSN) Resume {
+	return Resume{GoBack: true, GoBackTo: unacked}
+}
+func (*gbnSender) Timeout(base time.Duration, _ int) time.Duration { return base }
+
+// gbnReceiver remembers only whether a NAK is outstanding for the current
+// expected PSN and when it went out: 4 bytes of timestamp and a flag in a
+// NIC, which we charge as 5 bytes.
+type gbnReceiver struct {
+	nakInterval time.Duration
+	naked       bool // a NAK was sent and the expected PSN has not arrived since
+	lastNak     Time
+}
+
+const gbnReceiverOnChipBytes = 5
+
+func (r *gbnReceiver) Reset(qp.PSN) { r.naked = false }
+
+func (r *gbnReceiver) OnOutOfSequence(now Time, _, _ qp.PSN, _ bool) RxAction {
+	if r.naked && now-r.lastNak < r.nakInterval {
+		return RxAction{}
+	}
+	r.naked, r.lastNak = true, now
+	return RxAction{Nak: true}
+}
+
+func (r *gbnReceiver) OnInSequence(Time, qp.PSN) { r.naked = false }
+func (r *gbnReceiver) Deadline() (Time, bool)    { return 0, false }
+func (r *gbnReceiver) OnTimer(Time, qp.PSN) bool { return false }
+func (r *gbnReceiver) OnChipBytes() int          { return gbnReceiverOnChipBytes }

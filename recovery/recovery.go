@@ -1,0 +1,167 @@
+// Package recovery holds softnic's loss-recovery schemes behind one small
+// interface. A scheme never touches frames, sockets or timers: the
+// transport (package dataplane) tells it what happened — a request arrived
+// out of sequence, the cumulative ACK moved, a NAK or a timeout came — and
+// the scheme answers with a decision: drop or keep the packet, NAK now or
+// not, go back to this PSN, retransmit this one PSN, how many packets may be
+// in flight, when its receiver-side timer should fire next. The transport
+// carries the decision out. This is the split of gVisor's
+// sack_recovery.go / reno_recovery.go and quic-go's SendMode: the protocol
+// machinery stays in one place and a new scheme is one file.
+//
+// Each scheme also reports the on-chip bytes it needs, per QP and in shared
+// pools, because softnic emulates a NIC whose SRAM is small: a scheme's
+// memory appetite is part of what is being measured.
+package recovery
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/softnic/softnic/qp"
+)
+
+// Time is monotonic time since the engine's epoch; every call takes it
+// explicitly so that tests can drive a fake clock.
+type Time = time.Duration
+
+// Params are the knobs shared by the schemes. Zero values take the
+// defaults below.
+type Params struct {
+	// NakInterval bounds how often a receiver may NAK: at most one
+	// PSN-sequence-error NAK per interval (RoCEv2 "NAK interval";
+	// Improved go-back-N Table I uses 500 µs).
+	NakInterval time.Duration
+	// AckReqInterval makes the requester set AckReq on every Nth packet of
+	// a long message besides the last one (rxe: RXE_MAX_PKT_PER_ACK = 64;
+	// the Improved go-back-N paper requests an ACK every 256 KB).
+	AckReqInterval int
+}
+
+// Defaults for Params.
+const (
+	DefaultNakInterval    = 500 * time.Microsecond
+	DefaultAckReqInterval = 64
+)
+
+// WithDefaults fills zero fields.
+func (p Params) WithDefaults() Params {
+	if p.NakInterval <= 0 {
+		p.NakInterval = DefaultNakInterval
+	}
+	if p.AckReqInterval <= 0 {
+		p.AckReqInterval = DefaultAckReqInterval
+	}
+	return p
+}
+
+// Scheme builds the per-QP sender and receiver halves of one recovery
+// algorithm and owns the pools they share.
+type Scheme interface {
+	Name() string
+	Params() Params
+	NewSender() Sender
+	NewReceiver() Receiver
+	// SharedOnChipBytes is the size of the scheme's shared on-chip pools
+	// (0 when it has none), charged once per NIC.
+	SharedOnChipBytes() int
+}
+
+// Resume is a sender decision after a NAK or a timeout.
+type Resume struct {
+	// GoBack asks the transport to rewind its send cursor to GoBackTo and
+	// resend everything from there (go-back-N).
+	GoBack   bool
+	GoBackTo qp.PSN
+}
+
+// Sender is the requester half of a scheme, one per QP.
+type Sender interface {
+	// Reset starts a fresh connection at PSN start (modify to RTS).
+	Reset(start qp.PSN)
+	// Window is the most packets the scheme lets be in flight (BDP-FC);
+	// 0 means no limit of its own.
+	Window() int
+	// Copies is how many times the transport sends a packet: 1, or 2 for
+	// the last packet of a message under Improved go-back-N's ST.
+	Copies(lastOfMessage bool) int
+	// OnAck reports that the cumulative acknowledgement moved: every PSN
+	// before unacked is acknowledged.
+	OnAck(now Time, unacked qp.PSN)
+	// OnNak reports a PSN-sequence-error NAK naming psn.
+	OnNak(now Time, psn qp.PSN) Resume
+	// OnTimeout reports that the retransmission timer fired with unacked
+	// the oldest unacknowledged PSN.
+	OnTimeout(now Time, unacked qp.PSN) Resume
+	// NextRetransmit returns a PSN a selective scheme wants resent before
+	// any new data, and consumes it; ok is false when there is none.
+	NextRetransmit() (psn qp.PSN, ok bool)
+	// Timeout is the retransmission timeout to arm with inflight packets
+	// outstanding; base is the QP's negotiated ACK timeout.
+	Timeout(base time.Duration, inflight int) time.Duration
+	// OnChipBytes is the per-QP on-chip state this half needs.
+	OnChipBytes() int
+}
+
+// RxAction is a receiver decision about an out-of-sequence request.
+type RxAction struct {
+	// Keep: the packet is accepted out of order (placed or buffered) by a
+	// selective scheme; false drops it, as go-back-N does.
+	Keep bool
+	// Nak: send a PSN-sequence-error NAK naming the expected PSN now.
+	Nak bool
+}
+
+// Receiver is the responder half of a scheme, one per QP.
+type Receiver interface {
+	// Reset starts a fresh connection expecting PSN start (modify to RTR).
+	Reset(start qp.PSN)
+	// OnOutOfSequence reports a request with PSN psn while epsn is
+	// expected (psn after epsn); last says whether psn ends its message
+	// and msgLast is then that PSN.
+	OnOutOfSequence(now Time, epsn, psn qp.PSN, last bool) RxAction
+	// OnInSequence reports that the expected PSN advanced to epsn.
+	OnInSequence(now Time, epsn qp.PSN)
+	// Deadline is when the receiver wants OnTimer called (Improved
+	// go-back-N's CE timer); ok false when it wants nothing.
+	Deadline() (at Time, ok bool)
+	// OnTimer is called at or after Deadline; nak asks the transport to
+	// send a PSN-sequence-error NAK for epsn.
+	OnTimer(now Time, epsn qp.PSN) (nak bool)
+	// OnChipBytes is the per-QP on-chip state this half needs.
+	OnChipBytes() int
+}
+
+// Factory builds a scheme from shared parameters.
+type Factory func(Params) Scheme
+
+var registry = map[string]Factory{}
+
+// Register makes a scheme selectable by name; it panics on a duplicate
+// name (a programming error at init time).
+func Register(name string, f Factory) {
+	if _, dup := registry[name]; dup {
+		panic("recovery: scheme registered twice: " + name)
+	}
+	registry[name] = f
+}
+
+// New returns the named scheme.
+func New(name string, p Params) (Scheme, error) {
+	f, ok := registry[name]
+	if !ok {
+		return nil, fmt.Errorf("recovery: unknown scheme %q (have %v)", name, Names())
+	}
+	return f(p.WithDefaults()), nil
+}
+
+// Names lists the registered schemes, sorted.
+func Names() []string {
+	names := make([]string, 0, len(registry))
+	for n := range registry {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
