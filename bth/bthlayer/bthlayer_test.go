@@ -1,0 +1,249 @@
+package bthlayer_test
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
+	"github.com/google/gopacket/pcapgo"
+
+	"github.com/softnic/softnic/bth"
+	"github.com/softnic/softnic/bth/bthlayer"
+)
+
+// vector is the part of ../testdata/golden.json (see gen_golden.py) that
+// these tests check.
+type vector struct {
+	Name string `json:"name"`
+	BTH  struct {
+		Opcode uint8  `json:"opcode"`
+		AckReq int    `json:"ackreq"`
+		DQPN   uint32 `json:"dqpn"`
+		PSN    uint32 `json:"psn"`
+	} `json:"bth"`
+	RETH *struct {
+		VA     uint64 `json:"va"`
+		RKey   uint32 `json:"rkey"`
+		DMALen uint32 `json:"dmalen"`
+	} `json:"reth"`
+	AETH *struct {
+		Syndrome uint8  `json:"syndrome"`
+		MSN      uint32 `json:"msn"`
+	} `json:"aeth"`
+	Imm  *uint32 `json:"imm"`
+	IETH *uint32 `json:"ieth"`
+	DETH *struct {
+		QKey   uint32 `json:"qkey"`
+		SrcQPN uint32 `json:"src_qpn"`
+	} `json:"deth"`
+	Atomic *struct {
+		VA      uint64 `json:"va"`
+		RKey    uint32 `json:"rkey"`
+		SwapAdd uint64 `json:"swap_add"`
+		Compare uint64 `json:"compare"`
+	} `json:"atomic"`
+	AtomicAck *uint64 `json:"atomic_ack"`
+	Payload   string  `json:"payload"`
+	Frame     string  `json:"frame"`
+	ICRC      uint32  `json:"icrc"`
+}
+
+func loadVectors(t *testing.T) ([]vector, [][]byte) {
+	t.Helper()
+	data, err := os.ReadFile("../testdata/golden.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vs []vector
+	if err := json.Unmarshal(data, &vs); err != nil {
+		t.Fatal(err)
+	}
+	if len(vs) == 0 {
+		t.Fatal("no vectors")
+	}
+	frames := make([][]byte, len(vs))
+	for i, v := range vs {
+		if frames[i], err = hex.DecodeString(v.Frame); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return vs, frames
+}
+
+// checkRoCE decodes frame with gopacket and compares the RoCE layer with v.
+func checkRoCE(t *testing.T, v *vector, frame []byte) {
+	t.Helper()
+	pkt := gopacket.NewPacket(frame, layers.LayerTypeEthernet, gopacket.Default)
+	if el := pkt.ErrorLayer(); el != nil {
+		t.Fatalf("%s: decode error: %v", v.Name, el.Error())
+	}
+	l := pkt.Layer(bthlayer.LayerTypeRoCE)
+	if l == nil {
+		t.Fatalf("%s: no RoCE layer in %v", v.Name, pkt.Layers())
+	}
+	r := l.(*bthlayer.RoCE)
+	if r.Opcode != bth.Opcode(v.BTH.Opcode) || r.PSN != v.BTH.PSN || r.DestQPN != v.BTH.DQPN ||
+		r.AckReq != (v.BTH.AckReq != 0) || r.Info != bth.Lookup(r.Opcode) {
+		t.Errorf("%s: BTH %+v", v.Name, r.BTHFields)
+	}
+	if r.Info != nil && len(r.Contents) != r.Info.Length {
+		t.Errorf("%s: %d content bytes, want %d", v.Name, len(r.Contents), r.Info.Length)
+	}
+	var want bthlayer.RoCE
+	if x := v.RETH; x != nil {
+		want.RETH = bth.RETHFields{VA: x.VA, RKey: x.RKey, DMALen: x.DMALen}
+	}
+	if x := v.AETH; x != nil {
+		want.AETH = bth.AETHFields{Syndrome: bth.Syndrome(x.Syndrome), MSN: x.MSN}
+	}
+	if v.Imm != nil {
+		want.Imm = *v.Imm
+	}
+	if v.IETH != nil {
+		want.InvalidateRKey = *v.IETH
+	}
+	if x := v.DETH; x != nil {
+		want.DETH = bth.DETHFields{QKey: x.QKey, SrcQPN: x.SrcQPN}
+	}
+	if x := v.Atomic; x != nil {
+		want.Atomic = bth.AtomicETHFields{VA: x.VA, RKey: x.RKey, SwapAdd: x.SwapAdd, Compare: x.Compare}
+	}
+	if v.AtomicAck != nil {
+		want.AtomicOrigData = *v.AtomicAck
+	}
+	if r.RETH != want.RETH || r.AETH != want.AETH || r.Imm != want.Imm || r.InvalidateRKey != want.InvalidateRKey ||
+		r.DETH != want.DETH || r.Atomic != want.Atomic || r.AtomicOrigData != want.AtomicOrigData {
+		t.Errorf("%s: extension headers\n got %+v\nwant %+v", v.Name, r, &want)
+	}
+	if r.ICRC != v.ICRC {
+		t.Errorf("%s: ICRC %#08x, want %#08x", v.Name, r.ICRC, v.ICRC)
+	}
+	payload, _ := hex.DecodeString(v.Payload)
+	if !bytes.Equal(r.LayerPayload(), payload) {
+		t.Errorf("%s: payload %x, want %x", v.Name, r.LayerPayload(), payload)
+	}
+	if len(payload) > 0 {
+		app := pkt.ApplicationLayer()
+		if app == nil || !bytes.Equal(app.Payload(), payload) {
+			t.Errorf("%s: application layer %v", v.Name, app)
+		}
+	} else if r.NextLayerType() != gopacket.LayerTypeZero {
+		t.Errorf("%s: NextLayerType %v without payload", v.Name, r.NextLayerType())
+	}
+	if !bthlayer.VerifyICRC(pkt) {
+		t.Errorf("%s: VerifyICRC false", v.Name)
+	}
+}
+
+func TestDecodeGolden(t *testing.T) {
+	vs, frames := loadVectors(t)
+	for i := range vs {
+		checkRoCE(t, &vs[i], frames[i])
+	}
+}
+
+func TestPcapRoundTrip(t *testing.T) {
+	vs, frames := loadVectors(t)
+	path := filepath.Join(t.TempDir(), "golden.pcap")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := pcapgo.NewWriter(f)
+	if err := w.WriteFileHeader(65536, layers.LinkTypeEthernet); err != nil {
+		t.Fatal(err)
+	}
+	ts := time.Unix(1700000000, 0)
+	for i, frame := range frames {
+		ci := gopacket.CaptureInfo{Timestamp: ts.Add(time.Duration(i) * time.Microsecond), CaptureLength: len(frame), Length: len(frame)}
+		if err := w.WritePacket(ci, frame); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	f, err = os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := pcapgo.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.LinkType() != layers.LinkTypeEthernet {
+		t.Fatalf("link type %v", r.LinkType())
+	}
+	n := 0
+	for ; ; n++ {
+		data, _, err := r.ReadPacketData()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n >= len(vs) {
+			t.Fatalf("more packets than written")
+		}
+		checkRoCE(t, &vs[n], data)
+	}
+	if n != len(vs) {
+		t.Fatalf("read %d packets, wrote %d", n, len(vs))
+	}
+}
+
+func TestDecodeMalformed(t *testing.T) {
+	vs, frames := loadVectors(t)
+	frame := frames[0]
+	for _, v := range vs {
+		if v.Name == "rc_ack_v4" {
+			frame, _ = hex.DecodeString(v.Frame)
+		}
+	}
+	// Cut the RoCE packet short, keeping IP and UDP lengths consistent so
+	// that gopacket hands the layer the short UDP payload.
+	short := bytes.Clone(frame[:14+20+8+10])
+	short[14+3] = 20 + 8 + 10
+	short[14+20+5] = 8 + 10
+	pkt := gopacket.NewPacket(short, layers.LayerTypeEthernet, gopacket.Default)
+	if pkt.Layer(bthlayer.LayerTypeRoCE) != nil {
+		t.Fatal("decoded a RoCE layer from a truncated packet")
+	}
+	el := pkt.ErrorLayer()
+	if el == nil || !errors.Is(el.Error(), bth.ErrTruncated) {
+		t.Fatalf("error layer %v, want %v", el, bth.ErrTruncated)
+	}
+	if !pkt.Metadata().Truncated {
+		t.Error("packet not marked truncated")
+	}
+	if bthlayer.VerifyICRC(pkt) {
+		t.Error("VerifyICRC true for a truncated packet")
+	}
+
+	bad := bytes.Clone(frame)
+	bad[len(bad)-1] ^= 1
+	pkt = gopacket.NewPacket(bad, layers.LayerTypeEthernet, gopacket.Default)
+	if pkt.Layer(bthlayer.LayerTypeRoCE) == nil || bthlayer.VerifyICRC(pkt) {
+		t.Error("corrupt ICRC: want a RoCE layer and VerifyICRC false")
+	}
+}
+
+func TestLayerString(t *testing.T) {
+	_, frames := loadVectors(t)
+	pkt := gopacket.NewPacket(frames[0], layers.LayerTypeEthernet, gopacket.Default)
+	s := gopacket.LayerString(pkt.Layer(bthlayer.LayerTypeRoCE))
+	if !bytes.Contains([]byte(s), []byte("RC_SEND_FIRST")) {
+		t.Errorf("LayerString = %q, want it to name the opcode", s)
+	}
+}

@@ -1,0 +1,161 @@
+package bth
+
+import "encoding/binary"
+
+// RETH is a view of the 16-byte RDMA Extended Transport Header (IBA 9.3):
+// virtual address (8), R_Key (4), DMA length (4). It opens an RDMA WRITE
+// message and is the whole body of an RDMA READ request.
+type RETH []byte
+
+// RETHFields holds every RETH field.
+type RETHFields struct {
+	VA     uint64
+	RKey   uint32
+	DMALen uint32
+}
+
+// Encode writes the whole header from f.
+func (r RETH) Encode(f *RETHFields) {
+	_ = r[RETHLen-1]
+	r.SetVA(f.VA)
+	r.SetRKey(f.RKey)
+	r.SetDMALen(f.DMALen)
+}
+
+// Fields returns every field of the header.
+func (r RETH) Fields() RETHFields {
+	return RETHFields{VA: r.VA(), RKey: r.RKey(), DMALen: r.DMALen()}
+}
+
+// VA returns the remote virtual address.
+func (r RETH) VA() uint64 { return binary.BigEndian.Uint64(r[0:]) }
+
+// SetVA sets the remote virtual address.
+func (r RETH) SetVA(va uint64) { binary.BigEndian.PutUint64(r[0:], va) }
+
+// RKey returns the remote key of the target memory region.
+func (r RETH) RKey() uint32 { return binary.BigEndian.Uint32(r[8:]) }
+
+// SetRKey sets the remote key.
+func (r RETH) SetRKey(k uint32) { binary.BigEndian.PutUint32(r[8:], k) }
+
+// DMALen returns the length of the whole RDMA operation in bytes.
+func (r RETH) DMALen() uint32 { return binary.BigEndian.Uint32(r[12:]) }
+
+// SetDMALen sets the DMA length.
+func (r RETH) SetDMALen(n uint32) { binary.BigEndian.PutUint32(r[12:], n) }
+
+// ImmDt is a view of the 4-byte Immediate Data header (IBA 9.3).
+type ImmDt []byte
+
+// Imm returns the immediate data as the big-endian number on the wire.
+func (i ImmDt) Imm() uint32 { return binary.BigEndian.Uint32(i) }
+
+// SetImm sets the immediate data.
+func (i ImmDt) SetImm(v uint32) { binary.BigEndian.PutUint32(i, v) }
+
+// IETH is a view of the 4-byte Invalidate Extended Transport Header
+// (IBA 9.3): the R_Key that a SEND WITH INVALIDATE invalidates.
+type IETH []byte
+
+// RKey returns the R_Key to invalidate.
+func (i IETH) RKey() uint32 { return binary.BigEndian.Uint32(i) }
+
+// SetRKey sets the R_Key to invalidate.
+func (i IETH) SetRKey(k uint32) { binary.BigEndian.PutUint32(i, k) }
+
+// DETH is a view of the 8-byte Datagram Extended Transport Header
+// (IBA 9.3): Q_Key (4), reserved (1), source QP (3).
+type DETH []byte
+
+// DETHFields holds every DETH field.
+type DETHFields struct {
+	QKey   uint32
+	SrcQPN uint32
+}
+
+// Encode writes the whole header from f; the reserved byte is zero.
+func (d DETH) Encode(f *DETHFields) {
+	_ = d[DETHLen-1]
+	d.SetQKey(f.QKey)
+	d[4] = 0
+	d.SetSrcQPN(f.SrcQPN)
+}
+
+// Fields returns every field of the header.
+func (d DETH) Fields() DETHFields {
+	return DETHFields{QKey: d.QKey(), SrcQPN: d.SrcQPN()}
+}
+
+// QKey returns the queue key that authorises access to the UD QP.
+func (d DETH) QKey() uint32 { return binary.BigEndian.Uint32(d[0:]) }
+
+// SetQKey sets the queue key.
+func (d DETH) SetQKey(k uint32) { binary.BigEndian.PutUint32(d[0:], k) }
+
+// SrcQPN returns the 24-bit source queue pair number.
+func (d DETH) SrcQPN() uint32 { return get24(d[5:]) }
+
+// SetSrcQPN sets the source QPN, masked to 24 bits.
+func (d DETH) SetSrcQPN(qpn uint32) { put24(d[5:], qpn) }
+
+// AtomicETH is a view of the 28-byte Atomic Extended Transport Header
+// (IBA 9.3): virtual address (8), R_Key (4), swap or add data (8),
+// compare data (8).
+type AtomicETH []byte
+
+// AtomicETHFields holds every AtomicETH field.
+type AtomicETHFields struct {
+	VA      uint64
+	RKey    uint32
+	SwapAdd uint64
+	Compare uint64
+}
+
+// Encode writes the whole header from f.
+func (a AtomicETH) Encode(f *AtomicETHFields) {
+	_ = a[AtomicETHLen-1]
+	a.SetVA(f.VA)
+	a.SetRKey(f.RKey)
+	a.SetSwapAdd(f.SwapAdd)
+	a.SetCompare(f.Compare)
+}
+
+// Fields returns every field of the header.
+func (a AtomicETH) Fields() AtomicETHFields {
+	return AtomicETHFields{VA: a.VA(), RKey: a.RKey(), SwapAdd: a.SwapAdd(), Compare: a.Compare()}
+}
+
+// VA returns the remote virtual address of the 8-byte operand.
+func (a AtomicETH) VA() uint64 { return binary.BigEndian.Uint64(a[0:]) }
+
+// SetVA sets the remote virtual address.
+func (a AtomicETH) SetVA(va uint64) { binary.BigEndian.PutUint64(a[0:], va) }
+
+// RKey returns the remote key.
+func (a AtomicETH) RKey() uint32 { return binary.BigEndian.Uint32(a[8:]) }
+
+// SetRKey sets the remote key.
+func (a AtomicETH) SetRKey(k uint32) { binary.BigEndian.PutUint32(a[8:], k) }
+
+// SwapAdd returns the swap value (COMPARE SWAP) or the addend (FETCH ADD).
+func (a AtomicETH) SwapAdd() uint64 { return binary.BigEndian.Uint64(a[12:]) }
+
+// SetSwapAdd sets the swap or add data.
+func (a AtomicETH) SetSwapAdd(v uint64) { binary.BigEndian.PutUint64(a[12:], v) }
+
+// Compare returns the compare value (COMPARE SWAP only).
+func (a AtomicETH) Compare() uint64 { return binary.BigEndian.Uint64(a[20:]) }
+
+// SetCompare sets the compare data.
+func (a AtomicETH) SetCompare(v uint64) { binary.BigEndian.PutUint64(a[20:], v) }
+
+// AtomicAckETH is a view of the 8-byte Atomic Acknowledge Extended Transport
+// Header (IBA 9.3): the value the target held before the atomic operation.
+type AtomicAckETH []byte
+
+// OrigData returns the original remote data.
+func (a AtomicAckETH) OrigData() uint64 { return binary.BigEndian.Uint64(a) }
+
+// SetOrigData sets the original remote data.
+func (a AtomicAckETH) SetOrigData(v uint64) { binary.BigEndian.PutUint64(a, v) }

@@ -1,0 +1,202 @@
+package bth_test
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/softnic/softnic/bth"
+)
+
+func TestBTHEncodeLayout(t *testing.T) {
+	b := make(bth.BTH, bth.BTHLen)
+	for i := range b {
+		b[i] = 0xaa // Encode must overwrite everything, reserved bits with 0
+	}
+	b.Encode(&bth.BTHFields{
+		Opcode: bth.RCWriteOnlyImm, SolicitedEvent: true, MigReq: false, PadCount: 2,
+		TVer: 0, PKey: 0x8001, FECN: true, BECN: false, DestQPN: 0x123456,
+		AckReq: true, PSN: 0xabcdef,
+	})
+	want := []byte{0x0b, 0xa0, 0x80, 0x01, 0x80, 0x12, 0x34, 0x56, 0x80, 0xab, 0xcd, 0xef}
+	if !bytes.Equal(b, want) {
+		t.Fatalf("Encode = % x, want % x", []byte(b), want)
+	}
+}
+
+func TestBTHFieldsRoundTrip(t *testing.T) {
+	for _, f := range []bth.BTHFields{
+		{},
+		{Opcode: bth.UDSendOnlyImm, SolicitedEvent: true, MigReq: true, PadCount: 3, TVer: 15,
+			PKey: 0xffff, FECN: true, BECN: true, DestQPN: 0xffffff, AckReq: true, PSN: 0xffffff},
+		{Opcode: bth.RCReadRequest, MigReq: true, PadCount: 1, PKey: 0x7fff, BECN: true,
+			DestQPN: 1, PSN: 0x800000},
+	} {
+		b := make(bth.BTH, bth.BTHLen)
+		b.Encode(&f)
+		if got := b.Fields(); got != f {
+			t.Errorf("Fields() = %+v, want %+v", got, f)
+		}
+	}
+}
+
+// Each setter changes its field and nothing else, from an all-zero and from
+// an all-ones header.
+func TestBTHSettersIsolated(t *testing.T) {
+	type setter struct {
+		name string
+		set  func(bth.BTH)
+		mask []byte // the bits the setter may change
+	}
+	setters := []setter{
+		{"Opcode", func(b bth.BTH) { b.SetOpcode(^b.Opcode()) }, []byte{0: 0xff}},
+		{"SE", func(b bth.BTH) { b.SetSolicitedEvent(!b.SolicitedEvent()) }, []byte{1: 0x80}},
+		{"MigReq", func(b bth.BTH) { b.SetMigReq(!b.MigReq()) }, []byte{1: 0x40}},
+		{"PadCount", func(b bth.BTH) { b.SetPadCount(b.PadCount() ^ 3 | 0xfc) }, []byte{1: 0x30}},
+		{"TVer", func(b bth.BTH) { b.SetTVer(b.TVer() ^ 0xf | 0xf0) }, []byte{1: 0x0f}},
+		{"PKey", func(b bth.BTH) { b.SetPKey(^b.PKey()) }, []byte{2: 0xff, 3: 0xff}},
+		{"FECN", func(b bth.BTH) { b.SetFECN(!b.FECN()) }, []byte{4: 0x80}},
+		{"BECN", func(b bth.BTH) { b.SetBECN(!b.BECN()) }, []byte{4: 0x40}},
+		{"DestQPN", func(b bth.BTH) { b.SetDestQPN(^b.DestQPN()) }, []byte{5: 0xff, 6: 0xff, 7: 0xff}},
+		{"AckReq", func(b bth.BTH) { b.SetAckReq(!b.AckReq()) }, []byte{8: 0x80}},
+		{"PSN", func(b bth.BTH) { b.SetPSN(^b.PSN()) }, []byte{9: 0xff, 10: 0xff, 11: 0xff}},
+	}
+	for _, fill := range []byte{0x00, 0xff} {
+		for _, s := range setters {
+			b := bth.BTH(bytes.Repeat([]byte{fill}, bth.BTHLen))
+			s.set(b)
+			mask := make([]byte, bth.BTHLen)
+			copy(mask, s.mask)
+			for i := range b {
+				if changed := b[i] ^ fill; changed != mask[i] {
+					t.Errorf("fill %#x: Set%s changed byte %d bits %#02x, want %#02x", fill, s.name, i, changed, mask[i])
+				}
+			}
+		}
+	}
+}
+
+func TestBTH24BitMasking(t *testing.T) {
+	b := bth.BTH(bytes.Repeat([]byte{0}, bth.BTHLen))
+	b.SetAckReq(true)
+	b.SetFECN(true)
+	b.SetPSN(0x1ffffff)
+	b.SetDestQPN(0xff123456)
+	if b.PSN() != 0xffffff || !b.AckReq() || b[8] != 0x80 {
+		t.Errorf("SetPSN(0x1ffffff): PSN %#x AckReq %v byte8 %#x", b.PSN(), b.AckReq(), b[8])
+	}
+	if b.DestQPN() != 0x123456 || !b.FECN() || b[4] != 0x80 {
+		t.Errorf("SetDestQPN(0xff123456): QPN %#x FECN %v byte4 %#x", b.DestQPN(), b.FECN(), b[4])
+	}
+	b.SetPSN(0x1000000) // wraps to 0
+	if b.PSN() != 0 || !b.AckReq() {
+		t.Errorf("SetPSN(1<<24): PSN %#x AckReq %v", b.PSN(), b.AckReq())
+	}
+
+	var f bth.BTHFields
+	f.PSN, f.DestQPN, f.PadCount, f.TVer = 0xfedcba98, 0x87654321, 0xff, 0xff
+	b.Encode(&f)
+	if b.PSN() != 0xdcba98 || b.DestQPN() != 0x654321 || b.PadCount() != 3 || b.TVer() != 15 ||
+		b[4] != 0 || b[8] != 0 || b[1] != 0x3f {
+		t.Errorf("Encode did not mask: % x", []byte(b))
+	}
+}
+
+func TestRETH(t *testing.T) {
+	r := make(bth.RETH, bth.RETHLen)
+	f := bth.RETHFields{VA: 0x0102030405060708, RKey: 0x090a0b0c, DMALen: 0x0d0e0f10}
+	r.Encode(&f)
+	if want := []byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}; !bytes.Equal(r, want) {
+		t.Fatalf("Encode = % x", []byte(r))
+	}
+	if r.Fields() != f || r.VA() != f.VA || r.RKey() != f.RKey || r.DMALen() != f.DMALen {
+		t.Fatalf("Fields() = %+v", r.Fields())
+	}
+	r.SetVA(1)
+	r.SetRKey(2)
+	r.SetDMALen(3)
+	if r.Fields() != (bth.RETHFields{VA: 1, RKey: 2, DMALen: 3}) {
+		t.Fatalf("setters: %+v", r.Fields())
+	}
+}
+
+func TestAETH(t *testing.T) {
+	a := make(bth.AETH, bth.AETHLen)
+	a.Encode(&bth.AETHFields{Syndrome: bth.NakSyndrome(bth.NakRemoteAccessError), MSN: 0x1abcdef})
+	if want := []byte{0x62, 0xab, 0xcd, 0xef}; !bytes.Equal(a, want) {
+		t.Fatalf("Encode = % x, want % x", []byte(a), want)
+	}
+	a.SetMSN(0xff000001)
+	a.SetSyndrome(bth.AckSyndrome(7))
+	if a.MSN() != 1 || a.Syndrome() != 7 || a[0] != 7 {
+		t.Fatalf("setters: % x", []byte(a))
+	}
+	if got := a.Fields(); got != (bth.AETHFields{Syndrome: 7, MSN: 1}) {
+		t.Fatalf("Fields() = %+v", got)
+	}
+}
+
+func TestSmallHeaders(t *testing.T) {
+	imm := make(bth.ImmDt, bth.ImmDtLen)
+	imm.SetImm(0xdeadbeef)
+	ieth := make(bth.IETH, bth.IETHLen)
+	ieth.SetRKey(0x01020304)
+	ack := make(bth.AtomicAckETH, bth.AtomicAckETHLen)
+	ack.SetOrigData(0x0102030405060708)
+	for _, tc := range []struct {
+		got, want []byte
+	}{
+		{imm, []byte{0xde, 0xad, 0xbe, 0xef}},
+		{ieth, []byte{1, 2, 3, 4}},
+		{ack, []byte{1, 2, 3, 4, 5, 6, 7, 8}},
+	} {
+		if !bytes.Equal(tc.got, tc.want) {
+			t.Errorf("got % x, want % x", tc.got, tc.want)
+		}
+	}
+	if imm.Imm() != 0xdeadbeef || ieth.RKey() != 0x01020304 || ack.OrigData() != 0x0102030405060708 {
+		t.Error("getters disagree with setters")
+	}
+}
+
+func TestDETH(t *testing.T) {
+	d := bth.DETH(bytes.Repeat([]byte{0xff}, bth.DETHLen))
+	d.Encode(&bth.DETHFields{QKey: 0x80010000, SrcQPN: 0x1234567})
+	if want := []byte{0x80, 0x01, 0x00, 0x00, 0x00, 0x23, 0x45, 0x67}; !bytes.Equal(d, want) {
+		t.Fatalf("Encode = % x, want % x", []byte(d), want)
+	}
+	d[4] = 0xff // reserved
+	d.SetSrcQPN(0xffffffff)
+	d.SetQKey(7)
+	if d.SrcQPN() != 0xffffff || d.QKey() != 7 || d[4] != 0xff {
+		t.Fatalf("setters: % x", []byte(d))
+	}
+	if got := d.Fields(); got != (bth.DETHFields{QKey: 7, SrcQPN: 0xffffff}) {
+		t.Fatalf("Fields() = %+v", got)
+	}
+}
+
+func TestAtomicETH(t *testing.T) {
+	a := make(bth.AtomicETH, bth.AtomicETHLen)
+	f := bth.AtomicETHFields{VA: 0x1112131415161718, RKey: 0x21222324,
+		SwapAdd: 0x3132333435363738, Compare: 0x4142434445464748}
+	a.Encode(&f)
+	want := []byte{
+		0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18,
+		0x21, 0x22, 0x23, 0x24,
+		0x31, 0x32, 0x33, 0x34, 0x35, 0x36, 0x37, 0x38,
+		0x41, 0x42, 0x43, 0x44, 0x45, 0x46, 0x47, 0x48,
+	}
+	if !bytes.Equal(a, want) {
+		t.Fatalf("Encode = % x", []byte(a))
+	}
+	if a.Fields() != f {
+		t.Fatalf("Fields() = %+v", a.Fields())
+	}
+	a.SetVA(1)
+	a.SetRKey(2)
+	a.SetSwapAdd(3)
+	a.SetCompare(4)
+	if a.Fields() != (bth.AtomicETHFields{VA: 1, RKey: 2, SwapAdd: 3, Compare: 4}) {
+		t.Fatalf("setters: %+v", a.Fields())
+	}
+}

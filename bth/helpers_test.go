@@ -1,0 +1,245 @@
+package bth_test
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"net"
+	"net/netip"
+	"os"
+	"testing"
+
+	"github.com/softnic/softnic/bth"
+)
+
+// packetFields holds every header field of a RoCE packet; the zero value of
+// a header the opcode lacks is ignored.
+type packetFields struct {
+	BTH       bth.BTHFields
+	RETH      bth.RETHFields
+	AETH      bth.AETHFields
+	Imm       uint32
+	IETH      uint32
+	DETH      bth.DETHFields
+	Atomic    bth.AtomicETHFields
+	AtomicAck uint64
+}
+
+// fieldsOf reads every header of p through the views.
+func fieldsOf(p *bth.Packet) packetFields {
+	pf := packetFields{BTH: p.BTH().Fields()}
+	if r := p.RETH(); r != nil {
+		pf.RETH = r.Fields()
+	}
+	if a := p.AETH(); a != nil {
+		pf.AETH = a.Fields()
+	}
+	if i := p.Imm(); i != nil {
+		pf.Imm = i.Imm()
+	}
+	if i := p.IETH(); i != nil {
+		pf.IETH = i.RKey()
+	}
+	if d := p.DETH(); d != nil {
+		pf.DETH = d.Fields()
+	}
+	if a := p.AtomicETH(); a != nil {
+		pf.Atomic = a.Fields()
+	}
+	if a := p.AtomicAck(); a != nil {
+		pf.AtomicAck = a.OrigData()
+	}
+	return pf
+}
+
+// encode writes the BTH and the extension headers of info into dst with the
+// Encode methods and setters, as the transport does.
+func (pf *packetFields) encode(dst []byte, info *bth.OpInfo) {
+	bth.BTH(dst).Encode(&pf.BTH)
+	if info.RETHOff >= 0 {
+		bth.RETH(dst[info.RETHOff:]).Encode(&pf.RETH)
+	}
+	if info.AETHOff >= 0 {
+		bth.AETH(dst[info.AETHOff:]).Encode(&pf.AETH)
+	}
+	if info.ImmOff >= 0 {
+		bth.ImmDt(dst[info.ImmOff:]).SetImm(pf.Imm)
+	}
+	if info.IETHOff >= 0 {
+		bth.IETH(dst[info.IETHOff:]).SetRKey(pf.IETH)
+	}
+	if info.DETHOff >= 0 {
+		bth.DETH(dst[info.DETHOff:]).Encode(&pf.DETH)
+	}
+	if info.AtomicETHOff >= 0 {
+		bth.AtomicETH(dst[info.AtomicETHOff:]).Encode(&pf.Atomic)
+	}
+	if info.AtomicAckETHOff >= 0 {
+		bth.AtomicAckETH(dst[info.AtomicAckETHOff:]).SetOrigData(pf.AtomicAck)
+	}
+}
+
+// buildFrame encodes a complete frame the way softnic's transmit path does.
+func buildFrame(h *bth.FrameHeader, pf *packetFields, payload []byte) []byte {
+	info := bth.Lookup(pf.BTH.Opcode)
+	pf.BTH.PadCount = uint8(bth.PadFor(len(payload)))
+	roceLen := info.PacketLen(len(payload))
+	frame := make([]byte, h.Len()+roceLen)
+	off := h.Encode(frame, roceLen)
+	pf.encode(frame[off:], info)
+	copy(frame[off+info.PayloadOff:], payload)
+	bth.FinishFrame(frame, h)
+	return frame
+}
+
+// goldenVector is one entry of testdata/golden.json, written by
+// testdata/gen_golden.py.
+type goldenVector struct {
+	Name   string  `json:"name"`
+	IPv6   bool    `json:"ipv6"`
+	VLAN   *uint16 `json:"vlan"`
+	Header struct {
+		SrcMAC    string `json:"src_mac"`
+		DstMAC    string `json:"dst_mac"`
+		Src       string `json:"src"`
+		Dst       string `json:"dst"`
+		SrcPort   uint16 `json:"sport"`
+		TOS       uint8  `json:"tos"`
+		TTL       uint8  `json:"ttl"`
+		FlowLabel uint32 `json:"flow_label"`
+	} `json:"header"`
+	BTH struct {
+		Opcode uint8  `json:"opcode"`
+		SE     int    `json:"se"`
+		MigReq int    `json:"migreq"`
+		Pad    uint8  `json:"pad"`
+		PKey   uint16 `json:"pkey"`
+		FECN   int    `json:"fecn"`
+		BECN   int    `json:"becn"`
+		DQPN   uint32 `json:"dqpn"`
+		AckReq int    `json:"ackreq"`
+		PSN    uint32 `json:"psn"`
+	} `json:"bth"`
+	RETH *struct {
+		VA     uint64 `json:"va"`
+		RKey   uint32 `json:"rkey"`
+		DMALen uint32 `json:"dmalen"`
+	} `json:"reth"`
+	AETH *struct {
+		Syndrome uint8  `json:"syndrome"`
+		MSN      uint32 `json:"msn"`
+	} `json:"aeth"`
+	Imm  *uint32 `json:"imm"`
+	IETH *uint32 `json:"ieth"`
+	DETH *struct {
+		QKey   uint32 `json:"qkey"`
+		SrcQPN uint32 `json:"src_qpn"`
+	} `json:"deth"`
+	Atomic *struct {
+		VA      uint64 `json:"va"`
+		RKey    uint32 `json:"rkey"`
+		SwapAdd uint64 `json:"swap_add"`
+		Compare uint64 `json:"compare"`
+	} `json:"atomic"`
+	AtomicAck *uint64 `json:"atomic_ack"`
+	Payload   string  `json:"payload"`
+	Frame     string  `json:"frame"`
+	ICRC      uint32  `json:"icrc"`
+}
+
+func loadGolden(tb testing.TB) []goldenVector {
+	tb.Helper()
+	data, err := os.ReadFile("testdata/golden.json")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var vs []goldenVector
+	if err := json.Unmarshal(data, &vs); err != nil {
+		tb.Fatal(err)
+	}
+	if len(vs) == 0 {
+		tb.Fatal("no golden vectors")
+	}
+	return vs
+}
+
+func goldenFrame(tb testing.TB, name string) []byte {
+	tb.Helper()
+	for _, v := range loadGolden(tb) {
+		if v.Name == name {
+			return v.frame(tb)
+		}
+	}
+	tb.Fatalf("no golden vector %q", name)
+	return nil
+}
+
+func mustHex(tb testing.TB, s string) []byte {
+	tb.Helper()
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
+func (v *goldenVector) frame(tb testing.TB) []byte { return mustHex(tb, v.Frame) }
+
+func (v *goldenVector) frameHeader(tb testing.TB) bth.FrameHeader {
+	tb.Helper()
+	mac := func(s string) [6]byte {
+		hw, err := net.ParseMAC(s)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return [6]byte(hw)
+	}
+	h := v.Header
+	return bth.FrameHeader{
+		SrcMAC:    mac(h.SrcMAC),
+		DstMAC:    mac(h.DstMAC),
+		Src:       netip.MustParseAddr(h.Src),
+		Dst:       netip.MustParseAddr(h.Dst),
+		SrcPort:   h.SrcPort,
+		TOS:       h.TOS,
+		TTL:       h.TTL,
+		FlowLabel: h.FlowLabel,
+	}
+}
+
+func (v *goldenVector) fields() packetFields {
+	b := v.BTH
+	pf := packetFields{BTH: bth.BTHFields{
+		Opcode:         bth.Opcode(b.Opcode),
+		SolicitedEvent: b.SE != 0,
+		MigReq:         b.MigReq != 0,
+		PadCount:       b.Pad,
+		PKey:           b.PKey,
+		FECN:           b.FECN != 0,
+		BECN:           b.BECN != 0,
+		DestQPN:        b.DQPN,
+		AckReq:         b.AckReq != 0,
+		PSN:            b.PSN,
+	}}
+	if r := v.RETH; r != nil {
+		pf.RETH = bth.RETHFields{VA: r.VA, RKey: r.RKey, DMALen: r.DMALen}
+	}
+	if a := v.AETH; a != nil {
+		pf.AETH = bth.AETHFields{Syndrome: bth.Syndrome(a.Syndrome), MSN: a.MSN}
+	}
+	if v.Imm != nil {
+		pf.Imm = *v.Imm
+	}
+	if v.IETH != nil {
+		pf.IETH = *v.IETH
+	}
+	if d := v.DETH; d != nil {
+		pf.DETH = bth.DETHFields{QKey: d.QKey, SrcQPN: d.SrcQPN}
+	}
+	if a := v.Atomic; a != nil {
+		pf.Atomic = bth.AtomicETHFields{VA: a.VA, RKey: a.RKey, SwapAdd: a.SwapAdd, Compare: a.Compare}
+	}
+	if v.AtomicAck != nil {
+		pf.AtomicAck = *v.AtomicAck
+	}
+	return pf
+}

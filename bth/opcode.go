@@ -1,0 +1,200 @@
+package bth
+
+import "fmt"
+
+// UDPPort is the IANA-assigned RoCEv2 UDP destination port (IBA Annex A17).
+const UDPPort = 4791
+
+// Header lengths in bytes (IBA 9.2 and 9.3).
+const (
+	BTHLen          = 12
+	RETHLen         = 16
+	AETHLen         = 4
+	ImmDtLen        = 4
+	IETHLen         = 4
+	DETHLen         = 8
+	AtomicETHLen    = 28
+	AtomicAckETHLen = 8
+	ICRCLen         = 4
+)
+
+// Opcode is the BTH OpCode field (IBA 9.2.1). The top three bits
+// select the transport service (000 RC, 011 UD), the low five the operation.
+type Opcode uint8
+
+// Opcodes softnic speaks: all of reliable connection plus the two UD sends.
+const (
+	RCSendFirst          Opcode = 0x00
+	RCSendMiddle         Opcode = 0x01
+	RCSendLast           Opcode = 0x02
+	RCSendLastImm        Opcode = 0x03
+	RCSendOnly           Opcode = 0x04
+	RCSendOnlyImm        Opcode = 0x05
+	RCWriteFirst         Opcode = 0x06
+	RCWriteMiddle        Opcode = 0x07
+	RCWriteLast          Opcode = 0x08
+	RCWriteLastImm       Opcode = 0x09
+	RCWriteOnly          Opcode = 0x0A
+	RCWriteOnlyImm       Opcode = 0x0B
+	RCReadRequest        Opcode = 0x0C
+	RCReadResponseFirst  Opcode = 0x0D
+	RCReadResponseMiddle Opcode = 0x0E
+	RCReadResponseLast   Opcode = 0x0F
+	RCReadResponseOnly   Opcode = 0x10
+	RCAcknowledge        Opcode = 0x11
+	RCAtomicAcknowledge  Opcode = 0x12
+	RCCompareSwap        Opcode = 0x13
+	RCFetchAdd           Opcode = 0x14
+	RCSendLastInv        Opcode = 0x16
+	RCSendOnlyInv        Opcode = 0x17
+	UDSendOnly           Opcode = 0x64
+	UDSendOnlyImm        Opcode = 0x65
+)
+
+// String returns the rxe/Wireshark style name, e.g. "RC_RDMA_WRITE_ONLY", or
+// "OPCODE_0x15" for opcodes softnic does not know.
+func (o Opcode) String() string {
+	if info := Lookup(o); info != nil {
+		return info.Name
+	}
+	return fmt.Sprintf("OPCODE_0x%02x", uint8(o))
+}
+
+// OpFlags describes what an opcode carries and what role its packet plays.
+type OpFlags uint32
+
+const (
+	HasRETH         OpFlags = 1 << iota // RDMA extended transport header follows
+	HasAETH                             // ACK extended transport header follows
+	HasImm                              // immediate data follows
+	HasIETH                             // invalidate extended transport header follows
+	HasDETH                             // datagram extended transport header follows
+	HasAtomicETH                        // atomic extended transport header follows
+	HasAtomicAckETH                     // atomic ACK extended transport header follows
+	HasPayload                          // a (possibly empty) payload follows the headers
+
+	IsRequest  // sent by a requester
+	IsResponse // sent by a responder: ACK, read response, atomic ACK
+
+	// Position of the packet within its message. An ONLY packet, and every
+	// single-packet operation (read request, atomics, ACKs, UD), is both
+	// IsFirst and IsLast.
+	IsFirst
+	IsMiddle
+	IsLast
+
+	// Operation family. Read responses are IsRead and atomic ACKs IsAtomic,
+	// so that together with IsResponse the family also classifies responses;
+	// a plain ACK has no family.
+	IsSend
+	IsWrite
+	IsRead
+	IsAtomic
+
+	// NeedsRecvWQE marks every packet that needs the responder's receive
+	// WQE: all SEND packets (the payload is scattered into it) and the RDMA
+	// WRITE packet carrying immediate data (its completion consumes one).
+	// The responder dequeues a WQE on such a packet that is also IsFirst or
+	// IsWrite and keeps using it for the middle and last packets of a SEND;
+	// rxe marks only the dequeuing packets (RXE_RWR_MASK) and checks for an
+	// RNR condition there, in check_resource.
+	NeedsRecvWQE
+)
+
+// OpInfo is the static description of one opcode, the equivalent of rxe's
+// struct rxe_opcode_info. Offsets are from the start of the BTH; an absent
+// header has offset -1.
+type OpInfo struct {
+	Name   string
+	Flags  OpFlags
+	Length int // BTH plus all extension headers, in bytes
+
+	RETHOff, AETHOff, ImmOff, IETHOff, DETHOff, AtomicETHOff, AtomicAckETHOff int
+
+	PayloadOff int // always equal to Length
+}
+
+// PacketLen returns the length of a RoCE packet of this opcode with
+// payloadLen payload bytes: headers, payload, pad and ICRC.
+func (i *OpInfo) PacketLen(payloadLen int) int {
+	return i.Length + payloadLen + PadFor(payloadLen) + ICRCLen
+}
+
+// Lookup returns the table entry for op, or nil if softnic does not know the
+// opcode (reserved, UC, RD, or vendor-specific). The result points into a
+// static table and must not be modified.
+func Lookup(op Opcode) *OpInfo {
+	info := &opTable[op]
+	if info.Name == "" {
+		return nil
+	}
+	return info
+}
+
+// opTable is indexed by opcode. Only names and flags are written out; the
+// offsets are filled in by layoutOpTable from the flags.
+var opTable = layoutOpTable([256]OpInfo{
+	RCSendFirst:          {Name: "RC_SEND_FIRST", Flags: HasPayload | IsRequest | IsFirst | IsSend | NeedsRecvWQE},
+	RCSendMiddle:         {Name: "RC_SEND_MIDDLE", Flags: HasPayload | IsRequest | IsMiddle | IsSend | NeedsRecvWQE},
+	RCSendLast:           {Name: "RC_SEND_LAST", Flags: HasPayload | IsRequest | IsLast | IsSend | NeedsRecvWQE},
+	RCSendLastImm:        {Name: "RC_SEND_LAST_WITH_IMMEDIATE", Flags: HasImm | HasPayload | IsRequest | IsLast | IsSend | NeedsRecvWQE},
+	RCSendOnly:           {Name: "RC_SEND_ONLY", Flags: HasPayload | IsRequest | IsFirst | IsLast | IsSend | NeedsRecvWQE},
+	RCSendOnlyImm:        {Name: "RC_SEND_ONLY_WITH_IMMEDIATE", Flags: HasImm | HasPayload | IsRequest | IsFirst | IsLast | IsSend | NeedsRecvWQE},
+	RCWriteFirst:         {Name: "RC_RDMA_WRITE_FIRST", Flags: HasRETH | HasPayload | IsRequest | IsFirst | IsWrite},
+	RCWriteMiddle:        {Name: "RC_RDMA_WRITE_MIDDLE", Flags: HasPayload | IsRequest | IsMiddle | IsWrite},
+	RCWriteLast:          {Name: "RC_RDMA_WRITE_LAST", Flags: HasPayload | IsRequest | IsLast | IsWrite},
+	RCWriteLastImm:       {Name: "RC_RDMA_WRITE_LAST_WITH_IMMEDIATE", Flags: HasImm | HasPayload | IsRequest | IsLast | IsWrite | NeedsRecvWQE},
+	RCWriteOnly:          {Name: "RC_RDMA_WRITE_ONLY", Flags: HasRETH | HasPayload | IsRequest | IsFirst | IsLast | IsWrite},
+	RCWriteOnlyImm:       {Name: "RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE", Flags: HasRETH | HasImm | HasPayload | IsRequest | IsFirst | IsLast | IsWrite | NeedsRecvWQE},
+	RCReadRequest:        {Name: "RC_RDMA_READ_REQUEST", Flags: HasRETH | IsRequest | IsFirst | IsLast | IsRead},
+	RCReadResponseFirst:  {Name: "RC_RDMA_READ_RESPONSE_FIRST", Flags: HasAETH | HasPayload | IsResponse | IsFirst | IsRead},
+	RCReadResponseMiddle: {Name: "RC_RDMA_READ_RESPONSE_MIDDLE", Flags: HasPayload | IsResponse | IsMiddle | IsRead},
+	RCReadResponseLast:   {Name: "RC_RDMA_READ_RESPONSE_LAST", Flags: HasAETH | HasPayload | IsResponse | IsLast | IsRead},
+	RCReadResponseOnly:   {Name: "RC_RDMA_READ_RESPONSE_ONLY", Flags: HasAETH | HasPayload | IsResponse | IsFirst | IsLast | IsRead},
+	RCAcknowledge:        {Name: "RC_ACKNOWLEDGE", Flags: HasAETH | IsResponse | IsFirst | IsLast},
+	RCAtomicAcknowledge:  {Name: "RC_ATOMIC_ACKNOWLEDGE", Flags: HasAETH | HasAtomicAckETH | IsResponse | IsFirst | IsLast | IsAtomic},
+	RCCompareSwap:        {Name: "RC_COMPARE_SWAP", Flags: HasAtomicETH | IsRequest | IsFirst | IsLast | IsAtomic},
+	RCFetchAdd:           {Name: "RC_FETCH_ADD", Flags: HasAtomicETH | IsRequest | IsFirst | IsLast | IsAtomic},
+	RCSendLastInv:        {Name: "RC_SEND_LAST_WITH_INVALIDATE", Flags: HasIETH | HasPayload | IsRequest | IsLast | IsSend | NeedsRecvWQE},
+	RCSendOnlyInv:        {Name: "RC_SEND_ONLY_WITH_INVALIDATE", Flags: HasIETH | HasPayload | IsRequest | IsFirst | IsLast | IsSend | NeedsRecvWQE},
+	UDSendOnly:           {Name: "UD_SEND_ONLY", Flags: HasDETH | HasPayload | IsRequest | IsFirst | IsLast | IsSend | NeedsRecvWQE},
+	UDSendOnlyImm:        {Name: "UD_SEND_ONLY_WITH_IMMEDIATE", Flags: HasDETH | HasImm | HasPayload | IsRequest | IsFirst | IsLast | IsSend | NeedsRecvWQE},
+})
+
+// layoutOpTable fills in Length and the header offsets of every named entry.
+// Extension headers follow the BTH in the order IBA 9.2 fixes and rxe's
+// rxe_opcode.c encodes: DETH, RETH, AtomicETH, ImmDt, IETH for requests, and
+// AETH then AtomicAckETH for responses (no opcode mixes the two groups).
+func layoutOpTable(table [256]OpInfo) [256]OpInfo {
+	order := [...]struct {
+		flag OpFlags
+		len  int
+		off  func(*OpInfo) *int
+	}{
+		{HasAETH, AETHLen, func(i *OpInfo) *int { return &i.AETHOff }},
+		{HasAtomicAckETH, AtomicAckETHLen, func(i *OpInfo) *int { return &i.AtomicAckETHOff }},
+		{HasDETH, DETHLen, func(i *OpInfo) *int { return &i.DETHOff }},
+		{HasRETH, RETHLen, func(i *OpInfo) *int { return &i.RETHOff }},
+		{HasAtomicETH, AtomicETHLen, func(i *OpInfo) *int { return &i.AtomicETHOff }},
+		{HasImm, ImmDtLen, func(i *OpInfo) *int { return &i.ImmOff }},
+		{HasIETH, IETHLen, func(i *OpInfo) *int { return &i.IETHOff }},
+	}
+	for op := range table {
+		info := &table[op]
+		if info.Name == "" {
+			continue
+		}
+		off := BTHLen
+		for _, h := range order {
+			if info.Flags&h.flag == 0 {
+				*h.off(info) = -1
+				continue
+			}
+			*h.off(info) = off
+			off += h.len
+		}
+		info.Length = off
+		info.PayloadOff = off
+	}
+	return table
+}

@@ -1,0 +1,215 @@
+package bth_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/softnic/softnic/bth"
+)
+
+type hdr int
+
+const (
+	hRETH hdr = iota
+	hAETH
+	hImm
+	hIETH
+	hDETH
+	hAtomic
+	hAtomicAck
+)
+
+// wantHeaders lists, independently of the package's table, the extension
+// headers that follow the BTH of every opcode in wire order (IBA 9.2,
+// rxe_opcode.c), and whether a payload follows.
+var wantHeaders = map[bth.Opcode]struct {
+	name    string
+	hdrs    []hdr
+	payload bool
+}{
+	bth.RCSendFirst:          {"RC_SEND_FIRST", nil, true},
+	bth.RCSendMiddle:         {"RC_SEND_MIDDLE", nil, true},
+	bth.RCSendLast:           {"RC_SEND_LAST", nil, true},
+	bth.RCSendLastImm:        {"RC_SEND_LAST_WITH_IMMEDIATE", []hdr{hImm}, true},
+	bth.RCSendOnly:           {"RC_SEND_ONLY", nil, true},
+	bth.RCSendOnlyImm:        {"RC_SEND_ONLY_WITH_IMMEDIATE", []hdr{hImm}, true},
+	bth.RCWriteFirst:         {"RC_RDMA_WRITE_FIRST", []hdr{hRETH}, true},
+	bth.RCWriteMiddle:        {"RC_RDMA_WRITE_MIDDLE", nil, true},
+	bth.RCWriteLast:          {"RC_RDMA_WRITE_LAST", nil, true},
+	bth.RCWriteLastImm:       {"RC_RDMA_WRITE_LAST_WITH_IMMEDIATE", []hdr{hImm}, true},
+	bth.RCWriteOnly:          {"RC_RDMA_WRITE_ONLY", []hdr{hRETH}, true},
+	bth.RCWriteOnlyImm:       {"RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE", []hdr{hRETH, hImm}, true},
+	bth.RCReadRequest:        {"RC_RDMA_READ_REQUEST", []hdr{hRETH}, false},
+	bth.RCReadResponseFirst:  {"RC_RDMA_READ_RESPONSE_FIRST", []hdr{hAETH}, true},
+	bth.RCReadResponseMiddle: {"RC_RDMA_READ_RESPONSE_MIDDLE", nil, true},
+	bth.RCReadResponseLast:   {"RC_RDMA_READ_RESPONSE_LAST", []hdr{hAETH}, true},
+	bth.RCReadResponseOnly:   {"RC_RDMA_READ_RESPONSE_ONLY", []hdr{hAETH}, true},
+	bth.RCAcknowledge:        {"RC_ACKNOWLEDGE", []hdr{hAETH}, false},
+	bth.RCAtomicAcknowledge:  {"RC_ATOMIC_ACKNOWLEDGE", []hdr{hAETH, hAtomicAck}, false},
+	bth.RCCompareSwap:        {"RC_COMPARE_SWAP", []hdr{hAtomic}, false},
+	bth.RCFetchAdd:           {"RC_FETCH_ADD", []hdr{hAtomic}, false},
+	bth.RCSendLastInv:        {"RC_SEND_LAST_WITH_INVALIDATE", []hdr{hIETH}, true},
+	bth.RCSendOnlyInv:        {"RC_SEND_ONLY_WITH_INVALIDATE", []hdr{hIETH}, true},
+	bth.UDSendOnly:           {"UD_SEND_ONLY", []hdr{hDETH}, true},
+	bth.UDSendOnlyImm:        {"UD_SEND_ONLY_WITH_IMMEDIATE", []hdr{hDETH, hImm}, true},
+}
+
+var hdrLen = map[hdr]int{
+	hRETH: bth.RETHLen, hAETH: bth.AETHLen, hImm: bth.ImmDtLen, hIETH: bth.IETHLen,
+	hDETH: bth.DETHLen, hAtomic: bth.AtomicETHLen, hAtomicAck: bth.AtomicAckETHLen,
+}
+
+func offsets(info *bth.OpInfo) map[hdr]int {
+	return map[hdr]int{
+		hRETH: info.RETHOff, hAETH: info.AETHOff, hImm: info.ImmOff, hIETH: info.IETHOff,
+		hDETH: info.DETHOff, hAtomic: info.AtomicETHOff, hAtomicAck: info.AtomicAckETHOff,
+	}
+}
+
+var hdrFlag = map[hdr]bth.OpFlags{
+	hRETH: bth.HasRETH, hAETH: bth.HasAETH, hImm: bth.HasImm, hIETH: bth.HasIETH,
+	hDETH: bth.HasDETH, hAtomic: bth.HasAtomicETH, hAtomicAck: bth.HasAtomicAckETH,
+}
+
+func TestOpcodeTableLayout(t *testing.T) {
+	for op := range 256 {
+		op := bth.Opcode(op)
+		info := bth.Lookup(op)
+		want, known := wantHeaders[op]
+		if !known {
+			if info != nil {
+				t.Errorf("%#02x: Lookup = %q, want nil", uint8(op), info.Name)
+			}
+			continue
+		}
+		if info == nil {
+			t.Errorf("%s: Lookup = nil", want.name)
+			continue
+		}
+		if info.Name != want.name || op.String() != want.name {
+			t.Errorf("%#02x: Name %q, String %q, want %q", uint8(op), info.Name, op.String(), want.name)
+		}
+		// Walk the headers in wire order: each starts where the previous
+		// ended, and the last one ends at Length.
+		off := bth.BTHLen
+		got := offsets(info)
+		for _, h := range want.hdrs {
+			if got[h] != off {
+				t.Errorf("%s: header %d at %d, want %d", want.name, h, got[h], off)
+			}
+			if info.Flags&hdrFlag[h] == 0 {
+				t.Errorf("%s: flag for header %d missing", want.name, h)
+			}
+			off += hdrLen[h]
+			delete(got, h)
+		}
+		for h, o := range got {
+			if o != -1 || info.Flags&hdrFlag[h] != 0 {
+				t.Errorf("%s: absent header %d has offset %d, flags %#x", want.name, h, o, info.Flags)
+			}
+		}
+		if info.Length != off || info.PayloadOff != off {
+			t.Errorf("%s: Length %d, PayloadOff %d, want %d", want.name, info.Length, info.PayloadOff, off)
+		}
+		if (info.Flags&bth.HasPayload != 0) != want.payload {
+			t.Errorf("%s: HasPayload = %v, want %v", want.name, !want.payload, want.payload)
+		}
+	}
+}
+
+// Spot-check lengths against rxe_opcode.c's .length values.
+func TestOpcodeLengthsMatchRxe(t *testing.T) {
+	for op, want := range map[bth.Opcode]int{
+		bth.RCSendMiddle: 12, bth.RCWriteFirst: 28, bth.RCWriteOnlyImm: 32,
+		bth.RCReadRequest: 28, bth.RCAcknowledge: 16, bth.RCAtomicAcknowledge: 24,
+		bth.RCCompareSwap: 40, bth.RCSendOnlyInv: 16, bth.UDSendOnly: 20,
+		bth.UDSendOnlyImm: 24,
+	} {
+		if got := bth.Lookup(op).Length; got != want {
+			t.Errorf("%s: Length %d, want %d", op, got, want)
+		}
+	}
+}
+
+func TestOpcodeFlags(t *testing.T) {
+	for op, want := range wantHeaders {
+		f := bth.Lookup(op).Flags
+		name := want.name
+		has := func(x bth.OpFlags) bool { return f&x != 0 }
+
+		if has(bth.IsRequest) == has(bth.IsResponse) {
+			t.Errorf("%s: must be exactly one of request and response", name)
+		}
+		response := strings.Contains(name, "RESPONSE") || strings.Contains(name, "ACKNOWLEDGE")
+		if has(bth.IsResponse) != response {
+			t.Errorf("%s: IsResponse = %v", name, has(bth.IsResponse))
+		}
+
+		var wantPos bth.OpFlags
+		switch {
+		case strings.HasSuffix(name, "_FIRST"):
+			wantPos = bth.IsFirst
+		case strings.HasSuffix(name, "_MIDDLE"):
+			wantPos = bth.IsMiddle
+		case strings.Contains(name, "_LAST"):
+			wantPos = bth.IsLast
+		default: // ONLY and single-packet operations
+			wantPos = bth.IsFirst | bth.IsLast
+		}
+		if pos := f & (bth.IsFirst | bth.IsMiddle | bth.IsLast); pos != wantPos {
+			t.Errorf("%s: position flags %#x, want %#x", name, pos, wantPos)
+		}
+
+		var wantFamily bth.OpFlags
+		switch {
+		case strings.Contains(name, "SEND"):
+			wantFamily = bth.IsSend
+		case strings.Contains(name, "WRITE"):
+			wantFamily = bth.IsWrite
+		case strings.Contains(name, "READ"):
+			wantFamily = bth.IsRead
+		case strings.Contains(name, "ATOMIC"), strings.Contains(name, "SWAP"), strings.Contains(name, "FETCH"):
+			wantFamily = bth.IsAtomic
+		}
+		if fam := f & (bth.IsSend | bth.IsWrite | bth.IsRead | bth.IsAtomic); fam != wantFamily {
+			t.Errorf("%s: family flags %#x, want %#x", name, fam, wantFamily)
+		}
+
+		wantWQE := strings.Contains(name, "SEND") ||
+			strings.Contains(name, "WRITE") && strings.Contains(name, "IMMEDIATE")
+		if has(bth.NeedsRecvWQE) != wantWQE {
+			t.Errorf("%s: NeedsRecvWQE = %v, want %v", name, !wantWQE, wantWQE)
+		}
+	}
+}
+
+func TestOpcodeStringUnknown(t *testing.T) {
+	for op, want := range map[bth.Opcode]string{0x15: "OPCODE_0x15", 0x20: "OPCODE_0x20", 0xff: "OPCODE_0xff"} {
+		if got := op.String(); got != want {
+			t.Errorf("String(%#x) = %q, want %q", uint8(op), got, want)
+		}
+	}
+}
+
+func TestPacketLen(t *testing.T) {
+	for _, tc := range []struct {
+		op      bth.Opcode
+		payload int
+		want    int
+	}{
+		{bth.RCAcknowledge, 0, 20},
+		{bth.RCSendOnly, 0, 16},
+		{bth.RCSendOnly, 1, 20},
+		{bth.RCSendOnly, 4, 20},
+		{bth.RCWriteOnlyImm, 1023, 32 + 1024 + 4},
+	} {
+		if got := bth.Lookup(tc.op).PacketLen(tc.payload); got != tc.want {
+			t.Errorf("%s.PacketLen(%d) = %d, want %d", tc.op, tc.payload, got, tc.want)
+		}
+	}
+	for n, want := range []int{0, 3, 2, 1, 0, 3} {
+		if got := bth.PadFor(n); got != want {
+			t.Errorf("PadFor(%d) = %d, want %d", n, got, want)
+		}
+	}
+}
