@@ -1,0 +1,353 @@
+package dataplane
+
+import (
+	"encoding/binary"
+	"time"
+
+	"github.com/softnic/softnic/bth"
+	"github.com/softnic/softnic/qp"
+)
+
+// The completer (rxe_comp.c): ACKs, NAKs, read responses and atomic ACKs
+// move q.unacked forward and retire WQEs from the head of the send queue;
+// sequence errors, timeouts and RNR NAKs rewind the send cursor; fatal
+// NAKs complete the WQE they name with an error and move the QP to ERR.
+
+// nakStatus maps NAK codes to the status of the failed work request
+// (IBA §9.7.5.2.x, Table 44; rxe_comp.c).
+var nakStatus = map[bth.NakCode]qp.WCStatus{
+	bth.NakInvalidRequest:         qp.WCRemInvReqErr,
+	bth.NakRemoteAccessError:      qp.WCRemAccessErr,
+	bth.NakRemoteOperationalError: qp.WCRemOpErr,
+	bth.NakInvalidRDRequest:       qp.WCRemInvReqErr,
+}
+
+// complete handles one response packet for q.
+func (e *Engine) complete(q *QP, pkt *bth.Packet) {
+	psn := qp.PSN(pkt.BTH().PSN())
+	op := pkt.Opcode()
+	if op != bth.RCAcknowledge && pkt.Info.AETHOff >= 0 && pkt.AETH().Syndrome().Kind() != bth.AckKind {
+		e.cnt.RcvdBadResponse++ // read responses and atomic ACKs always carry an ACK syndrome
+		return
+	}
+	switch {
+	case op == bth.RCAcknowledge:
+		syn := pkt.AETH().Syndrome()
+		switch syn.Kind() {
+		case bth.AckKind:
+			e.onAck(q, psn)
+		case bth.RNRNakKind:
+			e.onRNRNak(q, psn, syn.RNRTimer())
+		case bth.NakKind:
+			e.onNak(q, psn, syn.NakCode())
+		default:
+			e.cnt.RcvdBadResponse++
+		}
+	case op == bth.RCAtomicAcknowledge:
+		e.onAtomicAck(q, psn, pkt.AtomicAck().OrigData())
+	default: // read response
+		e.onReadResponse(q, psn, pkt)
+	}
+}
+
+// responseInWindow classifies a response PSN: stale (already
+// acknowledged), beyond what was ever sent (bogus), or current.
+func (e *Engine) responseInWindow(q *QP, psn qp.PSN) bool {
+	if psn.Before(q.unacked) {
+		e.cnt.RcvdStaleAck++
+		return false
+	}
+	if !psn.Before(q.maxSentPSN) {
+		e.cnt.RcvdBadResponse++
+		return false
+	}
+	return true
+}
+
+// onAck: an ACK with PSN psn acknowledges every request up to psn.
+func (e *Engine) onAck(q *QP, psn qp.PSN) {
+	if !e.responseInWindow(q, psn) {
+		return
+	}
+	e.ackThrough(q, psn.Next())
+}
+
+// ackThrough retires every SEND/WRITE WQE wholly before upto and moves
+// unacked. READs and atomics complete only through their responses, so an
+// acknowledgement that passes one that has not completed means its
+// response was lost: an implied NAK (IBA §9.7.5.1.2 C9-?), answered by
+// going back to it once.
+func (e *Engine) ackThrough(q *QP, upto qp.PSN) {
+	progressed := false
+	for q.sq.Head() != q.sqStart {
+		w := q.sq.Front()
+		if w.isReadOrAtomic() {
+			if w.firstPSN.Before(upto) && q.impliedAt != q.unacked+1 {
+				q.impliedAt = q.unacked + 1 // +1: the zero value means "none"
+				e.cnt.ImpliedNakSeqErr++
+				if e.countRetry(q) {
+					e.goBack(q, q.unacked)
+				}
+			}
+			break
+		}
+		if !w.lastPSN.Before(upto) {
+			if q.unacked.Before(upto) {
+				q.unacked = upto // part of a long message
+				progressed = true
+			}
+			break
+		}
+		q.unacked = w.lastPSN.Next()
+		e.retire(q, qp.WCSuccess)
+		progressed = true
+	}
+	if progressed {
+		e.onProgress(q)
+	}
+}
+
+// onReadResponse places one READ response packet.
+func (e *Engine) onReadResponse(q *QP, psn qp.PSN, pkt *bth.Packet) {
+	if !e.responseInWindow(q, psn) {
+		return
+	}
+	if psn != q.unacked {
+		// A response is missing: go back to it (once per hole).
+		if q.impliedAt != q.unacked+1 {
+			q.impliedAt = q.unacked + 1
+			e.cnt.ImpliedNakSeqErr++
+			if e.countRetry(q) {
+				e.goBack(q, q.unacked)
+			}
+		}
+		return
+	}
+	e.ackThrough(q, psn) // a response acknowledges every earlier request
+	w := q.sq.Front()
+	if q.state != qp.RTS && q.state != qp.SQD || w == nil || w.wr.Opcode != qp.WRRDMARead || !w.contains(psn) {
+		e.cnt.RcvdBadResponse++
+		return
+	}
+	off := uint32(psn.Diff(w.firstPSN)) * q.mtu
+	payload := pkt.Payload()
+	if uint32(len(payload)) != min(q.mtu, w.length-off) {
+		e.cnt.RcvdBadResponse++
+		return
+	}
+	if !e.copySGL(q, w.wr.SGEs(), off, payload, true) {
+		e.failAt(q, q.sq.Head(), qp.WCLocProtErr)
+		return
+	}
+	q.unacked = psn.Next()
+	if psn == w.lastPSN {
+		e.retire(q, qp.WCSuccess)
+	}
+	e.onProgress(q)
+}
+
+// onAtomicAck completes the atomic at psn with the original remote value.
+func (e *Engine) onAtomicAck(q *QP, psn qp.PSN, orig uint64) {
+	if !e.responseInWindow(q, psn) {
+		return
+	}
+	if psn != q.unacked {
+		e.cnt.RcvdBadResponse++
+		return
+	}
+	e.ackThrough(q, psn)
+	w := q.sq.Front()
+	if q.state != qp.RTS && q.state != qp.SQD || w == nil || !w.wr.Opcode.IsAtomic() || w.firstPSN != psn {
+		e.cnt.RcvdBadResponse++
+		return
+	}
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], orig) // host order, as the CPU reads it
+	if !e.copySGL(q, w.wr.SGEs(), 0, b[:], true) {
+		e.failAt(q, q.sq.Head(), qp.WCLocProtErr)
+		return
+	}
+	q.unacked = psn.Next()
+	e.retire(q, qp.WCSuccess)
+	e.onProgress(q)
+}
+
+// onNak handles a NAK naming psn: every earlier request is acknowledged;
+// a sequence error is recovered by the scheme, the others are fatal.
+func (e *Engine) onNak(q *QP, psn qp.PSN, code bth.NakCode) {
+	if psn.Before(q.unacked) {
+		e.cnt.RcvdStaleAck++
+		return
+	}
+	if !psn.Before(q.maxSentPSN) {
+		e.cnt.RcvdBadResponse++
+		return
+	}
+	e.ackThrough(q, psn)
+	if q.state == qp.Err {
+		return
+	}
+	if code == bth.NakPSNSeqError {
+		e.cnt.RcvdSeqErr++
+		if !e.countRetry(q) {
+			return
+		}
+		if r := q.sender.OnNak(e.now, psn); r.GoBack {
+			e.goBack(q, r.GoBackTo)
+		}
+		e.schedule(q)
+		return
+	}
+	status, ok := nakStatus[code]
+	if !ok {
+		status = qp.WCBadRespErr
+	}
+	switch code {
+	case bth.NakRemoteAccessError:
+		e.cnt.ReqRemoteAccess++
+	case bth.NakInvalidRequest:
+		e.cnt.ReqRemoteInvalid++
+	}
+	e.failAt(q, q.sq.Head(), status)
+}
+
+// onRNRNak: the responder had no receive WQE; wait the RNR delay and
+// resend from psn, within rnr_retry (7 = forever).
+func (e *Engine) onRNRNak(q *QP, psn qp.PSN, code uint8) {
+	if !e.responseInWindow(q, psn) {
+		return
+	}
+	e.cnt.RcvdRNRErr++
+	e.ackThrough(q, psn)
+	if q.state == qp.Err {
+		return
+	}
+	if q.rnrRetry != 7 {
+		if q.rnrLeft == 0 {
+			e.cnt.RNRNakRetryErr++
+			e.failAt(q, q.sq.Head(), qp.WCRNRRetryExcErr)
+			return
+		}
+		q.rnrLeft--
+	}
+	e.goBack(q, psn)
+	q.rnrWait = true
+	e.wheel.Stop(&q.retryTimer)
+	e.wheel.Schedule(&q.rnrTimer, e.now+RNRDelay(code))
+}
+
+func (e *Engine) onRNRTimer(q *QP, _ time.Duration) {
+	q.rnrWait = false
+	if e.requestReady(q) {
+		e.schedule(q)
+	}
+}
+
+// onRetryTimeout is the local ACK timeout (IBA §9.7.6.1.3).
+func (e *Engine) onRetryTimeout(q *QP, now time.Duration) {
+	if q.state != qp.RTS && q.state != qp.SQD || q.unacked == q.maxSentPSN {
+		return
+	}
+	e.cnt.LocalAckTimeout++
+	if !e.countRetry(q) {
+		return
+	}
+	q.impliedAt = 0
+	if r := q.sender.OnTimeout(now, q.unacked); r.GoBack {
+		e.goBack(q, r.GoBackTo)
+	}
+	e.schedule(q)
+}
+
+// countRetry spends one retry or, when none are left, fails the oldest
+// request with RETRY_EXC_ERR. retry_cnt is a plain count (IBA §9.7.6.1.3;
+// only rnr_retry gives 7 the meaning "forever"): rxe retries forever at 7,
+// which leaves a requester whose responder died in ERR retrying for ever.
+func (e *Engine) countRetry(q *QP) bool {
+	e.cnt.CompleterRetry++
+	if q.retryLeft == 0 {
+		e.cnt.RetryExceededErr++
+		e.failAt(q, q.sq.Head(), qp.WCRetryExcErr)
+		return false
+	}
+	q.retryLeft--
+	return true
+}
+
+// goBack moves the send cursor back to psn (never forward, never before
+// unacked).
+func (e *Engine) goBack(q *QP, psn qp.PSN) {
+	if psn.Before(q.unacked) {
+		psn = q.unacked
+	}
+	if psn.Before(q.curPSN) {
+		q.seekCursor(psn)
+	}
+	q.noAck = 0
+	e.schedule(q)
+}
+
+// onProgress runs when unacked moved: fresh retry budget, restarted
+// timer, and a cursor that never points at acknowledged PSNs.
+func (e *Engine) onProgress(q *QP) {
+	q.retryLeft, q.rnrLeft = q.retryCnt, q.rnrRetry
+	q.impliedAt = 0
+	q.sender.OnAck(e.now, q.unacked)
+	if q.curPSN.Before(q.unacked) {
+		q.seekCursor(q.unacked)
+	}
+	e.wheel.Stop(&q.retryTimer)
+	e.armRetry(q)
+	if e.requestReady(q) {
+		e.schedule(q)
+	}
+}
+
+// armRetry starts the retransmission timer if packets are outstanding
+// and it is not running.
+func (e *Engine) armRetry(q *QP) {
+	if q.retryTimer.Armed() || q.unacked == q.maxSentPSN {
+		return
+	}
+	base, ok := ackTimeout(q.timeoutCode)
+	if !ok {
+		return
+	}
+	inflight := int(q.maxSentPSN.Diff(q.unacked))
+	e.wheel.Schedule(&q.retryTimer, e.now+q.sender.Timeout(base, inflight))
+}
+
+// retire completes the head WQE.
+func (e *Engine) retire(q *QP, status qp.WCStatus) {
+	w := q.sq.Front()
+	head := q.sq.Head()
+	if head != q.sqStart && w.isReadOrAtomic() {
+		q.rdAtomics--
+	}
+	if status != qp.WCSuccess || q.sigAll || w.wr.Flags&qp.SendSignaled != 0 {
+		wc := qp.WC{WRID: w.wr.WRID, Status: status, Opcode: qp.WCOpcodeFor(w.wr.Opcode), QPNum: q.qpn}
+		if status == qp.WCSuccess {
+			wc.ByteLen = w.length
+		}
+		e.pushWC(q.sendCQ, wc)
+	}
+	if q.sqStart == head { // failing a WQE that never started
+		q.sqStart++
+	}
+	if q.cur == head {
+		q.cur++
+	}
+	q.sq.Pop()
+}
+
+// failAt completes the WQEs before idx as flushed, the one at idx with
+// status, and moves q to ERR, which flushes the rest (IBA §10.8.3.3).
+func (e *Engine) failAt(q *QP, idx uint32, status qp.WCStatus) {
+	for q.sq.Len() > 0 && q.sq.Head() != idx {
+		e.retire(q, qp.WCWRFlushErr)
+	}
+	if q.sq.Len() > 0 {
+		e.retire(q, status)
+	}
+	e.setState(q, qp.Err)
+}

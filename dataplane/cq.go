@@ -1,0 +1,62 @@
+package dataplane
+
+import (
+	"errors"
+
+	"github.com/softnic/softnic/qp"
+)
+
+// CQ is a completion queue: a ring of work completions the engine fills
+// and the application drains with PollCQ.
+type CQ struct {
+	ring     *qp.Ring[qp.WC]
+	overflow bool
+	notify   func() // optional: called when a completion is added
+}
+
+// ErrCQOverflow reports that completions were lost because the CQ was full
+// (IBV_EVENT_CQ_ERR).
+var ErrCQOverflow = errors.New("dataplane: completion queue overflowed; completions were lost")
+
+// CreateCQ returns a completion queue holding at least depth entries.
+// notify, if not nil, is called (with the engine lock held: it must not
+// call back into the engine) after completions are added.
+func (e *Engine) CreateCQ(depth int, notify func()) (*CQ, error) {
+	if depth < 1 || depth > 1<<22 {
+		return nil, errors.New("dataplane: CQ depth must be 1 to 4194304")
+	}
+	return &CQ{ring: qp.NewRing[qp.WC](depth), notify: notify}, nil
+}
+
+// PollCQ moves up to len(wcs) completions into wcs, oldest first.
+func (e *Engine) PollCQ(cq *CQ, wcs []qp.WC) (int, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for n < len(wcs) {
+		wc := cq.ring.Front()
+		if wc == nil {
+			break
+		}
+		wcs[n] = *wc
+		cq.ring.Pop()
+		n++
+	}
+	if n == 0 && cq.overflow {
+		return 0, ErrCQOverflow
+	}
+	return n, nil
+}
+
+func (e *Engine) pushWC(cq *CQ, wc qp.WC) {
+	slot := cq.ring.Push()
+	if slot == nil {
+		cq.overflow = true
+		e.cnt.CQOverflow++
+		return
+	}
+	*slot = wc
+	if cq.notify != nil {
+		cq.notify()
+	}
+}

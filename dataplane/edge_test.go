@@ -1,0 +1,277 @@
+package dataplane
+
+import (
+	"encoding/binary"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/softnic/softnic/bth"
+	"github.com/softnic/softnic/dataplane/fabric"
+	"github.com/softnic/softnic/qp"
+)
+
+// dropFirst returns a fabric drop hook that drops the first n frames with
+// opcode op.
+func dropFirst(op bth.Opcode, n int) func([]byte) bool {
+	return func(frame []byte) bool {
+		f, err := bth.ParseFrame(frame)
+		if err != nil || f.Pkt.Opcode() != op || n == 0 {
+			return false
+		}
+		n--
+		return true
+	}
+}
+
+// TestDuplicateAtomicNotReexecuted: the atomic ACK is lost, the requester
+// resends the atomic, and the responder answers from its resources ring
+// without adding twice.
+func TestDuplicateAtomicNotReexecuted(t *testing.T) {
+	p := newTestPair(t, SimConfig{Seed: 8, BtoA: fabric.LinkConfig{Drop: dropFirst(bth.RCAtomicAcknowledge, 2)}}, ConnParams{Timeout: 8})
+	binary.LittleEndian.PutUint64(p.mrB.Bytes()[64:], 40)
+	wr := sendWR(1, qp.WRAtomicFetchAndAdd, sge(p.mrA, 0, 8))
+	wr.RemoteAddr, wr.RKey, wr.CompareAdd = p.mrB.Addr+64, p.mrB.RKey, 2
+	p.postSend(wr)
+	wantWC(t, p.waitWCs(p.sim.A, p.cqA, 1, time.Second)[0], 1, qp.WCSuccess, qp.WCFetchAdd)
+	if got := binary.LittleEndian.Uint64(p.mrB.Bytes()[64:]); got != 42 {
+		t.Fatalf("remote value %d, want 42 (added once)", got)
+	}
+	if got := binary.LittleEndian.Uint64(p.mrA.Bytes()); got != 40 {
+		t.Fatalf("returned %d, want 40", got)
+	}
+	if c := p.sim.B.Counters(); c.DuplicateRequest != 2 {
+		t.Fatalf("duplicate_request %d, want 2", c.DuplicateRequest)
+	}
+}
+
+// TestDuplicateReadReexecuted: lost READ responses make the requester
+// retry the READ for the missing part only, and the responder re-reads
+// memory from there.
+func TestDuplicateReadReexecuted(t *testing.T) {
+	p := newTestPair(t, SimConfig{Seed: 9, BtoA: fabric.LinkConfig{Drop: dropFirst(bth.RCReadResponseMiddle, 3)}}, ConnParams{MTU: qp.MTU1024, Timeout: 8})
+	p.checkRead(1, 10<<10)
+	a := p.sim.A.Counters()
+	if a.ImpliedNakSeqErr == 0 {
+		t.Fatalf("no implied NAK after losing READ responses: %+v", a)
+	}
+}
+
+// TestImpliedNakByAck: the only READ response is lost but the SEND behind
+// it is acknowledged; the ACK implies the READ response was lost.
+func TestImpliedNakByAck(t *testing.T) {
+	p := newTestPair(t, SimConfig{Seed: 10, BtoA: fabric.LinkConfig{Drop: dropFirst(bth.RCReadResponseOnly, 1)}}, ConnParams{Timeout: 20})
+	fillRandom(p.mrB.Bytes()[:100], 10)
+	p.postRecv(recvWR(5, sge(p.mrB, 4096, 100)))
+	rd := sendWR(1, qp.WRRDMARead, sge(p.mrA, 0, 100))
+	rd.RemoteAddr, rd.RKey = p.mrB.Addr, p.mrB.RKey
+	p.postSend(rd, sendWR(2, qp.WRSend, sge(p.mrA, 200, 100)))
+	start := p.sim.Now()
+	wcs := p.waitWCs(p.sim.A, p.cqA, 2, time.Second)
+	wantWC(t, wcs[0], 1, qp.WCSuccess, qp.WCRDMARead)
+	wantWC(t, wcs[1], 2, qp.WCSuccess, qp.WCSend)
+	if took := p.sim.Now() - start; took > time.Millisecond {
+		t.Fatalf("recovery took %v: waited for the 4 s timeout instead of the implied NAK", took)
+	}
+	mustEqual(t, "READ", p.mrA.Bytes()[:100], p.mrB.Bytes()[:100])
+}
+
+// TestGBNNakInterval: after one loss the receiver NAKs once, and not
+// again within the NAK interval however many packets arrive out of order.
+func TestGBNNakInterval(t *testing.T) {
+	dropped := false
+	drop := func(frame []byte) bool {
+		f, err := bth.ParseFrame(frame)
+		if err == nil && f.Pkt.Opcode() == bth.RCWriteMiddle && !dropped {
+			dropped = true
+			return true
+		}
+		return false
+	}
+	p := newTestPair(t, SimConfig{Seed: 11, AtoB: fabric.LinkConfig{Drop: drop, Delay: time.Microsecond, RateBps: 10e9, QueueFrames: 64}}, ConnParams{MTU: qp.MTU1024})
+	p.checkWrite(1, 256<<10, false)
+	a, b := p.sim.A.Counters(), p.sim.B.Counters()
+	if b.SeqNakSent != 1 || a.RcvdSeqErr != 1 || b.OutOfSeqRequest < 2 {
+		t.Fatalf("seq_nak_sent %d, rcvd_seq_err %d (want 1 each), out_of_seq_request %d", b.SeqNakSent, a.RcvdSeqErr, b.OutOfSeqRequest)
+	}
+	if a.LocalAckTimeout != 0 {
+		t.Fatalf("a NAKed loss needed a timeout")
+	}
+}
+
+// TestMalformedFrames feeds the receive path garbage, truncations, bad
+// ICRCs, unknown QPNs and out-of-place opcodes: nothing panics, nothing
+// is placed, and every frame is counted under one reason.
+func TestMalformedFrames(t *testing.T) {
+	p := newTestPair(t, SimConfig{Seed: 12}, ConnParams{})
+	// A valid frame to mutate: capture the first WRITE A sends.
+	var good []byte
+	p.sim.Fabric.Tap(func(d fabric.Direction, _ time.Duration, frame []byte, _ bool) {
+		if good == nil && d == fabric.AtoB {
+			good = append([]byte(nil), frame...)
+		}
+	})
+	p.checkWrite(1, 100, false)
+	p.sim.Fabric.Tap(nil)
+	e := p.sim.B
+	before := e.Counters()
+	inject := func(frame []byte) {
+		e.mu.Lock()
+		e.receive(frame)
+		e.mu.Unlock()
+	}
+	for n := 0; n < len(good); n++ {
+		inject(good[:n])
+	}
+	badICRC := append([]byte(nil), good...)
+	badICRC[len(badICRC)-1] ^= 1
+	inject(badICRC)
+	unknownQP := append([]byte(nil), good...)
+	f, _ := bth.ParseFrame(unknownQP)
+	f.Pkt.BTH().SetDestQPN(0xABCDE)
+	bth.FinishFrame(unknownQP, &bth.FrameHeader{Src: SimAddrA, Dst: SimAddrB})
+	inject(unknownQP)
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < 20000; i++ {
+		frame := append([]byte(nil), good...)
+		for k := r.IntN(4) + 1; k > 0; k-- {
+			frame[r.IntN(len(frame))] = byte(r.Uint32())
+		}
+		inject(frame)
+	}
+	after := e.Counters()
+	if after.RcvdICRCErr-before.RcvdICRCErr < 20000/2 || after.RcvdMalformed-before.RcvdMalformed < uint64(len(good))-1 {
+		t.Fatalf("drops not counted: before %+v after %+v", before, after)
+	}
+	if after.RcvdUnknownQPN != before.RcvdUnknownQPN+1 {
+		t.Fatalf("rcvd_unknown_qpn %d -> %d", before.RcvdUnknownQPN, after.RcvdUnknownQPN)
+	}
+	// The connection still works.
+	p.checkWrite(2, 5000, false)
+}
+
+// FuzzReceive: no frame can panic the engine.
+func FuzzReceive(f *testing.F) {
+	p := newTestPair(f, SimConfig{Seed: 13}, ConnParams{})
+	p.sim.Fabric.Tap(func(_ fabric.Direction, _ time.Duration, frame []byte, _ bool) {
+		f.Add(append([]byte(nil), frame...))
+	})
+	p.checkWrite(1, 3000, false)
+	p.checkRead(2, 3000)
+	p.checkSend(3, 100, true)
+	p.checkAtomics()
+	p.sim.Fabric.Tap(nil)
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		for _, e := range []*Engine{p.sim.A, p.sim.B} {
+			e.mu.Lock()
+			e.receive(frame)
+			e.mu.Unlock()
+		}
+	})
+}
+
+// TestModifyQP checks the state machine and the attribute masks.
+func TestModifyQP(t *testing.T) {
+	sim, err := NewSim(SimConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := sim.A
+	pd := e.AllocPD()
+	cq, _ := e.CreateCQ(16, nil)
+	q, err := e.CreateQP(pd, QPInitAttr{SendCQ: cq, RecvCQ: cq, MaxSendWR: 4, MaxRecvWR: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.ModifyQP(q, &QPAttr{State: qp.RTS}, qp.AttrState); err == nil {
+		t.Fatal("RESET -> RTS accepted")
+	}
+	if err := e.ModifyQP(q, &QPAttr{State: qp.Init}, qp.AttrState); err == nil {
+		t.Fatal("RESET -> INIT without required attributes accepted")
+	}
+	if _, err := e.PostSend(q, []qp.SendWR{sendWR(1, qp.WRSend)}); err == nil {
+		t.Fatal("post send in RESET accepted")
+	}
+	initMask := qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort | qp.AttrAccessFlags
+	if err := e.ModifyQP(q, &QPAttr{State: qp.Init}, initMask|qp.AttrSQPSN); err == nil {
+		t.Fatal("RESET -> INIT with an SQ PSN accepted")
+	}
+	if err := e.ModifyQP(q, &QPAttr{State: qp.Init}, initMask); err != nil {
+		t.Fatal(err)
+	}
+	rtr := QPAttr{State: qp.RTR, AV: AddressVector{DGID: SimAddrB}, PathMTU: 7, DestQPN: 0x11}
+	rtrMask := qp.AttrState | qp.AttrAV | qp.AttrPathMTU | qp.AttrDestQPN | qp.AttrRQPSN | qp.AttrMaxDestRdAtomic | qp.AttrMinRNRTimer
+	if err := e.ModifyQP(q, &rtr, rtrMask); err == nil {
+		t.Fatal("path MTU enum 7 accepted")
+	}
+	rtr.PathMTU, rtr.RQPSN = qp.MTU2048, 1<<24
+	if err := e.ModifyQP(q, &rtr, rtrMask); err == nil {
+		t.Fatal("25-bit PSN accepted")
+	}
+	rtr.RQPSN = 5
+	if err := e.ModifyQP(q, &rtr, rtrMask); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.QueryQP(q); got.State != qp.RTR || got.PathMTU != qp.MTU2048 || got.RQPSN != 5 {
+		t.Fatalf("query after RTR: %+v", got)
+	}
+	if err := e.ModifyQP(q, &QPAttr{State: qp.SQD}, qp.AttrState); err == nil {
+		t.Fatal("RTR -> SQD accepted")
+	}
+	if err := e.ModifyQP(q, &QPAttr{State: qp.Err}, qp.AttrState); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.ModifyQP(q, &QPAttr{State: qp.RTS}, qp.AttrState); err == nil {
+		t.Fatal("ERR -> RTS accepted")
+	}
+	if err := e.ModifyQP(q, &QPAttr{State: qp.Reset}, qp.AttrState); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.DeallocPD(pd); err == nil {
+		t.Fatal("PD with a live QP deallocated")
+	}
+	if err := e.DestroyQP(q); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.DeallocPD(pd); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSteadyStateAllocs proves the data path does not allocate: posting,
+// segmenting, transmitting, receiving, placing, acknowledging and
+// completing a 64 KiB WRITE and an 8-byte SEND cost zero allocations
+// once warm.
+func TestSteadyStateAllocs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocation count is checked in the full run")
+	}
+	p := newTestPair(t, SimConfig{Seed: 14, AtoB: lossyLink(0), BtoA: lossyLink(0)}, ConnParams{MTU: qp.MTU1024})
+	write := []qp.SendWR{sendWR(1, qp.WRRDMAWrite, sge(p.mrA, 0, 64<<10))}
+	write[0].RemoteAddr, write[0].RKey = p.mrB.Addr, p.mrB.RKey
+	send := []qp.SendWR{sendWR(2, qp.WRSend, sge(p.mrA, 0, 8))}
+	recv := []qp.RecvWR{recvWR(3, sge(p.mrB, 0, 8))}
+	wcs := make([]qp.WC, 4)
+	done := 0
+	cond := func() bool {
+		n, _ := p.sim.A.PollCQ(p.cqA, wcs)
+		m, _ := p.sim.B.PollCQ(p.cqB, wcs)
+		done += n + m
+		return done >= 3
+	}
+	round := func() {
+		done = 0
+		p.sim.B.PostRecv(p.qb, recv)
+		p.sim.A.PostSend(p.qa, write)
+		p.sim.A.PostSend(p.qa, send)
+		if !p.sim.RunUntil(cond, time.Second) {
+			t.Fatal("round did not complete")
+		}
+	}
+	for i := 0; i < 10; i++ {
+		round()
+	}
+	if allocs := testing.AllocsPerRun(50, round); allocs != 0 {
+		t.Fatalf("%.1f allocations per round (66 packets, 2 ACKs, 3 completions), want 0", allocs)
+	}
+}

@@ -1,0 +1,313 @@
+// Package dataplane is softnic's poll-mode RoCEv2 engine: one per NIC, run
+// by one goroutine. Each Poll reads a batch of frames from the Port,
+// checks them in a fixed order (parse, ICRC, QPN, addresses, state; every
+// drop counted under its reason), hands requests to the responder and
+// responses to the completer, fires due timers from the one timer wheel,
+// and then lets each QP with work transmit a burst: responder output
+// (ACK/NAK, read responses, atomic ACKs, in PSN order) first, then the
+// requester's packets. All protocol decisions about loss are delegated to a
+// recovery.Scheme. Time is always passed in, so the same engine runs on a
+// fake clock in tests and on the monotonic clock in the daemon.
+//
+// The transport follows IBA Volume 1 chapter 9 for reliable connected
+// service and is organised like Linux rxe: rxe_req.c (requester.go),
+// rxe_resp.c (responder.go), rxe_comp.c (completer.go).
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/softnic/softnic/bth"
+	"github.com/softnic/softnic/dataplane/timer"
+	"github.com/softnic/softnic/qp"
+	"github.com/softnic/softnic/recovery"
+)
+
+// Config describes one engine (one NIC port).
+type Config struct {
+	MAC  [6]byte
+	Addr netip.Addr // the local GID as an IP address (RoCEv2)
+	// Scheme is the loss recovery of every QP; nil means gbn with
+	// default parameters.
+	Scheme recovery.Scheme
+	// RxBatch is how many frames one Poll reads (default 64).
+	RxBatch int
+	// TxBurst is how many packets a QP sends before the next QP's turn
+	// (default 16).
+	TxBurst int
+}
+
+const (
+	defaultRxBatch = 64
+	defaultTxBurst = 16
+	// defaultPKey is the full-membership default partition.
+	defaultPKey = 0xFFFF
+)
+
+// Engine is one software RNIC.
+type Engine struct {
+	mu     sync.Mutex // verbs calls from other goroutines vs the poll loop
+	cfg    Config
+	port   Port
+	scheme recovery.Scheme
+	wheel  *timer.Wheel
+	now    time.Duration
+	ipv6   bool
+
+	pds    map[uint32]int // PD handle -> number of MRs and QPs in it
+	nextPD uint32
+	mrs    []*MR
+	keyTag uint8
+	qps    map[uint32]*QP
+	nextQP uint32
+
+	ready   []*QP // QPs with something to transmit, FIFO
+	rxBatch [][]byte
+	txStall bool // the port's transmit ring was full this round
+
+	doorbell func() // wakes a sleeping poll loop when work is posted
+
+	cnt Counters
+}
+
+// NewEngine returns an engine transmitting and receiving through port.
+func NewEngine(cfg Config, port Port) (*Engine, error) {
+	if !cfg.Addr.IsValid() {
+		return nil, errors.New("dataplane: engine needs a local IP address")
+	}
+	if cfg.Scheme == nil {
+		s, err := recovery.New(recovery.GBN, recovery.Params{})
+		if err != nil {
+			return nil, err
+		}
+		cfg.Scheme = s
+	}
+	if cfg.RxBatch <= 0 {
+		cfg.RxBatch = defaultRxBatch
+	}
+	if cfg.TxBurst <= 0 {
+		cfg.TxBurst = defaultTxBurst
+	}
+	return &Engine{
+		cfg:     cfg,
+		port:    port,
+		scheme:  cfg.Scheme,
+		wheel:   timer.NewWheel(0),
+		ipv6:    cfg.Addr.Is6() && !cfg.Addr.Is4In6(),
+		pds:     map[uint32]int{},
+		qps:     map[uint32]*QP{},
+		nextQP:  0x10, // QPN 0 and 1 are the special QPs of IBA §10.2.5
+		rxBatch: make([][]byte, cfg.RxBatch),
+		ready:   make([]*QP, 0, 64),
+	}, nil
+}
+
+// Addr is the engine's local address.
+func (e *Engine) Addr() netip.Addr { return e.cfg.Addr }
+
+// MAC is the engine's local MAC address.
+func (e *Engine) MAC() [6]byte { return e.cfg.MAC }
+
+// Scheme is the engine's loss recovery.
+func (e *Engine) Scheme() recovery.Scheme { return e.scheme }
+
+// Counters returns a snapshot of the statistics.
+func (e *Engine) Counters() Counters {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.cnt
+}
+
+// Poll runs one round of the engine at time now: receive a batch, fire due
+// timers, transmit. It reports whether it did anything, so that a caller
+// can back off when the engine is idle.
+func (e *Engine) Poll(now time.Duration) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if now > e.now {
+		e.now = now
+	}
+	n := e.port.Receive(e.rxBatch)
+	for i := 0; i < n; i++ {
+		e.receive(e.rxBatch[i])
+	}
+	fired := e.wheel.Advance(e.now)
+	sent := e.transmit()
+	e.port.Flush()
+	return n > 0 || fired > 0 || sent > 0
+}
+
+// Busy reports whether some QP has packets it could send right now (it is
+// false when the only work left waits on timers or the peer).
+func (e *Engine) Busy() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.ready) > 0
+}
+
+// NextDeadline is when the earliest timer fires.
+func (e *Engine) NextDeadline() (time.Duration, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.wheel.NextDeadline()
+}
+
+// receive checks one frame in the fixed order of rxe_recv.c and hands it on.
+func (e *Engine) receive(frame []byte) {
+	f, err := bth.ParseFrame(frame)
+	if err != nil {
+		e.cnt.RcvdMalformed++
+		return
+	}
+	e.cnt.RcvdPkts++
+	if !f.VerifyICRC() {
+		e.cnt.RcvdICRCErr++
+		return
+	}
+	pkt := &f.Pkt
+	hdr := pkt.BTH()
+	if pk := hdr.PKey(); pk != defaultPKey && pk != defaultPKey&0x7FFF {
+		e.cnt.RcvdPKeyErr++
+		return
+	}
+	q := e.qps[hdr.DestQPN()]
+	if q == nil {
+		e.cnt.RcvdUnknownQPN++
+		return
+	}
+	// rxe check_addr: an RC QP takes frames only from its peer, to us.
+	if f.DstAddr() != e.cfg.Addr || f.SrcAddr() != q.av.DGID {
+		e.cnt.RcvdBadAddr++
+		return
+	}
+	flags := pkt.Info.Flags
+	if flags&(bth.IsRequest|bth.IsResponse) == 0 || flags&bth.HasDETH != 0 {
+		e.cnt.RcvdBadOpcode++
+		return
+	}
+	if flags&bth.IsRequest != 0 {
+		if !q.state.CanReceive() {
+			e.cnt.RcvdBadState++
+			return
+		}
+		e.respond(q, pkt)
+		return
+	}
+	if q.state != qp.RTS && q.state != qp.SQD && q.state != qp.SQE {
+		e.cnt.RcvdBadState++
+		return
+	}
+	e.complete(q, pkt)
+}
+
+// schedule puts q on the ready list if it is not there.
+func (e *Engine) schedule(q *QP) {
+	if !q.queued {
+		q.queued = true
+		e.ready = append(e.ready, q)
+	}
+}
+
+// transmit gives each ready QP a burst in turn until every QP is done or
+// the port's ring is full, and returns the packets sent.
+func (e *Engine) transmit() int {
+	e.txStall = false
+	total := 0
+	for len(e.ready) > 0 && !e.txStall {
+		// One pass over the QPs that are ready now; QPs that still have
+		// work go to the back, after QPs scheduled during the pass.
+		n := len(e.ready)
+		for i := 0; i < n && !e.txStall; i++ {
+			q := e.ready[0]
+			copy(e.ready, e.ready[1:])
+			e.ready = e.ready[:len(e.ready)-1]
+			q.queued = false
+			sent, more := e.serve(q, e.cfg.TxBurst)
+			total += sent
+			if more {
+				e.schedule(q)
+			}
+		}
+	}
+	return total
+}
+
+// serve lets q send up to budget packets: responses first (they free the
+// peer's requester), then requests. It reports whether q has more.
+func (e *Engine) serve(q *QP, budget int) (sent int, more bool) {
+	for sent < budget && !e.txStall && q.respQ.Len() > 0 {
+		if !e.sendResponse(q) {
+			break
+		}
+		sent++
+	}
+	for sent < budget && !e.txStall && e.requestReady(q) {
+		if !e.sendRequest(q) {
+			break
+		}
+		sent++
+	}
+	return sent, q.respQ.Len() > 0 || e.requestReady(q)
+}
+
+// txPacket is a frame under construction.
+type txPacket struct {
+	frame   []byte // whole frame
+	roce    []byte // BTH .. ICRC
+	payload []byte // where the payload goes
+	info    *bth.OpInfo
+}
+
+// beginTx takes a transmit buffer and writes Ethernet/IP/UDP and the BTH.
+// It returns false when the port's ring is full.
+func (e *Engine) beginTx(q *QP, op bth.Opcode, psn qp.PSN, ackReq bool, payloadLen int) (txPacket, bool) {
+	buf := e.port.TxBuffer()
+	if buf == nil {
+		e.txStall = true
+		e.cnt.TxRingFull++
+		return txPacket{}, false
+	}
+	info := bth.Lookup(op)
+	pad := bth.PadFor(payloadLen)
+	roceLen := info.Length + payloadLen + pad + bth.ICRCLen
+	off := q.hdr.Encode(buf, roceLen)
+	roce := buf[off : off+roceLen]
+	bth.BTH(roce).Encode(&bth.BTHFields{
+		Opcode:   op,
+		PadCount: uint8(pad),
+		PKey:     defaultPKey,
+		DestQPN:  q.destQPN,
+		AckReq:   ackReq,
+		PSN:      uint32(psn),
+	})
+	payloadEnd := info.Length + payloadLen
+	clear(roce[payloadEnd : payloadEnd+pad])
+	return txPacket{frame: buf[:off+roceLen], roce: roce, payload: roce[info.Length:payloadEnd], info: info}, true
+}
+
+// endTx seals the frame (ICRC, IPv6 UDP checksum) and queues it copies
+// times (Improved go-back-N's ST sends a message's last packet twice).
+func (e *Engine) endTx(q *QP, t *txPacket, copies int) {
+	bth.FinishFrame(t.frame, &q.hdr)
+	e.port.Transmit(len(t.frame))
+	e.cnt.SentPkts++
+	for c := 1; c < copies; c++ {
+		buf := e.port.TxBuffer()
+		if buf == nil {
+			e.txStall = true
+			return
+		}
+		copy(buf, t.frame)
+		e.port.Transmit(len(t.frame))
+		e.cnt.SentPkts++
+	}
+}
+
+// errorf wraps an API error with the QP it concerns.
+func errorf(q *QP, format string, args ...any) error {
+	return fmt.Errorf("dataplane: QP %#x: "+format, append([]any{q.qpn}, args...)...)
+}

@@ -1,0 +1,300 @@
+package dataplane
+
+import (
+	"fmt"
+
+	"github.com/softnic/softnic/bth"
+	"github.com/softnic/softnic/qp"
+)
+
+// sendWQE is a posted send work request plus the requester's bookkeeping.
+// WQEs between the ring head and sqStart have PSNs; the head is the oldest
+// not yet completed, and completions retire strictly from the head
+// (IBA C10-?: completions are returned in order).
+type sendWQE struct {
+	wr       qp.SendWR
+	length   uint32
+	firstPSN qp.PSN
+	lastPSN  qp.PSN
+}
+
+func (w *sendWQE) isReadOrAtomic() bool {
+	return w.wr.Opcode == qp.WRRDMARead || w.wr.Opcode.IsAtomic()
+}
+
+// contains reports whether psn is one of w's PSNs.
+func (w *sendWQE) contains(psn qp.PSN) bool {
+	return psn.Diff(w.firstPSN) >= 0 && psn.Diff(w.lastPSN) <= 0
+}
+
+// maxOutstandingPSNs keeps the requester well inside the half of the PSN
+// space that the responder treats as "ahead" (IBA §9.7.1).
+const maxOutstandingPSNs = 1 << 22
+
+// PostSend queues send work requests (ibv_post_send). It returns how many
+// were queued; on error the request at that index was not.
+func (e *Engine) PostSend(q *QP, wrs []qp.SendWR) (int, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.qps[q.qpn] != q {
+		return 0, ErrBadQP
+	}
+	switch q.state {
+	case qp.RTS, qp.SQD, qp.SQE, qp.Err:
+	default:
+		return 0, errorf(q, "%w: post send in %v (needs RTS)", ErrPostState, q.state)
+	}
+	for i := range wrs {
+		wr := &wrs[i]
+		if err := checkSendWR(wr); err != nil {
+			return i, errorf(q, "WR %d: %w", i, err)
+		}
+		if q.state == qp.Err { // IBA §10.3.1: posted to ERR, completes flushed
+			e.pushWC(q.sendCQ, qp.WC{WRID: wr.WRID, Status: qp.WCWRFlushErr, Opcode: qp.WCOpcodeFor(wr.Opcode), QPNum: q.qpn})
+			continue
+		}
+		w := q.sq.Push()
+		if w == nil {
+			return i, errorf(q, "%w: %d send WRs outstanding", ErrQueueFull, q.sq.Cap())
+		}
+		w.wr = *wr
+		for _, s := range wr.SGEs() {
+			w.length += s.Length
+		}
+	}
+	if e.requestReady(q) {
+		e.schedule(q)
+		e.ring()
+	}
+	return len(wrs), nil
+}
+
+func checkSendWR(wr *qp.SendWR) error {
+	if wr.NumSGE < 0 || wr.NumSGE > qp.MaxSGE {
+		return fmt.Errorf("%w: %d SGEs (max %d)", ErrBadWR, wr.NumSGE, qp.MaxSGE)
+	}
+	var total uint64
+	for _, s := range wr.SGEs() {
+		total += uint64(s.Length)
+	}
+	if total > 1<<31 {
+		return fmt.Errorf("%w: message of %d bytes exceeds 2^31", ErrBadWR, total)
+	}
+	switch wr.Opcode {
+	case qp.WRSend, qp.WRSendWithImm, qp.WRRDMAWrite, qp.WRRDMAWriteWithImm, qp.WRRDMARead:
+	case qp.WRAtomicCmpAndSwp, qp.WRAtomicFetchAndAdd:
+		if wr.NumSGE != 1 || wr.SGL[0].Length != 8 {
+			return fmt.Errorf("%w: an atomic needs one 8-byte SGE", ErrBadWR)
+		}
+	default:
+		return fmt.Errorf("%w: opcode %v", ErrBadWR, wr.Opcode)
+	}
+	return nil
+}
+
+// canStart reports whether the next posted WQE may get PSNs now.
+func (e *Engine) canStart(q *QP) bool {
+	if q.sqStart == q.sq.Tail() {
+		return false
+	}
+	w := q.sq.At(q.sqStart)
+	if w.isReadOrAtomic() && q.rdAtomics >= q.maxRdAtomic {
+		return false // IBA: at most max_rd_atomic outstanding at the responder
+	}
+	if w.wr.Flags&qp.SendFence != 0 && q.rdAtomics > 0 {
+		return false // IBV_SEND_FENCE waits for earlier READs and atomics
+	}
+	return uint32(q.nextPSN.Diff(q.unacked))+q.packets(w) < maxOutstandingPSNs
+}
+
+// packets is how many PSNs w consumes: one per MTU of payload (READ:
+// of response), at least one.
+func (q *QP) packets(w *sendWQE) uint32 {
+	if w.wr.Opcode.IsAtomic() {
+		return 1
+	}
+	return max(1, (w.length+q.mtu-1)/q.mtu)
+}
+
+// requestReady reports whether q's requester has a packet to send now.
+func (e *Engine) requestReady(q *QP) bool {
+	if q.state != qp.RTS || q.rnrWait {
+		return false
+	}
+	if win := q.sender.Window(); win > 0 && int(q.curPSN.Diff(q.unacked)) >= win {
+		return false // the scheme's in-flight cap (IRN BDP-FC)
+	}
+	return q.curPSN != q.nextPSN || e.canStart(q)
+}
+
+// startWQE gives the next posted WQE its PSNs. A bad local SGL completes it
+// with LOC_PROT_ERR and moves the QP to ERR, as an RNIC does.
+func (e *Engine) startWQE(q *QP) bool {
+	idx := q.sqStart
+	w := q.sq.At(idx)
+	writesLocal := w.isReadOrAtomic()
+	if _, ok := e.checkSGL(q, w.wr.SGEs(), writesLocal); !ok {
+		e.failAt(q, idx, qp.WCLocProtErr)
+		return false
+	}
+	n := q.packets(w)
+	w.firstPSN = q.nextPSN
+	w.lastPSN = q.nextPSN.Add(n - 1)
+	q.nextPSN = w.lastPSN.Next()
+	if w.isReadOrAtomic() {
+		q.rdAtomics++
+	}
+	q.sqStart++
+	q.cur = idx
+	e.cnt.RDMASends++
+	return true
+}
+
+// seekCursor points the send cursor at psn (unacked <= psn <= nextPSN).
+func (q *QP) seekCursor(psn qp.PSN) {
+	q.curPSN = psn
+	for i := q.sq.Head(); i != q.sqStart; i++ {
+		if q.sq.At(i).contains(psn) {
+			q.cur = i
+			return
+		}
+	}
+	q.cur = q.sqStart
+}
+
+// sendRequest transmits one request packet: a retransmission the scheme
+// asks for, else the packet under the send cursor.
+func (e *Engine) sendRequest(q *QP) bool {
+	if psn, ok := q.sender.NextRetransmit(); ok {
+		for i := q.sq.Head(); i != q.sqStart; i++ {
+			if w := q.sq.At(i); w.contains(psn) {
+				return e.sendPacket(q, w, psn)
+			}
+		}
+	}
+	if q.curPSN == q.nextPSN {
+		if !e.canStart(q) || !e.startWQE(q) {
+			return false
+		}
+	}
+	w := q.sq.At(q.cur)
+	for !w.contains(q.curPSN) {
+		q.cur++
+		w = q.sq.At(q.cur)
+	}
+	psn := q.curPSN
+	if !e.sendPacket(q, w, psn) {
+		return false
+	}
+	if w.wr.Opcode == qp.WRRDMARead {
+		q.curPSN = w.lastPSN.Next() // one request covers the rest of the READ
+	} else {
+		q.curPSN = psn.Next()
+	}
+	return true
+}
+
+// Opcode selection for SEND and WRITE by position in the message
+// (IBA Table 35).
+var (
+	sendOps  = [2][4]bth.Opcode{{bth.RCSendFirst, bth.RCSendMiddle, bth.RCSendLast, bth.RCSendOnly}, {bth.RCSendFirst, bth.RCSendMiddle, bth.RCSendLastImm, bth.RCSendOnlyImm}}
+	writeOps = [2][4]bth.Opcode{{bth.RCWriteFirst, bth.RCWriteMiddle, bth.RCWriteLast, bth.RCWriteOnly}, {bth.RCWriteFirst, bth.RCWriteMiddle, bth.RCWriteLastImm, bth.RCWriteOnlyImm}}
+)
+
+const (
+	posFirst = iota
+	posMiddle
+	posLast
+	posOnly
+)
+
+func position(i, n uint32) int {
+	switch {
+	case n == 1:
+		return posOnly
+	case i == 0:
+		return posFirst
+	case i == n-1:
+		return posLast
+	}
+	return posMiddle
+}
+
+// sendPacket builds and transmits the packet of w with PSN psn.
+func (e *Engine) sendPacket(q *QP, w *sendWQE, psn qp.PSN) bool {
+	i := uint32(psn.Diff(w.firstPSN))
+	n := q.packets(w)
+	off := i * q.mtu
+	last := i == n-1
+	var t txPacket
+	var ok bool
+	switch w.wr.Opcode {
+	case qp.WRRDMARead:
+		// A retried READ asks only for what is missing (IBA §9.7.5.1.4).
+		if t, ok = e.beginTx(q, bth.RCReadRequest, psn, false, 0); !ok {
+			return false
+		}
+		bth.RETH(t.roce[t.info.RETHOff:]).Encode(&bth.RETHFields{VA: w.wr.RemoteAddr + uint64(off), RKey: w.wr.RKey, DMALen: w.length - off})
+		last = true
+	case qp.WRAtomicCmpAndSwp, qp.WRAtomicFetchAndAdd:
+		op := bth.RCFetchAdd
+		if w.wr.Opcode == qp.WRAtomicCmpAndSwp {
+			op = bth.RCCompareSwap
+		}
+		if t, ok = e.beginTx(q, op, psn, true, 0); !ok {
+			return false
+		}
+		bth.AtomicETH(t.roce[t.info.AtomicETHOff:]).Encode(&bth.AtomicETHFields{VA: w.wr.RemoteAddr, RKey: w.wr.RKey, SwapAdd: swapAdd(&w.wr), Compare: w.wr.CompareAdd})
+	default:
+		imm := 0
+		if w.wr.Opcode == qp.WRSendWithImm || w.wr.Opcode == qp.WRRDMAWriteWithImm {
+			imm = 1
+		}
+		pos := position(i, n)
+		op := sendOps[imm][pos]
+		if w.wr.Opcode == qp.WRRDMAWrite || w.wr.Opcode == qp.WRRDMAWriteWithImm {
+			op = writeOps[imm][pos]
+		}
+		size := min(q.mtu, w.length-off)
+		ackReq := last || q.noAck+1 >= e.scheme.Params().AckReqInterval
+		if t, ok = e.beginTx(q, op, psn, ackReq, int(size)); !ok {
+			return false
+		}
+		if t.info.RETHOff >= 0 {
+			bth.RETH(t.roce[t.info.RETHOff:]).Encode(&bth.RETHFields{VA: w.wr.RemoteAddr, RKey: w.wr.RKey, DMALen: w.length})
+		}
+		if t.info.ImmOff >= 0 {
+			bth.ImmDt(t.roce[t.info.ImmOff:]).SetImm(w.wr.ImmData)
+		}
+		if last && w.wr.Flags&qp.SendSolicited != 0 {
+			bth.BTH(t.roce).SetSolicitedEvent(true)
+		}
+		if !e.copySGL(q, w.wr.SGEs(), off, t.payload, false) {
+			e.failAt(q, q.sq.Head(), qp.WCLocProtErr) // region deregistered under us
+			return false
+		}
+		if ackReq {
+			q.noAck = 0
+		} else {
+			q.noAck++
+		}
+	}
+	e.endTx(q, &t, q.sender.Copies(last))
+	if psn.Before(q.maxSentPSN) {
+		e.cnt.Retransmits++
+	} else {
+		q.maxSentPSN = psn.Next()
+		if w.wr.Opcode == qp.WRRDMARead {
+			q.maxSentPSN = w.lastPSN.Next()
+		}
+	}
+	e.armRetry(q)
+	return true
+}
+
+func swapAdd(wr *qp.SendWR) uint64 {
+	if wr.Opcode == qp.WRAtomicCmpAndSwp {
+		return wr.Swap
+	}
+	return wr.CompareAdd
+}

@@ -1,0 +1,555 @@
+package dataplane
+
+import (
+	"encoding/binary"
+	"time"
+
+	"github.com/softnic/softnic/bth"
+	"github.com/softnic/softnic/qp"
+)
+
+// The responder (rxe_resp.c). A request is checked in a fixed order —
+// PSN (in sequence, duplicate, or ahead), opcode sequence, QP access
+// rights, packet length against the path MTU, then the resources it needs
+// (receive WQE, R_Key, bounds) — and executed only when every check
+// passed, so a rejected packet changes nothing. Everything the responder
+// sends back (ACK, NAK, READ responses, atomic ACKs) goes through one
+// ordered queue per QP, because the requester relies on responses
+// arriving in PSN order; consecutive ACKs coalesce in that queue.
+
+// recvWQE is a posted receive work request.
+type recvWQE struct {
+	wr     qp.RecvWR
+	length uint32
+}
+
+// respMsg is the multi-packet SEND or WRITE being received.
+type respMsg struct {
+	active bool
+	write  bool
+	off    uint32 // bytes placed so far
+	va     uint64
+	rkey   uint32
+	dmaLen uint32
+}
+
+type resKind uint8
+
+const (
+	resNone resKind = iota
+	resRead
+	resAtomic
+)
+
+// resource is one entry of the responder resources ring
+// (max_dest_rd_atomic): what a duplicate READ or atomic needs to be
+// answered again without being executed twice (IBA §9.7.5.1.3).
+type resource struct {
+	kind              resKind
+	firstPSN, lastPSN qp.PSN
+	va                uint64
+	rkey              uint32
+	length            uint32
+	orig              uint64 // atomic: the value returned, kept for duplicates
+	gen               uint32 // bumped when the slot is reused; stale queue items are skipped
+	start, next       qp.PSN // READ: where the current response stream began and its next PSN
+	queued            bool
+}
+
+type respKind uint8
+
+const (
+	respAck respKind = iota
+	respNak
+	respRead
+	respAtomic
+)
+
+// respItem is one entry of the ordered response queue.
+type respItem struct {
+	kind      respKind
+	psn       qp.PSN
+	syn       bth.Syndrome
+	res       int
+	gen       uint32
+	thenError bool // class C error: the QP moves to ERR once this NAK is out
+}
+
+// PostRecv queues receive work requests (ibv_post_recv).
+func (e *Engine) PostRecv(q *QP, wrs []qp.RecvWR) (int, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.qps[q.qpn] != q {
+		return 0, ErrBadQP
+	}
+	if q.state == qp.Reset {
+		return 0, errorf(q, "%w: post receive in RESET", ErrPostState)
+	}
+	for i := range wrs {
+		wr := &wrs[i]
+		if wr.NumSGE < 0 || wr.NumSGE > qp.MaxSGE {
+			return i, errorf(q, "WR %d: %w: %d SGEs", i, ErrBadWR, wr.NumSGE)
+		}
+		if q.state == qp.Err {
+			e.pushWC(q.recvCQ, qp.WC{WRID: wr.WRID, Status: qp.WCWRFlushErr, Opcode: qp.WCRecv, QPNum: q.qpn})
+			continue
+		}
+		total, ok := e.checkSGL(q, wr.SGEs(), true)
+		if !ok {
+			return i, errorf(q, "WR %d: %w: SGE not in a locally writable region", i, ErrBadWR)
+		}
+		w := q.rq.Push()
+		if w == nil {
+			return i, errorf(q, "%w: %d receive WRs outstanding", ErrQueueFull, q.rq.Cap())
+		}
+		w.wr, w.length = *wr, total
+	}
+	e.ring() // a responder waiting to RNR-retry has nothing to do, but CQ flushes may
+	return len(wrs), nil
+}
+
+// respond handles one request packet for q.
+func (e *Engine) respond(q *QP, pkt *bth.Packet) {
+	if q.goError {
+		e.cnt.RcvdBadState++
+		return
+	}
+	if q.respQ.Full() {
+		e.cnt.RespQueueFull++ // the requester will retry; nothing changed
+		return
+	}
+	psn := qp.PSN(pkt.BTH().PSN())
+	switch d := psn.Diff(q.ePSN); {
+	case d > 0:
+		e.cnt.OutOfSeqRequest++
+		act := q.receiver.OnOutOfSequence(e.now, q.ePSN, psn, pkt.Info.Flags&bth.IsLast != 0)
+		if act.Nak {
+			e.queueNak(q, q.ePSN, bth.NakSyndrome(bth.NakPSNSeqError), false)
+			e.cnt.SeqNakSent++
+		}
+		e.armReceiverTimer(q)
+	case d < 0:
+		e.cnt.DuplicateRequest++
+		e.duplicate(q, pkt, psn)
+	default:
+		e.execute(q, pkt, psn)
+	}
+}
+
+// execute runs an in-sequence request.
+func (e *Engine) execute(q *QP, pkt *bth.Packet, psn qp.PSN) {
+	f := pkt.Info.Flags
+	// Opcode sequence (rxe check_op_seq, IBA C9-?): a message in progress
+	// continues with MIDDLE or LAST of its own kind; otherwise only a FIRST,
+	// ONLY, READ or atomic may come.
+	if q.msg.active {
+		kind := bth.IsSend
+		if q.msg.write {
+			kind = bth.IsWrite
+		}
+		if f&kind == 0 || f&bth.IsFirst != 0 {
+			e.classC(q, psn, bth.NakInvalidRequest)
+			return
+		}
+	} else if f&(bth.IsSend|bth.IsWrite) != 0 && f&bth.IsFirst == 0 {
+		e.classC(q, psn, bth.NakInvalidRequest)
+		return
+	}
+	// QP access rights (rxe check_op_valid) and unsupported operations.
+	switch {
+	case f&bth.IsWrite != 0 && q.access&qp.AccessRemoteWrite == 0,
+		f&bth.IsRead != 0 && q.access&qp.AccessRemoteRead == 0,
+		f&bth.IsAtomic != 0 && q.access&qp.AccessRemoteAtomic == 0,
+		f&bth.HasIETH != 0: // SEND with invalidate: no memory windows here
+		e.classC(q, psn, bth.NakInvalidRequest)
+		return
+	}
+	// Payload length against the path MTU (rxe check_length).
+	n := uint32(len(pkt.Payload()))
+	switch {
+	case f&bth.IsFirst != 0 && f&bth.IsLast != 0:
+		if n > q.mtu {
+			e.classC(q, psn, bth.NakInvalidRequest)
+			return
+		}
+	case f&(bth.IsFirst|bth.IsMiddle) != 0:
+		if n != q.mtu {
+			e.classC(q, psn, bth.NakInvalidRequest)
+			return
+		}
+	case f&bth.IsLast != 0:
+		if n == 0 || n > q.mtu {
+			e.classC(q, psn, bth.NakInvalidRequest)
+			return
+		}
+	}
+	switch {
+	case f&bth.IsSend != 0:
+		e.executeSend(q, pkt, psn)
+	case f&bth.IsWrite != 0:
+		e.executeWrite(q, pkt, psn)
+	case f&bth.IsRead != 0:
+		e.executeRead(q, pkt, psn)
+	case f&bth.IsAtomic != 0:
+		e.executeAtomic(q, pkt, psn)
+	default:
+		e.cnt.RcvdBadOpcode++
+	}
+}
+
+func (e *Engine) executeSend(q *QP, pkt *bth.Packet, psn qp.PSN) {
+	f := pkt.Info.Flags
+	w := q.rq.Front()
+	if w == nil { // only possible on FIRST/ONLY: a message holds its WQE
+		e.rnrNak(q, psn)
+		return
+	}
+	off := q.msg.off
+	if !q.msg.active {
+		off = 0
+	}
+	payload := pkt.Payload()
+	if uint64(off)+uint64(len(payload)) > uint64(w.length) {
+		e.cnt.RespLocalLength++
+		e.completeRecv(q, w, qp.WCLocLenErr, qp.WCRecv, 0, pkt)
+		e.classC(q, psn, bth.NakInvalidRequest)
+		return
+	}
+	if !e.copySGL(q, w.wr.SGEs(), off, payload, true) {
+		e.completeRecv(q, w, qp.WCLocProtErr, qp.WCRecv, 0, pkt)
+		e.classC(q, psn, bth.NakRemoteOperationalError)
+		return
+	}
+	off += uint32(len(payload))
+	q.msg = respMsg{active: f&bth.IsLast == 0, off: off}
+	e.advance(q, 1)
+	if f&bth.IsLast != 0 {
+		e.completeRecv(q, w, qp.WCSuccess, qp.WCRecv, off, pkt)
+		e.endMessage(q)
+	}
+	e.ackIfAsked(q, pkt, psn)
+}
+
+func (e *Engine) executeWrite(q *QP, pkt *bth.Packet, psn qp.PSN) {
+	f := pkt.Info.Flags
+	msg := q.msg
+	if f&bth.IsFirst != 0 {
+		reth := pkt.RETH()
+		msg = respMsg{write: true, va: reth.VA(), rkey: reth.RKey(), dmaLen: reth.DMALen()}
+		if _, ok := e.remoteSlice(q, msg.rkey, msg.va, msg.dmaLen, qp.AccessRemoteWrite); !ok {
+			e.cnt.RespRemoteAccess++
+			e.classC(q, psn, bth.NakRemoteAccessError)
+			return
+		}
+	}
+	payload := pkt.Payload()
+	n := uint32(len(payload))
+	end := uint64(msg.off) + uint64(n)
+	if end > uint64(msg.dmaLen) || f&bth.IsLast != 0 && end != uint64(msg.dmaLen) {
+		e.classC(q, psn, bth.NakInvalidRequest) // IBA C9-?: payload must add up to DMA length
+		return
+	}
+	if f&bth.HasImm != 0 && q.rq.Len() == 0 {
+		e.rnrNak(q, psn) // WRITE with immediate consumes a receive WQE
+		return
+	}
+	if n > 0 {
+		dst, ok := e.remoteSlice(q, msg.rkey, msg.va+uint64(msg.off), n, qp.AccessRemoteWrite)
+		if !ok { // region deregistered mid-message
+			e.cnt.RespRemoteAccess++
+			e.classC(q, psn, bth.NakRemoteAccessError)
+			return
+		}
+		copy(dst, payload)
+	}
+	msg.off += n
+	msg.active = f&bth.IsLast == 0
+	q.msg = msg
+	e.advance(q, 1)
+	if f&bth.IsLast != 0 {
+		if f&bth.HasImm != 0 {
+			e.completeRecv(q, q.rq.Front(), qp.WCSuccess, qp.WCRecvRDMAWithImm, msg.dmaLen, pkt)
+		}
+		e.endMessage(q)
+	}
+	e.ackIfAsked(q, pkt, psn)
+}
+
+func (e *Engine) executeRead(q *QP, pkt *bth.Packet, psn qp.PSN) {
+	reth := pkt.RETH()
+	va, rkey, length := reth.VA(), reth.RKey(), reth.DMALen()
+	if _, ok := e.remoteSlice(q, rkey, va, length, qp.AccessRemoteRead); !ok {
+		e.cnt.RespRemoteAccess++
+		e.classC(q, psn, bth.NakRemoteAccessError)
+		return
+	}
+	npkts := max(1, (length+q.mtu-1)/q.mtu)
+	r, idx := e.newResource(q)
+	*r = resource{kind: resRead, firstPSN: psn, lastPSN: psn.Add(npkts - 1), va: va, rkey: rkey, length: length, gen: r.gen + 1, start: psn, next: psn}
+	e.queueRead(q, idx)
+	e.advance(q, npkts)
+	e.endMessage(q)
+}
+
+func (e *Engine) executeAtomic(q *QP, pkt *bth.Packet, psn qp.PSN) {
+	a := pkt.AtomicETH()
+	va := a.VA()
+	if va&7 != 0 { // IBA C9-?: atomics need an 8-byte aligned address
+		e.classC(q, psn, bth.NakInvalidRequest)
+		return
+	}
+	mem, ok := e.remoteSlice(q, a.RKey(), va, 8, qp.AccessRemoteAtomic)
+	if !ok {
+		e.cnt.RespRemoteAccess++
+		e.classC(q, psn, bth.NakRemoteAccessError)
+		return
+	}
+	// The engine is the only one executing atomics on its memory, so this
+	// is atomic with respect to every NIC operation (IBV_ATOMIC_HCA).
+	orig := binary.LittleEndian.Uint64(mem)
+	if pkt.Opcode() == bth.RCCompareSwap {
+		if orig == a.Compare() {
+			binary.LittleEndian.PutUint64(mem, a.SwapAdd())
+		}
+	} else {
+		binary.LittleEndian.PutUint64(mem, orig+a.SwapAdd())
+	}
+	r, idx := e.newResource(q)
+	*r = resource{kind: resAtomic, firstPSN: psn, lastPSN: psn, orig: orig, gen: r.gen + 1}
+	r.queued = e.pushResp(q, respItem{kind: respAtomic, res: idx, gen: r.gen})
+	e.advance(q, 1)
+	e.endMessage(q)
+}
+
+// duplicate answers a request the responder has already executed
+// (IBA §9.7.5.1.3, rxe duplicate_request).
+func (e *Engine) duplicate(q *QP, pkt *bth.Packet, psn qp.PSN) {
+	f := pkt.Info.Flags
+	switch {
+	case f&bth.IsRead != 0:
+		for i := range q.res {
+			r := &q.res[i]
+			if r.kind != resRead || !(psn.Diff(r.firstPSN) >= 0 && psn.Diff(r.lastPSN) <= 0) {
+				continue
+			}
+			// A retried READ asks for the rest from psn: check it does.
+			off := uint32(psn.Diff(r.firstPSN)) * q.mtu
+			reth := pkt.RETH()
+			if reth.VA() != r.va+uint64(off) || reth.DMALen() != r.length-off || reth.RKey() != r.rkey {
+				return
+			}
+			r.start, r.next = psn, psn // re-read memory from psn (C9-?: READ is re-executed)
+			if !r.queued {
+				e.queueRead(q, i)
+			}
+			return
+		}
+	case f&bth.IsAtomic != 0:
+		for i := range q.res {
+			r := &q.res[i]
+			if r.kind == resAtomic && r.firstPSN == psn {
+				if !r.queued { // answer with the saved result; never execute twice
+					r.queued = e.pushResp(q, respItem{kind: respAtomic, res: i, gen: r.gen})
+				}
+				return
+			}
+		}
+	default: // SEND or WRITE: acknowledge again (C9-105)
+		e.queueAck(q, q.ePSN.Prev())
+	}
+}
+
+// newResource takes the oldest slot of the resources ring.
+func (e *Engine) newResource(q *QP) (*resource, int) {
+	idx := q.resNext
+	q.resNext = (q.resNext + 1) % len(q.res)
+	r := &q.res[idx]
+	r.queued = false
+	return r, idx
+}
+
+func (e *Engine) queueRead(q *QP, idx int) {
+	r := &q.res[idx]
+	r.queued = e.pushResp(q, respItem{kind: respRead, res: idx, gen: r.gen})
+}
+
+// advance moves the expected PSN by n and tells the recovery scheme.
+func (e *Engine) advance(q *QP, n uint32) {
+	q.ePSN = q.ePSN.Add(n)
+	q.receiver.OnInSequence(e.now, q.ePSN)
+	e.armReceiverTimer(q)
+}
+
+func (e *Engine) endMessage(q *QP) {
+	q.msn = q.msn.Next()
+	e.cnt.RDMARecvs++
+}
+
+func (e *Engine) ackIfAsked(q *QP, pkt *bth.Packet, psn qp.PSN) {
+	if pkt.BTH().AckReq() {
+		e.queueAck(q, psn)
+	}
+}
+
+// completeRecv retires the head receive WQE w.
+func (e *Engine) completeRecv(q *QP, w *recvWQE, status qp.WCStatus, op qp.WCOpcode, n uint32, pkt *bth.Packet) {
+	wc := qp.WC{WRID: w.wr.WRID, Status: status, Opcode: op, ByteLen: n, QPNum: q.qpn, SrcQP: q.destQPN}
+	if status == qp.WCSuccess && pkt.Info.Flags&bth.HasImm != 0 {
+		wc.ImmData = pkt.Imm().Imm()
+		wc.Flags |= qp.WCWithImm
+	}
+	e.pushWC(q.recvCQ, wc)
+	q.rq.Pop()
+}
+
+// rnrNak refuses a request for want of a receive WQE; the expected PSN
+// does not move, so the requester resends the same packet later.
+func (e *Engine) rnrNak(q *QP, psn qp.PSN) {
+	e.cnt.SendRNRErr++
+	e.queueNak(q, psn, bth.RNRNakSyndrome(q.minRNRTimer), false)
+}
+
+// classC is a fatal responder error (IBA §9.9.3.1.2 class C / rxe
+// do_class_ac_error): NAK with the code and move to ERR once it is sent.
+func (e *Engine) classC(q *QP, psn qp.PSN, code bth.NakCode) {
+	if code == bth.NakInvalidRequest {
+		e.cnt.RespInvalidReq++
+	}
+	e.queueNak(q, psn, bth.NakSyndrome(code), true)
+	q.goError = true
+}
+
+func (e *Engine) queueAck(q *QP, psn qp.PSN) {
+	if q.respQ.Len() > 0 {
+		if tail := q.respQ.At(q.respQ.Tail() - 1); tail.kind == respAck {
+			tail.psn = psn // coalesce: one ACK covers both
+			return
+		}
+	}
+	e.pushResp(q, respItem{kind: respAck, psn: psn})
+}
+
+func (e *Engine) queueNak(q *QP, psn qp.PSN, syn bth.Syndrome, thenError bool) {
+	e.pushResp(q, respItem{kind: respNak, psn: psn, syn: syn, thenError: thenError})
+}
+
+func (e *Engine) pushResp(q *QP, it respItem) bool {
+	slot := q.respQ.Push()
+	if slot == nil {
+		e.cnt.RespQueueFull++
+		return false
+	}
+	*slot = it
+	e.schedule(q)
+	return true
+}
+
+// sendResponse transmits the next packet of the response queue.
+func (e *Engine) sendResponse(q *QP) bool {
+	it := q.respQ.Front()
+	switch it.kind {
+	case respAck, respNak:
+		syn := it.syn
+		if it.kind == respAck {
+			syn = bth.AckSyndrome(bth.CreditCode(q.rq.Len()))
+		}
+		t, ok := e.beginTx(q, bth.RCAcknowledge, it.psn, false, 0)
+		if !ok {
+			return false
+		}
+		bth.AETH(t.roce[t.info.AETHOff:]).Encode(&bth.AETHFields{Syndrome: syn, MSN: uint32(q.msn)})
+		e.endTx(q, &t, 1)
+		e.cnt.AcksSent++
+		thenError := it.thenError
+		q.respQ.Pop()
+		if thenError {
+			e.setState(q, qp.Err)
+		}
+		return true
+	case respAtomic:
+		r := &q.res[it.res]
+		if r.gen != it.gen || r.kind != resAtomic {
+			q.respQ.Pop()
+			return true
+		}
+		t, ok := e.beginTx(q, bth.RCAtomicAcknowledge, r.firstPSN, false, 0)
+		if !ok {
+			return false
+		}
+		bth.AETH(t.roce[t.info.AETHOff:]).Encode(&bth.AETHFields{Syndrome: bth.AckSyndrome(bth.CreditCode(q.rq.Len())), MSN: uint32(q.msn)})
+		bth.AtomicAckETH(t.roce[t.info.AtomicAckETHOff:]).SetOrigData(r.orig)
+		e.endTx(q, &t, 1)
+		r.queued = false
+		q.respQ.Pop()
+		return true
+	}
+	return e.sendReadResponse(q, it)
+}
+
+// sendReadResponse sends the next packet of a READ response stream.
+func (e *Engine) sendReadResponse(q *QP, it *respItem) bool {
+	r := &q.res[it.res]
+	if r.gen != it.gen || r.kind != resRead {
+		q.respQ.Pop()
+		return true
+	}
+	i := uint32(r.next.Diff(r.firstPSN))
+	off := i * q.mtu
+	n := min(q.mtu, r.length-off)
+	var op bth.Opcode
+	switch {
+	case r.start == r.lastPSN:
+		op = bth.RCReadResponseOnly
+	case r.next == r.start:
+		op = bth.RCReadResponseFirst
+	case r.next == r.lastPSN:
+		op = bth.RCReadResponseLast
+	default:
+		op = bth.RCReadResponseMiddle
+	}
+	src, ok := e.remoteSlice(q, r.rkey, r.va+uint64(off), n, qp.AccessRemoteRead)
+	if !ok { // region deregistered while the response streams
+		r.queued = false
+		q.respQ.Pop()
+		e.cnt.RespRemoteAccess++
+		e.classC(q, r.next, bth.NakRemoteAccessError)
+		return true
+	}
+	t, ok := e.beginTx(q, op, r.next, false, int(n))
+	if !ok {
+		return false
+	}
+	if t.info.AETHOff >= 0 {
+		bth.AETH(t.roce[t.info.AETHOff:]).Encode(&bth.AETHFields{Syndrome: bth.AckSyndrome(bth.CreditCode(q.rq.Len())), MSN: uint32(q.msn)})
+	}
+	copy(t.payload, src)
+	e.endTx(q, &t, 1)
+	if r.next == r.lastPSN {
+		r.queued = false
+		q.respQ.Pop()
+	} else {
+		r.next = r.next.Next()
+	}
+	return true
+}
+
+// armReceiverTimer follows the scheme's receiver deadline (Improved
+// go-back-N's CE timer).
+func (e *Engine) armReceiverTimer(q *QP) {
+	if at, ok := q.receiver.Deadline(); ok {
+		e.wheel.Schedule(&q.rxTimer, at)
+	} else {
+		e.wheel.Stop(&q.rxTimer)
+	}
+}
+
+func (e *Engine) onReceiverTimer(q *QP, now time.Duration) {
+	if !q.state.CanReceive() || q.goError {
+		return
+	}
+	if q.receiver.OnTimer(now, q.ePSN) {
+		e.queueNak(q, q.ePSN, bth.NakSyndrome(bth.NakPSNSeqError), false)
+		e.cnt.SeqNakSent++
+	}
+	e.armReceiverTimer(q)
+}

@@ -1,0 +1,166 @@
+package dataplane
+
+import (
+	"context"
+	"time"
+)
+
+// Waiter is what a poll loop blocks on when its engine is idle: the port's
+// file descriptor and a doorbell, or just a timer.
+type Waiter interface {
+	// Wait returns when frames may have arrived, Wake was called, or
+	// timeout passed.
+	Wait(timeout time.Duration)
+	// Wake makes a current or the next Wait return at once. Safe from any
+	// goroutine.
+	Wake()
+}
+
+// RunConfig tunes the adaptive poll loop.
+type RunConfig struct {
+	// IdlePolls is how many empty polls the loop spins through before it
+	// blocks (default 32): long enough to catch the next packet of a busy
+	// flow, short enough not to starve the kernel's own packet work on a
+	// small machine.
+	IdlePolls int
+	// MaxWait bounds one blocking wait (default 10 ms), so that
+	// cancellation is noticed.
+	MaxWait time.Duration
+	// Pump, if set, runs on the loop's goroutine after every Poll, outside
+	// the engine lock: the verbs server moves work posted in shared memory
+	// into the engine and completions out. It reports whether it moved
+	// anything.
+	Pump func() bool
+	// BeforeWait, if set, runs just before the loop blocks (to raise
+	// need-wakeup flags in shared memory, then Pump once more).
+	BeforeWait func()
+}
+
+// Run drives e until ctx ends: poll while there is work, spin a little
+// when there is none, then block in w until the next timer deadline.
+// now is the engine's clock (time since its epoch).
+func (e *Engine) Run(ctx context.Context, w Waiter, now func() time.Duration, rc RunConfig) {
+	if rc.IdlePolls <= 0 {
+		rc.IdlePolls = 32
+	}
+	if rc.MaxWait <= 0 {
+		rc.MaxWait = 10 * time.Millisecond
+	}
+	e.SetDoorbell(w.Wake)
+	defer e.SetDoorbell(nil)
+	idle := 0
+	for ctx.Err() == nil {
+		t := now()
+		busy := e.Poll(t)
+		if rc.Pump != nil && rc.Pump() {
+			busy = true
+		}
+		if busy {
+			idle = 0
+			continue
+		}
+		if idle++; idle < rc.IdlePolls {
+			continue
+		}
+		idle = 0
+		if rc.BeforeWait != nil {
+			rc.BeforeWait()
+			if rc.Pump != nil && rc.Pump() {
+				continue
+			}
+		}
+		wait := rc.MaxWait
+		if d, ok := e.NextDeadline(); ok {
+			wait = min(wait, max(0, d-t))
+		}
+		if wait > 0 {
+			w.Wait(wait)
+		}
+	}
+}
+
+// SetDoorbell installs fn, called (with the engine lock held; it must not
+// block or call back into the engine) whenever new work is posted, so
+// that a sleeping poll loop wakes up: the eventfd doorbell of a real NIC.
+func (e *Engine) SetDoorbell(fn func()) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.doorbell = fn
+}
+
+func (e *Engine) ring() {
+	if e.doorbell != nil {
+		e.doorbell()
+	}
+}
+
+// MonotonicClock is an engine clock on the monotonic wall clock.
+type MonotonicClock struct{ start time.Time }
+
+// NewMonotonicClock starts a clock at zero now.
+func NewMonotonicClock() *MonotonicClock { return &MonotonicClock{start: time.Now()} }
+
+// Now is the time since the clock started.
+func (c *MonotonicClock) Now() time.Duration { return time.Since(c.start) }
+
+// RunRealtime runs the Sim against the wall clock instead of jumping from
+// event to event: the fabric's delays and rates then take real time, and
+// other goroutines (a verbs server, a benchmark client) can post work
+// while it runs. rc.Pump and rc.BeforeWait are honoured as in Run; Wake
+// wakes the loop. It returns when ctx ends.
+func (s *Sim) RunRealtime(ctx context.Context, rc RunConfig) {
+	ring := s.Wake
+	s.A.SetDoorbell(ring)
+	s.B.SetDoorbell(ring)
+	defer s.A.SetDoorbell(nil)
+	defer s.B.SetDoorbell(nil)
+	start, base := time.Now(), s.Clock.Now()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	idle := 0
+	for ctx.Err() == nil {
+		now := base + time.Since(start)
+		s.Clock.Set(now)
+		a, b := s.A.Poll(now), s.B.Poll(now)
+		if a || b || rc.Pump != nil && rc.Pump() {
+			idle = 0
+			continue
+		}
+		if idle++; idle < 32 {
+			continue
+		}
+		idle = 0
+		if rc.BeforeWait != nil {
+			rc.BeforeWait()
+			if rc.Pump != nil && rc.Pump() {
+				continue
+			}
+		}
+		wait := 10 * time.Millisecond
+		if t, ok := s.Fabric.NextDelivery(); ok {
+			wait = min(wait, t-now)
+		}
+		for _, e := range [...]*Engine{s.A, s.B} {
+			if t, ok := e.NextDeadline(); ok {
+				wait = min(wait, t-now)
+			}
+		}
+		if wait <= 0 {
+			continue
+		}
+		timer.Reset(wait)
+		select {
+		case <-s.bell:
+		case <-timer.C:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// Wake wakes RunRealtime's loop. Safe from any goroutine.
+func (s *Sim) Wake() {
+	select {
+	case s.bell <- struct{}{}:
+	default:
+	}
+}

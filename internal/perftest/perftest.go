@@ -1,0 +1,192 @@
+// Package perftest holds the perftest-style measurement loops and tables
+// that softnic-bench and the demo print: the same columns as ib_write_bw
+// (#bytes, #iterations, BW peak, BW average, MsgRate), so figures can be
+// read side by side with perftest's.
+package perftest
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/softnic/softnic/dataplane"
+	"github.com/softnic/softnic/dataplane/fabric"
+	"github.com/softnic/softnic/qp"
+	"github.com/softnic/softnic/recovery"
+	"github.com/softnic/softnic/verbs"
+)
+
+// Options of a bandwidth run (perftest flag names in comments).
+type Options struct {
+	Size    int    // -s: message size, bytes
+	Iters   int    // -n: messages
+	TxDepth int    // -t: work requests in flight
+	MTU     qp.MTU // -m
+	Scheme  string // recovery scheme of both NICs
+	Seed    uint64
+}
+
+// Link describes the embedded fabric's wire, per direction.
+type Link struct {
+	RateBps float64       // serialization rate
+	Delay   time.Duration // one-way propagation
+	Loss    float64       // drop probability, data and ACKs alike
+	Ring    int           // transmit ring, frames
+}
+
+// DefaultLink is a 25 Gb/s hop with 2 µs of propagation each way.
+var DefaultLink = Link{RateBps: 25e9, Delay: 2 * time.Microsecond, Ring: 64}
+
+// Result is one row of a bandwidth table.
+type Result struct {
+	Bytes      int
+	Iters      int
+	PeakGbps   float64
+	AvgGbps    float64
+	MsgRateMpp float64
+	Elapsed    time.Duration // simulated
+	Wall       time.Duration // real time the run took on this CPU
+	A, B       dataplane.Counters
+}
+
+// WriteBWEmbedded runs ib_write_bw between the two NICs of an embedded
+// pair in simulated time over link, and returns the row.
+func WriteBWEmbedded(o Options, link Link) (Result, error) {
+	if o.Size <= 0 || o.Iters <= 0 || o.TxDepth <= 0 {
+		return Result{}, errors.New("perftest: size, iterations and tx depth must be positive")
+	}
+	params := recovery.Params{}
+	scheme, err := recovery.New(o.Scheme, params)
+	if err != nil {
+		return Result{}, err
+	}
+	scheme2, _ := recovery.New(o.Scheme, params)
+	lc := fabric.LinkConfig{RateBps: link.RateBps, Delay: link.Delay, Loss: link.Loss, QueueFrames: link.Ring}
+	m, err := verbs.NewEmbedded(dataplane.SimConfig{Seed: o.Seed, AtoB: lc, BtoA: lc, SchemeA: scheme, SchemeB: scheme2})
+	if err != nil {
+		return Result{}, err
+	}
+	client, err := newSide(m.A, o.Size*o.TxDepth, o.TxDepth)
+	if err != nil {
+		return Result{}, err
+	}
+	server, err := newSide(m.B, o.Size*o.TxDepth, o.TxDepth)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := m.Connect(client.qp, server.qp, verbs.ConnParam{MTU: o.MTU}); err != nil {
+		return Result{}, err
+	}
+
+	wr := verbs.SendWR{Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, NumSGE: 1, RKey: server.mr.RKey}
+	completions := make([]time.Duration, 0, o.Iters)
+	wcs := make([]verbs.WC, 64)
+	posted := 0
+	post := func() error {
+		for posted < o.Iters && posted-len(completions) < o.TxDepth {
+			slot := posted % o.TxDepth
+			wr.WRID = uint64(posted)
+			wr.SGL[0] = client.mr.SGE(slot*o.Size, o.Size)
+			wr.RemoteAddr = server.mr.Addr + uint64(slot*o.Size)
+			if err := client.qp.PostSend(wr); err != nil {
+				return err
+			}
+			posted++
+		}
+		return nil
+	}
+	var runErr error
+	cond := func() bool {
+		n, err := client.cq.Poll(wcs)
+		if err != nil {
+			runErr = err
+			return true
+		}
+		for _, wc := range wcs[:n] {
+			if wc.Status != verbs.WCSuccess {
+				runErr = fmt.Errorf("perftest: completion %d: %v", wc.WRID, wc.Status)
+				return true
+			}
+			completions = append(completions, m.Now())
+		}
+		if err := post(); err != nil {
+			runErr = err
+			return true
+		}
+		return len(completions) == o.Iters
+	}
+	wallStart := time.Now()
+	start := m.Now()
+	if err := post(); err != nil {
+		return Result{}, err
+	}
+	if !m.RunUntil(cond, time.Hour) {
+		return Result{}, fmt.Errorf("perftest: %d of %d writes completed", len(completions), o.Iters)
+	}
+	if runErr != nil {
+		return Result{}, runErr
+	}
+	r := Result{Bytes: o.Size, Iters: o.Iters, Elapsed: m.Now() - start, Wall: time.Since(wallStart),
+		A: m.A.Engine().Counters(), B: m.B.Engine().Counters()}
+	fillRates(&r, start, completions, o.TxDepth)
+	return r, nil
+}
+
+// fillRates computes BW average over the run and BW peak as the best rate
+// over any window of txDepth consecutive completions.
+func fillRates(r *Result, start time.Duration, done []time.Duration, window int) {
+	bits := float64(r.Bytes) * 8
+	secs := r.Elapsed.Seconds()
+	r.AvgGbps = bits * float64(r.Iters) / secs / 1e9
+	r.MsgRateMpp = float64(r.Iters) / secs / 1e6
+	window = min(window, len(done)-1)
+	for i := 0; window > 0 && i+window < len(done); i++ {
+		if dt := (done[i+window] - done[i]).Seconds(); dt > 0 {
+			r.PeakGbps = max(r.PeakGbps, bits*float64(window)/dt/1e9)
+		}
+	}
+	r.PeakGbps = max(r.PeakGbps, r.AvgGbps)
+}
+
+type side struct {
+	pd *verbs.PD
+	mr *verbs.MR
+	cq *verbs.CQ
+	qp *verbs.QP
+}
+
+func newSide(c *verbs.Context, bytes, depth int) (*side, error) {
+	s := &side{}
+	var err error
+	if s.pd, err = c.AllocPD(); err != nil {
+		return nil, err
+	}
+	if s.mr, err = s.pd.RegMR(make([]byte, bytes), verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead); err != nil {
+		return nil, err
+	}
+	if s.cq, err = c.CreateCQ(2 * depth); err != nil {
+		return nil, err
+	}
+	s.qp, err = s.pd.CreateQP(verbs.QPInitAttr{SendCQ: s.cq, RecvCQ: s.cq, MaxSendWR: depth, MaxRecvWR: depth})
+	return s, err
+}
+
+// PrintBWHeader prints perftest's bandwidth table header.
+func PrintBWHeader(w io.Writer, gbits bool) {
+	unit := "MB/sec"
+	if gbits {
+		unit = "Gb/sec"
+	}
+	fmt.Fprintln(w, "---------------------------------------------------------------------------------------")
+	fmt.Fprintf(w, " #bytes     #iterations    BW peak[%s]    BW average[%s]   MsgRate[Mpps]\n", unit, unit)
+}
+
+// PrintBWRow prints one row in perftest's layout.
+func PrintBWRow(w io.Writer, r Result, gbits bool) {
+	peak, avg := r.PeakGbps, r.AvgGbps
+	if !gbits { // perftest's MB/sec is 2^20 bytes per second
+		peak, avg = peak*1e9/8/(1<<20), avg*1e9/8/(1<<20)
+	}
+	fmt.Fprintf(w, " %-10d %-10d       %-7.2f            %-7.2f            %-7.6f\n", r.Bytes, r.Iters, peak, avg, r.MsgRateMpp)
+}
