@@ -9,6 +9,7 @@ import (
 	"github.com/softnic/softnic/bth"
 	"github.com/softnic/softnic/dataplane/fabric"
 	"github.com/softnic/softnic/qp"
+	"github.com/softnic/softnic/recovery"
 )
 
 // dropFirst returns a fabric drop hook that drops the first n frames with
@@ -273,5 +274,61 @@ func TestSteadyStateAllocs(t *testing.T) {
 	}
 	if allocs := testing.AllocsPerRun(50, round); allocs != 0 {
 		t.Fatalf("%.1f allocations per round (66 packets, 2 ACKs, 3 completions), want 0", allocs)
+	}
+}
+
+// dropNaks drops the first n PSN-sequence-error NAKs.
+func dropNaks(n int) func([]byte) bool {
+	return func(frame []byte) bool {
+		f, err := bth.ParseFrame(frame)
+		if err != nil || f.Pkt.Opcode() != bth.RCAcknowledge || n == 0 {
+			return false
+		}
+		if s := f.Pkt.AETH().Syndrome(); s.Kind() == bth.NakKind && s.NakCode() == bth.NakPSNSeqError {
+			n--
+			return true
+		}
+		return false
+	}
+}
+
+// TestIGBNRecoversLostNak: one data packet and then its NAK are lost in a
+// single-message transfer. Go-back-N has nothing left to trigger another
+// NAK and waits for the ACK timeout; Improved go-back-N's CE timer NAKs
+// again after the NAK interval (paper 002, Fig. 4(c)).
+func TestIGBNRecoversLostNak(t *testing.T) {
+	for _, tc := range []struct {
+		scheme       string
+		wantTimeouts uint64
+	}{{recovery.GBN, 1}, {recovery.IGBN, 0}} {
+		t.Run(tc.scheme, func(t *testing.T) {
+			sa, _ := recovery.New(tc.scheme, recovery.Params{})
+			sb, _ := recovery.New(tc.scheme, recovery.Params{})
+			link := lossyLink(0)
+			link.Drop = dropFirst(bth.RCWriteMiddle, 1)
+			back := lossyLink(0)
+			back.Drop = dropNaks(1)
+			p := newTestPair(t, SimConfig{Seed: 17, AtoB: link, BtoA: back, SchemeA: sa, SchemeB: sb}, ConnParams{MTU: qp.MTU1024, Timeout: 14})
+			start := p.sim.Now()
+			p.checkWrite(1, 32<<10, false)
+			took := p.sim.Now() - start
+			a, b := p.sim.A.Counters(), p.sim.B.Counters()
+			if a.LocalAckTimeout != tc.wantTimeouts {
+				t.Fatalf("%d ACK timeouts, want %d (took %v, NAKs sent %d)", a.LocalAckTimeout, tc.wantTimeouts, took, b.SeqNakSent)
+			}
+			if tc.scheme == recovery.IGBN && (took > 2*time.Millisecond || b.SeqNakSent < 2) {
+				t.Fatalf("CE did not re-NAK: took %v, %d NAKs", took, b.SeqNakSent)
+			}
+		})
+	}
+}
+
+// TestIGBNSendTwice: the last packet of each message goes out twice.
+func TestIGBNSendTwice(t *testing.T) {
+	sa, _ := recovery.New(recovery.IGBN, recovery.Params{})
+	p := newTestPair(t, SimConfig{Seed: 18, SchemeA: sa}, ConnParams{MTU: qp.MTU1024})
+	p.checkWrite(1, 4096, false) // 4 packets, the last twice
+	if a, b := p.sim.A.Counters(), p.sim.B.Counters(); a.SentPkts != 5 || b.DuplicateRequest != 1 {
+		t.Fatalf("sent %d packets (want 5), duplicates at the responder %d (want 1)", a.SentPkts, b.DuplicateRequest)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softnic/softnic/bth"
 	"github.com/softnic/softnic/dataplane/fabric"
 	"github.com/softnic/softnic/qp"
 )
@@ -164,5 +165,26 @@ func TestPSNWrap(t *testing.T) {
 		if q := p.qa; q.nextPSN > 0x10000 { // raw compare on purpose: it must have wrapped to a small number
 			t.Fatalf("PSN did not wrap: next PSN %#x", q.nextPSN)
 		}
+	}
+}
+
+// TestIPv6 runs the transport over IPv6 frames (UDP checksum filled, the
+// ICRC masking traffic class, flow label and hop limit), lossy.
+func TestIPv6(t *testing.T) {
+	p := newTestPair(t, SimConfig{Seed: 16, IPv6: true, AtoB: lossyLink(0.01), BtoA: lossyLink(0.01)}, ConnParams{MTU: qp.MTU2048, Timeout: 8})
+	var frames int
+	p.sim.Fabric.Tap(func(_ fabric.Direction, _ time.Duration, frame []byte, _ bool) {
+		if f, err := bth.ParseFrame(frame); err == nil && f.IPv6 && f.VerifyICRC() {
+			frames++
+		}
+	})
+	for id := uint64(1); id <= 3; id++ {
+		p.checkWrite(id, 100<<10, true)
+		p.checkRead(id, 50<<10)
+		p.checkSend(id, 10<<10, false)
+	}
+	p.checkAtomics()
+	if frames == 0 {
+		t.Fatal("no valid IPv6 RoCEv2 frames on the wire")
 	}
 }

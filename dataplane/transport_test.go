@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/qp"
+	"github.com/softnic/softnic/recovery"
 )
 
 const waitLimit = 60 * time.Second // simulated
@@ -64,34 +65,42 @@ var matrixSizes = []int{0, 1, 255, 256, 257, 4095, 4096, 4097, 65536, 1<<20 + 13
 // duplication in both directions, and checks every byte, every completion
 // and every atomic result.
 func TestOpcodeMatrix(t *testing.T) {
-	for _, mtu := range []qp.MTU{qp.MTU256, qp.MTU1024, qp.MTU4096} {
-		for _, loss := range []float64{0, 0.01, 0.05} {
-			t.Run(fmt.Sprintf("mtu%v/loss%v", mtu, loss), func(t *testing.T) {
-				t.Parallel()
-				p := newTestPair(t, SimConfig{Seed: uint64(mtu)*100 + uint64(loss*1000), AtoB: lossyLink(loss), BtoA: lossyLink(loss)},
-					ConnParams{MTU: mtu, PSNA: 0xFFFF00, PSNB: 0x123456, Timeout: 8}) // 1 ms ACK timeout; PSNs wrap early
-				id := uint64(0)
-				for _, size := range matrixSizes {
-					if size > 1<<20 && mtu == qp.MTU256 && loss > 0.02 && testing.Short() {
-						continue
-					}
-					id++
-					p.checkSend(id, size, false)
-					p.checkWrite(id, size, false)
-					p.checkRead(id, size)
-					if size <= 65536 {
-						p.checkSend(id, size, true)
-						p.checkWrite(id, size, true)
-					}
-				}
-				p.checkAtomics()
-				p.checkMixedBatch()
-				p.settle()
-				if a := p.sim.A.Counters(); loss > 0 && a.Retransmits == 0 {
-					t.Errorf("lossy run retransmitted nothing: %+v", a)
-				}
-			})
+	for _, name := range recovery.Names() {
+		for _, mtu := range []qp.MTU{qp.MTU256, qp.MTU1024, qp.MTU4096} {
+			for _, loss := range []float64{0, 0.01, 0.05} {
+				t.Run(fmt.Sprintf("%s/mtu%v/loss%v", name, mtu, loss), func(t *testing.T) {
+					t.Parallel()
+					opcodeMatrix(t, name, mtu, loss)
+				})
+			}
 		}
+	}
+}
+
+func opcodeMatrix(t *testing.T, scheme string, mtu qp.MTU, loss float64) {
+	sa, _ := recovery.New(scheme, recovery.Params{})
+	sb, _ := recovery.New(scheme, recovery.Params{})
+	p := newTestPair(t, SimConfig{Seed: uint64(mtu)*100 + uint64(loss*1000), AtoB: lossyLink(loss), BtoA: lossyLink(loss), SchemeA: sa, SchemeB: sb},
+		ConnParams{MTU: mtu, PSNA: 0xFFFF00, PSNB: 0x123456, Timeout: 8}) // 1 ms ACK timeout; PSNs wrap early
+	id := uint64(0)
+	for _, size := range matrixSizes {
+		if size > 1<<20 && mtu == qp.MTU256 && loss > 0.02 && testing.Short() {
+			continue
+		}
+		id++
+		p.checkSend(id, size, false)
+		p.checkWrite(id, size, false)
+		p.checkRead(id, size)
+		if size <= 65536 {
+			p.checkSend(id, size, true)
+			p.checkWrite(id, size, true)
+		}
+	}
+	p.checkAtomics()
+	p.checkMixedBatch()
+	p.settle()
+	if a := p.sim.A.Counters(); loss > 0 && a.Retransmits == 0 {
+		t.Errorf("lossy run retransmitted nothing: %+v", a)
 	}
 }
 

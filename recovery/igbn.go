@@ -1,0 +1,104 @@
+package recovery
+
+import (
+	"github.com/softnic/softnic/qp"
+)
+
+// IGBN is Improved go-back-N (Improved go-back-N paper, §III): go-back-N
+// plus two end-host changes that remove most ACK timeouts.
+//
+//   - ST (send twice): the requester sends the last packet of every message
+//     twice, so losing it (reason 1 of Fig. 4) or its ACK (reason 2) no
+//     longer leaves both ends waiting for the ACK timeout.
+//   - CE (check EPSN): when the last packet of a message arrives while the
+//     expected PSN (EPSN) is still short of it, the responder starts a timer
+//     for what is left of the NAK interval; when it fires and EPSN is still
+//     short of that last PSN (LPSN), it NAKs EPSN again and restarts the
+//     timer with the full interval. Receiving EPSN restarts the timer. This
+//     covers a lost NAK (reason 3) and a retransmission lost again
+//     (reason 4), which ordinary go-back-N can only recover by timeout
+//     because a NAK is sent only on an unexpected packet.
+const IGBN = "igbn"
+
+func init() { Register(IGBN, func(p Params) Scheme { return igbnScheme{p} }) }
+
+type igbnScheme struct{ p Params }
+
+func (s igbnScheme) Name() string   { return IGBN }
+func (s igbnScheme) Params() Params { return s.p }
+func (s igbnScheme) NewSender() Sender {
+	return &igbnSender{}
+}
+func (s igbnScheme) NewReceiver() Receiver {
+	return &igbnReceiver{gbn: gbnReceiver{nakInterval: s.p.NakInterval}}
+}
+func (s igbnScheme) SharedOnChipBytes() int { return 0 }
+
+// igbnSender is go-back-N that sends a message's last packet twice.
+type igbnSender struct{ gbnSender }
+
+func (*igbnSender) Copies(last bool) int {
+	if last {
+		return 2
+	}
+	return 1
+}
+
+// igbnReceiver is the go-back-N receiver plus the CE timer: LPSN, an armed
+// flag and the deadline (a NIC keeps LPSN in 3 bytes and the timer in 4).
+type igbnReceiver struct {
+	gbn      gbnReceiver
+	armed    bool
+	lpsn     qp.PSN
+	deadline Time
+}
+
+const igbnReceiverOnChipBytes = gbnReceiverOnChipBytes + 3 + 4
+
+func (r *igbnReceiver) Reset(start qp.PSN) { r.gbn.Reset(start); r.armed = false }
+
+func (r *igbnReceiver) OnOutOfSequence(now Time, epsn, psn qp.PSN, last bool) RxAction {
+	a := r.gbn.OnOutOfSequence(now, epsn, psn, last)
+	if last && (!r.armed || psn.After(r.lpsn)) {
+		// CE: start from what is left of the NAK interval (a NAK just sent
+		// counts as the start of one).
+		r.lpsn = psn
+		if !r.armed {
+			r.deadline = max(now, r.gbn.lastNak+r.gbn.nakInterval)
+			if a.Nak {
+				r.deadline = now + r.gbn.nakInterval
+			}
+		}
+		r.armed = true
+	}
+	return a
+}
+
+func (r *igbnReceiver) OnInSequence(now Time, epsn qp.PSN) {
+	r.gbn.OnInSequence(now, epsn)
+	if !r.armed {
+		return
+	}
+	if epsn.After(r.lpsn) {
+		r.armed = false // the message is complete
+		return
+	}
+	r.deadline = now + r.gbn.nakInterval // EPSN arrived: restart the timer
+}
+
+func (r *igbnReceiver) Deadline() (Time, bool) { return r.deadline, r.armed }
+
+func (r *igbnReceiver) OnTimer(now Time, epsn qp.PSN) bool {
+	if !r.armed || now < r.deadline {
+		return false
+	}
+	if epsn.After(r.lpsn) {
+		r.armed = false
+		return false
+	}
+	r.deadline = now + r.gbn.nakInterval
+	r.gbn.naked, r.gbn.lastNak = true, now
+	return true
+}
+
+func (r *igbnReceiver) OnChipBytes() int { return igbnReceiverOnChipBytes }

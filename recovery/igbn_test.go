@@ -1,0 +1,64 @@
+package recovery
+
+import (
+	"testing"
+	"time"
+)
+
+func TestIGBNSendsLastTwice(t *testing.T) {
+	s, _ := New(IGBN, Params{})
+	snd := s.NewSender()
+	if snd.Copies(true) != 2 || snd.Copies(false) != 1 {
+		t.Fatal("ST: the last packet of a message is not sent twice")
+	}
+	if r := snd.OnNak(0, 9); !r.GoBack || r.GoBackTo != 9 {
+		t.Fatalf("igbn does not go back on NAK: %+v", r)
+	}
+}
+
+// TestIGBNCheckEPSN walks the CE timer of Fig. 5: armed by the last packet
+// arriving early, NAKing EPSN again when it fires, restarted when EPSN
+// arrives, disarmed when the message is complete.
+func TestIGBNCheckEPSN(t *testing.T) {
+	const nak = 100 * time.Microsecond
+	us := time.Microsecond
+	s, _ := New(IGBN, Params{NakInterval: nak})
+	r := s.NewReceiver()
+	r.Reset(0)
+	// Packet 0 lost; 1 arrives: NAK(0) now.
+	if a := r.OnOutOfSequence(10*us, 0, 1, false); !a.Nak {
+		t.Fatal("no NAK for the first out-of-sequence packet")
+	}
+	if _, ok := r.Deadline(); ok {
+		t.Fatal("CE armed before the last packet")
+	}
+	// The last packet (5) arrives at 20 µs: timer for the rest of the interval.
+	r.OnOutOfSequence(20*us, 0, 5, true)
+	at, ok := r.Deadline()
+	if !ok || at != 110*us {
+		t.Fatalf("CE deadline %v %v, want 110µs", at, ok)
+	}
+	if r.OnTimer(109*us, 0) {
+		t.Fatal("fired early")
+	}
+	// The NAK was lost: at 110 µs EPSN is still 0, so NAK again.
+	if !r.OnTimer(110*us, 0) {
+		t.Fatal("CE did not re-NAK EPSN")
+	}
+	if at, _ := r.Deadline(); at != 210*us {
+		t.Fatalf("restarted at %v, want 210µs", at)
+	}
+	// EPSN arrives at 150 µs: restart only.
+	r.OnInSequence(150*us, 1)
+	if at, ok := r.Deadline(); !ok || at != 250*us {
+		t.Fatalf("after progress deadline %v %v, want 250µs", at, ok)
+	}
+	// The message completes: disarmed.
+	r.OnInSequence(160*us, 6)
+	if _, ok := r.Deadline(); ok {
+		t.Fatal("CE still armed after the last PSN arrived")
+	}
+	if r.OnChipBytes() <= gbnReceiverOnChipBytes {
+		t.Fatal("the CE state is not charged as on-chip bytes")
+	}
+}
