@@ -237,6 +237,7 @@ func (e *Engine) onRNRNak(q *QP, psn qp.PSN, code uint8) {
 }
 
 func (e *Engine) onRNRTimer(q *QP, _ time.Duration) {
+	e.touch(q, true)
 	q.rnrWait = false
 	if e.requestReady(q) {
 		e.schedule(q)
@@ -245,6 +246,7 @@ func (e *Engine) onRNRTimer(q *QP, _ time.Duration) {
 
 // onRetryTimeout is the local ACK timeout (IBA §9.7.6.1.3).
 func (e *Engine) onRetryTimeout(q *QP, now time.Duration) {
+	e.touch(q, true)
 	if q.state != qp.RTS && q.state != qp.SQD || q.unacked == q.maxSentPSN {
 		return
 	}

@@ -39,6 +39,16 @@ type Config struct {
 	// TxBurst is how many packets a QP sends before the next QP's turn
 	// (default 16).
 	TxBurst int
+	// SRAMBytes is the NIC's on-chip memory for QP contexts and the
+	// recovery scheme's shared pools (qp.DefaultCacheBudget is 300 base
+	// contexts, StaR's RNIC); 0 means unlimited.
+	SRAMBytes int
+	// QPContextBytes is the base on-chip size of one QP context (default
+	// qp.DefaultQPContextBytes, 256 B); the scheme's per-QP state adds to it.
+	QPContextBytes int
+	// FetchPenalty is the pipeline stall of a context-cache miss (default
+	// qp.DefaultFetchPenalty, 1 µs, a PCIe read); negative disables it.
+	FetchPenalty time.Duration
 }
 
 const (
@@ -67,7 +77,12 @@ type Engine struct {
 
 	ready   []*QP // QPs with something to transmit, FIFO
 	rxBatch [][]byte
+	rxNext  int // rxBatch[rxNext:rxN] still wait: a context miss stalled the pipeline
+	rxN     int
 	txStall bool // the port's transmit ring was full this round
+
+	cache     *qp.Cache
+	busyUntil time.Duration // the pipeline is stalled on a context fetch until then
 
 	doorbell func() // wakes a sleeping poll loop when work is posted
 
@@ -92,7 +107,22 @@ func NewEngine(cfg Config, port Port) (*Engine, error) {
 	if cfg.TxBurst <= 0 {
 		cfg.TxBurst = defaultTxBurst
 	}
+	if cfg.QPContextBytes <= 0 {
+		cfg.QPContextBytes = qp.DefaultQPContextBytes
+	}
+	switch {
+	case cfg.FetchPenalty == 0:
+		cfg.FetchPenalty = qp.DefaultFetchPenalty
+	case cfg.FetchPenalty < 0:
+		cfg.FetchPenalty = 0
+	}
+	shared := cfg.Scheme.SharedOnChipBytes()
+	if cfg.SRAMBytes != 0 && cfg.SRAMBytes < shared+cfg.QPContextBytes {
+		return nil, fmt.Errorf("dataplane: %d bytes of SRAM do not hold the %s scheme's %d-byte shared pools and one %d-byte QP context",
+			cfg.SRAMBytes, cfg.Scheme.Name(), shared, cfg.QPContextBytes)
+	}
 	return &Engine{
+		cache:   qp.NewCache(cfg.SRAMBytes, shared, cfg.FetchPenalty),
 		cfg:     cfg,
 		port:    port,
 		scheme:  cfg.Scheme,
@@ -131,14 +161,46 @@ func (e *Engine) Poll(now time.Duration) bool {
 	if now > e.now {
 		e.now = now
 	}
-	n := e.port.Receive(e.rxBatch)
-	for i := 0; i < n; i++ {
-		e.receive(e.rxBatch[i])
+	if e.stalled() {
+		return false
 	}
-	fired := e.wheel.Advance(e.now)
-	sent := e.transmit()
+	did := e.rxNext < e.rxN
+	if !did {
+		e.rxN, e.rxNext = e.port.Receive(e.rxBatch), 0
+		did = e.rxN > 0
+	}
+	// Frames after a context miss wait until the fetch is done: the
+	// pipeline is serial, as in hardware.
+	for e.rxNext < e.rxN && !e.stalled() {
+		e.receive(e.rxBatch[e.rxNext])
+		e.rxNext++
+	}
+	if !e.stalled() && e.wheel.Advance(e.now) > 0 {
+		did = true
+	}
+	if !e.stalled() && e.transmit() > 0 {
+		did = true
+	}
 	e.port.Flush()
-	return n > 0 || fired > 0 || sent > 0
+	return did
+}
+
+// stalled reports whether the pipeline waits on a context fetch.
+func (e *Engine) stalled() bool { return e.now < e.busyUntil }
+
+// touch is every access of a QP's on-chip context: a miss fetches it
+// from host memory and stalls the pipeline for the fetch penalty.
+func (e *Engine) touch(q *QP, write bool) {
+	if stall := e.cache.Access(&q.cache, write); stall > 0 {
+		e.busyUntil = max(e.busyUntil, e.now) + stall
+	}
+}
+
+// CacheStats returns the context cache's counters.
+func (e *Engine) CacheStats() qp.CacheStats {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.cache.Stats()
 }
 
 // Busy reports whether some QP has packets it could send right now (it is
@@ -146,13 +208,18 @@ func (e *Engine) Poll(now time.Duration) bool {
 func (e *Engine) Busy() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return len(e.ready) > 0
+	return len(e.ready) > 0 || e.rxNext < e.rxN
 }
 
 // NextDeadline is when the earliest timer fires.
+// While the pipeline is stalled on a context fetch nothing can happen
+// before the fetch ends, timers included: that is the next deadline.
 func (e *Engine) NextDeadline() (time.Duration, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.stalled() {
+		return e.busyUntil, true
+	}
 	return e.wheel.NextDeadline()
 }
 
@@ -179,6 +246,7 @@ func (e *Engine) receive(frame []byte) {
 		e.cnt.RcvdUnknownQPN++
 		return
 	}
+	e.touch(q, true)
 	// rxe check_addr: an RC QP takes frames only from its peer, to us.
 	if f.DstAddr() != e.cfg.Addr || f.SrcAddr() != q.av.DGID {
 		e.cnt.RcvdBadAddr++
@@ -217,11 +285,11 @@ func (e *Engine) schedule(q *QP) {
 func (e *Engine) transmit() int {
 	e.txStall = false
 	total := 0
-	for len(e.ready) > 0 && !e.txStall {
+	for len(e.ready) > 0 && !e.txStall && !e.stalled() {
 		// One pass over the QPs that are ready now; QPs that still have
 		// work go to the back, after QPs scheduled during the pass.
 		n := len(e.ready)
-		for i := 0; i < n && !e.txStall; i++ {
+		for i := 0; i < n && !e.txStall && !e.stalled(); i++ {
 			q := e.ready[0]
 			copy(e.ready, e.ready[1:])
 			e.ready = e.ready[:len(e.ready)-1]
@@ -239,6 +307,7 @@ func (e *Engine) transmit() int {
 // serve lets q send up to budget packets: responses first (they free the
 // peer's requester), then requests. It reports whether q has more.
 func (e *Engine) serve(q *QP, budget int) (sent int, more bool) {
+	e.touch(q, true)
 	for sent < budget && !e.txStall && q.respQ.Len() > 0 {
 		if !e.sendResponse(q) {
 			break

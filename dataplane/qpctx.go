@@ -65,10 +65,30 @@ type QP struct {
 	recvCQ *CQ
 	sigAll bool
 	queued bool // on the engine's ready list
+	av     AddressVector
 
+	// hwContext is the per-packet transport state: what an RNIC keeps in
+	// on-chip SRAM. When the context cache evicts this QP it is written
+	// back to host (if dirty) and poisoned on chip; a miss fills it back.
+	hwContext
+	host  hwContext // the host-memory copy
+	cache qp.CacheEntry
+
+	sq         *qp.Ring[sendWQE]  // in host memory, as WQEs are
+	rq         *qp.Ring[recvWQE]  // in host memory
+	respQ      *qp.Ring[respItem] // responder output queue
+	res        []resource         // responder resources ring (max_dest_rd_atomic)
+	sender     recovery.Sender
+	receiver   recovery.Receiver
+	retryTimer timer.Timer
+	rnrTimer   timer.Timer
+	rxTimer    timer.Timer
+}
+
+// hwContext is the on-chip part of a QP context (see QP).
+type hwContext struct {
 	// Connection (modify QP).
 	access          qp.Access
-	av              AddressVector
 	hdr             bth.FrameHeader
 	mtu             uint32
 	destQPN         uint32
@@ -80,7 +100,6 @@ type QP struct {
 	rnrRetry        uint8
 
 	// Requester (requester.go, completer.go).
-	sq         *qp.Ring[sendWQE]
 	sqStart    uint32 // ring index of the next WQE that has no PSNs yet
 	nextPSN    qp.PSN // first PSN of the next WQE to start
 	cur        uint32 // ring index of the WQE under the send cursor
@@ -93,22 +112,21 @@ type QP struct {
 	rnrLeft    uint8
 	rnrWait    bool   // transmission paused until the RNR timer fires
 	impliedAt  qp.PSN // unacked+1 when an implied NAK already went back there; 0: none
-	retryTimer timer.Timer
-	rnrTimer   timer.Timer
-	sender     recovery.Sender
-	sentMsgs   uint64
 
 	// Responder (responder.go).
-	rq       *qp.Ring[recvWQE]
-	ePSN     qp.PSN
-	msn      qp.MSN
-	msg      respMsg
-	res      []resource // responder resources ring (max_dest_rd_atomic)
-	resNext  int
-	respQ    *qp.Ring[respItem]
-	goError  bool // a class C error NAK is queued: the QP moves to ERR once it is sent
-	receiver recovery.Receiver
-	rxTimer  timer.Timer
+	ePSN    qp.PSN
+	msn     qp.MSN
+	msg     respMsg
+	resNext int
+	goError bool // a class C error NAK is queued: the QP moves to ERR once it is sent
+}
+
+// poisoned is what an evicted context's on-chip copy holds: values that
+// break any transfer that used them without a fill.
+var poisoned = hwContext{
+	mtu: 256, destQPN: 0xBAD, maxRdAtomic: 1, maxDestRdAtomic: 1,
+	sqStart: 0xBAD0BAD, nextPSN: 0xBADBAD, cur: 0xBAD0BAD, curPSN: 0xBADBAD, maxSentPSN: 0xBADBAD,
+	unacked: 0x0BAD0B, ePSN: 0xBADBAD, msn: 0xBAD, msg: respMsg{active: true, off: 0xBAD}, resNext: 0,
 }
 
 // QPN is the queue pair number.
@@ -158,6 +176,19 @@ func (e *Engine) CreateQP(pd uint32, attr QPInitAttr) (*QP, error) {
 		receiver: e.scheme.NewReceiver(),
 	}
 	e.nextQP = (e.nextQP + 1) & qp.PSNMask
+	q.host = q.hwContext
+	q.cache.Spill = func() { q.host = q.hwContext }
+	q.cache.Fill = func() { q.hwContext = q.host }
+	q.cache.Evicted = func() {
+		q.hwContext = poisoned
+		for _, h := range [...]any{q.sender, q.receiver} {
+			if ev, ok := h.(recovery.Evictable); ok {
+				ev.OnEvict()
+			}
+		}
+	}
+	sr := q.sender.OnChipBytes() + q.receiver.OnChipBytes()
+	e.cache.SetSize(&q.cache, e.cfg.QPContextBytes+sr, sr)
 	q.retryTimer.Init(func(now time.Duration) { e.onRetryTimeout(q, now) })
 	q.rnrTimer.Init(func(now time.Duration) { e.onRNRTimer(q, now) })
 	q.rxTimer.Init(func(now time.Duration) { e.onReceiverTimer(q, now) })
@@ -175,6 +206,7 @@ func (e *Engine) ModifyQP(q *QP, a *QPAttr, mask qp.AttrMask) error {
 	if e.qps[q.qpn] != q {
 		return ErrBadQP
 	}
+	e.touch(q, true)
 	from, to := q.state, q.state
 	if mask&qp.AttrState != 0 {
 		to = a.State
@@ -346,6 +378,7 @@ func (e *Engine) flush(q *QP) {
 func (e *Engine) QueryQP(q *QP) QPAttr {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.touch(q, false)
 	return QPAttr{
 		State: q.state, CurState: q.state, AccessFlags: q.access, AV: q.av,
 		PathMTU: mtuEnum(q.mtu), DestQPN: q.destQPN, RQPSN: q.ePSN, SQPSN: q.nextPSN,
@@ -371,6 +404,7 @@ func (e *Engine) DestroyQP(q *QP) error {
 	e.wheel.Stop(&q.rnrTimer)
 	e.wheel.Stop(&q.rxTimer)
 	delete(e.qps, q.qpn)
+	e.cache.Remove(&q.cache)
 	e.pds[q.pd]--
 	for i, r := range e.ready {
 		if r == q {

@@ -44,6 +44,7 @@ func (e *Engine) PostSend(q *QP, wrs []qp.SendWR) (int, error) {
 	default:
 		return 0, errorf(q, "%w: post send in %v (needs RTS)", ErrPostState, q.state)
 	}
+	e.touch(q, false) // the doorbell makes the NIC read the context
 	for i := range wrs {
 		wr := &wrs[i]
 		if err := checkSendWR(wr); err != nil {

@@ -544,6 +544,7 @@ func (e *Engine) armReceiverTimer(q *QP) {
 }
 
 func (e *Engine) onReceiverTimer(q *QP, now time.Duration) {
+	e.touch(q, true)
 	if !q.state.CanReceive() || q.goError {
 		return
 	}

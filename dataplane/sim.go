@@ -31,6 +31,10 @@ type SimConfig struct {
 	// MaxFrame is the largest frame (default: room for a 4096-byte MTU).
 	MaxFrame int
 	IPv6     bool
+	// SRAMBytes and FetchPenalty configure both NICs' context cache (see
+	// Config).
+	SRAMBytes    int
+	FetchPenalty time.Duration
 }
 
 // Addresses of the simulated hosts, from the benchmarking range.
@@ -55,11 +59,11 @@ func NewSim(cfg SimConfig) (*Sim, error) {
 	if cfg.IPv6 {
 		addrA, addrB = SimAddr6A, SimAddr6B
 	}
-	a, err := NewEngine(Config{MAC: SimMACA, Addr: addrA, Scheme: cfg.SchemeA}, f.A())
+	a, err := NewEngine(Config{MAC: SimMACA, Addr: addrA, Scheme: cfg.SchemeA, SRAMBytes: cfg.SRAMBytes, FetchPenalty: cfg.FetchPenalty}, f.A())
 	if err != nil {
 		return nil, err
 	}
-	b, err := NewEngine(Config{MAC: SimMACB, Addr: addrB, Scheme: cfg.SchemeB}, f.B())
+	b, err := NewEngine(Config{MAC: SimMACB, Addr: addrB, Scheme: cfg.SchemeB, SRAMBytes: cfg.SRAMBytes, FetchPenalty: cfg.FetchPenalty}, f.B())
 	if err != nil {
 		return nil, err
 	}
@@ -76,18 +80,24 @@ func (s *Sim) Step() bool {
 	now := s.Clock.Now()
 	for s.A.Poll(now) || s.B.Poll(now) {
 	}
-	next, ok := s.Fabric.NextDelivery()
-	for _, e := range [...]*Engine{s.A, s.B} {
-		if t, armed := e.NextDeadline(); armed && (!ok || t < next) {
+	// Neither engine can do anything at now, so whatever is due at or
+	// before now (frames for an engine whose pipeline is stalled on a
+	// context fetch) waits for a later event: take the earliest one after
+	// now.
+	var next time.Duration
+	ok := false
+	consider := func(t time.Duration, armed bool) {
+		if armed && t > now && (!ok || t < next) {
 			next, ok = t, true
 		}
 	}
+	consider(s.Fabric.NextDelivery())
+	consider(s.A.NextDeadline())
+	consider(s.B.NextDeadline())
 	if !ok {
 		return false
 	}
-	if next > now {
-		s.Clock.Set(next)
-	}
+	s.Clock.Set(next)
 	return true
 }
 

@@ -66,7 +66,7 @@ var matrixSizes = []int{0, 1, 255, 256, 257, 4095, 4096, 4097, 65536, 1<<20 + 13
 // and every atomic result.
 func TestOpcodeMatrix(t *testing.T) {
 	for _, name := range recovery.Names() {
-		for _, mtu := range []qp.MTU{qp.MTU256, qp.MTU1024, qp.MTU4096} {
+		for mtu := qp.MTU256; mtu <= qp.MTU4096; mtu++ {
 			for _, loss := range []float64{0, 0.01, 0.05} {
 				t.Run(fmt.Sprintf("%s/mtu%v/loss%v", name, mtu, loss), func(t *testing.T) {
 					t.Parallel()

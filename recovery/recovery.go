@@ -133,6 +133,13 @@ type Receiver interface {
 	OnChipBytes() int
 }
 
+// Evictable is implemented by a sender or receiver that holds resources
+// of a shared on-chip pool: when its QP's context is evicted from the
+// NIC's context cache it must give them back (MELO §3.2.5).
+type Evictable interface {
+	OnEvict()
+}
+
 // Factory builds a scheme from shared parameters.
 type Factory func(Params) Scheme
 
