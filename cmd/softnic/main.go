@@ -1,9 +1,12 @@
-// Command softnic is the softnic daemon and its tools. This build has one
-// subcommand, demo, which runs RDMA WRITE bandwidth on the embedded
-// in-memory fabric, lossless and at 1% loss, and prints perftest's table.
+// Command softnic is the softnic daemon and its tools:
+//
+//	softnic run     the daemon: one software RoCEv2 NIC on an interface
+//	softnic stats   print a running daemon's counters
+//	softnic demo    RDMA WRITE bandwidth on the embedded in-memory fabric
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -18,7 +21,12 @@ func main() {
 		usage()
 		os.Exit(2)
 	}
+	var err error
 	switch os.Args[1] {
+	case "run":
+		err = runCmd(os.Args[2:])
+	case "stats":
+		err = statsCmd(os.Args[2:])
 	case "demo":
 		if err := demo(os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, "softnic demo:", err)
@@ -31,12 +39,26 @@ func main() {
 		usage()
 		os.Exit(2)
 	}
+	switch {
+	case err == nil:
+	case errors.Is(err, flag.ErrHelp):
+	case errors.Is(err, errUsage):
+		// The flag package printed the problem and the flags.
+		os.Exit(2)
+	default:
+		fmt.Fprintln(os.Stderr, "softnic:", err)
+		os.Exit(1)
+	}
 }
 
 func usage() {
 	fmt.Fprintln(os.Stderr, `usage: softnic <command> [flags]
 
 commands:
+  run     the daemon: attach the XDP steering program to an interface, bind
+          AF_XDP sockets (or a UDP socket) and run one softnic NIC; see
+          softnic run -h
+  stats   print a running daemon's counters (softnic stats [--socket PATH])
   demo    RDMA WRITE bandwidth between two embedded softnic NICs over the
           in-memory fabric (simulated time), lossless and lossy`)
 }

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+)
+
+// applyConfigFile sets the flags of fs from a config file: one `key =
+// value` per line, keys named like the flags without dashes, `#` starting
+// a comment line, blank lines ignored. A flag given on the command line
+// (set in fs already) wins over the file, so a deployment's file holds the
+// defaults and an operator can still override one thing by hand.
+func applyConfigFile(fs *flag.FlagSet, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	defer f.Close()
+	explicit := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
+	sc := bufio.NewScanner(f)
+	for line := 1; sc.Scan(); line++ {
+		text := strings.TrimSpace(sc.Text())
+		if text == "" || strings.HasPrefix(text, "#") {
+			continue
+		}
+		key, value, ok := strings.Cut(text, "=")
+		key, value = strings.TrimSpace(key), strings.TrimSpace(value)
+		if !ok || key == "" {
+			return fmt.Errorf("config %s:%d: want `key = value`, got %q", path, line, text)
+		}
+		if key == "config" || fs.Lookup(key) == nil {
+			return fmt.Errorf("config %s:%d: unknown key %q", path, line, key)
+		}
+		if explicit[key] {
+			continue
+		}
+		if err := fs.Set(key, value); err != nil {
+			return fmt.Errorf("config %s:%d: %s: %w", path, line, key, err)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	return nil
+}

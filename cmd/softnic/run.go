@@ -1,0 +1,484 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/softnic/softnic/bpf"
+	"github.com/softnic/softnic/dataplane"
+	"github.com/softnic/softnic/dataplane/afxdp"
+	"github.com/softnic/softnic/dataplane/udpport"
+	"github.com/softnic/softnic/recovery"
+)
+
+// defaultSocket is the control socket: the verbs RPC and the stats RPC.
+const defaultSocket = "/run/softnic/softnic.sock"
+
+// errUsage is a command-line mistake the flag package already reported.
+var errUsage = errors.New("usage")
+
+// options are `softnic run`'s flags; a config file sets the same keys.
+type options struct {
+	iface    string
+	ip       string
+	port     string
+	mtu      int
+	scheme   string
+	socket   string
+	metrics  string
+	queues   string
+	logLevel string
+}
+
+func runFlags(o *options) *flag.FlagSet {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.StringVar(&o.iface, "iface", "", "network interface (required)")
+	fs.StringVar(&o.ip, "ip", "", "local IPv4 or IPv6 address, the GID (default: the interface's first 198.18.0.0/15 address, else its first global one)")
+	fs.StringVar(&o.port, "port", "afxdp", "port kind: afxdp (XDP steering + AF_XDP, needs root) or udp (kernel UDP socket on port 4791)")
+	fs.IntVar(&o.mtu, "mtu", 1024, "largest RoCE path MTU, 1024 or 2048 (picks the UMEM frame size: 2048 or 4096 bytes)")
+	fs.StringVar(&o.scheme, "scheme", recovery.GBN, fmt.Sprintf("loss recovery %v", recovery.Names()))
+	fs.StringVar(&o.socket, "socket", defaultSocket, "control socket (mode 0660)")
+	fs.StringVar(&o.metrics, "metrics", "127.0.0.1:9479", `Prometheus /metrics listen address ("" disables)`)
+	fs.StringVar(&o.queues, "queues", "", "comma-separated RX queues to bind (default: all the interface has)")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.String("config", "", "config file: one `key = value` per line with the keys of these flags; flags override it")
+	return fs
+}
+
+// parseRun reads the flags and the config file they name.
+func parseRun(args []string) (options, error) {
+	var o options
+	fs := runFlags(&o)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return o, err
+		}
+		return o, errUsage
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("run: unexpected argument %q", fs.Arg(0))
+	}
+	if path := fs.Lookup("config").Value.String(); path != "" {
+		if err := applyConfigFile(fs, path); err != nil {
+			return o, err
+		}
+	}
+	switch {
+	case o.iface == "":
+		return o, errors.New("run: --iface is required")
+	case o.port != "afxdp" && o.port != "udp":
+		return o, fmt.Errorf("run: --port %q: want afxdp or udp", o.port)
+	case o.mtu != 1024 && o.mtu != 2048:
+		return o, fmt.Errorf("run: --mtu %d: want 1024 or 2048 (a 4096-byte path MTU does not fit a UMEM chunk)", o.mtu)
+	case o.socket == "":
+		return o, errors.New("run: --socket is required")
+	}
+	return o, nil
+}
+
+func runCmd(args []string) error {
+	o, err := parseRun(args)
+	if err != nil {
+		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return fmt.Errorf("run: --log-level %q: %w", o.logLevel, err)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	d, err := start(o, log)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		// A second signal now gets the default action: a stuck
+		// shutdown can still be interrupted.
+		stop()
+	}()
+	d.run(ctx)
+	return d.shutdown()
+}
+
+// controlPlane serves local processes on the control socket and moves
+// their work into the engine from the poll loop. The verbs server
+// (package verbs/verbsd: verbsd.New(e, verbsd.Options{SocketPath, Logger,
+// Wake})) has exactly this shape and plugs in at newControlPlane; until it
+// lands, statsServer answers the stats RPC and pumps nothing. When it does,
+// the stats RPC of stats.go becomes one of its operations.
+type controlPlane interface {
+	Serve(ctx context.Context) error
+	// Pump runs on the poll loop after every engine poll and reports
+	// whether it moved anything (dataplane.RunConfig.Pump).
+	Pump() bool
+	// BeforeWait runs before the poll loop blocks.
+	BeforeWait()
+	// Close stops serving and removes the socket.
+	Close() error
+}
+
+// newControlPlane is the one place the control plane is chosen.
+func newControlPlane(d *daemon, ln *net.UnixListener) controlPlane {
+	return newStatsServer(ln, d.opts.socket, d.snapshot, d.log)
+}
+
+// port is what the daemon needs of either port kind.
+type port interface {
+	dataplane.Port
+	dataplane.Waiter
+	Close() error
+}
+
+// daemon is a running softnic: the XDP attachment, the port, the engine,
+// the control plane and the metrics server.
+type daemon struct {
+	opts      options
+	log       *slog.Logger
+	ifi       *net.Interface
+	addr      netip.Addr
+	steer     *bpf.Steer // nil with --port udp
+	link      *bpf.Link
+	port      port
+	portStats func() []counter
+	engine    *dataplane.Engine
+	cp        controlPlane
+	metrics   *http.Server
+}
+
+// start checks the environment, then brings the daemon up in dependency
+// order. On error it undoes what it did.
+func start(o options, log *slog.Logger) (d *daemon, err error) {
+	d = &daemon{opts: o, log: log}
+	defer func() {
+		if err != nil {
+			if cerr := d.shutdown(); cerr != nil {
+				log.Warn("cleanup after failed start", "err", cerr)
+			}
+			d = nil
+		}
+	}()
+	if o.port == "afxdp" {
+		if err := checkPrivileges(); err != nil {
+			return d, err
+		}
+	}
+	if d.ifi, err = net.InterfaceByName(o.iface); err != nil {
+		return d, fmt.Errorf("no such interface %q", o.iface)
+	}
+	if d.addr, err = localAddr(d.ifi, o.ip); err != nil {
+		return d, err
+	}
+	scheme, err := recovery.New(o.scheme, recovery.Params{})
+	if err != nil {
+		return d, err
+	}
+	if o.port == "afxdp" {
+		if err := checkAFXDP(); err != nil {
+			return d, err
+		}
+	}
+	// The socket comes before the interface: a second daemon started by
+	// mistake must be turned away before it touches the first one's XDP
+	// program.
+	ln, err := listenControl(o.socket, log)
+	if err != nil {
+		return d, err
+	}
+	d.cp = newControlPlane(d, ln)
+	frameSize := 2 * o.mtu // path MTU 1024 in 2048-byte chunks, 2048 in 4096
+	var mac [6]byte
+	copy(mac[:], d.ifi.HardwareAddr)
+	switch o.port {
+	case "afxdp":
+		if err := d.attachXDP(); err != nil {
+			return d, err
+		}
+		queues, err := parseQueues(o.queues)
+		if err != nil {
+			return d, err
+		}
+		p, err := afxdp.Open(afxdp.Config{Interface: o.iface, Queues: queues, FrameSize: frameSize, XSKMap: d.steer.XSKMap})
+		if err != nil {
+			return d, err
+		}
+		d.port = p
+		d.portStats = func() []counter { return collect(p.Stats().All()) }
+		log.Info("AF_XDP port open", "iface", o.iface, "queues", p.Queues(), "zerocopy", p.ZeroCopy(),
+			"need_wakeup", p.NeedWakeup(), "max_frame", p.MaxFrame())
+	case "udp":
+		// The same frame limit as the AF_XDP port's (a chunk less its
+		// receive headroom), so --mtu means the same on either port.
+		p, err := udpport.Open(udpport.Config{Addr: d.addr, MAC: mac, MaxFrame: frameSize - unix.XDP_PACKET_HEADROOM})
+		if err != nil {
+			return d, err
+		}
+		d.port = p
+		d.portStats = func() []counter { return collect(p.Stats().All()) }
+		log.Info("UDP port open", "addr", netip.AddrPortFrom(d.addr, 4791), "max_frame", p.MaxFrame())
+	}
+	if d.engine, err = dataplane.NewEngine(dataplane.Config{MAC: mac, Addr: d.addr, Scheme: scheme}, d.port); err != nil {
+		return d, err
+	}
+	if o.metrics != "" {
+		if d.metrics, err = serveMetrics(o.metrics, d.snapshot, log); err != nil {
+			return d, fmt.Errorf("metrics: %w", err)
+		}
+	}
+	log.Info("softnic running", "iface", o.iface, "mac", d.ifi.HardwareAddr.String(), "gid", d.addr,
+		"port", o.port, "mtu", o.mtu, "scheme", o.scheme, "socket", o.socket, "metrics", o.metrics)
+	return d, nil
+}
+
+// run drives the engine until ctx ends, with the control plane serving
+// beside it.
+func (d *daemon) run(ctx context.Context) {
+	go func() {
+		if err := d.cp.Serve(ctx); err != nil {
+			d.log.Error("control plane stopped", "err", err)
+		}
+	}()
+	clock := dataplane.NewMonotonicClock()
+	d.engine.Run(ctx, d.port, clock.Now, dataplane.RunConfig{Pump: d.cp.Pump, BeforeWait: d.cp.BeforeWait})
+	d.log.Info("stopping")
+}
+
+// shutdown undoes start, in reverse: control socket and metrics first (no
+// new clients), then the XDP program (frames go back to the kernel), the
+// port, and the program's maps. It is safe on a partly started daemon.
+func (d *daemon) shutdown() error {
+	var errs []error
+	if d.cp != nil {
+		errs = append(errs, d.cp.Close())
+	}
+	if d.metrics != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		errs = append(errs, d.metrics.Shutdown(ctx))
+		cancel()
+	}
+	if d.engine != nil {
+		d.logCounters()
+	}
+	if d.link != nil {
+		errs = append(errs, d.link.Close())
+	}
+	if d.port != nil {
+		errs = append(errs, d.port.Close())
+	}
+	if d.steer != nil {
+		errs = append(errs, d.steer.Close())
+	}
+	*d = daemon{opts: d.opts, log: d.log}
+	return errors.Join(errs...)
+}
+
+// logCounters logs the counters that are not zero, once, at exit.
+func (d *daemon) logCounters() {
+	var attrs []any
+	for _, c := range d.snapshot() {
+		if c.value != 0 {
+			attrs = append(attrs, c.name, c.value)
+		}
+	}
+	d.log.Info("final counters", attrs...)
+}
+
+// snapshot reads every counter: the engine's (rxe hw_counters names), the
+// port's (port_*), the XDP program's (xdp_*). Safe from any goroutine.
+func (d *daemon) snapshot() []counter {
+	var out []counter
+	if d.engine != nil {
+		c := d.engine.Counters()
+		c.Each(func(name string, v uint64) { out = append(out, counter{name, v}) })
+	}
+	if d.portStats != nil {
+		for _, c := range d.portStats() {
+			out = append(out, counter{"port_" + c.name, c.value})
+		}
+	}
+	if d.steer != nil {
+		if c, err := d.steer.Counters(); err == nil {
+			for name, v := range c.All() {
+				out = append(out, counter{"xdp_" + name, v})
+			}
+		}
+	}
+	return out
+}
+
+func collect(seq func(func(string, uint64) bool)) []counter {
+	var out []counter
+	for name, v := range seq {
+		out = append(out, counter{name, v})
+	}
+	return out
+}
+
+// attachXDP removes a program a dead softnic left on the interface, then
+// loads the steering program for the daemon's address and attaches it.
+func (d *daemon) attachXDP() (err error) {
+	if err := checkNoLiveDaemon(d.ifi); err != nil {
+		return err
+	}
+	n, err := bpf.DetachStale(d.ifi.Index)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		d.log.Info("removed a stale softnic XDP program", "iface", d.ifi.Name, "count", n)
+	}
+	var opts bpf.Options
+	if d.addr.Is4() {
+		opts.LocalIPv4 = d.addr
+	} else {
+		opts.LocalIPv6 = d.addr
+	}
+	if d.steer, err = bpf.Load(opts); err != nil {
+		return err
+	}
+	if d.link, err = bpf.Attach(d.steer.Program, d.ifi.Index); err != nil {
+		return err
+	}
+	d.log.Info("XDP steering program attached", "iface", d.ifi.Name, "mode", d.link.Mode.String())
+	return nil
+}
+
+// errNeedsRoot is the one-line answer to a missing capability.
+var errNeedsRoot = errors.New("needs root (CAP_NET_ADMIN, CAP_BPF) to attach XDP; use --port udp or run as root")
+
+// checkPrivileges looks at the effective capabilities rather than the
+// uid: root in a container may lack them, and a non-root process may have
+// been granted them.
+func checkPrivileges() error {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return errNeedsRoot
+	}
+	has := func(c uint) bool { return data[c/32].Effective&(1<<(c%32)) != 0 }
+	if !has(unix.CAP_NET_ADMIN) || !has(unix.CAP_BPF) && !has(unix.CAP_SYS_ADMIN) {
+		return errNeedsRoot
+	}
+	return nil
+}
+
+// checkAFXDP reports a kernel without AF_XDP sockets.
+func checkAFXDP() error {
+	fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("the kernel has no AF_XDP sockets (CONFIG_XDP_SOCKETS): %w; use --port udp", err)
+	}
+	return unix.Close(fd)
+}
+
+// localAddr picks the engine's address: --ip if given (it must be on the
+// interface), else the interface's first address in 198.18.0.0/15, else
+// its first global unicast one.
+func localAddr(ifi *net.Interface, want string) (netip.Addr, error) {
+	addrs, err := ifi.Addrs()
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("addresses of %s: %w", ifi.Name, err)
+	}
+	var have []netip.Addr
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			if ip, ok := netip.AddrFromSlice(n.IP); ok {
+				have = append(have, ip.Unmap())
+			}
+		}
+	}
+	if want != "" {
+		ip, err := netip.ParseAddr(want)
+		if err != nil {
+			return netip.Addr{}, fmt.Errorf("--ip: %w", err)
+		}
+		for _, h := range have {
+			if h == ip.Unmap() {
+				return h, nil
+			}
+		}
+		return netip.Addr{}, fmt.Errorf("--ip %v is not an address of %s (it has %v)", ip, ifi.Name, have)
+	}
+	bench := netip.MustParsePrefix("198.18.0.0/15")
+	for _, h := range have {
+		if bench.Contains(h) {
+			return h, nil
+		}
+	}
+	for _, h := range have {
+		if h.IsGlobalUnicast() {
+			return h, nil
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("%s has no global address; give one with --ip", ifi.Name)
+}
+
+func parseQueues(s string) ([]int, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var qs []int
+	for _, f := range strings.Split(s, ",") {
+		q, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || q < 0 {
+			return nil, fmt.Errorf("--queues %q: want comma-separated queue numbers", s)
+		}
+		qs = append(qs, q)
+	}
+	return qs, nil
+}
+
+// listenControl creates the control socket. A daemon that answers on the
+// path is an error; a socket file nobody answers on is left from a killed
+// daemon and is removed; anything else at the path is not ours to remove.
+// The socket gets mode 0660: the verbs RPC registers memory and creates
+// QPs on the caller's behalf, so only root and the socket's group (give
+// /run/softnic to an rdma group to share it) may connect, never everyone.
+func listenControl(path string, log *slog.Logger) (*net.UnixListener, error) {
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode().Type() != os.ModeSocket {
+			return nil, fmt.Errorf("control socket path %s exists and is not a socket", path)
+		}
+		c, err := net.DialTimeout("unix", path, time.Second)
+		if err == nil {
+			c.Close()
+			return nil, fmt.Errorf("control socket %s is in use by a running daemon", path)
+		}
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, fmt.Errorf("control socket %s: %w", path, err)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("remove stale control socket: %w", err)
+		}
+		log.Info("removed stale control socket", "path", path)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("control socket directory: %w", err)
+	}
+	// bind(2) creates the file with the umask applied; a umask rather
+	// than a chmod afterwards leaves no moment in which the socket is
+	// more open than 0660. The daemon has started no other goroutine
+	// that creates files yet.
+	old := unix.Umask(0o117)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	unix.Umask(old)
+	if err != nil {
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	return ln, nil
+}
