@@ -189,9 +189,16 @@ func (e *Engine) onNak(q *QP, psn qp.PSN, code bth.NakCode) {
 	}
 	if code == bth.NakPSNSeqError {
 		e.cnt.RcvdSeqErr++
+		// NAKs for a PSN we have gone back to but not resent yet are
+		// stale copies (a responder NAKs again each NAK interval, and a
+		// busy one may send several at once): one go-back, one retry.
+		if q.nakHeld == psn+1 {
+			return
+		}
 		if !e.countRetry(q) {
 			return
 		}
+		q.nakHeld = psn + 1
 		if r := q.sender.OnNak(e.now, psn); r.GoBack {
 			e.goBack(q, r.GoBackTo)
 		}
@@ -294,6 +301,9 @@ func (e *Engine) goBack(q *QP, psn qp.PSN) {
 func (e *Engine) onProgress(q *QP) {
 	q.retryLeft, q.rnrLeft = q.retryCnt, q.rnrRetry
 	q.impliedAt = 0
+	if q.nakHeld != 0 && (q.nakHeld - 1).Before(q.unacked) {
+		q.nakHeld = 0 // the NAKed PSN has been acknowledged
+	}
 	q.sender.OnAck(e.now, q.unacked)
 	if q.curPSN.Before(q.unacked) {
 		q.seekCursor(q.unacked)

@@ -41,6 +41,21 @@ type Counters struct {
 	RcvdStaleAck    uint64 // rcvd_stale_ack: ACK/NAK/response for already acknowledged PSNs
 	RespQueueFull   uint64 // resp_queue_full: request dropped, responder output queue full
 	CQOverflow      uint64 // cq_overflow
+
+	// The on-chip QP-context cache (qp.Cache).
+	QPCHits              uint64 // qpc_cache_hits
+	QPCMisses            uint64 // qpc_cache_misses
+	QPCEvictions         uint64 // qpc_cache_evictions
+	QPCWriteBacks        uint64 // qpc_cache_writebacks
+	QPCStallNs           uint64 // qpc_stall_ns: pipeline time spent fetching contexts
+	QPCResident          uint64 // qpc_resident: contexts on chip now
+	QPCResidentPeak      uint64 // qpc_resident_peak
+	QPCResidentBytes     uint64 // qpc_resident_bytes
+	QPCResidentBytesPeak uint64 // qpc_resident_bytes_peak
+	SRResidentBytes      uint64 // sr_resident_bytes: the recovery scheme's per-QP share of them
+	SRResidentBytesPeak  uint64 // sr_resident_bytes_peak
+	SRAMSharedBytes      uint64 // sram_shared_bytes: the scheme's shared pools
+	SRAMBudget           uint64 // sram_budget_bytes: 0 = unlimited
 }
 
 // Each calls fn with every counter's name and value, in a fixed order.
@@ -66,6 +81,12 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"rcvd_bad_opcode", c.RcvdBadOpcode}, {"rcvd_bad_response", c.RcvdBadResponse},
 		{"rcvd_stale_ack", c.RcvdStaleAck}, {"resp_queue_full", c.RespQueueFull},
 		{"cq_overflow", c.CQOverflow},
+		{"qpc_cache_hits", c.QPCHits}, {"qpc_cache_misses", c.QPCMisses},
+		{"qpc_cache_evictions", c.QPCEvictions}, {"qpc_cache_writebacks", c.QPCWriteBacks},
+		{"qpc_stall_ns", c.QPCStallNs}, {"qpc_resident", c.QPCResident}, {"qpc_resident_peak", c.QPCResidentPeak},
+		{"qpc_resident_bytes", c.QPCResidentBytes}, {"qpc_resident_bytes_peak", c.QPCResidentBytesPeak},
+		{"sr_resident_bytes", c.SRResidentBytes}, {"sr_resident_bytes_peak", c.SRResidentBytesPeak},
+		{"sram_shared_bytes", c.SRAMSharedBytes}, {"sram_budget_bytes", c.SRAMBudget},
 	} {
 		fn(f.n, f.v)
 	}

@@ -332,3 +332,40 @@ func TestIGBNSendTwice(t *testing.T) {
 		t.Fatalf("sent %d packets (want 5), duplicates at the responder %d (want 1)", a.SentPkts, b.DuplicateRequest)
 	}
 }
+
+// TestDuplicateNaksSpendOneRetry: a burst of identical PSN-sequence NAKs
+// (a busy responder's queue, or its NAK-interval repeats) makes one
+// go-back and spends one retry, not one per copy; a NAK after the NAKed
+// packet went out again counts anew.
+func TestDuplicateNaksSpendOneRetry(t *testing.T) {
+	var nak []byte
+	back := lossyLink(0)
+	back.Drop = func(frame []byte) bool {
+		f, err := bth.ParseFrame(frame)
+		if err == nil && nak == nil && f.Pkt.Opcode() == bth.RCAcknowledge && f.Pkt.AETH().Syndrome().Kind() == bth.NakKind {
+			nak = append([]byte(nil), frame...)
+			return true // the test delivers it, many times
+		}
+		return false
+	}
+	link := lossyLink(0)
+	link.Drop = dropFirst(bth.RCWriteMiddle, 1)
+	p := newTestPair(t, SimConfig{Seed: 23, AtoB: link, BtoA: back}, ConnParams{MTU: qp.MTU1024, RetryCnt: 2, RetryCntSet: true, Timeout: 14})
+	wr := sendWR(1, qp.WRRDMAWrite, sge(p.mrA, 0, 16<<10))
+	wr.RemoteAddr, wr.RKey = p.mrB.Addr, p.mrB.RKey
+	p.postSend(wr)
+	if !p.sim.RunUntil(func() bool { return nak != nil }, time.Second) {
+		t.Fatal("no NAK")
+	}
+	before := p.sim.A.Counters()
+	p.sim.A.mu.Lock()
+	for i := 0; i < 10; i++ {
+		p.sim.A.receive(nak)
+	}
+	p.sim.A.mu.Unlock()
+	after := p.sim.A.Counters()
+	if after.RcvdSeqErr-before.RcvdSeqErr != 10 || after.CompleterRetry-before.CompleterRetry != 1 {
+		t.Fatalf("10 NAKs: rcvd_seq_err +%d, retries +%d (want +10, +1)", after.RcvdSeqErr-before.RcvdSeqErr, after.CompleterRetry-before.CompleterRetry)
+	}
+	wantWC(t, p.waitWCs(p.sim.A, p.cqA, 1, time.Second)[0], 1, qp.WCSuccess, qp.WCRDMAWrite)
+}

@@ -149,7 +149,15 @@ func (e *Engine) Scheme() recovery.Scheme { return e.scheme }
 func (e *Engine) Counters() Counters {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.cnt
+	c := e.cnt
+	s := e.cache.Stats()
+	c.QPCHits, c.QPCMisses, c.QPCEvictions, c.QPCWriteBacks = s.Hits, s.Misses, s.Evictions, s.WriteBacks
+	c.QPCStallNs = uint64(s.StallTime)
+	c.QPCResident, c.QPCResidentPeak = uint64(s.Resident), uint64(s.PeakResident)
+	c.QPCResidentBytes, c.QPCResidentBytesPeak = uint64(s.ResidentBytes), uint64(s.PeakResidentBytes)
+	c.SRResidentBytes, c.SRResidentBytesPeak = uint64(s.ResidentSRBytes), uint64(s.PeakSRBytes)
+	c.SRAMSharedBytes, c.SRAMBudget = uint64(s.SharedBytes), uint64(s.Budget)
+	return c
 }
 
 // Poll runs one round of the engine at time now: receive a batch, fire due

@@ -112,6 +112,7 @@ type hwContext struct {
 	rnrLeft    uint8
 	rnrWait    bool   // transmission paused until the RNR timer fires
 	impliedAt  qp.PSN // unacked+1 when an implied NAK already went back there; 0: none
+	nakHeld    qp.PSN // p+1 after a NAK for p went back there, until p is resent; 0: none
 
 	// Responder (responder.go).
 	ePSN    qp.PSN

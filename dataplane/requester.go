@@ -281,6 +281,9 @@ func (e *Engine) sendPacket(q *QP, w *sendWQE, psn qp.PSN) bool {
 		}
 	}
 	e.endTx(q, &t, q.sender.Copies(last))
+	if q.nakHeld == psn+1 {
+		q.nakHeld = 0 // the NAKed packet is out again: a new NAK for it is news
+	}
 	if psn.Before(q.maxSentPSN) {
 		e.cnt.Retransmits++
 	} else {

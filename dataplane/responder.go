@@ -430,6 +430,12 @@ func (e *Engine) queueAck(q *QP, psn qp.PSN) {
 }
 
 func (e *Engine) queueNak(q *QP, psn qp.PSN, syn bth.Syndrome, thenError bool) {
+	if q.respQ.Len() > 0 {
+		if tail := q.respQ.At(q.respQ.Tail() - 1); tail.kind == respNak && tail.psn == psn && tail.syn == syn {
+			tail.thenError = tail.thenError || thenError // the same NAK is already waiting
+			return
+		}
+	}
 	e.pushResp(q, respItem{kind: respNak, psn: psn, syn: syn, thenError: thenError})
 }
 

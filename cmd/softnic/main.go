@@ -27,6 +27,8 @@ func main() {
 		err = runCmd(os.Args[2:])
 	case "stats":
 		err = statsCmd(os.Args[2:])
+	case "sweep":
+		err = sweepCmd(os.Args[2:])
 	case "demo":
 		if err := demo(os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, "softnic demo:", err)
@@ -60,7 +62,9 @@ commands:
           softnic run -h
   stats   print a running daemon's counters (softnic stats [--socket PATH])
   demo    RDMA WRITE bandwidth between two embedded softnic NICs over the
-          in-memory fabric (simulated time), lossless and lossy`)
+          in-memory fabric (simulated time), lossless and lossy
+  sweep   parameter sweeps on the embedded fabric with CSV and PNG plots:
+          softnic sweep qps (StaR's QP-scalability stress test)`)
 }
 
 func demo(args []string) error {

@@ -23,6 +23,7 @@ import (
 	"github.com/softnic/softnic/dataplane"
 	"github.com/softnic/softnic/dataplane/afxdp"
 	"github.com/softnic/softnic/dataplane/udpport"
+	"github.com/softnic/softnic/qp"
 	"github.com/softnic/softnic/recovery"
 )
 
@@ -43,6 +44,8 @@ type options struct {
 	metrics  string
 	queues   string
 	logLevel string
+	sram     int
+	penalty  time.Duration
 }
 
 func runFlags(o *options) *flag.FlagSet {
@@ -56,6 +59,8 @@ func runFlags(o *options) *flag.FlagSet {
 	fs.StringVar(&o.metrics, "metrics", "127.0.0.1:9479", `Prometheus /metrics listen address ("" disables)`)
 	fs.StringVar(&o.queues, "queues", "", "comma-separated RX queues to bind (default: all the interface has)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.IntVar(&o.sram, "sram", qp.DefaultCacheBudget, "on-chip SRAM for QP contexts and the scheme's shared pools, bytes (default: 300 contexts of 256 B, StaR's RNIC; 0 = unlimited)")
+	fs.DurationVar(&o.penalty, "fetch-penalty", qp.DefaultFetchPenalty, "pipeline stall of a QP-context cache miss, a PCIe read (0 disables it)")
 	fs.String("config", "", "config file: one `key = value` per line with the keys of these flags; flags override it")
 	return fs
 }
@@ -232,7 +237,7 @@ func start(o options, log *slog.Logger) (d *daemon, err error) {
 		d.portStats = func() []counter { return collect(p.Stats().All()) }
 		log.Info("UDP port open", "addr", netip.AddrPortFrom(d.addr, 4791), "max_frame", p.MaxFrame())
 	}
-	if d.engine, err = dataplane.NewEngine(dataplane.Config{MAC: mac, Addr: d.addr, Scheme: scheme}, d.port); err != nil {
+	if d.engine, err = dataplane.NewEngine(dataplane.Config{MAC: mac, Addr: d.addr, Scheme: scheme, SRAMBytes: o.sram, FetchPenalty: fetchPenalty(o.penalty)}, d.port); err != nil {
 		return d, err
 	}
 	if o.metrics != "" {
@@ -241,7 +246,7 @@ func start(o options, log *slog.Logger) (d *daemon, err error) {
 		}
 	}
 	log.Info("softnic running", "iface", o.iface, "mac", d.ifi.HardwareAddr.String(), "gid", d.addr,
-		"port", o.port, "mtu", o.mtu, "scheme", o.scheme, "socket", o.socket, "metrics", o.metrics)
+		"port", o.port, "mtu", o.mtu, "scheme", o.scheme, "sram", o.sram, "fetch_penalty", o.penalty, "socket", o.socket, "metrics", o.metrics)
 	return d, nil
 }
 
@@ -481,4 +486,13 @@ func listenControl(path string, log *slog.Logger) (*net.UnixListener, error) {
 		return nil, fmt.Errorf("control socket: %w", err)
 	}
 	return ln, nil
+}
+
+// fetchPenalty maps the flag (0 disables) to the engine's convention
+// (0 means the default, negative disables).
+func fetchPenalty(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
 }

@@ -1,0 +1,159 @@
+// Package sweep runs softnic's parameter sweeps on the embedded fabric in
+// simulated time and draws their plots: the QP-scalability sweep of StaR
+// (Fig. 1/5) and FaSR (Fig. 7b, 8b) here.
+package sweep
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/softnic/softnic/dataplane"
+	"github.com/softnic/softnic/dataplane/fabric"
+	"github.com/softnic/softnic/qp"
+	"github.com/softnic/softnic/recovery"
+)
+
+// QPConfig is one point of the QP sweep.
+type QPConfig struct {
+	Scheme  string
+	QPs     int
+	Size    int     // bytes per WRITE: 8 (StaR's stress test) or 8192 (bulk)
+	Loss    float64 // probability, both directions
+	SRAM    int     // on-chip bytes per NIC (0: unlimited)
+	Penalty time.Duration
+	Link    fabric.LinkConfig // rate and delay; Loss is set from Loss
+	Warmup  time.Duration     // simulated
+	Measure time.Duration     // simulated
+	Seed    uint64
+}
+
+// DefaultQPLink is StaR's simulation (§4): 100 Gb/s and a 12 µs base RTT.
+var DefaultQPLink = fabric.LinkConfig{RateBps: 100e9, Delay: 6 * time.Microsecond, QueueFrames: 1024}
+
+// QPResult is what one point measured.
+type QPResult struct {
+	QPConfig
+	Messages    uint64  // completed in the measurement window
+	MsgRate     float64 // messages per second (simulated time)
+	GoodputGbps float64
+	Misses      uint64 // context-cache misses at the server (B) in the window
+	HitRate     float64
+	PeakQPs     int // most contexts resident at once (B)
+	SRBytes     int // on-chip SR bytes needed: per-QP state of every QP plus shared pools
+	Retransmits uint64
+	Wall        time.Duration
+}
+
+// RunQPs runs the StaR stress test: c.QPs connections from NIC A to NIC B,
+// each with one outstanding WRITE of c.Size bytes, reposted as soon as it
+// completes; the aggregate completion rate is measured after a warm-up.
+func RunQPs(c QPConfig) (QPResult, error) {
+	wallStart := time.Now()
+	sa, err := recovery.New(c.Scheme, recovery.Params{})
+	if err != nil {
+		return QPResult{}, err
+	}
+	sb, _ := recovery.New(c.Scheme, recovery.Params{})
+	link := c.Link
+	link.Loss = c.Loss
+	penalty := c.Penalty
+	if penalty == 0 {
+		penalty = -1
+	}
+	sim, err := dataplane.NewSim(dataplane.SimConfig{Seed: c.Seed, AtoB: link, BtoA: link, SchemeA: sa, SchemeB: sb, SRAMBytes: c.SRAM, FetchPenalty: penalty})
+	if err != nil {
+		return QPResult{}, err
+	}
+	access := qp.AccessLocalWrite | qp.AccessRemoteWrite
+	pdA, pdB := sim.A.AllocPD(), sim.B.AllocPD()
+	mrA, err := sim.A.RegMR(pdA, make([]byte, c.Size), 0, access)
+	if err != nil {
+		return QPResult{}, err
+	}
+	mrB, err := sim.B.RegMR(pdB, make([]byte, c.Size*min(c.QPs, 64)), 0, access)
+	if err != nil {
+		return QPResult{}, err
+	}
+	cqA, _ := sim.A.CreateCQ(2*c.QPs+64, nil)
+	cqB, _ := sim.B.CreateCQ(64, nil)
+	qps := make([]*dataplane.QP, c.QPs)
+	wrs := make([][]qp.SendWR, c.QPs)
+	for i := range qps {
+		qa, err := sim.A.CreateQP(pdA, dataplane.QPInitAttr{SendCQ: cqA, RecvCQ: cqA, MaxSendWR: 2, MaxRecvWR: 1})
+		if err != nil {
+			return QPResult{}, err
+		}
+		qb, err := sim.B.CreateQP(pdB, dataplane.QPInitAttr{SendCQ: cqB, RecvCQ: cqB, MaxSendWR: 1, MaxRecvWR: 1})
+		if err != nil {
+			return QPResult{}, err
+		}
+		// ACK timeout 12 (16.8 ms): past the cache's knee a QP waits for
+		// every other QP's context fetches before its turn (5000 QPs x a
+		// few µs of stall), and a shorter timeout would fire spuriously
+		// until retries ran out; perftest's 14 (67 ms) would leave a 1%-loss
+		// run measuring little but timeouts.
+		if err := dataplane.Connect(sim.A, qa, sim.B, qb, dataplane.ConnParams{MTU: qp.MTU4096, Timeout: 12}); err != nil {
+			return QPResult{}, err
+		}
+		w := qp.SendWR{WRID: uint64(i), Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled, NumSGE: 1, RKey: mrB.RKey,
+			RemoteAddr: mrB.Addr + uint64((i%64)*c.Size)}
+		w.SGL[0] = qp.SGE{Addr: mrA.Addr, Length: uint32(c.Size), LKey: mrA.LKey}
+		qps[i], wrs[i] = qa, []qp.SendWR{w}
+	}
+	for i := range qps {
+		if _, err := sim.A.PostSend(qps[i], wrs[i]); err != nil {
+			return QPResult{}, err
+		}
+	}
+	wcs := make([]qp.WC, 256)
+	var done uint64
+	var runErr error
+	repost := func() bool {
+		for {
+			n, err := sim.A.PollCQ(cqA, wcs)
+			if err != nil {
+				runErr = err
+				return true
+			}
+			if n == 0 {
+				return false
+			}
+			for _, wc := range wcs[:n] {
+				if wc.Status != qp.WCSuccess {
+					runErr = fmt.Errorf("sweep: QP %d: %v", wc.WRID, wc.Status)
+					return true
+				}
+				done++
+				if _, err := sim.A.PostSend(qps[wc.WRID], wrs[wc.WRID]); err != nil {
+					runErr = err
+					return true
+				}
+			}
+		}
+	}
+	run := func(d time.Duration) {
+		end := sim.Now() + d
+		sim.RunUntil(func() bool { return repost() || sim.Now() >= end }, d+time.Second)
+	}
+	run(c.Warmup)
+	startDone, startCache, startRetx := done, sim.B.CacheStats(), sim.A.Counters().Retransmits
+	t0 := sim.Now()
+	run(c.Measure)
+	if runErr != nil {
+		return QPResult{}, runErr
+	}
+	el := (sim.Now() - t0).Seconds()
+	cs := sim.B.CacheStats()
+	r := QPResult{QPConfig: c, Messages: done - startDone, Wall: time.Since(wallStart)}
+	r.MsgRate = float64(r.Messages) / el
+	r.GoodputGbps = r.MsgRate * float64(c.Size) * 8 / 1e9
+	r.Misses = cs.Misses - startCache.Misses
+	if acc := r.Misses + cs.Hits - startCache.Hits; acc > 0 {
+		r.HitRate = 1 - float64(r.Misses)/float64(acc)
+	}
+	r.PeakQPs = cs.PeakResident
+	perQP := sa.NewSender().OnChipBytes() + sa.NewReceiver().OnChipBytes()
+	r.SRBytes = c.QPs*perQP + sa.SharedOnChipBytes()
+	r.Retransmits = sim.A.Counters().Retransmits - startRetx
+	return r, nil
+}

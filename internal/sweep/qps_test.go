@@ -1,0 +1,68 @@
+package sweep
+
+import (
+	"bytes"
+	"encoding/csv"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/softnic/softnic/qp"
+)
+
+func point(n int, loss float64) QPConfig {
+	return QPConfig{Scheme: "gbn", QPs: n, Size: 8, Loss: loss, SRAM: 4 * (qp.DefaultQPContextBytes + 5), Penalty: time.Microsecond,
+		Link: DefaultQPLink, Warmup: 200 * time.Microsecond, Measure: 2 * time.Millisecond, Seed: 1}
+}
+
+// TestQPSweepKnee: with SRAM for four contexts, four QPs never miss and
+// scale the rate up; eight QPs cycling through an LRU cache miss on every
+// access, so twice the QPs move fewer messages than four: the knee of
+// StaR Fig. 5(a) at capacity.
+func TestQPSweepKnee(t *testing.T) {
+	four, err := RunQPs(point(4, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, _ := RunQPs(point(1, 0))
+	eight, _ := RunQPs(point(8, 0))
+	if four.Misses != 0 || four.HitRate != 1 || four.MsgRate < 3.5*one.MsgRate {
+		t.Fatalf("below capacity: %+v (1 QP: %.0f/s)", four, one.MsgRate)
+	}
+	if eight.HitRate > 0.01 || eight.MsgRate >= four.MsgRate || eight.PeakQPs != 4 {
+		t.Fatalf("past capacity: %+v (4 QPs: %.0f/s)", eight, four.MsgRate)
+	}
+	lossy, err := RunQPs(point(4, 0.01))
+	if err != nil || lossy.Messages == 0 {
+		t.Fatalf("lossy point: %+v %v", lossy, err)
+	}
+}
+
+func TestQPSweepOutput(t *testing.T) {
+	var rs []QPResult
+	for _, n := range []int{1, 4, 8} {
+		for _, loss := range []float64{0, 0.01} {
+			r, err := RunQPs(point(n, loss))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs = append(rs, r)
+		}
+	}
+	dir := t.TempDir()
+	files, err := SaveQPs(dir, rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if st, err := os.Stat(f); err != nil || st.Size() < 100 {
+			t.Fatalf("%s: %v", f, err)
+		}
+	}
+	var buf bytes.Buffer
+	WriteQPCSV(&buf, rs)
+	rows, err := csv.NewReader(&buf).ReadAll()
+	if err != nil || len(rows) != len(rs)+1 || len(rows[0]) != 14 {
+		t.Fatalf("CSV: %d rows, %v", len(rows), err)
+	}
+}
