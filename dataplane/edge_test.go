@@ -369,3 +369,47 @@ func TestDuplicateNaksSpendOneRetry(t *testing.T) {
 	}
 	wantWC(t, p.waitWCs(p.sim.A, p.cqA, 1, time.Second)[0], 1, qp.WCSuccess, qp.WCRDMAWrite)
 }
+
+// TestPerQPScheme: QPs of one engine can run different schemes; an
+// unknown name is refused.
+func TestPerQPScheme(t *testing.T) {
+	sim, err := NewSim(SimConfig{Seed: 24})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := qp.AccessLocalWrite | qp.AccessRemoteWrite
+	pdA, pdB := sim.A.AllocPD(), sim.B.AllocPD()
+	mrA, _ := sim.A.RegMR(pdA, make([]byte, 8192), 0, all)
+	mrB, _ := sim.B.RegMR(pdB, make([]byte, 8192), 0, all)
+	cqA, _ := sim.A.CreateCQ(16, nil)
+	cqB, _ := sim.B.CreateCQ(16, nil)
+	if _, err := sim.A.CreateQP(pdA, QPInitAttr{SendCQ: cqA, RecvCQ: cqA, MaxSendWR: 4, MaxRecvWR: 4, Scheme: "nope"}); err == nil {
+		t.Fatal("unknown scheme accepted")
+	}
+	sent := map[string]uint64{}
+	for _, name := range []string{recovery.GBN, recovery.IGBN} {
+		qa, err := sim.A.CreateQP(pdA, QPInitAttr{SendCQ: cqA, RecvCQ: cqA, MaxSendWR: 4, MaxRecvWR: 4, Scheme: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		qb, _ := sim.B.CreateQP(pdB, QPInitAttr{SendCQ: cqB, RecvCQ: cqB, MaxSendWR: 4, MaxRecvWR: 4, Scheme: name})
+		if qa.Scheme() != name {
+			t.Fatalf("scheme %q, want %q", qa.Scheme(), name)
+		}
+		if err := Connect(sim.A, qa, sim.B, qb, ConnParams{MTU: qp.MTU1024}); err != nil {
+			t.Fatal(err)
+		}
+		before := sim.A.Counters().SentPkts
+		w := sendWR(1, qp.WRRDMAWrite, sge(mrA, 0, 4096))
+		w.RemoteAddr, w.RKey = mrB.Addr, mrB.RKey
+		sim.A.PostSend(qa, []qp.SendWR{w})
+		wcs := make([]qp.WC, 1)
+		if !sim.RunUntil(func() bool { n, _ := sim.A.PollCQ(cqA, wcs); return n == 1 }, time.Second) || wcs[0].Status != qp.WCSuccess {
+			t.Fatalf("%s: %+v", name, wcs[0])
+		}
+		sent[name] = sim.A.Counters().SentPkts - before
+	}
+	if sent[recovery.GBN] != 4 || sent[recovery.IGBN] != 5 {
+		t.Fatalf("packets sent per scheme %v, want gbn 4, igbn 5 (ST)", sent)
+	}
+}

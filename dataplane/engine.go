@@ -60,13 +60,14 @@ const (
 
 // Engine is one software RNIC.
 type Engine struct {
-	mu     sync.Mutex // verbs calls from other goroutines vs the poll loop
-	cfg    Config
-	port   Port
-	scheme recovery.Scheme
-	wheel  *timer.Wheel
-	now    time.Duration
-	ipv6   bool
+	mu      sync.Mutex // verbs calls from other goroutines vs the poll loop
+	cfg     Config
+	port    Port
+	scheme  recovery.Scheme            // the default
+	schemes map[string]recovery.Scheme // others QPs asked for
+	wheel   *timer.Wheel
+	now     time.Duration
+	ipv6    bool
 
 	pds    map[uint32]int // PD handle -> number of MRs and QPs in it
 	nextPD uint32
@@ -126,6 +127,7 @@ func NewEngine(cfg Config, port Port) (*Engine, error) {
 		cfg:     cfg,
 		port:    port,
 		scheme:  cfg.Scheme,
+		schemes: map[string]recovery.Scheme{},
 		wheel:   timer.NewWheel(0),
 		ipv6:    cfg.Addr.Is6() && !cfg.Addr.Is4In6(),
 		pds:     map[uint32]int{},

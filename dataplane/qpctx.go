@@ -47,6 +47,10 @@ type QPInitAttr struct {
 	MaxSendWR      int
 	MaxRecvWR      int
 	SigAll         bool // every send WR generates a completion
+	// Scheme names the QP's loss recovery (recovery.Names()); "" takes
+	// the engine's. Both ends of a connection must agree (the connection
+	// exchange negotiates it).
+	Scheme string
 }
 
 // Limits of one QP.
@@ -78,6 +82,7 @@ type QP struct {
 	rq         *qp.Ring[recvWQE]  // in host memory
 	respQ      *qp.Ring[respItem] // responder output queue
 	res        []resource         // responder resources ring (max_dest_rd_atomic)
+	scheme     recovery.Scheme
 	sender     recovery.Sender
 	receiver   recovery.Receiver
 	retryTimer timer.Timer
@@ -133,6 +138,27 @@ var poisoned = hwContext{
 // QPN is the queue pair number.
 func (q *QP) QPN() uint32 { return q.qpn }
 
+// Scheme is the name of the QP's loss recovery.
+func (q *QP) Scheme() string { return q.scheme.Name() }
+
+// schemeFor returns the engine's instance of the named scheme, creating
+// it (and charging its shared pools to the SRAM once) on first use.
+func (e *Engine) schemeFor(name string) (recovery.Scheme, error) {
+	if name == "" || name == e.scheme.Name() {
+		return e.scheme, nil
+	}
+	if s, ok := e.schemes[name]; ok {
+		return s, nil
+	}
+	s, err := recovery.New(name, e.scheme.Params())
+	if err != nil {
+		return nil, err
+	}
+	e.schemes[name] = s
+	e.cache.AddShared(s.SharedOnChipBytes())
+	return s, nil
+}
+
 // State is the current QP state.
 func (q *QP) State() qp.State { return q.state }
 
@@ -161,6 +187,10 @@ func (e *Engine) CreateQP(pd uint32, attr QPInitAttr) (*QP, error) {
 	if _, ok := e.pds[pd]; !ok {
 		return nil, ErrBadPD
 	}
+	scheme, err := e.schemeFor(attr.Scheme)
+	if err != nil {
+		return nil, err
+	}
 	for e.qps[e.nextQP] != nil || e.nextQP < 0x10 {
 		e.nextQP = (e.nextQP + 1) & qp.PSNMask
 	}
@@ -173,8 +203,9 @@ func (e *Engine) CreateQP(pd uint32, attr QPInitAttr) (*QP, error) {
 		sq:       qp.NewRing[sendWQE](attr.MaxSendWR),
 		rq:       qp.NewRing[recvWQE](attr.MaxRecvWR),
 		respQ:    qp.NewRing[respItem](maxRespQueue),
-		sender:   e.scheme.NewSender(),
-		receiver: e.scheme.NewReceiver(),
+		scheme:   scheme,
+		sender:   scheme.NewSender(),
+		receiver: scheme.NewReceiver(),
 	}
 	e.nextQP = (e.nextQP + 1) & qp.PSNMask
 	q.host = q.hwContext

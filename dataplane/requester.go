@@ -257,7 +257,7 @@ func (e *Engine) sendPacket(q *QP, w *sendWQE, psn qp.PSN) bool {
 			op = writeOps[imm][pos]
 		}
 		size := min(q.mtu, w.length-off)
-		ackReq := last || q.noAck+1 >= e.scheme.Params().AckReqInterval
+		ackReq := last || q.noAck+1 >= q.scheme.Params().AckReqInterval
 		if t, ok = e.beginTx(q, op, psn, ackReq, int(size)); !ok {
 			return false
 		}

@@ -78,6 +78,19 @@ func NewCache(budget, shared int, penalty time.Duration) *Cache {
 	return c
 }
 
+// AddShared charges another shared pool (a second scheme in use) to the
+// budget, evicting contexts if they no longer fit.
+func (c *Cache) AddShared(bytes int) {
+	if bytes == 0 {
+		return
+	}
+	c.stats.SharedBytes += bytes
+	if c.budget >= 0 {
+		c.budget -= bytes
+		c.makeRoom(nil)
+	}
+}
+
 // Stats returns the counters.
 func (c *Cache) Stats() CacheStats { return c.stats }
 
