@@ -82,7 +82,10 @@ func (e *Engine) ackThrough(q *QP, upto qp.PSN) {
 	for q.sq.Head() != q.sqStart {
 		w := q.sq.Front()
 		if w.isReadOrAtomic() {
-			if w.firstPSN.Before(upto) && q.impliedAt != q.unacked+1 {
+			// Only an acknowledgement that passes the whole READ/atomic
+			// implies its response was lost; the READ's own responses
+			// (upto inside it) do not.
+			if w.lastPSN.Before(upto) && q.impliedAt != q.unacked+1 {
 				q.impliedAt = q.unacked + 1 // +1: the zero value means "none"
 				e.cnt.ImpliedNakSeqErr++
 				if e.countRetry(q) {

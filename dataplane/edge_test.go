@@ -413,3 +413,23 @@ func TestPerQPScheme(t *testing.T) {
 		t.Fatalf("packets sent per scheme %v, want gbn 4, igbn 5 (ST)", sent)
 	}
 }
+
+// TestReadAfterWritesNoImpliedNak: a READ queued behind WRITEs on a clean
+// link completes with no implied NAK and no retry: its own responses do
+// not count as acknowledgements passing it.
+func TestReadAfterWritesNoImpliedNak(t *testing.T) {
+	p := newTestPair(t, SimConfig{Seed: 25}, ConnParams{MTU: qp.MTU1024})
+	var wrs []qp.SendWR
+	for i := 0; i < 3; i++ {
+		w := sendWR(uint64(i), qp.WRRDMAWrite, sge(p.mrA, 0, 5000))
+		w.RemoteAddr, w.RKey, w.Flags = p.mrB.Addr, p.mrB.RKey, 0
+		wrs = append(wrs, w)
+	}
+	r := sendWR(9, qp.WRRDMARead, sge(p.mrA, 8000, 5000))
+	r.RemoteAddr, r.RKey = p.mrB.Addr, p.mrB.RKey
+	p.postSend(append(wrs, r)...)
+	wantWC(t, p.waitWCs(p.sim.A, p.cqA, 1, time.Second)[0], 9, qp.WCSuccess, qp.WCRDMARead)
+	if c := p.sim.A.Counters(); c.ImpliedNakSeqErr != 0 || c.CompleterRetry != 0 || c.Retransmits != 0 {
+		t.Fatalf("implied_nak_seq_err %d, completer_retry_err %d, retransmitted %d on a clean link", c.ImpliedNakSeqErr, c.CompleterRetry, c.Retransmits)
+	}
+}
