@@ -122,7 +122,8 @@ func (s *Sim) RunRealtime(ctx context.Context, rc RunConfig) {
 		now := base + time.Since(start)
 		s.Clock.Set(now)
 		a, b := s.A.Poll(now), s.B.Poll(now)
-		if a || b || rc.Pump != nil && rc.Pump() {
+		pumped := rc.Pump != nil && rc.Pump() // every round, busy or not
+		if a || b || pumped {
 			idle = 0
 			continue
 		}
