@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/dataplane"
+	"github.com/softnic/softnic/verbs/internal/proto"
 )
 
 // Embedded is two softnic devices in this process joined by the
@@ -24,8 +25,8 @@ func NewEmbedded(cfg dataplane.SimConfig) (*Embedded, error) {
 	}
 	return &Embedded{
 		Sim: sim,
-		A:   &Context{name: "softnic_a", e: sim.A},
-		B:   &Context{name: "softnic_b", e: sim.B},
+		A:   &Context{b: &embedded{dev: "softnic_a", e: sim.A}, e: sim.A},
+		B:   &Context{b: &embedded{dev: "softnic_b", e: sim.B}, e: sim.B},
 	}, nil
 }
 
@@ -41,5 +42,83 @@ func (m *Embedded) Now() time.Duration { return m.Sim.Now() }
 // Connect moves qa (on A) and qb (on B) to RTS towards each other: the
 // embedded form of the connection exchange.
 func (m *Embedded) Connect(qa, qb *QP, p ConnParam) error {
+	if qa.q == nil || qb.q == nil {
+		return ErrForeign
+	}
 	return dataplane.Connect(m.A.e, qa.q, m.B.e, qb.q, p)
 }
+
+// embedded is the backend of a Context whose NIC runs in this process:
+// every call goes straight into the engine, which does its own locking.
+type embedded struct {
+	dev string
+	e   *dataplane.Engine
+}
+
+func (b *embedded) name() string { return b.dev }
+
+func (b *embedded) queryDevice() (DeviceAttr, error) {
+	return deviceAttr(proto.DeviceOf(b.e, b.dev)), nil
+}
+
+func (b *embedded) stats() ([]Counter, error) {
+	var out []Counter
+	for _, c := range proto.CountersOf(b.e) {
+		out = append(out, Counter{Name: c.Name, Value: c.Value})
+	}
+	return out, nil
+}
+
+// allocBuf: the engine reaches any memory of this process, so a buffer
+// needs nothing special (8-byte alignment for atomics comes with any Go
+// allocation of this size class).
+func (b *embedded) allocBuf(n int) ([]byte, error) {
+	if n <= 0 {
+		return nil, errBufSize
+	}
+	return make([]byte, n), nil
+}
+
+func (b *embedded) freeBuf([]byte) error { return nil }
+
+func (b *embedded) allocPD() (uint32, error)  { return b.e.AllocPD(), nil }
+func (b *embedded) deallocPD(pd uint32) error { return b.e.DeallocPD(pd) }
+
+func (b *embedded) regMR(pd *PD, buf []byte, access Access) (*MR, error) {
+	m, err := b.e.RegMR(pd.h, buf, 0, access)
+	if err != nil {
+		return nil, err
+	}
+	return &MR{Addr: m.Addr, LKey: m.LKey, RKey: m.RKey, mr: m}, nil
+}
+
+func (b *embedded) deregMR(m *MR) error { return b.e.DeregMR(m.mr) }
+
+func (b *embedded) createCQ(cq *CQ, cqe int) error {
+	c, err := b.e.CreateCQ(cqe, nil)
+	cq.ecq = c
+	return err
+}
+
+// destroyCQ: the engine keeps no list of CQs; a CQ no QP uses is garbage.
+func (b *embedded) destroyCQ(*CQ) error { return nil }
+
+func (b *embedded) createQP(q *QP, attr QPInitAttr) error {
+	eq, err := b.e.CreateQP(q.pd.h, dataplane.QPInitAttr{
+		SendCQ: attr.SendCQ.ecq, RecvCQ: attr.RecvCQ.ecq,
+		MaxSendWR: attr.MaxSendWR, MaxRecvWR: attr.MaxRecvWR, SigAll: attr.SqSigAll,
+	})
+	if err != nil {
+		return err
+	}
+	q.q, q.qpn = eq, eq.QPN()
+	return nil
+}
+
+func (b *embedded) modifyQP(q *QP, attr *QPAttr, mask AttrMask) error {
+	return b.e.ModifyQP(q.q, attr, mask)
+}
+
+func (b *embedded) queryQP(q *QP) (QPAttr, error) { return b.e.QueryQP(q.q), nil }
+func (b *embedded) destroyQP(q *QP) error         { return b.e.DestroyQP(q.q) }
+func (b *embedded) close() error                  { return nil }

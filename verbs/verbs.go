@@ -5,18 +5,34 @@
 // QPs and work completions polled from CQs, with ibverbs' opcodes,
 // statuses and attribute masks.
 //
-// This file is the embedded mode: the NIC runs inside the calling process
-// on the in-memory fabric (package dataplane's Sim), which is what unit
-// tests, the demo and hosts without XDP use. The daemon-backed mode (the
-// same API over shared memory) builds on the same types.
+// A Context runs on one of two backends with the same behaviour:
+//
+//   - embedded (NewEmbedded): the NIC runs inside the calling process on
+//     the in-memory fabric (package dataplane's Sim), which is what unit
+//     tests, the demo and hosts without XDP use. Every call goes straight
+//     into the engine.
+//   - daemon (Dial): the softnic daemon owns the NIC and serves the API
+//     over its unix socket (package verbsd). Control operations are
+//     RPCs; memory regions, send/receive queues and completion queues
+//     live in shared memory, so PostSend, PostRecv and Poll are plain
+//     memory writes and reads with no system call, as with a hardware
+//     NIC's user-space verbs. docs/verbs-ipc.md has the protocol.
+//
+// Control operations go through an internal backend interface; the data
+// path (post and poll) branches on the object instead, so that posting a
+// work request through the variadic API stays allocation-free in both
+// modes (a call through an interface would make the argument escape).
 package verbs
 
 import (
 	"errors"
 	"fmt"
+	"net/netip"
+	"sync/atomic"
 
 	"github.com/softnic/softnic/dataplane"
 	"github.com/softnic/softnic/qp"
+	"github.com/softnic/softnic/verbs/internal/proto"
 )
 
 // The ibverbs types, shared with the dataplane.
@@ -32,6 +48,8 @@ type (
 	MTU       = qp.MTU
 	WCStatus  = qp.WCStatus
 	WROpcode  = qp.WROpcode
+	WCOpcode  = qp.WCOpcode
+	WCFlags   = qp.WCFlags
 	QPAttr    = dataplane.QPAttr
 	AHAttr    = dataplane.AddressVector
 	ConnParam = dataplane.ConnParams
@@ -63,6 +81,7 @@ const (
 const (
 	WCSuccess        = qp.WCSuccess
 	WCLocLenErr      = qp.WCLocLenErr
+	WCLocQPOpErr     = qp.WCLocQPOpErr
 	WCLocProtErr     = qp.WCLocProtErr
 	WCWRFlushErr     = qp.WCWRFlushErr
 	WCRemInvReqErr   = qp.WCRemInvReqErr
@@ -70,6 +89,47 @@ const (
 	WCRemOpErr       = qp.WCRemOpErr
 	WCRetryExcErr    = qp.WCRetryExcErr
 	WCRNRRetryExcErr = qp.WCRNRRetryExcErr
+)
+
+// Completion opcodes (IBV_WC_*) and flags (IBV_WC_WITH_IMM).
+const (
+	WCSend            = qp.WCSend
+	WCRDMAWrite       = qp.WCRDMAWrite
+	WCRDMARead        = qp.WCRDMARead
+	WCCompSwap        = qp.WCCompSwap
+	WCFetchAdd        = qp.WCFetchAdd
+	WCRecv            = qp.WCRecv
+	WCRecvRDMAWithImm = qp.WCRecvRDMAWithImm
+	WCWithImm         = qp.WCWithImm
+)
+
+// Modify-QP attribute mask bits (IBV_QP_*).
+const (
+	AttrState           = qp.AttrState
+	AttrCurState        = qp.AttrCurState
+	AttrAccessFlags     = qp.AttrAccessFlags
+	AttrPKeyIndex       = qp.AttrPKeyIndex
+	AttrPort            = qp.AttrPort
+	AttrAV              = qp.AttrAV
+	AttrPathMTU         = qp.AttrPathMTU
+	AttrTimeout         = qp.AttrTimeout
+	AttrRetryCnt        = qp.AttrRetryCnt
+	AttrRNRRetry        = qp.AttrRNRRetry
+	AttrRQPSN           = qp.AttrRQPSN
+	AttrMaxQPRdAtomic   = qp.AttrMaxQPRdAtomic
+	AttrMinRNRTimer     = qp.AttrMinRNRTimer
+	AttrSQPSN           = qp.AttrSQPSN
+	AttrMaxDestRdAtomic = qp.AttrMaxDestRdAtomic
+	AttrDestQPN         = qp.AttrDestQPN
+)
+
+// Path MTUs (IBV_MTU_*).
+const (
+	MTU256  = qp.MTU256
+	MTU512  = qp.MTU512
+	MTU1024 = qp.MTU1024
+	MTU2048 = qp.MTU2048
+	MTU4096 = qp.MTU4096
 )
 
 // QP states (IBV_QPS_*).
@@ -83,20 +143,77 @@ const (
 	QPSErr   = qp.Err
 )
 
+var (
+	// ErrClosed is returned for objects already destroyed and for
+	// contexts already closed.
+	ErrClosed = proto.ErrClosed
+	// ErrBadHandle is the daemon's answer to a handle that names no
+	// object of this connection: objects of other processes cannot be
+	// named at all.
+	ErrBadHandle = proto.ErrBadHandle
+	// ErrNotShared is RegMR on a daemon context with memory that did not
+	// come from AllocBuf: the daemon can only reach memory it can map.
+	ErrNotShared = errors.New("verbs: RegMR on a daemon context needs memory from Context.AllocBuf (the daemon maps the region from shared memory)")
+	// ErrForeign is an object of one Context used with another.
+	ErrForeign = errors.New("verbs: object belongs to another context")
+)
+
 // Context is an opened softnic device (struct ibv_context).
 type Context struct {
-	name string
-	e    *dataplane.Engine
+	b      backend
+	e      *dataplane.Engine // embedded mode only
+	remote *remote           // daemon mode only
 }
 
 // Name is the device name.
-func (c *Context) Name() string { return c.name }
+func (c *Context) Name() string { return c.b.name() }
 
-// Engine exposes the NIC behind the context (counters, scheme).
+// Engine exposes the NIC behind an embedded context (counters, scheme);
+// it is nil on a daemon context, whose NIC lives in another process (use
+// QueryDevice and Stats).
 func (c *Context) Engine() *dataplane.Engine { return c.e }
 
-// ErrClosed is returned for objects already destroyed.
-var ErrClosed = errors.New("verbs: object already destroyed")
+// DeviceAttr is ibv_query_device's answer plus the port's addresses: the
+// GID (RoCEv2: the port's IP address) and MAC a peer's address vector
+// names.
+type DeviceAttr struct {
+	Name        string
+	GID         netip.Addr
+	MAC         [6]byte
+	Scheme      string // loss recovery of every QP
+	MaxQPWR     int
+	MaxCQE      int
+	MaxSGE      int
+	MaxQPRdAtom int
+}
+
+// QueryDevice is ibv_query_device (and ibv_query_gid).
+func (c *Context) QueryDevice() (DeviceAttr, error) { return c.b.queryDevice() }
+
+// Counter is one NIC statistic (rxe's hw_counters names).
+type Counter struct {
+	Name  string
+	Value uint64
+}
+
+// Stats returns the NIC's counters in display order.
+func (c *Context) Stats() ([]Counter, error) { return c.b.stats() }
+
+// AllocBuf returns n bytes of memory the NIC can reach once registered:
+// on a daemon context, shared memory (a sealed memfd the daemon maps at
+// RegMR); on an embedded context, ordinary memory. Release it with
+// FreeBuf after deregistering its regions.
+func (c *Context) AllocBuf(n int) ([]byte, error) { return c.b.allocBuf(n) }
+
+// FreeBuf releases memory from AllocBuf. It fails while a region still
+// covers it. It may be called after Close.
+func (c *Context) FreeBuf(b []byte) error { return c.b.freeBuf(b) }
+
+// Close is ibv_close_device. On a daemon context it closes the
+// connection, upon which the daemon destroys every object the context
+// still had; queues are unmapped, and objects of the context fail with
+// ErrClosed. Buffers from AllocBuf stay mapped until FreeBuf.
+func (c *Context) Close() error { return c.b.close() }
 
 // PD is a protection domain (struct ibv_pd).
 type PD struct {
@@ -106,14 +223,20 @@ type PD struct {
 }
 
 // AllocPD is ibv_alloc_pd.
-func (c *Context) AllocPD() (*PD, error) { return &PD{ctx: c, h: c.e.AllocPD()}, nil }
+func (c *Context) AllocPD() (*PD, error) {
+	h, err := c.b.allocPD()
+	if err != nil {
+		return nil, err
+	}
+	return &PD{ctx: c, h: h}, nil
+}
 
 // Dealloc is ibv_dealloc_pd.
 func (pd *PD) Dealloc() error {
 	if pd.dead {
 		return ErrClosed
 	}
-	if err := pd.ctx.e.DeallocPD(pd.h); err != nil {
+	if err := pd.ctx.b.deallocPD(pd.h); err != nil {
 		return err
 	}
 	pd.dead = true
@@ -127,8 +250,10 @@ type MR struct {
 	RKey   uint32
 	Length int
 	pd     *PD
-	mr     *dataplane.MR
+	mr     *dataplane.MR // embedded
+	h      uint32        // daemon handle
 	buf    []byte
+	dead   bool
 }
 
 // Buf is the registered memory.
@@ -139,38 +264,78 @@ func (m *MR) SGE(off, length int) SGE {
 	return SGE{Addr: m.Addr + uint64(off), Length: uint32(length), LKey: m.LKey}
 }
 
-// RegMR is ibv_reg_mr: buf becomes reachable by the NIC with access.
+// RegMR is ibv_reg_mr: buf becomes reachable by the NIC with access. The
+// region's address (MR.Addr) is the address of buf in this process, in
+// both modes, so peers name it as they would an ibverbs region.
 func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
 	if pd.dead {
 		return nil, ErrClosed
 	}
-	m, err := pd.ctx.e.RegMR(pd.h, buf, 0, access)
+	m, err := pd.ctx.b.regMR(pd, buf, access)
 	if err != nil {
 		return nil, err
 	}
-	return &MR{Addr: m.Addr, LKey: m.LKey, RKey: m.RKey, Length: len(buf), pd: pd, mr: m, buf: buf}, nil
+	m.pd, m.buf, m.Length = pd, buf, len(buf)
+	return m, nil
 }
 
 // Dereg is ibv_dereg_mr.
-func (m *MR) Dereg() error { return m.pd.ctx.e.DeregMR(m.mr) }
+func (m *MR) Dereg() error {
+	if m.dead {
+		return ErrClosed
+	}
+	if err := m.pd.ctx.b.deregMR(m); err != nil {
+		return err
+	}
+	m.dead = true
+	return nil
+}
 
 // CQ is a completion queue (struct ibv_cq).
 type CQ struct {
-	ctx *Context
-	cq  *dataplane.CQ
+	ctx   *Context
+	ecq   *dataplane.CQ // embedded
+	ring  *cqRing       // daemon: the shared completion ring
+	h     uint32
+	users atomic.Int32 // QPs using the CQ
+	dead  atomic.Bool
 }
 
 // CreateCQ is ibv_create_cq with cqe entries.
 func (c *Context) CreateCQ(cqe int) (*CQ, error) {
-	cq, err := c.e.CreateCQ(cqe, nil)
-	if err != nil {
+	cq := &CQ{ctx: c}
+	if err := c.b.createCQ(cq, cqe); err != nil {
 		return nil, err
 	}
-	return &CQ{ctx: c, cq: cq}, nil
+	return cq, nil
 }
 
-// Poll is ibv_poll_cq: it fills wcs with up to len(wcs) completions.
-func (cq *CQ) Poll(wcs []WC) (int, error) { return cq.ctx.e.PollCQ(cq.cq, wcs) }
+// Poll is ibv_poll_cq: it fills wcs with up to len(wcs) completions. It
+// makes no system call and does not allocate.
+func (cq *CQ) Poll(wcs []WC) (int, error) {
+	if cq.ring != nil {
+		return cq.ring.poll(wcs)
+	}
+	if cq.dead.Load() {
+		return 0, ErrClosed
+	}
+	return cq.ctx.e.PollCQ(cq.ecq, wcs)
+}
+
+// Destroy is ibv_destroy_cq; a CQ still used by a QP is busy (EBUSY).
+func (cq *CQ) Destroy() error {
+	if cq.dead.Load() {
+		return ErrClosed
+	}
+	if n := cq.users.Load(); n > 0 {
+		return fmt.Errorf("%w: completion queue is used by %d QP queues", dataplane.ErrBusy, n)
+	}
+	if err := cq.ctx.b.destroyCQ(cq); err != nil {
+		return err
+	}
+	cq.dead.Store(true)
+	return nil
+}
 
 // QPInitAttr is struct ibv_qp_init_attr for an RC QP.
 type QPInitAttr struct {
@@ -182,12 +347,17 @@ type QPInitAttr struct {
 
 // QP is a reliable-connected queue pair (struct ibv_qp).
 type QP struct {
-	pd *PD
-	q  *dataplane.QP
+	pd             *PD
+	qpn            uint32
+	q              *dataplane.QP // embedded
+	ring           *qpRing       // daemon: the shared send and receive rings
+	h              uint32
+	sendCQ, recvCQ *CQ
+	dead           bool
 }
 
 // QPN is the queue pair number.
-func (q *QP) QPN() uint32 { return q.q.QPN() }
+func (q *QP) QPN() uint32 { return q.qpn }
 
 // CreateQP is ibv_create_qp with IBV_QPT_RC.
 func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
@@ -197,24 +367,61 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	if attr.SendCQ == nil || attr.RecvCQ == nil {
 		return nil, errors.New("verbs: create QP needs a send and a receive CQ")
 	}
-	q, err := pd.ctx.e.CreateQP(pd.h, dataplane.QPInitAttr{
-		SendCQ: attr.SendCQ.cq, RecvCQ: attr.RecvCQ.cq,
-		MaxSendWR: attr.MaxSendWR, MaxRecvWR: attr.MaxRecvWR, SigAll: attr.SqSigAll,
-	})
-	if err != nil {
+	if attr.SendCQ.ctx != pd.ctx || attr.RecvCQ.ctx != pd.ctx {
+		return nil, ErrForeign
+	}
+	if attr.SendCQ.dead.Load() || attr.RecvCQ.dead.Load() {
+		return nil, ErrClosed
+	}
+	q := &QP{pd: pd, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ}
+	if err := pd.ctx.b.createQP(q, attr); err != nil {
 		return nil, err
 	}
-	return &QP{pd: pd, q: q}, nil
+	q.sendCQ.users.Add(1)
+	q.recvCQ.users.Add(1)
+	return q, nil
 }
 
 // Modify is ibv_modify_qp.
-func (q *QP) Modify(attr *QPAttr, mask AttrMask) error { return q.pd.ctx.e.ModifyQP(q.q, attr, mask) }
+func (q *QP) Modify(attr *QPAttr, mask AttrMask) error {
+	if q.dead {
+		return ErrClosed
+	}
+	return q.pd.ctx.b.modifyQP(q, attr, mask)
+}
 
-// Query is ibv_query_qp.
-func (q *QP) Query() QPAttr { return q.pd.ctx.e.QueryQP(q.q) }
+// QueryAttr is ibv_query_qp.
+func (q *QP) QueryAttr() (QPAttr, error) {
+	if q.dead {
+		return QPAttr{}, ErrClosed
+	}
+	return q.pd.ctx.b.queryQP(q)
+}
+
+// Query is ibv_query_qp for callers that cannot fail: when the attributes
+// cannot be read (the QP is destroyed, the daemon is gone) it reports a
+// QP in the error state, which is what such a QP is.
+func (q *QP) Query() QPAttr {
+	a, err := q.QueryAttr()
+	if err != nil {
+		return QPAttr{State: QPSErr, CurState: QPSErr}
+	}
+	return a
+}
 
 // Destroy is ibv_destroy_qp.
-func (q *QP) Destroy() error { return q.pd.ctx.e.DestroyQP(q.q) }
+func (q *QP) Destroy() error {
+	if q.dead {
+		return ErrClosed
+	}
+	if err := q.pd.ctx.b.destroyQP(q); err != nil {
+		return err
+	}
+	q.dead = true
+	q.sendCQ.users.Add(-1)
+	q.recvCQ.users.Add(-1)
+	return nil
+}
 
 // PostError says which work request of a post was refused
 // (ibv_post_send's bad_wr); the ones before it were posted.
@@ -226,8 +433,13 @@ type PostError struct {
 func (e *PostError) Error() string { return fmt.Sprintf("verbs: work request %d: %v", e.Index, e.Err) }
 func (e *PostError) Unwrap() error { return e.Err }
 
-// PostSend is ibv_post_send.
+// PostSend is ibv_post_send. On a daemon context the requests are copied
+// into the QP's shared send ring: no system call unless the daemon's poll
+// loop sleeps and must be woken (docs/verbs-ipc.md, "Doorbell").
 func (q *QP) PostSend(wrs ...SendWR) error {
+	if q.ring != nil {
+		return q.ring.postSend(wrs)
+	}
 	if n, err := q.pd.ctx.e.PostSend(q.q, wrs); err != nil {
 		return &PostError{Index: n, Err: err}
 	}
@@ -236,8 +448,39 @@ func (q *QP) PostSend(wrs ...SendWR) error {
 
 // PostRecv is ibv_post_recv.
 func (q *QP) PostRecv(wrs ...RecvWR) error {
+	if q.ring != nil {
+		return q.ring.postRecv(wrs)
+	}
 	if n, err := q.pd.ctx.e.PostRecv(q.q, wrs); err != nil {
 		return &PostError{Index: n, Err: err}
 	}
 	return nil
+}
+
+// backend is what a Context is opened on: the engine in this process
+// (embedded) or the daemon behind a socket (remote). It carries the
+// control operations; the data path is on the objects (see the package
+// comment).
+type backend interface {
+	name() string
+	queryDevice() (DeviceAttr, error)
+	stats() ([]Counter, error)
+	allocBuf(n int) ([]byte, error)
+	freeBuf(b []byte) error
+	allocPD() (uint32, error)
+	deallocPD(pd uint32) error
+	regMR(pd *PD, buf []byte, access Access) (*MR, error)
+	deregMR(m *MR) error
+	createCQ(cq *CQ, cqe int) error
+	destroyCQ(cq *CQ) error
+	createQP(q *QP, attr QPInitAttr) error
+	modifyQP(q *QP, attr *QPAttr, mask AttrMask) error
+	queryQP(q *QP) (QPAttr, error)
+	destroyQP(q *QP) error
+	close() error
+}
+
+func deviceAttr(d proto.Device) DeviceAttr {
+	return DeviceAttr{Name: d.Name, GID: d.GID, MAC: d.MAC, Scheme: d.Scheme,
+		MaxQPWR: d.MaxQPWR, MaxCQE: d.MaxCQE, MaxSGE: d.MaxSGE, MaxQPRdAtom: d.MaxQPRdAtom}
 }

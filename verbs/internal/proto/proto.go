@@ -1,0 +1,384 @@
+// Package proto is the control protocol between a verbs client and the
+// softnic daemon (package verbsd): one JSON object per SOCK_SEQPACKET
+// message, file descriptors attached with SCM_RIGHTS. A client sends a
+// request and waits for its response before sending the next, so the
+// protocol needs no multiplexing; the id only catches a confused peer.
+//
+// Only control operations travel here. Work requests and completions
+// move through shared-memory rings (package shm) and never touch the
+// socket. docs/verbs-ipc.md lists every message.
+package proto
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/softnic/softnic/dataplane"
+	"github.com/softnic/softnic/qp"
+)
+
+// Version is the protocol version a client announces at hello.
+const Version = 1
+
+// Operations.
+const (
+	OpHello       = "hello"
+	OpQueryDevice = "query_device"
+	OpStats       = "stats"
+	OpAllocPD     = "alloc_pd"
+	OpDeallocPD   = "dealloc_pd"
+	OpRegMR       = "reg_mr"
+	OpDeregMR     = "dereg_mr"
+	OpCreateCQ    = "create_cq"
+	OpDestroyCQ   = "destroy_cq"
+	OpCreateQP    = "create_qp"
+	OpModifyQP    = "modify_qp"
+	OpQueryQP     = "query_qp"
+	OpDestroyQP   = "destroy_qp"
+)
+
+// Request is what a client sends.
+type Request struct {
+	ID   uint64          `json:"id"`
+	Op   string          `json:"op"`
+	Args json.RawMessage `json:"args,omitempty"`
+}
+
+// Response answers the request with the same id: Error or Result.
+type Response struct {
+	ID     uint64          `json:"id"`
+	Error  *Error          `json:"error,omitempty"`
+	Result json.RawMessage `json:"result,omitempty"`
+}
+
+// HelloArgs opens a session; it must be the first request.
+type HelloArgs struct {
+	Version int    `json:"version"`
+	ABI     uint64 `json:"abi"` // shm.Fingerprint of the ring entry layout
+}
+
+// HelloResult comes with two descriptors: the device page (map it
+// read-only) and this client's doorbell eventfd.
+type HelloResult struct {
+	Device Device `json:"device"`
+	Client uint64 `json:"client"` // connection number, for logs
+}
+
+// Device is query_device's result (struct ibv_device_attr, the part that
+// matters here, plus the port's GID and MAC).
+type Device struct {
+	Name        string     `json:"name"`
+	GID         netip.Addr `json:"gid"` // RoCEv2: the port's IP address
+	MAC         [6]byte    `json:"mac"`
+	Scheme      string     `json:"scheme"` // loss recovery
+	MaxQPWR     int        `json:"max_qp_wr"`
+	MaxCQE      int        `json:"max_cqe"`
+	MaxSGE      int        `json:"max_sge"`
+	MaxQPRdAtom int        `json:"max_qp_rd_atom"`
+}
+
+// Counter is one engine statistic.
+type Counter struct {
+	Name  string `json:"name"`
+	Value uint64 `json:"value"`
+}
+
+// StatsResult lists the counters in display order.
+type StatsResult struct {
+	Counters []Counter `json:"counters"`
+}
+
+// Handle names a PD, MR, CQ or QP of this connection.
+type Handle struct {
+	Handle uint32 `json:"handle"`
+}
+
+// RegMRArgs comes with the memfd holding the region.
+type RegMRArgs struct {
+	PD     uint32    `json:"pd"`
+	Addr   uint64    `json:"addr"`   // client virtual address of the first byte: the MR's address
+	Offset int64     `json:"offset"` // of the first byte in the memfd
+	Length int64     `json:"length"`
+	Access qp.Access `json:"access"`
+}
+
+// RegMRResult are the region's keys.
+type RegMRResult struct {
+	Handle uint32 `json:"handle"`
+	LKey   uint32 `json:"lkey"`
+	RKey   uint32 `json:"rkey"`
+}
+
+// CreateCQArgs asks for a CQ of at least CQE entries.
+type CreateCQArgs struct {
+	CQE int `json:"cqe"`
+}
+
+// CreateCQResult comes with the ring memfd (Size bytes, shm.CQLayout for
+// Cap entries).
+type CreateCQResult struct {
+	Handle uint32 `json:"handle"`
+	Cap    uint32 `json:"cap"`
+	Size   int    `json:"size"`
+}
+
+// CreateQPArgs is ibv_qp_init_attr for RC.
+type CreateQPArgs struct {
+	PD        uint32 `json:"pd"`
+	SendCQ    uint32 `json:"send_cq"`
+	RecvCQ    uint32 `json:"recv_cq"`
+	MaxSendWR int    `json:"max_send_wr"`
+	MaxRecvWR int    `json:"max_recv_wr"`
+	SigAll    bool   `json:"sq_sig_all"`
+}
+
+// CreateQPResult comes with the ring memfd (Size bytes, shm.QPLayout for
+// the two capacities).
+type CreateQPResult struct {
+	Handle uint32 `json:"handle"`
+	QPN    uint32 `json:"qpn"`
+	SQCap  uint32 `json:"sq_cap"`
+	RQCap  uint32 `json:"rq_cap"`
+	Size   int    `json:"size"`
+}
+
+// ModifyQPArgs is ibv_modify_qp.
+type ModifyQPArgs struct {
+	QP   uint32      `json:"qp"`
+	Attr QPAttr      `json:"attr"`
+	Mask qp.AttrMask `json:"mask"`
+}
+
+// QPAttr is dataplane.QPAttr with stable wire names (ibv_qp_attr's).
+type QPAttr struct {
+	State           qp.State   `json:"qp_state"`
+	CurState        qp.State   `json:"cur_qp_state"`
+	AccessFlags     qp.Access  `json:"qp_access_flags"`
+	PKeyIndex       uint16     `json:"pkey_index"`
+	Port            uint8      `json:"port_num"`
+	DGID            netip.Addr `json:"dgid"`
+	DMAC            [6]byte    `json:"dmac"`
+	TrafficClass    uint8      `json:"traffic_class"`
+	HopLimit        uint8      `json:"hop_limit"`
+	FlowLabel       uint32     `json:"flow_label"`
+	PathMTU         qp.MTU     `json:"path_mtu"`
+	DestQPN         uint32     `json:"dest_qp_num"`
+	RQPSN           qp.PSN     `json:"rq_psn"`
+	SQPSN           qp.PSN     `json:"sq_psn"`
+	MaxDestRdAtomic uint8      `json:"max_dest_rd_atomic"`
+	MaxRdAtomic     uint8      `json:"max_rd_atomic"`
+	MinRNRTimer     uint8      `json:"min_rnr_timer"`
+	Timeout         uint8      `json:"timeout"`
+	RetryCnt        uint8      `json:"retry_cnt"`
+	RNRRetry        uint8      `json:"rnr_retry"`
+}
+
+// FromQPAttr and ToQPAttr convert to and from the engine's type.
+func FromQPAttr(a *dataplane.QPAttr) QPAttr {
+	return QPAttr{
+		State: a.State, CurState: a.CurState, AccessFlags: a.AccessFlags, PKeyIndex: a.PKeyIndex, Port: a.Port,
+		DGID: a.AV.DGID, DMAC: a.AV.DMAC, TrafficClass: a.AV.TrafficClass, HopLimit: a.AV.HopLimit, FlowLabel: a.AV.FlowLabel,
+		PathMTU: a.PathMTU, DestQPN: a.DestQPN, RQPSN: a.RQPSN, SQPSN: a.SQPSN,
+		MaxDestRdAtomic: a.MaxDestRdAtomic, MaxRdAtomic: a.MaxRdAtomic, MinRNRTimer: a.MinRNRTimer,
+		Timeout: a.Timeout, RetryCnt: a.RetryCnt, RNRRetry: a.RNRRetry,
+	}
+}
+
+func (a *QPAttr) ToQPAttr() dataplane.QPAttr {
+	return dataplane.QPAttr{
+		State: a.State, CurState: a.CurState, AccessFlags: a.AccessFlags, PKeyIndex: a.PKeyIndex, Port: a.Port,
+		AV:      dataplane.AddressVector{DGID: a.DGID, DMAC: a.DMAC, TrafficClass: a.TrafficClass, HopLimit: a.HopLimit, FlowLabel: a.FlowLabel},
+		PathMTU: a.PathMTU, DestQPN: a.DestQPN, RQPSN: a.RQPSN, SQPSN: a.SQPSN,
+		MaxDestRdAtomic: a.MaxDestRdAtomic, MaxRdAtomic: a.MaxRdAtomic, MinRNRTimer: a.MinRNRTimer,
+		Timeout: a.Timeout, RetryCnt: a.RetryCnt, RNRRetry: a.RNRRetry,
+	}
+}
+
+// Error is a failed request: a stable code (so that the client can
+// rebuild an error that errors.Is the same sentinel the engine returned
+// in embedded mode) and the daemon's message.
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+var (
+	// ErrBadHandle: the handle names no object of this connection
+	// (objects of other clients are invisible, not forbidden).
+	ErrBadHandle = errors.New("verbs: no such object on this connection")
+	// ErrClosed: the object or the context was already destroyed.
+	ErrClosed = errors.New("verbs: object already destroyed")
+	// ErrProtocol: a malformed or out-of-order message.
+	ErrProtocol = errors.New("verbs: control protocol error")
+)
+
+// codes maps sentinels to wire codes, most specific first.
+var codes = []struct {
+	code string
+	err  error
+}{
+	{"bad_handle", ErrBadHandle},
+	{"closed", ErrClosed},
+	{"protocol", ErrProtocol},
+	{"bad_pd", dataplane.ErrBadPD},
+	{"bad_mr", dataplane.ErrBadMR},
+	{"empty_mr", dataplane.ErrEmptyMR},
+	{"bad_access", dataplane.ErrBadAccess},
+	{"busy", dataplane.ErrBusy},
+	{"bad_qp", dataplane.ErrBadQP},
+	{"bad_cq", dataplane.ErrBadCQ},
+	{"queue_size", dataplane.ErrQueueSize},
+	{"transition", dataplane.ErrTransition},
+	{"attrs", dataplane.ErrAttrs},
+	{"attr_value", dataplane.ErrAttrValue},
+	{"queue_full", dataplane.ErrQueueFull},
+	{"post_state", dataplane.ErrPostState},
+	{"bad_wr", dataplane.ErrBadWR},
+	{"cq_overflow", dataplane.ErrCQOverflow},
+}
+
+// EncodeError turns err into its wire form.
+func EncodeError(err error) *Error {
+	for _, c := range codes {
+		if errors.Is(err, c.err) {
+			return &Error{Code: c.code, Message: err.Error()}
+		}
+	}
+	return &Error{Code: "error", Message: err.Error()}
+}
+
+// RemoteError is a daemon's error rebuilt on the client: its message is
+// the daemon's, and it unwraps to the sentinel its code names.
+type RemoteError struct {
+	Code, Message string
+	sentinel      error
+}
+
+func (e *RemoteError) Error() string { return e.Message }
+func (e *RemoteError) Unwrap() error { return e.sentinel }
+
+// Err rebuilds the error.
+func (e *Error) Err() error {
+	r := &RemoteError{Code: e.Code, Message: e.Message}
+	for _, c := range codes {
+		if c.code == e.Code {
+			r.sentinel = c.err
+		}
+	}
+	return r
+}
+
+// Limits of one message.
+const (
+	MaxMessage = 64 << 10
+	MaxFDs     = 4
+)
+
+// Conn is one end of the control socket with its buffers. It is not safe
+// for concurrent use; each side serialises its calls.
+type Conn struct {
+	C   *net.UnixConn
+	buf []byte
+	oob []byte
+}
+
+// NewConn wraps a SOCK_SEQPACKET connection.
+func NewConn(c *net.UnixConn) *Conn {
+	return &Conn{C: c, buf: make([]byte, MaxMessage), oob: make([]byte, unix.CmsgSpace(MaxFDs*4))}
+}
+
+// Send writes v as one message with fds attached. The fds stay open; the
+// kernel duplicates them into the receiver.
+func (c *Conn) Send(v any, fds ...int) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if len(b) > MaxMessage {
+		return fmt.Errorf("%w: message of %d bytes", ErrProtocol, len(b))
+	}
+	var oob []byte
+	if len(fds) > 0 {
+		oob = unix.UnixRights(fds...)
+	}
+	n, oobn, err := c.C.WriteMsgUnix(b, oob, nil)
+	if err != nil {
+		return err
+	}
+	if n != len(b) || oobn != len(oob) {
+		return fmt.Errorf("%w: short write", ErrProtocol)
+	}
+	return nil
+}
+
+// Recv reads one message into v and returns the descriptors that came
+// with it; the caller owns (and must close) them, even when err is not
+// nil. A closed peer is io.EOF.
+func (c *Conn) Recv(v any) (fds []int, err error) {
+	n, oobn, flags, _, err := c.C.ReadMsgUnix(c.buf, c.oob)
+	if oobn > 0 {
+		fds = parseRights(c.oob[:oobn])
+	}
+	if err != nil {
+		return fds, err
+	}
+	if n == 0 && oobn == 0 {
+		return fds, io.EOF // SOCK_SEQPACKET: a zero-length read is the peer's close
+	}
+	if flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 {
+		return fds, fmt.Errorf("%w: message or descriptors truncated", ErrProtocol)
+	}
+	if err := json.Unmarshal(c.buf[:n], v); err != nil {
+		return fds, fmt.Errorf("%w: %v", ErrProtocol, err)
+	}
+	return fds, nil
+}
+
+func parseRights(oob []byte) []int {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil
+	}
+	var fds []int
+	for i := range msgs {
+		if r, err := unix.ParseUnixRights(&msgs[i]); err == nil {
+			fds = append(fds, r...)
+		}
+	}
+	return fds
+}
+
+// CloseFDs closes every descriptor in fds that is not -1.
+func CloseFDs(fds []int) {
+	for _, fd := range fds {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
+}
+
+// DeviceOf describes engine e as device name: query_device's answer in
+// both modes.
+func DeviceOf(e *dataplane.Engine, name string) Device {
+	return Device{
+		Name: name, GID: e.Addr(), MAC: e.MAC(), Scheme: e.Scheme().Name(),
+		MaxQPWR: dataplane.MaxWR, MaxCQE: MaxCQE, MaxSGE: qp.MaxSGE, MaxQPRdAtom: dataplane.MaxRdAtomic,
+	}
+}
+
+// MaxCQE is the deepest completion queue (dataplane.CreateCQ's limit).
+const MaxCQE = 1 << 22
+
+// CountersOf lists e's counters in display order.
+func CountersOf(e *dataplane.Engine) []Counter {
+	c := e.Counters()
+	var out []Counter
+	c.Each(func(name string, v uint64) { out = append(out, Counter{Name: name, Value: v}) })
+	return out
+}

@@ -1,0 +1,548 @@
+package verbsd
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/softnic/softnic/dataplane"
+	"github.com/softnic/softnic/qp"
+	"github.com/softnic/softnic/verbs/internal/proto"
+	"github.com/softnic/softnic/verbs/internal/shm"
+)
+
+// client is one connection and everything it created. Its maps are
+// guarded by Server.mu; handles are per connection, so no other client
+// can name these objects.
+type client struct {
+	id    uint64
+	conn  *proto.Conn
+	log   *slog.Logger
+	bell  *os.File // doorbell eventfd; the client holds a duplicate
+	bfd   int      // its descriptor number, for SCM_RIGHTS (Fd() would make it blocking)
+	hello bool
+
+	next uint32
+	pds  map[uint32]*pdObj
+	mrs  map[uint32]*mrObj
+	cqs  map[uint32]*cqObj
+	qps  map[uint32]*qpObj
+}
+
+type pdObj struct {
+	h  uint32
+	id uint32 // the engine's PD
+}
+
+type mrObj struct {
+	h   uint32
+	pd  *pdObj
+	m   *dataplane.MR
+	mem shm.Mapping
+}
+
+// handle returns a fresh handle (Server.mu held). Handles are never
+// reused within a connection, so a stale handle cannot name a new object.
+func (c *client) handle() uint32 {
+	c.next++
+	return c.next
+}
+
+// start checks the peer, makes its doorbell and starts its goroutines.
+func (s *Server) start(conn *net.UnixConn) error {
+	cred, err := peerCred(conn)
+	if err != nil {
+		return err
+	}
+	id := s.nextClient.Add(1)
+	log := s.log.With("client", id, "pid", cred.Pid, "uid", cred.Uid, "gid", cred.Gid)
+	// One eventfd per client: a client that reads its own doorbell (and
+	// so swallows wakeups) delays only itself.
+	bfd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return fmt.Errorf("doorbell eventfd: %w", err)
+	}
+	c := &client{
+		id: id, conn: proto.NewConn(conn), log: log,
+		bell: os.NewFile(uintptr(bfd), "softnic-doorbell"), bfd: bfd,
+		pds: map[uint32]*pdObj{}, mrs: map[uint32]*mrObj{}, cqs: map[uint32]*cqObj{}, qps: map[uint32]*qpObj{},
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		c.bell.Close()
+		return errors.New("server closed")
+	}
+	s.clients[c] = struct{}{}
+	s.wg.Add(2)
+	s.mu.Unlock()
+	log.Info("verbs client connected")
+	go s.doorbell(c)
+	go s.serveClient(c)
+	return nil
+}
+
+// peerCred is the connecting process's credentials (SO_PEERCRED), for
+// the log: the socket's mode decides who may connect at all.
+func peerCred(conn *net.UnixConn) (*unix.Ucred, error) {
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return nil, err
+	}
+	if cerr != nil {
+		return nil, fmt.Errorf("SO_PEERCRED: %w", cerr)
+	}
+	return cred, nil
+}
+
+// doorbell waits on the client's eventfd (parked in the runtime's poller,
+// not spinning) and wakes the poll loop each time the client rings.
+func (s *Server) doorbell(c *client) {
+	defer s.wg.Done()
+	var b [8]byte
+	for {
+		if _, err := c.bell.Read(b[:]); err != nil {
+			return
+		}
+		s.wake()
+	}
+}
+
+// serveClient answers c's requests in order until the connection ends,
+// then tears down everything c created.
+func (s *Server) serveClient(c *client) {
+	defer s.wg.Done()
+	defer s.drop(c)
+	for {
+		var req proto.Request
+		fds, err := c.conn.Recv(&req)
+		if err != nil {
+			proto.CloseFDs(fds)
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				c.log.Info("verbs client connection error", "err", err)
+			}
+			return
+		}
+		res, out, err := s.handle(c, &req, fds)
+		// Received descriptors are used (mapped) inside handle; the
+		// mapping outlives the descriptor.
+		proto.CloseFDs(fds)
+		resp := proto.Response{ID: req.ID}
+		if err != nil {
+			resp.Error = proto.EncodeError(err)
+		} else if res != nil {
+			if resp.Result, err = json.Marshal(res); err != nil {
+				resp.Error = proto.EncodeError(err)
+			}
+		}
+		var send []int
+		if resp.Error == nil {
+			send = out.fds
+		}
+		err = c.conn.Send(resp, send...)
+		proto.CloseFDs(out.owned)
+		if err != nil {
+			c.log.Info("verbs client: reply failed", "err", err)
+			return
+		}
+		if out.hangUp {
+			return
+		}
+	}
+}
+
+// reply is what a handler sends besides its result: descriptors to pass,
+// of which owned are closed once sent.
+type reply struct {
+	fds    []int
+	owned  []int
+	hangUp bool
+}
+
+// handle runs one request.
+func (s *Server) handle(c *client, req *proto.Request, fds []int) (any, reply, error) {
+	if req.Op != proto.OpHello && !c.hello {
+		return nil, reply{}, fmt.Errorf("%w: %s before hello", proto.ErrProtocol, req.Op)
+	}
+	args := func(v any) error {
+		if err := json.Unmarshal(req.Args, v); err != nil {
+			return fmt.Errorf("%w: %s arguments: %v", proto.ErrProtocol, req.Op, err)
+		}
+		return nil
+	}
+	var h proto.Handle
+	switch req.Op {
+	case proto.OpHello:
+		var a proto.HelloArgs
+		if err := args(&a); err != nil {
+			return nil, reply{hangUp: true}, err
+		}
+		return s.hello(c, a)
+	case proto.OpQueryDevice:
+		return proto.DeviceOf(s.e, s.o.Name), reply{}, nil
+	case proto.OpStats:
+		return s.stats(), reply{}, nil
+	case proto.OpAllocPD:
+		return s.allocPD(c), reply{}, nil
+	case proto.OpRegMR:
+		var a proto.RegMRArgs
+		if err := args(&a); err != nil {
+			return nil, reply{}, err
+		}
+		if len(fds) != 1 {
+			return nil, reply{}, fmt.Errorf("%w: reg_mr needs one memfd, got %d descriptors", proto.ErrProtocol, len(fds))
+		}
+		return s.regMR(c, a, fds[0])
+	case proto.OpCreateCQ:
+		var a proto.CreateCQArgs
+		if err := args(&a); err != nil {
+			return nil, reply{}, err
+		}
+		return s.createCQ(c, a)
+	case proto.OpCreateQP:
+		var a proto.CreateQPArgs
+		if err := args(&a); err != nil {
+			return nil, reply{}, err
+		}
+		return s.createQP(c, a)
+	case proto.OpModifyQP:
+		var a proto.ModifyQPArgs
+		if err := args(&a); err != nil {
+			return nil, reply{}, err
+		}
+		return nil, reply{}, s.modifyQP(c, a)
+	case proto.OpQueryQP, proto.OpDeallocPD, proto.OpDeregMR, proto.OpDestroyCQ, proto.OpDestroyQP:
+		if err := args(&h); err != nil {
+			return nil, reply{}, err
+		}
+	default:
+		return nil, reply{}, fmt.Errorf("%w: unknown operation %q", proto.ErrProtocol, req.Op)
+	}
+	switch req.Op {
+	case proto.OpQueryQP:
+		return s.queryQP(c, h.Handle)
+	case proto.OpDeallocPD:
+		return nil, reply{}, s.deallocPD(c, h.Handle)
+	case proto.OpDeregMR:
+		return nil, reply{}, s.deregMR(c, h.Handle)
+	case proto.OpDestroyCQ:
+		return nil, reply{}, s.destroyCQ(c, h.Handle)
+	default: // proto.OpDestroyQP
+		return nil, reply{}, s.destroyQP(c, h.Handle)
+	}
+}
+
+func (s *Server) hello(c *client, a proto.HelloArgs) (any, reply, error) {
+	if a.Version != proto.Version {
+		return nil, reply{hangUp: true}, fmt.Errorf("%w: client speaks version %d, daemon %d", proto.ErrProtocol, a.Version, proto.Version)
+	}
+	if a.ABI != s.abi {
+		return nil, reply{hangUp: true}, fmt.Errorf("%w: client's work request layout %#x differs from the daemon's %#x (rebuild the client against this softnic)", proto.ErrProtocol, a.ABI, s.abi)
+	}
+	if c.hello {
+		return nil, reply{}, fmt.Errorf("%w: second hello", proto.ErrProtocol)
+	}
+	c.hello = true
+	return proto.HelloResult{Device: proto.DeviceOf(s.e, s.o.Name), Client: c.id}, reply{fds: []int{s.devFD, c.bfd}}, nil
+}
+
+func (s *Server) stats() proto.StatsResult {
+	res := proto.StatsResult{Counters: proto.CountersOf(s.e)}
+	if s.o.Counters != nil {
+		s.o.Counters(func(name string, v uint64) {
+			res.Counters = append(res.Counters, proto.Counter{Name: name, Value: v})
+		})
+	}
+	return res
+}
+
+func (s *Server) allocPD(c *client) proto.Handle {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pd := &pdObj{h: c.handle(), id: s.e.AllocPD()}
+	c.pds[pd.h] = pd
+	return proto.Handle{Handle: pd.h}
+}
+
+func (s *Server) deallocPD(c *client, h uint32) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pd := c.pds[h]
+	if pd == nil {
+		return badHandle("PD", h)
+	}
+	if err := s.e.DeallocPD(pd.id); err != nil {
+		return err
+	}
+	delete(c.pds, h)
+	return nil
+}
+
+func badHandle(kind string, h uint32) error {
+	return fmt.Errorf("%w: %s handle %d", proto.ErrBadHandle, kind, h)
+}
+
+// regMR maps the client's memfd (which must be sealed against shrinking:
+// otherwise the client could truncate it and crash the daemon with
+// SIGBUS) and registers the pages under the client's address.
+func (s *Server) regMR(c *client, a proto.RegMRArgs, fd int) (any, reply, error) {
+	if a.Addr == 0 || a.Addr+uint64(a.Length) < a.Addr {
+		return nil, reply{}, fmt.Errorf("%w: region address %#x length %d", proto.ErrProtocol, a.Addr, a.Length)
+	}
+	if a.Length == 0 {
+		return nil, reply{}, dataplane.ErrEmptyMR
+	}
+	mem, err := shm.MapShared(fd, a.Offset, a.Length, unix.PROT_READ|unix.PROT_WRITE, unix.F_SEAL_SHRINK)
+	if err != nil {
+		return nil, reply{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pd := c.pds[a.PD]
+	if pd == nil {
+		mem.Unmap()
+		return nil, reply{}, badHandle("PD", a.PD)
+	}
+	m, err := s.e.RegMR(pd.id, mem.Bytes, a.Addr, a.Access)
+	if err != nil {
+		mem.Unmap()
+		return nil, reply{}, err
+	}
+	mr := &mrObj{h: c.handle(), pd: pd, m: m, mem: mem}
+	c.mrs[mr.h] = mr
+	return proto.RegMRResult{Handle: mr.h, LKey: m.LKey, RKey: m.RKey}, reply{}, nil
+}
+
+// deregMR: once the engine forgot the region (under its lock) nothing
+// references the pages, and they can be unmapped.
+func (s *Server) deregMR(c *client, h uint32) error {
+	s.mu.Lock()
+	mr := c.mrs[h]
+	if mr == nil {
+		s.mu.Unlock()
+		return badHandle("MR", h)
+	}
+	err := s.e.DeregMR(mr.m)
+	if err == nil {
+		delete(c.mrs, h)
+	}
+	s.mu.Unlock()
+	if err == nil {
+		mr.mem.Unmap()
+	}
+	return err
+}
+
+func (s *Server) createCQ(c *client, a proto.CreateCQArgs) (any, reply, error) {
+	ecq, err := s.e.CreateCQ(a.CQE, nil)
+	if err != nil {
+		return nil, reply{}, err
+	}
+	l, err := shm.NewCQLayout(a.CQE)
+	if err != nil {
+		return nil, reply{}, err
+	}
+	fd, mem, err := shm.Create("softnic-cq", l.Size, shm.SealAll)
+	if err != nil {
+		return nil, reply{}, err
+	}
+	l.Init(mem)
+	cq := &cqObj{owner: c, ecq: ecq, mem: shm.Mapping{Mem: mem, Bytes: mem}, ring: shm.NewProducer(l.Ring(mem)), layout: l}
+	s.mu.Lock()
+	cq.h = c.handle()
+	c.cqs[cq.h] = cq
+	s.cqs = append(s.cqs, cq)
+	s.mu.Unlock()
+	return proto.CreateCQResult{Handle: cq.h, Cap: l.Cap, Size: l.Size}, reply{fds: []int{fd}, owned: []int{fd}}, nil
+}
+
+func (s *Server) destroyCQ(c *client, h uint32) error {
+	s.mu.Lock()
+	cq := c.cqs[h]
+	if cq == nil {
+		s.mu.Unlock()
+		return badHandle("CQ", h)
+	}
+	if cq.users > 0 {
+		s.mu.Unlock()
+		return fmt.Errorf("%w: completion queue is used by %d QP queues", dataplane.ErrBusy, cq.users)
+	}
+	delete(c.cqs, h)
+	s.cqs = remove(s.cqs, cq)
+	s.mu.Unlock()
+	cq.mem.Unmap()
+	return nil
+}
+
+func (s *Server) createQP(c *client, a proto.CreateQPArgs) (any, reply, error) {
+	// The engine validates the queue sizes first; the rings match them.
+	s.mu.Lock()
+	pd, scq, rcq := c.pds[a.PD], c.cqs[a.SendCQ], c.cqs[a.RecvCQ]
+	var err error
+	switch {
+	case pd == nil:
+		err = badHandle("PD", a.PD)
+	case scq == nil:
+		err = badHandle("CQ", a.SendCQ)
+	case rcq == nil:
+		err = badHandle("CQ", a.RecvCQ)
+	}
+	var eq *dataplane.QP
+	if err == nil {
+		eq, err = s.e.CreateQP(pd.id, dataplane.QPInitAttr{SendCQ: scq.ecq, RecvCQ: rcq.ecq,
+			MaxSendWR: a.MaxSendWR, MaxRecvWR: a.MaxRecvWR, SigAll: a.SigAll})
+	}
+	if err == nil {
+		scq.users++ // pinned now, so that the CQs outlive the unlocked stretch
+		rcq.users++
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return nil, reply{}, err
+	}
+	l, err := shm.NewQPLayout(a.MaxSendWR, a.MaxRecvWR)
+	var fd int
+	var mem []byte
+	if err == nil {
+		fd, mem, err = shm.Create("softnic-qp", l.Size, shm.SealAll)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		scq.users--
+		rcq.users--
+		s.e.DestroyQP(eq)
+		return nil, reply{}, err
+	}
+	l.Init(mem)
+	q := &qpObj{h: c.handle(), owner: c, pd: pd, eq: eq, sendCQ: scq, recvCQ: rcq,
+		mem: shm.Mapping{Mem: mem, Bytes: mem}, sq: shm.NewConsumer(l.SQ(mem)), rq: shm.NewConsumer(l.RQ(mem))}
+	c.qps[q.h] = q
+	s.qps = append(s.qps, q)
+	return proto.CreateQPResult{Handle: q.h, QPN: eq.QPN(), SQCap: l.SQCap, RQCap: l.RQCap, Size: l.Size},
+		reply{fds: []int{fd}, owned: []int{fd}}, nil
+}
+
+// modifyQP first moves what the client already published into the
+// engine, so that work posted before the modify is ordered before it (a
+// RESET discards it, an ERR flushes it), then publishes what the modify
+// retired.
+func (s *Server) modifyQP(c *client, a proto.ModifyQPArgs) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := c.qps[a.QP]
+	if q == nil {
+		return badHandle("QP", a.QP)
+	}
+	s.moveWork(q)
+	attr := a.Attr.ToQPAttr()
+	err := s.e.ModifyQP(q.eq, &attr, a.Mask)
+	s.retire(q)
+	return err
+}
+
+func (s *Server) queryQP(c *client, h uint32) (any, reply, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := c.qps[h]
+	if q == nil {
+		return nil, reply{}, badHandle("QP", h)
+	}
+	a := s.e.QueryQP(q.eq)
+	return proto.FromQPAttr(&a), reply{}, nil
+}
+
+func (s *Server) destroyQP(c *client, h uint32) error {
+	s.mu.Lock()
+	q := c.qps[h]
+	if q == nil {
+		s.mu.Unlock()
+		return badHandle("QP", h)
+	}
+	err := s.destroyQPLocked(q)
+	s.mu.Unlock()
+	if err == nil {
+		q.mem.Unmap()
+	}
+	return err
+}
+
+// destroyQPLocked takes q out of the pump and the engine (s.mu held).
+func (s *Server) destroyQPLocked(q *qpObj) error {
+	if err := s.e.DestroyQP(q.eq); err != nil {
+		return err
+	}
+	delete(q.owner.qps, q.h)
+	s.qps = remove(s.qps, q)
+	q.sendCQ.users--
+	q.recvCQ.users--
+	return nil
+}
+
+// drop tears down everything c created, in dependency order: QPs (moved
+// to ERR first, which stops their timers and flushes their queues, then
+// destroyed), MRs, CQs, PDs. Unmapping waits until nothing (engine or
+// pump) can reach the memory.
+func (s *Server) drop(c *client) {
+	c.bell.Close() // ends the doorbell goroutine
+	c.conn.C.Close()
+	s.mu.Lock()
+	delete(s.clients, c)
+	var maps []shm.Mapping
+	n := struct{ qps, mrs, cqs, pds int }{len(c.qps), len(c.mrs), len(c.cqs), len(c.pds)}
+	errAttr := dataplane.QPAttr{State: qp.Err}
+	for _, q := range c.qps {
+		s.e.ModifyQP(q.eq, &errAttr, qp.AttrState)
+		if err := s.destroyQPLocked(q); err != nil {
+			c.log.Warn("destroy QP", "qp", q.h, "err", err)
+		}
+		maps = append(maps, q.mem)
+	}
+	for h, mr := range c.mrs {
+		if err := s.e.DeregMR(mr.m); err != nil {
+			c.log.Warn("deregister MR", "mr", h, "err", err)
+		}
+		maps = append(maps, mr.mem)
+		delete(c.mrs, h)
+	}
+	for h, cq := range c.cqs {
+		s.cqs = remove(s.cqs, cq)
+		maps = append(maps, cq.mem)
+		delete(c.cqs, h)
+	}
+	for h, pd := range c.pds {
+		if err := s.e.DeallocPD(pd.id); err != nil {
+			c.log.Warn("deallocate PD", "pd", h, "err", err)
+		}
+		delete(c.pds, h)
+	}
+	s.mu.Unlock()
+	for i := range maps {
+		maps[i].Unmap()
+	}
+	c.log.Info("verbs client gone; its objects are destroyed", "qps", n.qps, "mrs", n.mrs, "cqs", n.cqs, "pds", n.pds)
+}
+
+func remove[T comparable](s []T, v T) []T {
+	for i := range s {
+		if s[i] == v {
+			s[i] = s[len(s)-1]
+			s[len(s)-1] = *new(T)
+			return s[:len(s)-1]
+		}
+	}
+	return s
+}

@@ -1,0 +1,251 @@
+package verbsd
+
+import (
+	"errors"
+
+	"github.com/softnic/softnic/dataplane"
+	"github.com/softnic/softnic/qp"
+	"github.com/softnic/softnic/verbs/internal/shm"
+)
+
+// qpObj is a client's QP: the engine's QP and the server's side of its
+// shared rings. The consumers' private heads count the WQEs moved into
+// the engine; the retired indices, published to the client, count those
+// the engine has also retired, so that the ring's capacity bounds
+// outstanding work as the engine's own queue does.
+type qpObj struct {
+	h              uint32
+	owner          *client
+	pd             *pdObj
+	eq             *dataplane.QP
+	sendCQ, recvCQ *cqObj
+	mem            shm.Mapping
+	sq             shm.Consumer[qp.SendWR]
+	rq             shm.Consumer[qp.RecvWR]
+	sqRetired      uint32
+	rqRetired      uint32
+	broken         bool // a ring index was corrupt: the QP is in ERR and its rings are ignored
+}
+
+// cqObj is a client's CQ: the engine's CQ and the producer side of the
+// shared completion ring.
+type cqObj struct {
+	h        uint32
+	owner    *client
+	ecq      *dataplane.CQ
+	mem      shm.Mapping
+	ring     shm.Producer[qp.WC]
+	layout   shm.CQLayout
+	users    int  // QPs using it
+	overflow bool // a completion was lost; the flag in the ring is set
+}
+
+// Pump moves work and completions between the clients' shared rings and
+// the engine: published send and receive WQEs into the engine's queues,
+// retired slots back to the clients, then completions from the engine's
+// CQs into the completion rings. It runs on the engine's poll goroutine
+// (dataplane.RunConfig.Pump), outside the engine lock, and reports
+// whether it moved anything. It does not allocate.
+//
+// Retired indices are published before completions, so that a client
+// that has seen a completion finds its WQE's slot free, as it would in
+// embedded mode.
+//
+// Two servers on one loop (a Sim's two engines) must both pump every
+// round: compose them as `a := sA.Pump(); b := sB.Pump(); return a || b`,
+// never with a short-circuiting ||.
+func (s *Server) Pump() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	recheck := s.recheck
+	s.recheck = false
+	moved := false
+	for _, q := range s.qps {
+		if s.moveWork(q) {
+			moved = true
+		}
+		s.retire(q)
+	}
+	for _, c := range s.cqs {
+		if s.moveCompletions(c) {
+			moved = true
+		}
+	}
+	// The loop is awake. Clear the flag unless this is the last look
+	// before sleeping (BeforeWait's recheck found nothing): then the flag
+	// must stay up while the loop sleeps.
+	if (moved || !recheck) && s.needWakeup.Load() != 0 {
+		s.needWakeup.Store(0)
+	}
+	return moved
+}
+
+// BeforeWait raises the need-wakeup flag before the poll loop sleeps.
+// The loop then pumps once more: anything a client published before it
+// saw the flag is found by that pump, anything after makes the client
+// ring its doorbell.
+func (s *Server) BeforeWait() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.needWakeup.Store(1)
+	s.recheck = true
+	if s.o.Wake == nil && !s.warned {
+		s.warned = true
+		s.log.Warn("verbsd: no Wake function: doorbells cannot wake the poll loop")
+	}
+}
+
+// moveWork moves q's published WQEs into the engine (s.mu held). Entries
+// are copied out of the shared slots into the server's own batch before
+// the engine sees them: the client can rewrite a slot at any time, and
+// the engine must validate and use one unchanging copy.
+func (s *Server) moveWork(q *qpObj) bool {
+	if q.broken {
+		return false
+	}
+	moved := false
+	n, err := q.sq.Available()
+	if err != nil {
+		s.breakQP(q, "send ring", err)
+		return false
+	}
+	for n > 0 {
+		k := min(n, pumpBatch)
+		for i := range k {
+			s.sendBatch[i] = *q.sq.At(i)
+		}
+		posted, err := s.e.PostSend(q.eq, s.sendBatch[:k])
+		q.sq.Advance(uint32(posted))
+		n -= uint32(posted)
+		moved = moved || posted > 0
+		if err != nil {
+			if errors.Is(err, dataplane.ErrQueueFull) {
+				break // only a client that forged its ring indices gets here; the rest waits
+			}
+			s.refuseSend(q, &s.sendBatch[posted], err)
+			q.sq.Advance(1)
+			n--
+			moved = true
+		}
+	}
+	n, err = q.rq.Available()
+	if err != nil {
+		s.breakQP(q, "receive ring", err)
+		return moved
+	}
+	for n > 0 {
+		k := min(n, pumpBatch)
+		for i := range k {
+			s.recvBatch[i] = *q.rq.At(i)
+		}
+		posted, err := s.e.PostRecv(q.eq, s.recvBatch[:k])
+		q.rq.Advance(uint32(posted))
+		n -= uint32(posted)
+		moved = moved || posted > 0
+		if err != nil {
+			if errors.Is(err, dataplane.ErrQueueFull) {
+				break
+			}
+			s.refuseRecv(q, &s.recvBatch[posted], err)
+			q.rq.Advance(1)
+			n--
+			moved = true
+		}
+	}
+	return moved
+}
+
+// retire publishes how many of q's moved WQEs the engine has retired.
+func (s *Server) retire(q *qpObj) {
+	if q.sq.Head() == q.sqRetired && q.rq.Head() == q.rqRetired {
+		return // nothing outstanding: skip the engine lock
+	}
+	sl, rl := s.e.QueueDepths(q.eq)
+	if r := q.sq.Head() - uint32(sl); r != q.sqRetired {
+		q.sqRetired = r
+		q.sq.Release(r)
+	}
+	if r := q.rq.Head() - uint32(rl); r != q.rqRetired {
+		q.rqRetired = r
+		q.rq.Release(r)
+	}
+}
+
+// moveCompletions drains c's engine CQ into its shared ring. A ring the
+// client let fill up loses the completion and raises the overflow flag:
+// a full CQ overflows, as the engine's own CQ does in embedded mode.
+func (s *Server) moveCompletions(c *cqObj) bool {
+	moved := false
+	for {
+		n, err := s.e.PollCQ(c.ecq, s.wcBatch[:])
+		if err != nil {
+			s.cqOverflow(c) // the engine's CQ itself overflowed between pumps
+		}
+		pushed := 0
+		for i := range n {
+			if c.ring.Free() == 0 {
+				s.cqOverflow(c)
+				continue
+			}
+			c.ring.Push(&s.wcBatch[i])
+			pushed++
+		}
+		if pushed > 0 {
+			c.ring.Publish()
+		}
+		moved = moved || n > 0
+		if n < pumpBatch {
+			return moved
+		}
+	}
+}
+
+func (s *Server) cqOverflow(c *cqObj) {
+	if c.overflow {
+		return
+	}
+	c.overflow = true
+	c.layout.Overflow(c.mem.Bytes).Store(1)
+	c.owner.log.Warn("completion queue overflowed: completions were lost", "cq", c.h)
+}
+
+// breakQP handles a ring index no correct client writes: the QP goes to
+// ERR (flushing what the engine holds) and its rings are ignored from
+// now on. Only this client's QP suffers.
+func (s *Server) breakQP(q *qpObj, ring string, err error) {
+	q.broken = true
+	q.owner.log.Warn("corrupt ring: QP moved to ERR", "qp", q.h, "qpn", q.eq.QPN(), "ring", ring, "err", err)
+	s.toErr(q)
+}
+
+// refuseSend handles a WQE the engine refused although the client library
+// checks what the engine checks: a client that bypassed its library, or
+// raced a deregistration. As a NIC does with a malformed WQE, the QP
+// moves to ERR; the WQE completes as flushed under its own WRID, so the
+// application still hears of it.
+func (s *Server) refuseSend(q *qpObj, wr *qp.SendWR, err error) {
+	q.owner.log.Warn("send WQE refused: QP moved to ERR", "qp", q.h, "qpn", q.eq.QPN(), "wr_id", wr.WRID, "err", err)
+	s.toErr(q)
+	flush := [1]qp.SendWR{{WRID: wr.WRID, Opcode: qp.WRSend}}
+	s.e.PostSend(q.eq, flush[:])
+}
+
+func (s *Server) refuseRecv(q *qpObj, wr *qp.RecvWR, err error) {
+	q.owner.log.Warn("receive WQE refused: QP moved to ERR", "qp", q.h, "qpn", q.eq.QPN(), "wr_id", wr.WRID, "err", err)
+	s.toErr(q)
+	flush := [1]qp.RecvWR{{WRID: wr.WRID}}
+	s.e.PostRecv(q.eq, flush[:])
+}
+
+func (s *Server) toErr(q *qpObj) {
+	a := dataplane.QPAttr{State: qp.Err}
+	if err := s.e.ModifyQP(q.eq, &a, qp.AttrState); err != nil {
+		q.owner.log.Warn("modify QP to ERR", "qp", q.h, "err", err)
+	}
+}

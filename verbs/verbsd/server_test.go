@@ -1,0 +1,244 @@
+package verbsd
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"net"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/softnic/softnic/dataplane"
+	"github.com/softnic/softnic/qp"
+	"github.com/softnic/softnic/verbs/internal/proto"
+	"github.com/softnic/softnic/verbs/internal/shm"
+)
+
+// These tests speak the wire protocol directly, as a client that does not
+// use the verbs library (or means harm) would. Whatever it sends, the
+// daemon answers with errors, keeps serving, and confines the damage to
+// that client's own objects.
+
+type rawClient struct {
+	t    *testing.T
+	c    *proto.Conn
+	next uint64
+}
+
+func newServer(t *testing.T) (*Server, *dataplane.Sim) {
+	t.Helper()
+	sim, err := dataplane.NewSim(dataplane.SimConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(sim.A, Options{SocketPath: filepath.Join(t.TempDir(), "v.sock"), Wake: sim.Wake,
+		Counters: func(yield func(string, uint64)) { yield("port_rx_frames", 5) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { s.Serve(ctx) })
+	t.Cleanup(func() { s.Close(); cancel(); wg.Wait() })
+	return s, sim
+}
+
+func dial(t *testing.T, s *Server) *rawClient {
+	t.Helper()
+	c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: s.SocketPath(), Net: "unixpacket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &rawClient{t: t, c: proto.NewConn(c)}
+}
+
+// call sends op and returns the response's error and descriptors.
+func (r *rawClient) call(op string, args any, result any, fds ...int) ([]int, error) {
+	r.t.Helper()
+	r.next++
+	req := proto.Request{ID: r.next, Op: op}
+	if args != nil {
+		req.Args, _ = json.Marshal(args)
+	}
+	if err := r.c.Send(req, fds...); err != nil {
+		r.t.Fatalf("%s: send: %v", op, err)
+	}
+	var resp proto.Response
+	got, err := r.c.Recv(&resp)
+	if err != nil {
+		r.t.Fatalf("%s: receive: %v", op, err)
+	}
+	if resp.Error != nil {
+		return got, resp.Error.Err()
+	}
+	if result != nil {
+		if err := json.Unmarshal(resp.Result, result); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+	return got, nil
+}
+
+func (r *rawClient) hello() {
+	abi, _ := shm.Fingerprint()
+	fds, err := r.call(proto.OpHello, proto.HelloArgs{Version: proto.Version, ABI: abi}, nil)
+	proto.CloseFDs(fds)
+	if err != nil || len(fds) != 2 {
+		r.t.Fatalf("hello: %v, %d descriptors", err, len(fds))
+	}
+}
+
+// TestProtocolAbuse: requests out of order, malformed, unknown, with
+// stray descriptors or the wrong version get errors; the connection and
+// the server survive.
+func TestProtocolAbuse(t *testing.T) {
+	s, _ := newServer(t)
+	r := dial(t, s)
+	if _, err := r.call(proto.OpAllocPD, nil, nil); !errors.Is(err, proto.ErrProtocol) {
+		t.Fatalf("request before hello: %v", err)
+	}
+	r.hello()
+	if _, err := r.call("format_disk", nil, nil); !errors.Is(err, proto.ErrProtocol) {
+		t.Fatalf("unknown op: %v", err)
+	}
+	if _, err := r.call(proto.OpDestroyQP, "not an object", nil); !errors.Is(err, proto.ErrProtocol) {
+		t.Fatalf("malformed arguments: %v", err)
+	}
+	if _, err := r.call(proto.OpRegMR, proto.RegMRArgs{PD: 1, Addr: 4096, Length: 4096}, nil); !errors.Is(err, proto.ErrProtocol) {
+		t.Fatalf("reg_mr without a memfd: %v", err)
+	}
+	// A descriptor that is not a sealed memfd, and one sent with an op
+	// that takes none (it must be closed, not leaked or used).
+	var pd proto.Handle
+	if _, err := r.call(proto.OpAllocPD, nil, &pd); err != nil {
+		t.Fatal(err)
+	}
+	p := make([]int, 2)
+	if err := unix.Pipe2(p, unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer proto.CloseFDs(p)
+	if _, err := r.call(proto.OpRegMR, proto.RegMRArgs{PD: pd.Handle, Addr: 4096, Length: 4096, Access: qp.AccessLocalWrite}, nil, p[0]); err == nil {
+		t.Fatal("a pipe registered as memory")
+	}
+	fd, mem, err := shm.Create("unsealed", 4096, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	defer unix.Munmap(mem)
+	if _, err := r.call(proto.OpRegMR, proto.RegMRArgs{PD: pd.Handle, Addr: 4096, Length: 4096, Access: qp.AccessLocalWrite}, nil, fd); err == nil {
+		t.Fatal("memory the client could shrink registered")
+	}
+	if _, err := r.call(proto.OpStats, nil, nil, p[1]); err != nil {
+		t.Fatalf("stats with a stray descriptor: %v", err)
+	}
+	var st proto.StatsResult
+	if _, err := r.call(proto.OpStats, nil, &st); err != nil || st.Counters[len(st.Counters)-1] != (proto.Counter{Name: "port_rx_frames", Value: 5}) {
+		t.Fatalf("stats: %+v, %v", st, err)
+	}
+	// A client of another layout is turned away at hello.
+	other := dial(t, s)
+	if _, err := other.call(proto.OpHello, proto.HelloArgs{Version: proto.Version, ABI: 12345}, nil); !errors.Is(err, proto.ErrProtocol) {
+		t.Fatalf("foreign layout: %v", err)
+	}
+	// The first connection still works.
+	if _, err := r.call(proto.OpQueryDevice, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// hostileQP sets up a QP in RTS over the raw protocol and maps its rings.
+func hostileQP(t *testing.T, r *rawClient, sim *dataplane.Sim) (qpRes proto.CreateQPResult, l shm.QPLayout, rings []byte, cqRing []byte, cqLayout shm.CQLayout) {
+	t.Helper()
+	var pd proto.Handle
+	r.call(proto.OpAllocPD, nil, &pd)
+	var cq proto.CreateCQResult
+	fds, err := r.call(proto.OpCreateCQ, proto.CreateCQArgs{CQE: 8}, &cq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cqLayout, _ = shm.NewCQLayout(8)
+	m, err := shm.MapShared(fds[0], 0, int64(cq.Size), unix.PROT_READ|unix.PROT_WRITE, 0)
+	proto.CloseFDs(fds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Unmap() })
+	fds, err = r.call(proto.OpCreateQP, proto.CreateQPArgs{PD: pd.Handle, SendCQ: cq.Handle, RecvCQ: cq.Handle, MaxSendWR: 4, MaxRecvWR: 4}, &qpRes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _ = shm.NewQPLayout(4, 4)
+	qm, err := shm.MapShared(fds[0], 0, int64(qpRes.Size), unix.PROT_READ|unix.PROT_WRITE, 0)
+	proto.CloseFDs(fds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { qm.Unmap() })
+	for _, st := range []struct {
+		a    dataplane.QPAttr
+		mask qp.AttrMask
+	}{
+		{dataplane.QPAttr{State: qp.Init, Port: 1}, qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort | qp.AttrAccessFlags},
+		{dataplane.QPAttr{State: qp.RTR, AV: dataplane.AddressVector{DGID: sim.B.Addr()}, PathMTU: qp.MTU1024, DestQPN: 0x10},
+			qp.AttrState | qp.AttrAV | qp.AttrPathMTU | qp.AttrDestQPN | qp.AttrRQPSN | qp.AttrMaxDestRdAtomic | qp.AttrMinRNRTimer},
+		{dataplane.QPAttr{State: qp.RTS}, qp.AttrState | qp.AttrSQPSN | qp.AttrTimeout | qp.AttrRetryCnt | qp.AttrRNRRetry | qp.AttrMaxQPRdAtomic},
+	} {
+		if _, err := r.call(proto.OpModifyQP, proto.ModifyQPArgs{QP: qpRes.Handle, Attr: proto.FromQPAttr(&st.a), Mask: st.mask}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return qpRes, l, qm.Bytes, m.Bytes, cqLayout
+}
+
+func qpState(t *testing.T, r *rawClient, h uint32) qp.State {
+	t.Helper()
+	var a proto.QPAttr
+	if _, err := r.call(proto.OpQueryQP, proto.Handle{Handle: h}, &a); err != nil {
+		t.Fatal(err)
+	}
+	return a.State
+}
+
+// TestHostileRings: a malformed WQE written straight into the ring moves
+// only that QP to ERR and completes as flushed under its WRID; a forged
+// producer index does the same; the server pumps on for everyone else.
+func TestHostileRings(t *testing.T) {
+	s, sim := newServer(t)
+	r := dial(t, s)
+	r.hello()
+	q, l, rings, cqMem, cql := hostileQP(t, r, sim)
+	sq := shm.NewProducer(l.SQ(rings))
+	sq.Push(&qp.SendWR{WRID: 77, Opcode: qp.WRSend, NumSGE: 1000}) // the library would refuse this
+	sq.Publish()
+	s.Pump()
+	if st := qpState(t, r, q.Handle); st != qp.Err {
+		t.Fatalf("QP in %v after a malformed WQE", st)
+	}
+	s.Pump()
+	cq := shm.NewConsumer(cql.Ring(cqMem))
+	if n, err := cq.Available(); err != nil || n != 1 || cq.At(0).WRID != 77 || cq.At(0).Status != qp.WCWRFlushErr {
+		t.Fatalf("completion of the malformed WQE: %d %v %+v", n, err, *cq.At(0))
+	}
+
+	// A second QP whose producer index claims more than the ring holds.
+	q2, _, rings2, _, _ := hostileQP(t, r, sim)
+	binary.LittleEndian.PutUint32(rings2[shm.OffSQProd:], 1<<20)
+	s.Pump()
+	if st := qpState(t, r, q2.Handle); st != qp.Err {
+		t.Fatalf("QP in %v after a forged index", st)
+	}
+	if o := s.Objects(); o.QPs != 2 || o.Clients != 1 {
+		t.Fatalf("objects %+v", o)
+	}
+	// Pumping the broken QP again neither panics nor resurrects it.
+	s.Pump()
+	s.BeforeWait()
+	s.Pump()
+}
