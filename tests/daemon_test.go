@@ -368,7 +368,7 @@ func TestDaemonRestartAfterKill(t *testing.T) {
 
 	d = startDaemon(t, tb, netns.HostA, args...)
 	d.waitReady(socket)
-	if !strings.Contains(d.out.String(), "removed stale control socket") {
+	if !strings.Contains(d.out.String(), "removed stale verbs socket") {
 		t.Errorf("the restarted daemon did not report the stale socket:\n%s", d.out.String())
 	}
 	if stale && !strings.Contains(d.out.String(), "removed a stale softnic XDP program") {

@@ -11,7 +11,6 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,6 +24,7 @@ import (
 	"github.com/softnic/softnic/dataplane/udpport"
 	"github.com/softnic/softnic/qp"
 	"github.com/softnic/softnic/recovery"
+	"github.com/softnic/softnic/verbs/verbsd"
 )
 
 // defaultSocket is the control socket: the verbs RPC and the stats RPC.
@@ -122,11 +122,8 @@ func runCmd(args []string) error {
 }
 
 // controlPlane serves local processes on the control socket and moves
-// their work into the engine from the poll loop. The verbs server
-// (package verbs/verbsd: verbsd.New(e, verbsd.Options{SocketPath, Logger,
-// Wake})) has exactly this shape and plugs in at newControlPlane; until it
-// lands, statsServer answers the stats RPC and pumps nothing. When it does,
-// the stats RPC of stats.go becomes one of its operations.
+// their work into the engine from the poll loop: the verbs server
+// (package verbs/verbsd), which also answers `softnic stats`.
 type controlPlane interface {
 	Serve(ctx context.Context) error
 	// Pump runs on the poll loop after every engine poll and reports
@@ -134,13 +131,27 @@ type controlPlane interface {
 	Pump() bool
 	// BeforeWait runs before the poll loop blocks.
 	BeforeWait()
-	// Close stops serving and removes the socket.
+	// Close stops serving, frees every client's objects and removes the
+	// socket.
 	Close() error
 }
 
-// newControlPlane is the one place the control plane is chosen.
-func newControlPlane(d *daemon, ln *net.UnixListener) controlPlane {
-	return newStatsServer(ln, d.opts.socket, d.snapshot, d.log)
+// newControlPlane starts the verbs server for the daemon's engine; the
+// stats RPC reports the port's and the XDP program's counters after the
+// engine's.
+func newControlPlane(d *daemon) (controlPlane, error) {
+	return verbsd.New(d.engine, verbsd.Options{
+		SocketPath: d.opts.socket,
+		Logger:     d.log,
+		Wake:       d.port.Wake,
+		SocketMode: 0o660,
+		Name:       "softnic_" + d.ifi.Name,
+		Counters: func(yield func(string, uint64)) {
+			for _, c := range d.extraCounters() {
+				yield(c.name, c.value)
+			}
+		},
+	})
 }
 
 // port is what the daemon needs of either port kind.
@@ -201,11 +212,9 @@ func start(o options, log *slog.Logger) (d *daemon, err error) {
 	// The socket comes before the interface: a second daemon started by
 	// mistake must be turned away before it touches the first one's XDP
 	// program.
-	ln, err := listenControl(o.socket, log)
-	if err != nil {
+	if err := checkControlFree(o.socket); err != nil {
 		return d, err
 	}
-	d.cp = newControlPlane(d, ln)
 	frameSize := 2 * o.mtu // path MTU 1024 in 2048-byte chunks, 2048 in 4096
 	var mac [6]byte
 	copy(mac[:], d.ifi.HardwareAddr)
@@ -238,6 +247,9 @@ func start(o options, log *slog.Logger) (d *daemon, err error) {
 		log.Info("UDP port open", "addr", netip.AddrPortFrom(d.addr, 4791), "max_frame", p.MaxFrame())
 	}
 	if d.engine, err = dataplane.NewEngine(dataplane.Config{MAC: mac, Addr: d.addr, Scheme: scheme, SRAMBytes: o.sram, FetchPenalty: fetchPenalty(o.penalty)}, d.port); err != nil {
+		return d, err
+	}
+	if d.cp, err = newControlPlane(d); err != nil {
 		return d, err
 	}
 	if o.metrics != "" {
@@ -303,14 +315,20 @@ func (d *daemon) logCounters() {
 	d.log.Info("final counters", attrs...)
 }
 
-// snapshot reads every counter: the engine's (rxe hw_counters names), the
-// port's (port_*), the XDP program's (xdp_*). Safe from any goroutine.
+// snapshot reads every counter: the engine's (rxe hw_counters names),
+// then extraCounters. Safe from any goroutine.
 func (d *daemon) snapshot() []counter {
 	var out []counter
 	if d.engine != nil {
 		c := d.engine.Counters()
 		c.Each(func(name string, v uint64) { out = append(out, counter{name, v}) })
 	}
+	return append(out, d.extraCounters()...)
+}
+
+// extraCounters are the port's (port_*) and the XDP program's (xdp_*).
+func (d *daemon) extraCounters() []counter {
+	var out []counter
 	if d.portStats != nil {
 		for _, c := range d.portStats() {
 			out = append(out, counter{"port_" + c.name, c.value})
@@ -448,44 +466,25 @@ func parseQueues(s string) ([]int, error) {
 	return qs, nil
 }
 
-// listenControl creates the control socket. A daemon that answers on the
-// path is an error; a socket file nobody answers on is left from a killed
-// daemon and is removed; anything else at the path is not ours to remove.
-// The socket gets mode 0660: the verbs RPC registers memory and creates
-// QPs on the caller's behalf, so only root and the socket's group (give
-// /run/softnic to an rdma group to share it) may connect, never everyone.
-func listenControl(path string, log *slog.Logger) (*net.UnixListener, error) {
-	if fi, err := os.Lstat(path); err == nil {
-		if fi.Mode().Type() != os.ModeSocket {
-			return nil, fmt.Errorf("control socket path %s exists and is not a socket", path)
-		}
-		c, err := net.DialTimeout("unix", path, time.Second)
-		if err == nil {
-			c.Close()
-			return nil, fmt.Errorf("control socket %s is in use by a running daemon", path)
-		}
-		if !errors.Is(err, syscall.ECONNREFUSED) {
-			return nil, fmt.Errorf("control socket %s: %w", path, err)
-		}
-		if err := os.Remove(path); err != nil {
-			return nil, fmt.Errorf("remove stale control socket: %w", err)
-		}
-		log.Info("removed stale control socket", "path", path)
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("control socket directory: %w", err)
-	}
-	// bind(2) creates the file with the umask applied; a umask rather
-	// than a chmod afterwards leaves no moment in which the socket is
-	// more open than 0660. The daemon has started no other goroutine
-	// that creates files yet.
-	old := unix.Umask(0o117)
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	unix.Umask(old)
+// checkControlFree turns a second daemon away before it touches the
+// interface: a socket at path that a live daemon answers on is in use,
+// and a file there that is not a socket is not ours to replace. A stale
+// socket (a killed daemon's) is fine: the verbs server replaces it.
+func checkControlFree(path string) error {
+	fi, err := os.Lstat(path)
 	if err != nil {
-		return nil, fmt.Errorf("control socket: %w", err)
+		return nil
 	}
-	return ln, nil
+	if fi.Mode().Type() != os.ModeSocket {
+		return fmt.Errorf("control socket path %s exists and is not a socket", path)
+	}
+	for _, network := range []string{"unixpacket", "unix"} {
+		if c, err := net.DialTimeout(network, path, time.Second); err == nil {
+			c.Close()
+			return fmt.Errorf("control socket %s is in use by a running daemon", path)
+		}
+	}
+	return nil
 }
 
 // fetchPenalty maps the flag (0 disables) to the engine's convention

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"github.com/softnic/softnic/dataplane"
+	"github.com/softnic/softnic/verbs/verbsd"
 	"io"
 	"log/slog"
 	"net"
@@ -9,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // These tests need no privileges; the daemon as a whole is tested as root
@@ -41,84 +42,60 @@ func TestConfigFileAndFlags(t *testing.T) {
 	}
 }
 
-func TestStatsRPC(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "softnic.sock")
-	ln, err := listenControl(path, quiet)
+// TestControlSocket: the verbs server answers the stats RPC with the
+// engine's counters then the daemon's own, refuses a second daemon, and
+// leaves a stale socket replaceable and a regular file alone.
+func TestControlSocket(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "softnic.sock")
+	sim, err := dataplane.NewSim(dataplane.SimConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	s, err := verbsd.New(sim.A, verbsd.Options{SocketPath: path, SocketMode: 0o660,
+		Counters: func(yield func(string, uint64)) { yield("port_rx_frames", 7); yield("xdp_steered", 5) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ctx) }()
 	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o660 {
 		t.Fatalf("socket mode %v (%v), want 0660", fi.Mode().Perm(), err)
 	}
-	snap := []counter{{"sent_pkts", 3}, {"rcvd_pkts", 2}, {"port_rx_frames", 2}, {"xdp_steered", 2}}
-	s := newStatsServer(ln, path, func() []counter { return snap }, quiet)
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(context.Background()) }()
-
-	got, err := queryStats(path, time.Second)
+	got, err := queryStats(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != len(snap) {
-		t.Fatalf("got %v, want %v", got, snap)
+	if len(got) < 3 || got[0].Name != "sent_pkts" || got[len(got)-2].Name != "port_rx_frames" || got[len(got)-1].Value != 5 {
+		t.Fatalf("stats %v", got)
 	}
-	for i := range snap {
-		if got[i] != snap[i] {
-			t.Errorf("counter %d: %v, want %v (order kept)", i, got[i], snap[i])
-		}
+	if err := checkControlFree(path); err == nil || !strings.Contains(err.Error(), "in use by a running daemon") {
+		t.Errorf("second daemon: %v", err)
 	}
-	// A client holding a connection open does not stop Close.
-	idle, err := net.Dial("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer idle.Close()
-	idle.Write([]byte(`{"op":"frobnicate"}` + "\n"))
-	buf := make([]byte, 200)
-	n, _ := idle.Read(buf)
-	if !strings.Contains(string(buf[:n]), `"error":"unknown op`) {
-		t.Errorf("unknown op answered %q", buf[:n])
-	}
-
-	// A second daemon on the same path is refused while this one runs.
-	if _, err := listenControl(path, quiet); err == nil || !strings.Contains(err.Error(), "in use by a running daemon") {
-		t.Errorf("second listen: %v", err)
-	}
+	cancel()
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-served; err != nil {
-		t.Errorf("Serve: %v", err)
-	}
+	<-served
 	if _, err := os.Lstat(path); !os.IsNotExist(err) {
 		t.Errorf("socket not removed: %v", err)
 	}
-}
 
-func TestStaleSocket(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "softnic.sock")
 	// A socket file with no listener, as a SIGKILLed daemon leaves it.
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ln.SetUnlinkOnClose(false)
 	ln.Close()
-	ln2, err := listenControl(path, quiet)
-	if err != nil {
-		t.Fatalf("stale socket not replaced: %v", err)
+	if err := checkControlFree(path); err != nil {
+		t.Errorf("stale socket refused: %v", err)
 	}
-	ln2.Close()
-
-	// Anything that is not a socket is left alone.
 	file := filepath.Join(dir, "not-a-socket")
 	os.WriteFile(file, nil, 0o644)
-	if _, err := listenControl(file, quiet); err == nil || !strings.Contains(err.Error(), "not a socket") {
-		t.Errorf("listen on a regular file: %v", err)
-	}
-	if _, err := os.Stat(file); err != nil {
-		t.Errorf("the regular file was removed: %v", err)
+	if err := checkControlFree(file); err == nil || !strings.Contains(err.Error(), "not a socket") {
+		t.Errorf("regular file: %v", err)
 	}
 }
 
