@@ -1,7 +1,20 @@
-// Package perftest holds the perftest-style measurement loops and tables
-// that softnic-bench and the demo print: the same columns as ib_write_bw
-// (#bytes, #iterations, BW peak, BW average, MsgRate), so figures can be
-// read side by side with perftest's.
+// Package perftest holds the perftest-style benchmarks of softnic-bench
+// and the demo: the measurement loops of ib_write_bw, ib_read_bw,
+// ib_send_bw, ib_atomic_bw, ib_write_lat, ib_read_lat and ib_send_lat over
+// the verbs API (Run), their statistics (BW peak and average, latency
+// percentiles), perftest's tables and a CSV form, the raw-frame baseline
+// over a dataplane.Port (RawSend, RawReceive), and two ways to run them
+// with no daemon: RunEmbedded, both sides against the wall clock on the
+// in-memory fabric, and WriteBWEmbedded, the demo's write_bw in
+// simulated time.
+//
+// Run is one side of a run, client or server, over a verbs Context and a
+// connection to the peer (TCP, or net.Pipe embedded): it creates the QPs,
+// exchanges and connects them with package verbs/cm, checks that both
+// sides run the same test, and then measures each size with the wall
+// clock. The client measures and reports each row to the server, so both
+// print the same table. The same code runs against the daemon and
+// embedded; only the Device differs.
 package perftest
 
 import (
@@ -184,9 +197,5 @@ func PrintBWHeader(w io.Writer, gbits bool) {
 
 // PrintBWRow prints one row in perftest's layout.
 func PrintBWRow(w io.Writer, r Result, gbits bool) {
-	peak, avg := r.PeakGbps, r.AvgGbps
-	if !gbits { // perftest's MB/sec is 2^20 bytes per second
-		peak, avg = peak*1e9/8/(1<<20), avg*1e9/8/(1<<20)
-	}
-	fmt.Fprintf(w, " %-10d %-10d       %-7.2f            %-7.2f            %-7.6f\n", r.Bytes, r.Iters, peak, avg, r.MsgRateMpp)
+	printBW(w, r.Bytes, r.Iters, r.PeakGbps, r.AvgGbps, r.MsgRateMpp, gbits)
 }

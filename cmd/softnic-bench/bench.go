@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/softnic/softnic/dataplane"
+	"github.com/softnic/softnic/internal/perftest"
+	"github.com/softnic/softnic/verbs"
+	"github.com/softnic/softnic/verbs/cm"
+)
+
+// connectRetry is how long a client keeps trying to reach a server that
+// is not listening yet.
+const connectRetry = 30 * time.Second
+
+// runVerbs runs one of the verbs tests, embedded or against the daemon.
+func runVerbs(ctx context.Context, o *options, out io.Writer) error {
+	cfg := o.config()
+	p := &printer{o: o, out: out, cfg: cfg}
+	if o.csv != "" {
+		// Fail before measuring, not after, if the file cannot be written.
+		if err := perftest.AppendCSV(o.csv); err != nil {
+			return err
+		}
+	}
+	hooks := perftest.Hooks{Connected: p.connected, Row: p.row, Counters: p.counters}
+	if o.embedded {
+		p.device = "softnic_a (embedded)"
+		_, err := perftest.RunEmbedded(ctx, cfg, perftest.Fabric{Link: o.link(), Scheme: o.scheme, Seed: o.seed, IPv6: o.ipv6}, hooks)
+		return p.finish(err)
+	}
+	dev, closeDev, err := openDaemon(o.socket)
+	if err != nil {
+		return err
+	}
+	defer closeDev()
+	p.device = dev.Ctx.Name()
+	role := perftest.Client
+	var conn net.Conn
+	if o.server == "" {
+		role = perftest.Server
+		fmt.Fprintln(out, "\n************************************\n* Waiting for client to connect... *\n************************************")
+		conn, err = cm.Server(ctx, ":"+strconv.Itoa(o.port))
+	} else {
+		conn, err = cm.Client(ctx, net.JoinHostPort(o.server, strconv.Itoa(o.port)), connectRetry)
+	}
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	before, _ := dev.Ctx.Stats()
+	_, err = perftest.Run(ctx, dev, conn, role, cfg, hooks)
+	if after, serr := dev.Ctx.Stats(); serr == nil && err == nil {
+		p.daemonCounters(before, after)
+	}
+	return p.finish(err)
+}
+
+// printer prints perftest's banner and table as a run goes.
+type printer struct {
+	o      *options
+	out    io.Writer
+	cfg    perftest.Config
+	device string
+	csvErr error
+	rows   int
+}
+
+func (p *printer) connected(c perftest.Connection) {
+	w, o := p.out, p.o
+	perftest.PrintRule(w)
+	fmt.Fprintf(w, "                    %s\n", o.verbs.Title())
+	fmt.Fprintf(w, " Device          : %s\n", p.device)
+	fmt.Fprintf(w, " Number of qps   : %-14d Transport type : RoCEv2 RC\n", p.cfg.QPs)
+	fmt.Fprintf(w, " Mtu             : %-14s TX depth       : %d\n", strconv.Itoa(o.mtu)+"[B]", p.cfg.TxDepth)
+	fmt.Fprintf(w, " Recovery scheme : %s (agreed: this side offered %v, the peer %v", c.Scheme, c.Local[0].Schemes, c.Remote[0].Schemes)
+	if c.NICScheme != "" && c.NICScheme != c.Scheme {
+		// The engine runs one scheme for all its QPs; say so rather than
+		// let the agreed name pass for what ran.
+		fmt.Fprintf(w, "; this NIC runs %s for every QP", c.NICScheme)
+	}
+	fmt.Fprintln(w, ")")
+	if p.cfg.Duration > 0 {
+		fmt.Fprintf(w, " Duration        : %v per size\n", p.cfg.Duration)
+	}
+	if o.embedded {
+		l := o.link()
+		rate := "unlimited"
+		if l.RateBps > 0 {
+			rate = fmt.Sprintf("%g Gb/s", l.RateBps/1e9)
+		}
+		fmt.Fprintf(w, " Link            : in-memory fabric, %s, one-way delay %v, loss %g%%, TX ring %d frames\n", rate, l.Delay, o.loss, l.Ring)
+		fmt.Fprintf(w, "                   both NICs and both sides share this process; times are wall clock\n")
+	}
+	perftest.PrintRule(w)
+	const show = 4
+	for i := range c.Local {
+		if i == show {
+			fmt.Fprintf(w, " ... and %d more QPs\n", len(c.Local)-show)
+			break
+		}
+		for _, a := range []struct {
+			side string
+			e    cm.Endpoint
+		}{{" local", c.Local[i]}, {"remote", c.Remote[i]}} {
+			fmt.Fprintf(w, " %s address: QPN %#06x PSN %#06x RKey %#08x VAddr %#016x GID %v\n",
+				a.side, a.e.QPN, uint32(a.e.PSN), a.e.RKey, a.e.Addr, a.e.GID)
+		}
+	}
+	perftest.PrintHeader(w, o.verbs, o.gbits)
+}
+
+func (p *printer) row(r perftest.Row) {
+	perftest.PrintRow(p.out, r, p.o.gbits)
+	p.rows++
+	if p.o.csv != "" && p.csvErr == nil {
+		p.csvErr = perftest.AppendCSV(p.o.csv, r)
+	}
+}
+
+// lossCounters are the NIC counters (rxe's names) that show what loss
+// did to a run.
+var lossCounters = []string{"sent_pkts", "retransmitted_pkts", "rcvd_seq_err", "implied_nak_seq_err",
+	"local_ack_timeout_err", "seq_nak_sent", "duplicate_request", "out_of_seq_request"}
+
+// counters prints the embedded NICs' loss counters.
+func (p *printer) counters(client, server dataplane.Counters) {
+	if p.rows == 0 {
+		return
+	}
+	perftest.PrintRule(p.out)
+	for _, nic := range []struct {
+		name string
+		c    dataplane.Counters
+	}{{"client NIC", client}, {"server NIC", server}} {
+		v := map[string]uint64{}
+		nic.c.Each(func(name string, n uint64) { v[name] = n })
+		p.printCounters(nic.name, v)
+	}
+}
+
+// daemonCounters prints how the daemon's NIC counters moved during the
+// run. They count every QP of the NIC, not only this run's.
+func (p *printer) daemonCounters(before, after []verbs.Counter) {
+	if p.rows == 0 {
+		return
+	}
+	delta := map[string]uint64{}
+	for _, c := range after {
+		delta[c.Name] += c.Value
+	}
+	for _, c := range before {
+		delta[c.Name] -= c.Value
+	}
+	perftest.PrintRule(p.out)
+	p.printCounters("this NIC during the run (all its QPs)", delta)
+}
+
+func (p *printer) printCounters(what string, v map[string]uint64) {
+	var parts []string
+	for _, name := range lossCounters {
+		if n, ok := v[name]; ok {
+			parts = append(parts, fmt.Sprintf("%s %d", name, n))
+		}
+	}
+	fmt.Fprintf(p.out, " %s: %s\n", what, strings.Join(parts, ", "))
+}
+
+func (p *printer) finish(err error) error {
+	if p.rows > 0 {
+		perftest.PrintRule(p.out)
+	}
+	if err != nil {
+		return err
+	}
+	if p.csvErr != nil {
+		return fmt.Errorf("csv: %w", p.csvErr)
+	}
+	return nil
+}

@@ -1,0 +1,36 @@
+package main
+
+import (
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/softnic/softnic/internal/perftest"
+	"github.com/softnic/softnic/verbs"
+	"github.com/softnic/softnic/verbs/cm"
+)
+
+// nextHopTimeout bounds the wait for the kernel to resolve a gateway.
+const nextHopTimeout = 3 * time.Second
+
+// openDaemon opens the softnic device of the daemon listening on socket.
+// Memory regions come from shared memory the daemon maps (AllocBuf), and
+// the device's GID and MAC are what the peer's QPs address.
+func openDaemon(socket string) (perftest.Device, func() error, error) {
+	c, err := verbs.Dial(socket)
+	if err != nil {
+		return perftest.Device{}, nil, fmt.Errorf("softnic daemon at %s: %w (is softnic running? --socket names its control socket; --embedded needs none)", socket, err)
+	}
+	attr, err := c.QueryDevice()
+	if err != nil {
+		c.Close()
+		return perftest.Device{}, nil, fmt.Errorf("query the softnic device: %w", err)
+	}
+	dev := perftest.Device{Ctx: c, GID: attr.GID, MAC: attr.MAC, Scheme: attr.Scheme, AllocBuf: c.AllocBuf, FreeBuf: c.FreeBuf,
+		// softnic sends from user space, so the kernel does not resolve
+		// the next hop for it as it would for a hardware RoCE NIC.
+		NextHop: func(gid netip.Addr, peerMAC [6]byte) ([6]byte, error) {
+			return cm.NextHopMAC(gid, peerMAC, nextHopTimeout)
+		}}
+	return dev, c.Close, nil
+}

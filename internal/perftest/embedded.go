@@ -1,0 +1,105 @@
+package perftest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+
+	"github.com/softnic/softnic/dataplane"
+	"github.com/softnic/softnic/dataplane/fabric"
+	"github.com/softnic/softnic/recovery"
+	"github.com/softnic/softnic/verbs"
+)
+
+// Fabric describes the embedded mode's wire and NICs.
+type Fabric struct {
+	Link   Link   // both directions
+	Scheme string // loss recovery of both NICs (default gbn)
+	Seed   uint64 // seed of the fabric's loss
+	IPv6   bool   // address the NICs by IPv6 GIDs
+}
+
+// RunEmbedded runs cfg's test with both sides in this process: two NICs on
+// the in-memory fabric, driven against the wall clock
+// (Sim.RunRealtime) on their own goroutine, the server and the client
+// each on theirs, connected by net.Pipe. Each side runs exactly the code
+// it runs against the daemon, connection exchange included; only the
+// Device differs. The client's rows are returned; hooks see the client's
+// side.
+func RunEmbedded(ctx context.Context, cfg Config, fab Fabric, hooks Hooks) ([]Row, error) {
+	if fab.Scheme == "" {
+		fab.Scheme = recovery.GBN
+	}
+	schemeA, err := recovery.New(fab.Scheme, recovery.Params{})
+	if err != nil {
+		return nil, err
+	}
+	schemeB, err := recovery.New(fab.Scheme, recovery.Params{})
+	if err != nil {
+		return nil, err
+	}
+	lc := fabric.LinkConfig{RateBps: fab.Link.RateBps, Delay: fab.Link.Delay, Loss: fab.Link.Loss, QueueFrames: fab.Link.Ring}
+	m, err := verbs.NewEmbedded(dataplane.SimConfig{Seed: fab.Seed, AtoB: lc, BtoA: lc, SchemeA: schemeA, SchemeB: schemeB, IPv6: fab.IPv6})
+	if err != nil {
+		return nil, fmt.Errorf("perftest: embedded fabric: %w", err)
+	}
+	simCtx, stopSim := context.WithCancel(context.Background())
+	var simDone sync.WaitGroup
+	simDone.Go(func() { m.Sim.RunRealtime(simCtx, dataplane.RunConfig{}) })
+	// The sides free their buffers only after deregistering them, so the
+	// NICs never touch unmapped memory even while still running.
+	defer func() {
+		stopSim()
+		simDone.Wait()
+	}()
+
+	device := func(c *verbs.Context) Device {
+		e := c.Engine()
+		return Device{Ctx: c, GID: e.Addr(), MAC: e.MAC(), Scheme: e.Scheme().Name(), AllocBuf: MmapBuf, FreeBuf: MunmapBuf}
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	clientConn, serverConn := net.Pipe()
+	defer clientConn.Close()
+	defer serverConn.Close()
+
+	var serverErr error
+	var server sync.WaitGroup
+	server.Go(func() {
+		_, serverErr = Run(runCtx, device(m.B), serverConn, Server, cfg, Hooks{})
+		if serverErr != nil {
+			// Unblock the client wherever it waits.
+			cancel()
+			serverConn.Close()
+		}
+	})
+	rows, clientErr := Run(runCtx, device(m.A), clientConn, Client, cfg, hooks)
+	if clientErr != nil {
+		cancel()
+		clientConn.Close()
+	}
+	server.Wait()
+	if hooks.Counters != nil {
+		hooks.Counters(m.A.Engine().Counters(), m.B.Engine().Counters())
+	}
+	// When one side fails the other usually fails because of it (a
+	// closed pipe, a cancelled context, the client's failure relayed to
+	// the server): report the cause.
+	consequence := func(err error) bool {
+		return errors.Is(err, errPeerFailed) || errors.Is(err, io.ErrClosedPipe) || errors.Is(err, net.ErrClosed) ||
+			errors.Is(err, context.Canceled) || errors.Is(err, os.ErrDeadlineExceeded)
+	}
+	switch {
+	case clientErr == nil && serverErr == nil:
+		return rows, nil
+	case clientErr != nil && (serverErr == nil || consequence(serverErr)):
+		return rows, clientErr
+	case serverErr != nil && (clientErr == nil || consequence(clientErr)):
+		return rows, fmt.Errorf("server: %w", serverErr)
+	}
+	return rows, fmt.Errorf("client: %w; server: %v", clientErr, serverErr)
+}

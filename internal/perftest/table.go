@@ -1,0 +1,115 @@
+package perftest
+
+import (
+	"encoding/csv"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"time"
+)
+
+// Row is one line of a perftest table and one CSV record: a bandwidth row
+// (Lat nil) or a latency row.
+type Row struct {
+	Test        string
+	Bytes       int
+	Iters       int
+	PeakGbps    float64
+	AvgGbps     float64
+	MsgRateMpps float64
+	Lat         *LatStats
+	Scheme      string  // the recovery scheme the two sides agreed on
+	LossPct     float64 // configured loss, percent (embedded fabric)
+}
+
+const tableRule = "---------------------------------------------------------------------------------------"
+
+// PrintRule prints perftest's dashed separator.
+func PrintRule(w io.Writer) { fmt.Fprintln(w, tableRule) }
+
+// PrintLatHeader prints perftest's latency table header (ib_write_lat).
+func PrintLatHeader(w io.Writer) {
+	fmt.Fprintln(w, tableRule)
+	fmt.Fprintln(w, " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] ")
+}
+
+// PrintHeader prints the header for the kind of rows test produces.
+func PrintHeader(w io.Writer, t Test, gbits bool) {
+	if t.IsLatency() {
+		PrintLatHeader(w)
+	} else {
+		PrintBWHeader(w, gbits)
+	}
+}
+
+// PrintRow prints r in perftest's layout for its kind.
+func PrintRow(w io.Writer, r Row, gbits bool) {
+	if r.Lat == nil {
+		printBW(w, r.Bytes, r.Iters, r.PeakGbps, r.AvgGbps, r.MsgRateMpps, gbits)
+		return
+	}
+	l := r.Lat
+	fmt.Fprintf(w, " %-7d %-10d       %-7.2f        %-7.2f      %-7.2f          %-7.2f        %-7.2f         %-7.2f                %-7.2f\n",
+		r.Bytes, r.Iters, usec(l.Min), usec(l.Max), usec(l.Typical), usec(l.Avg), usec(l.Stdev), usec(l.P99), usec(l.P999))
+}
+
+func usec(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// printBW prints one bandwidth row; perftest's MB/sec is 2^20 bytes per
+// second.
+func printBW(w io.Writer, bytes, iters int, peakGbps, avgGbps, msgRateMpps float64, gbits bool) {
+	if !gbits {
+		peakGbps, avgGbps = peakGbps*1e9/8/(1<<20), avgGbps*1e9/8/(1<<20)
+	}
+	fmt.Fprintf(w, " %-10d %-10d       %-7.2f            %-7.2f            %-7.6f\n", bytes, iters, peakGbps, avgGbps, msgRateMpps)
+}
+
+// CSVHeader is the first record of a CSV file. Bandwidths are in Gb/s
+// whatever the table shows (so files of different runs can be merged),
+// latencies in microseconds, loss in percent; columns that do not apply to
+// a row's test are empty.
+var CSVHeader = []string{"test", "bytes", "iterations", "bw_peak", "bw_avg", "msg_rate",
+	"t_min", "t_max", "t_typical", "t_avg", "t_stdev", "p99", "p99_9", "scheme", "loss"}
+
+// Record returns r as CSV fields in CSVHeader's order.
+func (r Row) Record() []string {
+	f := func(v float64, prec int) string { return strconv.FormatFloat(v, 'f', prec, 64) }
+	rec := []string{r.Test, strconv.Itoa(r.Bytes), strconv.Itoa(r.Iters), "", "", "", "", "", "", "", "", "", "", r.Scheme, f(r.LossPct, -1)}
+	if r.Lat == nil {
+		rec[3], rec[4], rec[5] = f(r.PeakGbps, 4), f(r.AvgGbps, 4), f(r.MsgRateMpps, 6)
+	} else {
+		l := r.Lat
+		for i, d := range []time.Duration{l.Min, l.Max, l.Typical, l.Avg, l.Stdev, l.P99, l.P999} {
+			rec[6+i] = f(usec(d), 3)
+		}
+	}
+	return rec
+}
+
+// AppendCSV appends rows to the CSV file at path, creating it, and writes
+// the header first when the file is new or empty.
+func AppendCSV(path string, rows ...Row) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return err
+	}
+	w := csv.NewWriter(f)
+	if st.Size() == 0 {
+		_ = w.Write(CSVHeader)
+	}
+	for _, r := range rows {
+		_ = w.Write(r.Record())
+	}
+	w.Flush()
+	if err := w.Error(); err != nil {
+		f.Close()
+		return fmt.Errorf("perftest: write %s: %w", path, err)
+	}
+	return f.Close()
+}

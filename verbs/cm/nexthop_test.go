@@ -1,0 +1,77 @@
+//go:build linux
+
+package cm
+
+import (
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/softnic/softnic/tests/netns"
+)
+
+// TestNextHopOnLink: a destination the kernel reaches without a gateway
+// (here: this host's loopback) keeps the MAC the peer announced.
+func TestNextHopOnLink(t *testing.T) {
+	peer := [6]byte{2, 0, 0, 0, 0, 7}
+	for _, dst := range []string{"127.0.0.1", "::1"} {
+		mac, err := NextHopMAC(netip.MustParseAddr(dst), peer, time.Second)
+		if err != nil {
+			if strings.Contains(err.Error(), "no route") {
+				t.Skipf("%s: %v (no loopback route here)", dst, err)
+			}
+			t.Fatal(err)
+		}
+		if mac != peer {
+			t.Fatalf("%s: %v, want the peer's %v", dst, mac, peer)
+		}
+	}
+}
+
+// TestNextHopTestbed: across the testbed's switch, the next hop of B's
+// addresses seen from A is the switch's port, for IPv4 (ARP) and IPv6
+// (neighbor discovery), including when the kernel has not resolved it
+// yet; the switch's own address is on-link. Needs root.
+func TestNextHopTestbed(t *testing.T) {
+	tb := netns.NewTestbed(t)
+	var swMAC [6]byte
+	err := tb.Do(netns.HostSwitch, func() error {
+		ifi, err := net.InterfaceByName(tb.SwitchA.Iface)
+		if err == nil {
+			swMAC = [6]byte(ifi.HardwareAddr)
+		}
+		// The switch routes only the testbed's two subnets.
+		if _, err := NextHopMAC(netip.MustParseAddr("198.19.255.1"), [6]byte{}, time.Second); err == nil || !strings.Contains(err.Error(), "no route") {
+			t.Errorf("unroutable destination: %v", err)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer := [6]byte{2, 0, 0, 0, 0, 0xb}
+	err = tb.Do(netns.HostA, func() error {
+		for _, dst := range []netip.Addr{tb.B.IPv4, tb.B.IPv6} {
+			mac, err := NextHopMAC(dst, peer, 3*time.Second)
+			if err != nil {
+				return err
+			}
+			if mac != swMAC {
+				t.Errorf("next hop of %v: %x, want the switch's %x", dst, mac, swMAC)
+			}
+		}
+		mac, err := NextHopMAC(tb.SwitchA.IPv4, peer, time.Second)
+		if err != nil {
+			return err
+		}
+		if mac != peer {
+			t.Errorf("on-link switch address: %x, want the announced %x", mac, peer)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
