@@ -27,39 +27,10 @@ embedded() {
 command -v ip >/dev/null || embedded "no 'ip' command (iproute2)"
 [ -d /sys/fs/bpf ] || [ -e /proc/sys/net/core/bpf_jit_enable ] || embedded "this kernel has no BPF"
 
-work=$(mktemp -d /tmp/softnic-demo.XXXXXX)
-export SOFTNIC_NS_PREFIX=sndemo
-tb=scripts/testbed.sh
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	bash "$tb" down >/dev/null 2>&1 || true
-	rm -rf "$work"
-}
-trap cleanup EXIT INT TERM
-
-echo "demo: building softnic and softnic-bench"
-go build -o "$work/softnic" ./cmd/softnic
-go build -o "$work/softnic-bench" ./cmd/softnic-bench
-
-bash "$tb" up >/dev/null
-nsA=${SOFTNIC_NS_PREFIX}-a nsB=${SOFTNIC_NS_PREFIX}-b
-ip netns exec "$nsA" ping -c1 -W2 198.18.1.1 >/dev/null # resolve neighbours both ways
-
-start_daemon() { # ns iface ip sock
-	ip netns exec "$1" "$work/softnic" run --iface "$2" --ip "$3" --socket "$4" --scheme "$scheme" \
-		--mtu "$([ "$mtu" -gt 1024 ] && echo 2048 || echo 1024)" --metrics "" >"$work/$1.log" 2>&1 &
-	pids+=($!)
-	for _ in $(seq 100); do
-		[ -S "$4" ] && return 0
-		kill -0 "${pids[-1]}" 2>/dev/null || break
-		sleep 0.05
-	done
-	cat "$work/$1.log" >&2
-	return 1
-}
-if ! start_daemon "$nsA" a-sw 198.18.0.1 "$work/a.sock" || ! start_daemon "$nsB" b-sw 198.18.1.1 "$work/b.sock"; then
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
+build
+if ! up; then
 	bash "$tb" down >/dev/null 2>&1 || true
 	trap - EXIT
 	rm -rf "$work"
@@ -70,12 +41,8 @@ echo " RDMA_Write BW, softnic over AF_XDP between two hosts (namespaces) through
 echo " MTU $mtu, recovery $scheme, $iters x $size B; loss injected on the switch: $(bash "$tb" loss 0 | tail -1)"
 for pct in 0 "$loss"; do
 	bash "$tb" loss "$pct" >/dev/null
-	ip netns exec "$nsB" "$work/softnic-bench" write_bw --socket "$work/b.sock" -s "$size" -n "$iters" -m "$mtu" --report_gbits >"$work/server.out" 2>&1 &
-	server=$!
-	sleep 0.3
 	echo " loss ${pct}% (both directions):"
-	ip netns exec "$nsA" "$work/softnic-bench" write_bw --socket "$work/a.sock" -s "$size" -n "$iters" -m "$mtu" --report_gbits 198.18.1.1
-	wait "$server" || { cat "$work/server.out" >&2; exit 1; }
+	bench write_bw -s "$size" -n "$iters" -m "$mtu" --report_gbits
 done
 bash "$tb" loss 0 >/dev/null
 echo " counters of host A's NIC:"

@@ -1,0 +1,56 @@
+# lib.sh: shared by demo.sh and figures.sh. Sourced, not run: builds
+# softnic and softnic-bench into $work, brings up the testbed, starts one
+# softnic daemon per host over AF_XDP, and tears it all down on exit.
+# Callers set: scheme, mtu (path MTU the daemons must carry).
+
+tb=scripts/testbed.sh
+export SOFTNIC_NS_PREFIX=${SOFTNIC_NS_PREFIX:-sndemo}
+nsA=${SOFTNIC_NS_PREFIX}-a
+nsB=${SOFTNIC_NS_PREFIX}-b
+work=$(mktemp -d /tmp/softnic.XXXXXX)
+pids=()
+
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	bash "$tb" down >/dev/null 2>&1 || true
+	rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+
+build() {
+	echo "building softnic and softnic-bench" >&2
+	go build -o "$work/softnic" ./cmd/softnic
+	go build -o "$work/softnic-bench" ./cmd/softnic-bench
+}
+
+# start_daemon NS IFACE IP SOCKET: a daemon in the namespace, waiting for
+# its control socket; on failure prints its log and returns 1.
+start_daemon() {
+	ip netns exec "$1" "$work/softnic" run --iface "$2" --ip "$3" --socket "$4" --scheme "$scheme" \
+		--mtu "$([ "$mtu" -gt 1024 ] && echo 2048 || echo 1024)" --metrics "${SOFTNIC_METRICS:-}" >"$work/$1.log" 2>&1 &
+	pids+=($!)
+	for _ in $(seq 100); do
+		[ -S "$4" ] && return 0
+		kill -0 "${pids[-1]}" 2>/dev/null || break
+		sleep 0.05
+	done
+	cat "$work/$1.log" >&2
+	return 1
+}
+
+# up: testbed, neighbours resolved, a daemon on each host.
+up() {
+	bash "$tb" up >/dev/null
+	ip netns exec "$nsA" ping -c1 -W2 198.18.1.1 >/dev/null
+	start_daemon "$nsA" a-sw 198.18.0.1 "$work/a.sock" && start_daemon "$nsB" b-sw 198.18.1.1 "$work/b.sock"
+}
+
+# bench ARGS...: softnic-bench server on B, client on A, same arguments.
+bench() {
+	ip netns exec "$nsB" "$work/softnic-bench" "$@" --socket "$work/b.sock" >"$work/server.out" 2>&1 &
+	local server=$!
+	sleep 0.3
+	ip netns exec "$nsA" "$work/softnic-bench" "$@" --socket "$work/a.sock" 198.18.1.1
+	wait "$server" || { cat "$work/server.out" >&2; return 1; }
+}

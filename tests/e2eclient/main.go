@@ -1,0 +1,633 @@
+// Command e2eclient is the verbs client of softnic's end-to-end tests
+// (tests/e2e_test.go): a separate process, as an RDMA application is, that
+// opens the softnic daemon of its host with verbs.Dial, creates a PD, one
+// memory region in shared memory (Context.AllocBuf), two CQs and an RC QP,
+// exchanges endpoints with its peer over TCP (package verbs/cm, as
+// perftest does) and runs a plan of operations against the peer, checking
+// every byte.
+//
+// Both sides run the same plan (--ops, --sizes and --rounds must match);
+// one is the requester, which posts the work requests, the other the
+// responder, which posts receives and owns the memory the requester
+// targets. Each step is four TCP barriers (cm.Sync): agree on the step,
+// "prepared" (the responder's receives are posted and its memory set),
+// "requester done", and the two verdicts. Between them the data moves
+// only over RoCEv2, through the daemons.
+//
+// The memory region of each side has the same layout, M being the largest
+// size rounded up to 64:
+//
+//	[0, M)            src: what this side sends or lets the peer read
+//	[M, 2M+guard)     dst: where the peer's writes and sends land, and
+//	                  the requester's READ results; poisoned before each
+//	                  step so that stale data cannot pass and an overrun
+//	                  into the guard bytes is caught
+//	2M+guard          the atomic target (8 bytes, aligned)
+//	2M+guard+8 ...    the requester's atomic results, two slots
+//
+// Data is a deterministic function of the step (fill), so both sides know
+// what must arrive without shipping it.
+//
+// Output, one line each, on stdout: "connected ...", "ok OP SIZE round R"
+// per step, "streaming" (--stream), and "PASS n steps" at the end. An
+// error is printed on stderr and the exit code is 1 (setup or check
+// failed) or 3 (the peer went away).
+//
+// --stream is for the crash test: the requester keeps RDMA WRITEs of the
+// largest size in flight until it is killed; the responder waits for the
+// peer to go away.
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/softnic/softnic/verbs"
+	"github.com/softnic/softnic/verbs/cm"
+)
+
+// Exit codes.
+const (
+	exitFail     = 1
+	exitUsage    = 2
+	exitPeerGone = 3
+)
+
+// guard is how many bytes after each destination must stay poisoned.
+const guard = 64
+
+// poison fills destinations before a step; no data pattern is all 0xEE.
+const poison = 0xEE
+
+// Operation names, as ibverbs spells the opcodes.
+var opcodes = map[string]verbs.WROpcode{
+	"SEND":                 verbs.WRSend,
+	"SEND_WITH_IMM":        verbs.WRSendWithImm,
+	"RDMA_WRITE":           verbs.WRRDMAWrite,
+	"RDMA_WRITE_WITH_IMM":  verbs.WRRDMAWriteWithImm,
+	"RDMA_READ":            verbs.WRRDMARead,
+	"ATOMIC_CMP_AND_SWP":   verbs.WRAtomicCmpAndSwp,
+	"ATOMIC_FETCH_AND_ADD": verbs.WRAtomicFetchAndAdd,
+}
+
+const allOps = "SEND,SEND_WITH_IMM,RDMA_WRITE,RDMA_WRITE_WITH_IMM,RDMA_READ,ATOMIC_CMP_AND_SWP,ATOMIC_FETCH_AND_ADD"
+
+type config struct {
+	socket    string
+	listen    string
+	connect   string
+	requester bool
+	ops       []string
+	sizes     []int
+	rounds    int
+	seed      uint64
+	stream    bool
+	timeout   time.Duration
+}
+
+// errPeerGone is the peer's TCP connection ending.
+var errPeerGone = errors.New("the peer went away")
+
+func main() {
+	cfg, err := parseFlags(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2eclient:", err)
+		os.Exit(exitUsage)
+	}
+	if err := run(cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "e2eclient:", err)
+		if errors.Is(err, errPeerGone) {
+			os.Exit(exitPeerGone)
+		}
+		os.Exit(exitFail)
+	}
+}
+
+func parseFlags(args []string) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("e2eclient", flag.ContinueOnError)
+	fs.StringVar(&c.socket, "socket", "/run/softnic/softnic.sock", "control socket of this host's softnic daemon")
+	fs.StringVar(&c.listen, "listen", "", "TCP address to accept the peer on (one of --listen, --connect)")
+	fs.StringVar(&c.connect, "connect", "", "TCP address of the peer (one of --listen, --connect)")
+	fs.BoolVar(&c.requester, "requester", false, "post the work requests (the peer must be the responder)")
+	ops := fs.String("ops", allOps, "comma-separated operations")
+	sizes := fs.String("sizes", "0,1,4095,65536,1048576", "comma-separated message sizes in bytes (atomics always move 8)")
+	fs.IntVar(&c.rounds, "rounds", 1, "times to run the plan")
+	fs.Uint64Var(&c.seed, "seed", 1, "seed of the data patterns (both sides must agree)")
+	fs.BoolVar(&c.stream, "stream", false, "requester: RDMA WRITE the largest size without end; responder: wait for the peer to go away")
+	fs.DurationVar(&c.timeout, "timeout", 2*time.Minute, "longest wait for one completion or one barrier")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if (c.listen == "") == (c.connect == "") {
+		return c, errors.New("give exactly one of --listen and --connect")
+	}
+	for _, op := range strings.Split(*ops, ",") {
+		if _, ok := opcodes[op]; !ok {
+			return c, fmt.Errorf("--ops: unknown operation %q (have %s)", op, allOps)
+		}
+		c.ops = append(c.ops, op)
+	}
+	for _, s := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 || n > 1<<30 {
+			return c, fmt.Errorf("--sizes: bad size %q", s)
+		}
+		c.sizes = append(c.sizes, n)
+	}
+	return c, nil
+}
+
+// side is one end of the connection: the verbs objects and the peer.
+type side struct {
+	cfg    config
+	ctx    *verbs.Context
+	pd     *verbs.PD
+	mr     *verbs.MR
+	buf    []byte
+	sendCQ *verbs.CQ
+	recvCQ *verbs.CQ
+	qp     *verbs.QP
+	conn   net.Conn
+	local  cm.Endpoint
+	remote cm.Endpoint
+	// Offsets into buf (see the package comment).
+	m, dst, atomic, results int
+}
+
+func run(cfg config) error {
+	m := (slices.Max(cfg.sizes) + 63) &^ 63
+	s := &side{cfg: cfg, m: m, dst: m, atomic: 2*m + guard, results: 2*m + guard + 8}
+	if err := s.open(); err != nil {
+		return err
+	}
+	// Close ends the daemon connection, upon which the daemon destroys
+	// every object this process created; the explicit teardown before it
+	// exercises the destroy RPCs on the happy path.
+	defer s.ctx.Close()
+	if err := s.connect(); err != nil {
+		return err
+	}
+	defer s.conn.Close()
+	fmt.Printf("connected: qpn %#x to peer qpn %#x at %v, requester %v\n", s.local.QPN, s.remote.QPN, s.remote.GID, cfg.requester)
+	if cfg.stream {
+		return s.streamRun()
+	}
+	steps := 0
+	for round := range cfg.rounds {
+		for _, op := range cfg.ops {
+			sizes := cfg.sizes
+			if strings.HasPrefix(op, "ATOMIC") {
+				sizes = []int{8}
+			}
+			for _, size := range sizes {
+				if err := s.step(op, size, round, steps); err != nil {
+					return fmt.Errorf("round %d, %s of %d bytes: %w", round, op, size, err)
+				}
+				fmt.Printf("ok %s %d round %d\n", op, size, round)
+				steps++
+			}
+		}
+	}
+	if err := s.teardown(); err != nil {
+		return err
+	}
+	fmt.Printf("PASS %d steps\n", steps)
+	return nil
+}
+
+// open creates the verbs objects.
+func (s *side) open() error {
+	var err error
+	if s.ctx, err = verbs.Dial(s.cfg.socket); err != nil {
+		return err
+	}
+	attr, err := s.ctx.QueryDevice()
+	if err != nil {
+		return err
+	}
+	if s.pd, err = s.ctx.AllocPD(); err != nil {
+		return err
+	}
+	if s.buf, err = s.ctx.AllocBuf(s.results + 16); err != nil {
+		return err
+	}
+	access := verbs.AccessLocalWrite | verbs.AccessRemoteWrite | verbs.AccessRemoteRead | verbs.AccessRemoteAtomic
+	if s.mr, err = s.pd.RegMR(s.buf, access); err != nil {
+		return err
+	}
+	if s.sendCQ, err = s.ctx.CreateCQ(64); err != nil {
+		return err
+	}
+	if s.recvCQ, err = s.ctx.CreateCQ(64); err != nil {
+		return err
+	}
+	if s.qp, err = s.pd.CreateQP(verbs.QPInitAttr{SendCQ: s.sendCQ, RecvCQ: s.recvCQ, MaxSendWR: 32, MaxRecvWR: 32}); err != nil {
+		return err
+	}
+	s.local = cm.Endpoint{QPN: s.qp.QPN(), PSN: cm.RandomPSN(), GID: attr.GID, MAC: attr.MAC,
+		RKey: s.mr.RKey, Addr: s.mr.Addr, Size: uint64(len(s.buf)), Schemes: []string{attr.Scheme}}
+	return nil
+}
+
+// connect exchanges endpoints with the peer and brings the QP to RTS.
+func (s *side) connect() error {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.timeout)
+	defer cancel()
+	var err error
+	if s.cfg.listen != "" {
+		s.conn, err = cm.Server(ctx, s.cfg.listen)
+	} else {
+		s.conn, err = cm.Client(ctx, s.cfg.connect, s.cfg.timeout)
+	}
+	if err != nil {
+		return err
+	}
+	s.conn.SetDeadline(time.Now().Add(s.cfg.timeout))
+	remote, err := cm.Exchange(s.conn, []cm.Endpoint{s.local})
+	if err != nil {
+		return peerErr(err)
+	}
+	s.remote = remote[0]
+	if s.remote.Size != s.local.Size {
+		return fmt.Errorf("the peer's region is %d bytes, this side's %d: run both with the same --sizes", s.remote.Size, s.local.Size)
+	}
+	// The peer is behind the testbed's switch: frames go to the
+	// gateway's MAC, which the kernel knows, not to the peer's own.
+	if s.remote.MAC, err = cm.NextHopMAC(s.remote.GID, s.remote.MAC, 5*time.Second); err != nil {
+		return err
+	}
+	if err := cm.ConnectQP(s.qp, s.local, s.remote, verbs.ConnParam{MTU: verbs.MTU1024}); err != nil {
+		return err
+	}
+	// Both QPs are in RTS (hence past RTR) before either side sends.
+	return s.barrier("connected")
+}
+
+// barrier is cm.Sync with a check that both sides are at the same point.
+func (s *side) barrier(what string) error {
+	got, err := s.sync([]byte(what))
+	if err != nil {
+		return err
+	}
+	if string(got) != what {
+		return fmt.Errorf("out of step: this side is at %q, the peer at %q (run both with the same plan)", what, got)
+	}
+	return nil
+}
+
+func (s *side) sync(payload []byte) ([]byte, error) {
+	// Longer than a completion wait: the peer may spend up to that on
+	// its side of a step before it comes to the barrier.
+	s.conn.SetDeadline(time.Now().Add(3 * s.cfg.timeout))
+	got, err := cm.Sync(s.conn, payload)
+	return got, peerErr(err)
+}
+
+// peerErr marks errors that mean the peer's connection ended.
+func peerErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+		return fmt.Errorf("%w: %v", errPeerGone, err)
+	}
+	return err
+}
+
+// stepValues are what a step's data is derived from.
+type stepValues struct {
+	seed    uint64 // of the data pattern
+	imm     uint32
+	initial uint64 // the atomic target's value before the step
+	operand uint64 // CMP_AND_SWP's swap value, FETCH_AND_ADD's addend
+}
+
+func values(seed uint64, index int) stepValues {
+	x := mix(seed ^ uint64(index+1)*0x9e3779b97f4a7c15)
+	return stepValues{seed: x, imm: uint32(mix(x + 1)), initial: mix(x + 2), operand: mix(x + 3)}
+}
+
+// mix is SplitMix64's finalizer: a bijective scramble of a counter.
+func mix(x uint64) uint64 {
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
+}
+
+// fill writes the pattern of seed into b.
+func fill(b []byte, seed uint64) {
+	var w [8]byte
+	for i := 0; i < len(b); i += 8 {
+		binary.LittleEndian.PutUint64(w[:], mix(seed+uint64(i)))
+		copy(b[i:], w[:])
+	}
+}
+
+// check reports the first byte of got that differs from the pattern of
+// seed, and any guard byte after it that is no longer poison.
+func check(what string, got []byte, seed uint64, guardBytes []byte) error {
+	want := make([]byte, len(got))
+	fill(want, seed)
+	for i := range got {
+		if got[i] != want[i] {
+			n := 0
+			for j := i; j < len(got); j++ {
+				if got[j] != want[j] {
+					n++
+				}
+			}
+			return fmt.Errorf("%s: byte %d of %d is %#02x, want %#02x (%d bytes differ)", what, i, len(got), got[i], want[i], n)
+		}
+	}
+	for i, b := range guardBytes {
+		if b != poison {
+			return fmt.Errorf("%s: %d bytes arrived, but byte %d after them was overwritten (%#02x)", what, len(got), i, b)
+		}
+	}
+	return nil
+}
+
+func (s *side) poisonDst(size int) {
+	b := s.buf[s.dst : s.dst+size+guard]
+	for i := range b {
+		b[i] = poison
+	}
+}
+
+func (s *side) sge(off, size int) (sgl [8]verbs.SGE, n int) {
+	if size == 0 {
+		return sgl, 0 // a zero-length message has no scatter/gather entry
+	}
+	sgl[0] = s.mr.SGE(off, size)
+	return sgl, 1
+}
+
+// step runs one operation of the plan on both sides.
+func (s *side) step(op string, size, round, index int) error {
+	if err := s.barrier(fmt.Sprintf("step %d: %s %d round %d", index, op, size, round)); err != nil {
+		return err
+	}
+	v := values(s.cfg.seed, index)
+	var mine error
+	if s.cfg.requester {
+		mine = s.request(op, size, v)
+	} else {
+		mine = s.respond(op, size, v)
+	}
+	// Verdicts: both sides report, both fail if either did.
+	msg := ""
+	if mine != nil {
+		msg = mine.Error()
+	}
+	theirs, err := s.sync([]byte(msg))
+	switch {
+	case mine != nil:
+		return mine
+	case err != nil:
+		return err
+	case len(theirs) > 0:
+		return fmt.Errorf("the peer failed: %s", theirs)
+	}
+	return nil
+}
+
+// respond is the responder's side of a step.
+func (s *side) respond(op string, size int, v stepValues) error {
+	recv := op == "SEND" || op == "SEND_WITH_IMM" || op == "RDMA_WRITE_WITH_IMM"
+	s.poisonDst(size)
+	fill(s.buf[:size], v.seed) // what an RDMA READ fetches
+	binary.LittleEndian.PutUint64(s.buf[s.atomic:], v.initial)
+	if recv {
+		wr := verbs.RecvWR{WRID: 1}
+		if op != "RDMA_WRITE_WITH_IMM" { // a WRITE places by address, not into the receive
+			wr.SGL, wr.NumSGE = s.sge(s.dst, size)
+		}
+		if err := s.qp.PostRecv(wr); err != nil {
+			return err
+		}
+	}
+	if err := s.barrier("prepared"); err != nil {
+		return err
+	}
+	var stepErr error
+	if recv {
+		wc, err := s.await(s.recvCQ, "receive")
+		switch {
+		case err != nil:
+			stepErr = err
+		case wc.Status != verbs.WCSuccess:
+			stepErr = fmt.Errorf("receive completion: status %v", wc.Status)
+		case op == "RDMA_WRITE_WITH_IMM" && wc.Opcode != verbs.WCRecvRDMAWithImm, op != "RDMA_WRITE_WITH_IMM" && wc.Opcode != verbs.WCRecv:
+			stepErr = fmt.Errorf("receive completion: opcode %v", wc.Opcode)
+		case wc.ByteLen != uint32(size):
+			stepErr = fmt.Errorf("receive completion: byte_len %d, want %d", wc.ByteLen, size)
+		case op != "SEND" && (wc.Flags&verbs.WCWithImm == 0 || wc.ImmData != v.imm):
+			stepErr = fmt.Errorf("receive completion: immediate %#x (flags %v), want %#x", wc.ImmData, wc.Flags, v.imm)
+		case op == "SEND" && wc.Flags&verbs.WCWithImm != 0:
+			stepErr = fmt.Errorf("receive completion of a SEND has an immediate")
+		}
+	}
+	// The requester's completion means the data is placed here (an RC
+	// ACK follows placement); its "done" says it has it.
+	if err := s.barrier("requester done"); err != nil {
+		return err
+	}
+	if stepErr != nil {
+		return stepErr
+	}
+	target := binary.LittleEndian.Uint64(s.buf[s.atomic:])
+	switch op {
+	case "SEND", "SEND_WITH_IMM", "RDMA_WRITE", "RDMA_WRITE_WITH_IMM":
+		return check(op+" data", s.buf[s.dst:s.dst+size], v.seed, s.buf[s.dst+size:s.dst+size+guard])
+	case "RDMA_READ":
+		// A READ must leave the source alone.
+		return check("RDMA_READ source", s.buf[:size], v.seed, nil)
+	case "ATOMIC_CMP_AND_SWP":
+		if target != v.operand {
+			return fmt.Errorf("CMP_AND_SWP target is %#x, want the swap value %#x (initial %#x)", target, v.operand, v.initial)
+		}
+	case "ATOMIC_FETCH_AND_ADD":
+		if target != v.initial+v.operand {
+			return fmt.Errorf("FETCH_AND_ADD target is %#x, want %#x + %#x = %#x", target, v.initial, v.operand, v.initial+v.operand)
+		}
+	}
+	return nil
+}
+
+// request is the requester's side of a step.
+func (s *side) request(op string, size int, v stepValues) error {
+	fill(s.buf[:size], v.seed) // what SENDs and WRITEs carry
+	s.poisonDst(size)
+	for i := range 16 {
+		s.buf[s.results+i] = poison
+	}
+	if err := s.barrier("prepared"); err != nil {
+		return err
+	}
+	wrs := s.workRequests(op, size, v)
+	var stepErr error
+	for i := range wrs {
+		if err := s.qp.PostSend(wrs[i]); err != nil {
+			stepErr = err
+			break
+		}
+		wc, err := s.await(s.sendCQ, "send")
+		if err != nil {
+			stepErr = err
+			break
+		}
+		if wc.Status != verbs.WCSuccess || wc.WRID != wrs[i].WRID {
+			stepErr = fmt.Errorf("send completion of WR %d: status %v, wr_id %d", wrs[i].WRID, wc.Status, wc.WRID)
+			break
+		}
+	}
+	if stepErr == nil {
+		stepErr = s.checkRequest(op, size, v)
+	}
+	if err := s.barrier("requester done"); err != nil {
+		return err
+	}
+	return stepErr
+}
+
+// workRequests are the signaled work requests of a step. CMP_AND_SWP is
+// tried twice: first with a compare value that does not match (the
+// target must stay), then with the right one.
+func (s *side) workRequests(op string, size int, v stepValues) []verbs.SendWR {
+	wr := verbs.SendWR{WRID: 1, Opcode: opcodes[op], Flags: verbs.SendSignaled}
+	switch op {
+	case "SEND", "SEND_WITH_IMM", "RDMA_WRITE", "RDMA_WRITE_WITH_IMM":
+		wr.SGL, wr.NumSGE = s.sge(0, size)
+		wr.RemoteAddr, wr.RKey = s.remote.Addr+uint64(s.dst), s.remote.RKey
+		wr.ImmData = v.imm
+	case "RDMA_READ":
+		wr.SGL, wr.NumSGE = s.sge(s.dst, size)
+		wr.RemoteAddr, wr.RKey = s.remote.Addr, s.remote.RKey
+	case "ATOMIC_FETCH_AND_ADD":
+		wr.SGL, wr.NumSGE = s.sge(s.results, 8)
+		wr.RemoteAddr, wr.RKey = s.remote.Addr+uint64(s.atomic), s.remote.RKey
+		wr.CompareAdd = v.operand
+	case "ATOMIC_CMP_AND_SWP":
+		wr.SGL, wr.NumSGE = s.sge(s.results, 8)
+		wr.RemoteAddr, wr.RKey = s.remote.Addr+uint64(s.atomic), s.remote.RKey
+		wr.CompareAdd, wr.Swap = v.initial^1, ^v.operand
+		second := wr
+		second.WRID = 2
+		second.SGL, second.NumSGE = s.sge(s.results+8, 8)
+		second.CompareAdd, second.Swap = v.initial, v.operand
+		return []verbs.SendWR{wr, second}
+	}
+	return []verbs.SendWR{wr}
+}
+
+// checkRequest checks what came back to the requester.
+func (s *side) checkRequest(op string, size int, v stepValues) error {
+	res := func(i int) uint64 { return binary.LittleEndian.Uint64(s.buf[s.results+8*i:]) }
+	switch op {
+	case "RDMA_READ":
+		return check("RDMA_READ data", s.buf[s.dst:s.dst+size], v.seed, s.buf[s.dst+size:s.dst+size+guard])
+	case "ATOMIC_FETCH_AND_ADD":
+		if res(0) != v.initial {
+			return fmt.Errorf("FETCH_AND_ADD returned %#x, want the original %#x", res(0), v.initial)
+		}
+	case "ATOMIC_CMP_AND_SWP":
+		if res(0) != v.initial || res(1) != v.initial {
+			return fmt.Errorf("CMP_AND_SWP returned %#x (compare fails) and %#x (compare matches), want the original %#x both times", res(0), res(1), v.initial)
+		}
+	}
+	return nil
+}
+
+// await polls cq for one completion. It spins briefly, then sleeps
+// between polls: this machine's two cores are shared with both daemons.
+func (s *side) await(cq *verbs.CQ, what string) (verbs.WC, error) {
+	var wcs [1]verbs.WC
+	deadline := time.Now().Add(s.cfg.timeout)
+	for spins := 0; ; spins++ {
+		n, err := cq.Poll(wcs[:])
+		if err != nil {
+			return verbs.WC{}, fmt.Errorf("poll %s CQ: %w", what, err)
+		}
+		if n == 1 {
+			return wcs[0], nil
+		}
+		if time.Now().After(deadline) {
+			return verbs.WC{}, fmt.Errorf("no %s completion within %v", what, s.cfg.timeout)
+		}
+		if spins < 1000 {
+			runtime.Gosched()
+		} else {
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+}
+
+// streamRun: the requester keeps up to 8 RDMA WRITEs of the largest size
+// in flight until it is killed; the responder waits for the requester's
+// connection to end. Neither ever finishes on its own.
+func (s *side) streamRun() error {
+	if !s.cfg.requester {
+		_, err := s.sync([]byte("streaming"))
+		return err
+	}
+	size := slices.Max(s.cfg.sizes)
+	fill(s.buf[:size], s.cfg.seed)
+	wr := verbs.SendWR{Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
+		RemoteAddr: s.remote.Addr + uint64(s.dst), RKey: s.remote.RKey}
+	wr.SGL, wr.NumSGE = s.sge(0, size)
+	const depth = 8
+	inFlight, done := 0, 0
+	for {
+		for inFlight < depth {
+			wr.WRID++
+			if err := s.qp.PostSend(wr); err != nil {
+				return err
+			}
+			inFlight++
+		}
+		wc, err := s.await(s.sendCQ, "send")
+		if err != nil {
+			return err
+		}
+		if wc.Status != verbs.WCSuccess {
+			return fmt.Errorf("RDMA_WRITE %d: status %v", wc.WRID, wc.Status)
+		}
+		inFlight--
+		if done++; done == 1 {
+			fmt.Println("streaming")
+		}
+	}
+}
+
+// teardown destroys the objects in ibverbs order and releases the
+// memory, so that the happy path exercises every destroy RPC.
+func (s *side) teardown() error {
+	if err := s.qp.Destroy(); err != nil {
+		return err
+	}
+	for _, cq := range []*verbs.CQ{s.sendCQ, s.recvCQ} {
+		if err := cq.Destroy(); err != nil {
+			return err
+		}
+	}
+	if err := s.mr.Dereg(); err != nil {
+		return err
+	}
+	if err := s.pd.Dealloc(); err != nil {
+		return err
+	}
+	return s.ctx.FreeBuf(s.buf)
+}
