@@ -64,7 +64,8 @@ commands:
   demo    RDMA WRITE bandwidth between two embedded softnic NICs over the
           in-memory fabric (simulated time), lossless and lossy
   sweep   parameter sweeps on the embedded fabric with CSV and PNG plots:
-          softnic sweep qps (StaR's QP-scalability stress test)`)
+          softnic sweep qps (StaR's QP-scalability stress test),
+          softnic sweep loss (goodput vs loss rate, every scheme)`)
 }
 
 func demo(args []string) error {

@@ -9,14 +9,18 @@ import (
 	"strings"
 	"time"
 
+	"github.com/softnic/softnic/internal/perftest"
 	"github.com/softnic/softnic/internal/sweep"
 	"github.com/softnic/softnic/qp"
 	"github.com/softnic/softnic/recovery"
 )
 
 func sweepCmd(args []string) error {
+	if len(args) > 0 && args[0] == "loss" {
+		return lossSweepCmd(args[1:])
+	}
 	if len(args) == 0 || args[0] != "qps" {
-		return errors.New("sweep: usage: softnic sweep qps [flags] (see softnic sweep qps -h)")
+		return errors.New("sweep: usage: softnic sweep qps|loss [flags] (see softnic sweep qps -h)")
 	}
 	fs := flag.NewFlagSet("sweep qps", flag.ContinueOnError)
 	out := fs.String("out", "results", "directory for qps.csv and the PNG plots")
@@ -83,4 +87,63 @@ func ints(list string) ([]int, error) {
 		out = append(out, v)
 	}
 	return out, nil
+}
+
+// lossSweepCmd runs write_bw for every scheme at every loss rate on the
+// embedded fabric (simulated time) and plots goodput relative to each
+// scheme's lossless run.
+func lossSweepCmd(args []string) error {
+	fs := flag.NewFlagSet("sweep loss", flag.ContinueOnError)
+	out := fs.String("out", "results", "directory for loss.csv and loss.png")
+	schemes := fs.String("schemes", strings.Join(recovery.Names(), ","), "recovery schemes")
+	losses := fs.String("loss", "0,0.01,0.1,0.5,1,2,5", "loss percentages, both directions")
+	size := fs.Int("s", 65536, "WRITE size")
+	iters := fs.Int("n", 3000, "WRITEs per point")
+	depth := fs.Int("t", 128, "tx depth")
+	mtu := fs.Int("m", 1024, "path MTU")
+	rate := fs.Float64("rate", perftest.DefaultLink.RateBps/1e9, "link rate, Gb/s")
+	delay := fs.Duration("delay", perftest.DefaultLink.Delay, "one-way delay")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	m, err := qp.MTUFromBytes(*mtu)
+	if err != nil {
+		return err
+	}
+	link := perftest.DefaultLink
+	link.RateBps, link.Delay = *rate*1e9, *delay
+	fmt.Printf(" loss sweep on the embedded fabric, simulated time: %.0f Gb/s, one-way %v, TX ring %d, MTU %d, %d x %d B, depth %d\n",
+		*rate, *delay, link.Ring, *mtu, *iters, *size, *depth)
+	fmt.Printf(" %-6s %7s %9s %9s %12s %9s %8s\n", "scheme", "loss%", "Gb/s", "relative", "retransmits", "timeouts", "CPU")
+	var rs []sweep.LossResult
+	for _, scheme := range strings.Split(*schemes, ",") {
+		var base float64
+		for _, f := range strings.Split(*losses, ",") {
+			pct, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+			if err != nil {
+				return fmt.Errorf("sweep: loss %q: %v", f, err)
+			}
+			r, err := sweep.RunLoss(sweep.LossConfig{Scheme: strings.TrimSpace(scheme), Loss: pct / 100, Size: *size, Iters: *iters,
+				TxDepth: *depth, MTU: m, Link: link, Seed: 1})
+			if err != nil {
+				return err
+			}
+			if pct == 0 {
+				base = r.Gbps
+			}
+			rel := 0.0
+			if base > 0 {
+				rel = r.Gbps / base
+			}
+			fmt.Printf(" %-6s %7g %9.3f %9.3f %12d %9d %8v\n", r.Scheme, pct, r.Gbps, rel, r.Retransmits, r.Timeouts, r.Wall.Round(time.Millisecond))
+			rs = append(rs, r)
+		}
+	}
+	sweep.Relativize(rs)
+	files, err := sweep.SaveLoss(*out, rs)
+	if err != nil {
+		return err
+	}
+	fmt.Println(" wrote", strings.Join(files, " "))
+	return nil
 }
