@@ -38,3 +38,5 @@ for m in 1024 2048; do
 done
 echo "== write_lat 8 B"
 bench write_lat -s 8 -n 10000 --csv "$csv"
+echo "== kernel path baseline, same hosts and switch: ICMP echo round trips (2000)"
+ip netns exec "$nsA" ping -q -c 2000 -i 0.001 198.18.1.1 | tail -2
