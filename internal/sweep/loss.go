@@ -8,9 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
 
 	"github.com/softnic/softnic/internal/perftest"
 	"github.com/softnic/softnic/qp"
@@ -82,16 +80,6 @@ func WriteLossCSV(w io.Writer, rs []LossResult) error {
 // per scheme: the shape of the papers' throughput-vs-loss figures
 // (Improved go-back-N Fig. 6, IRN Fig. 3, FaSR Fig. 7a).
 func PlotLoss(path string, rs []LossResult) error {
-	p := plot.New()
-	p.Title.Text = "RDMA WRITE goodput under random loss (both directions)"
-	p.X.Label.Text = "loss rate (%)"
-	p.Y.Label.Text = "goodput relative to lossless"
-	p.X.Scale = plot.LogScale{}
-	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
-	p.Y.Min, p.Y.Max = 0, 1.05
-	p.Legend.Top = true
-	p.Legend.Left = false
-	p.Add(plotter.NewGrid())
 	var names []string
 	lines := map[string]plotter.XYs{}
 	for _, r := range rs {
@@ -103,17 +91,8 @@ func PlotLoss(path string, rs []LossResult) error {
 		}
 		lines[r.Scheme] = append(lines[r.Scheme], plotter.XY{X: r.Loss * 100, Y: r.Relative})
 	}
-	for i, n := range names {
-		l, pts, err := plotter.NewLinePoints(lines[n])
-		if err != nil {
-			return err
-		}
-		c := palette[i%len(palette)]
-		l.Color, pts.Color = c, c
-		p.Add(l, pts)
-		p.Legend.Add(n, l, pts)
-	}
-	return p.Save(8*vg.Inch, 5*vg.Inch, path)
+	return lineChart(path, "RDMA WRITE goodput under random loss (both directions)", "loss rate (%)",
+		"goodput relative to lossless", false, 1.05, names, lines)
 }
 
 // SaveLoss writes loss.csv and loss.png into dir.

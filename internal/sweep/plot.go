@@ -54,12 +54,16 @@ func series(rs []QPResult, keep func(QPResult) bool, label func(QPResult) string
 	return names, lines
 }
 
-// lineChart draws a log-x chart of the lines to path.
-func lineChart(path, title, ylabel string, logY bool, names []string, lines map[string]plotter.XYs) error {
+// lineChart draws a log-x chart of the lines to path. yMax > 0 fixes the
+// y axis to [0, yMax].
+func lineChart(path, title, xlabel, ylabel string, logY bool, yMax float64, names []string, lines map[string]plotter.XYs) error {
 	p := plot.New()
 	p.Title.Text = title
-	p.X.Label.Text = "queue pairs"
+	p.X.Label.Text = xlabel
 	p.Y.Label.Text = ylabel
+	if yMax > 0 {
+		p.Y.Min, p.Y.Max = 0, yMax
+	}
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
 	if logY {
@@ -98,7 +102,7 @@ func PlotQPs(dir string, rs []QPResult) ([]string, error) {
 			func(r QPResult) string { return fmt.Sprintf("%s, %g%% loss", r.Scheme, r.Loss*100) },
 			func(r QPResult) float64 { return r.MsgRate / 1e6 })
 		path := fmt.Sprintf("%s/qps_msgrate_%dB.png", dir, size)
-		if err := lineChart(path, fmt.Sprintf("%d B WRITEs, one outstanding per QP", size), "aggregate message rate (Mops/s)", true, names, lines); err != nil {
+		if err := lineChart(path, fmt.Sprintf("%d B WRITEs, one outstanding per QP", size), "queue pairs", "aggregate message rate (Mops/s)", true, 0, names, lines); err != nil {
 			return nil, err
 		}
 		files = append(files, path)
@@ -106,7 +110,7 @@ func PlotQPs(dir string, rs []QPResult) ([]string, error) {
 	names, lines := series(rs, func(r QPResult) bool { return r.Loss == 0 && r.Size == minSize(rs) },
 		func(r QPResult) string { return r.Scheme }, func(r QPResult) float64 { return float64(r.SRBytes) })
 	path := dir + "/qps_sr_bytes.png"
-	if err := lineChart(path, "on-chip loss-recovery state", "bytes", true, names, lines); err != nil {
+	if err := lineChart(path, "on-chip loss-recovery state", "queue pairs", "bytes", true, 0, names, lines); err != nil {
 		return nil, err
 	}
 	return append(files, path), nil
