@@ -38,5 +38,10 @@ for m in 1024 2048; do
 done
 echo "== write_lat 8 B"
 bench write_lat -s 8 -n 10000 --csv "$csv"
-echo "== kernel path baseline, same hosts and switch: ICMP echo round trips (2000)"
-ip netns exec "$nsA" ping -q -c 2000 -i 0.001 198.18.1.1 | tail -2
+echo "== kernel path baseline, same hosts and switch: 8-byte UDP ping-pong"
+go build -o "$work/udplat" ./scripts/udplat
+ip netns exec "$nsB" "$work/udplat" -listen 198.18.1.1:18600 &
+us=$!
+sleep 0.2
+ip netns exec "$nsA" "$work/udplat" -n 10000 198.18.1.1:18600
+wait "$us" || true

@@ -28,7 +28,7 @@ build() {
 # its control socket; on failure prints its log and returns 1.
 start_daemon() {
 	ip netns exec "$1" "$work/softnic" run --iface "$2" --ip "$3" --socket "$4" --scheme "$scheme" \
-		--mtu "$([ "$mtu" -gt 1024 ] && echo 2048 || echo 1024)" --metrics "${SOFTNIC_METRICS:-}" >"$work/$1.log" 2>&1 &
+		--mtu "$([ "$mtu" -gt 1024 ] && echo 2048 || echo 1024)" --metrics "${SOFTNIC_METRICS:-}" --busy-poll "${SOFTNIC_BUSY_POLL:-0s}" >"$work/$1.log" 2>&1 &
 	pids+=($!)
 	for _ in $(seq 100); do
 		[ -S "$4" ] && return 0

@@ -46,6 +46,7 @@ type options struct {
 	logLevel string
 	sram     int
 	penalty  time.Duration
+	busyPoll time.Duration
 }
 
 func runFlags(o *options) *flag.FlagSet {
@@ -61,6 +62,7 @@ func runFlags(o *options) *flag.FlagSet {
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.IntVar(&o.sram, "sram", qp.DefaultCacheBudget, "on-chip SRAM for QP contexts and the scheme's shared pools, bytes (default: 300 contexts of 256 B, StaR's RNIC; 0 = unlimited)")
 	fs.DurationVar(&o.penalty, "fetch-penalty", qp.DefaultFetchPenalty, "pipeline stall of a QP-context cache miss, a PCIe read (0 disables it)")
+	fs.DurationVar(&o.busyPoll, "busy-poll", 0, "keep polling this long after the last work before sleeping (latency for a core; 0: sleep after 32 empty polls)")
 	fs.String("config", "", "config file: one `key = value` per line with the keys of these flags; flags override it")
 	return fs
 }
@@ -271,7 +273,7 @@ func (d *daemon) run(ctx context.Context) {
 		}
 	}()
 	clock := dataplane.NewMonotonicClock()
-	d.engine.Run(ctx, d.port, clock.Now, dataplane.RunConfig{Pump: d.cp.Pump, BeforeWait: d.cp.BeforeWait})
+	d.engine.Run(ctx, d.port, clock.Now, dataplane.RunConfig{Pump: d.cp.Pump, BeforeWait: d.cp.BeforeWait, BusyPoll: d.opts.busyPoll})
 	d.log.Info("stopping")
 }
 
