@@ -159,3 +159,60 @@ func (a AtomicAckETH) OrigData() uint64 { return binary.BigEndian.Uint64(a) }
 
 // SetOrigData sets the original remote data.
 func (a AtomicAckETH) SetOrigData(v uint64) { binary.BigEndian.PutUint64(a, v) }
+
+// PETH is a view of softnic's 8-byte Placement Extended Transport Header
+// (docs/wire.md), which every SEND and RDMA WRITE packet of a connection
+// with out-of-order placement carries (IRN §5.3.2): reserved (1), the
+// receive WQE sequence number (3) and the byte offset of the packet's
+// payload within its message (4). The receive WQE sequence number counts
+// the messages that consume a receive WQE (SENDs and RDMA WRITEs with
+// immediate) from 0 at connection set-up, so that a packet that arrives
+// before its predecessors finds its receive WQE.
+type PETH []byte
+
+// PETHFields holds every PETH field.
+type PETHFields struct {
+	RecvSN uint32 // 24 bits
+	Offset uint32
+}
+
+// Encode writes the whole header from f; the reserved byte is zero and
+// RecvSN is masked to 24 bits.
+func (p PETH) Encode(f *PETHFields) {
+	_ = p[PETHLen-1]
+	p[0] = 0
+	p.SetRecvSN(f.RecvSN)
+	p.SetOffset(f.Offset)
+}
+
+// Fields returns every field of the header.
+func (p PETH) Fields() PETHFields { return PETHFields{RecvSN: p.RecvSN(), Offset: p.Offset()} }
+
+// RecvSN returns the 24-bit receive WQE sequence number.
+func (p PETH) RecvSN() uint32 { return get24(p[1:]) }
+
+// SetRecvSN sets the receive WQE sequence number, masked to 24 bits.
+func (p PETH) SetRecvSN(sn uint32) { put24(p[1:], sn) }
+
+// Offset returns the byte offset of the payload within its message.
+func (p PETH) Offset() uint32 { return binary.BigEndian.Uint32(p[4:]) }
+
+// SetOffset sets the payload's byte offset.
+func (p PETH) SetOffset(off uint32) { binary.BigEndian.PutUint32(p[4:], off) }
+
+// SACKETH is a view of softnic's 4-byte Selective Acknowledgement Extended
+// Transport Header (docs/wire.md): reserved (1) and the 24-bit PSN of the
+// out-of-order request the responder now holds, the packet that triggered
+// an IRN NACK (IRN §3.1). The BTH PSN of the same packet is the responder's
+// expected PSN, the cumulative acknowledgement.
+type SACKETH []byte
+
+// PSN returns the selectively acknowledged PSN.
+func (s SACKETH) PSN() uint32 { return get24(s[1:]) }
+
+// SetPSN sets the selectively acknowledged PSN, masked to 24 bits, and
+// clears the reserved byte.
+func (s SACKETH) SetPSN(psn uint32) {
+	s[0] = 0
+	put24(s[1:], psn)
+}

@@ -16,6 +16,12 @@ func canonical(b []byte, info *bth.OpInfo) []byte {
 	if info.DETHOff >= 0 {
 		c[info.DETHOff+4] = 0 // DETH reserved byte
 	}
+	if info.PETHOff >= 0 {
+		c[info.PETHOff] = 0 // PETH reserved byte
+	}
+	if info.SACKETHOff >= 0 {
+		c[info.SACKETHOff] = 0 // SACKETH reserved byte
+	}
 	return c
 }
 

@@ -85,6 +85,8 @@ func checkViewPresence(t *testing.T, p *bth.Packet, v *goldenVector) {
 		{"DETH", len(p.DETH()), v.DETH != nil, bth.DETHLen},
 		{"AtomicETH", len(p.AtomicETH()), v.Atomic != nil, bth.AtomicETHLen},
 		{"AtomicAck", len(p.AtomicAck()), v.AtomicAck != nil, bth.AtomicAckETHLen},
+		{"PETH", len(p.PETH()), v.PETH != nil, bth.PETHLen},
+		{"SACKETH", len(p.SACKETH()), v.SACK != nil, bth.SACKETHLen},
 	} {
 		want := 0
 		if c.present {

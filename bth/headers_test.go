@@ -200,3 +200,31 @@ func TestAtomicETH(t *testing.T) {
 		t.Fatalf("setters: %+v", a.Fields())
 	}
 }
+
+// TestPETH pins softnic's placement header byte by byte (docs/wire.md):
+// reserved, 24-bit receive WQE sequence number, 32-bit offset.
+func TestPETH(t *testing.T) {
+	p := bth.PETH(bytes.Repeat([]byte{0xff}, bth.PETHLen))
+	p.Encode(&bth.PETHFields{RecvSN: 0x1abcdef, Offset: 0x01020304})
+	if want := []byte{0x00, 0xab, 0xcd, 0xef, 0x01, 0x02, 0x03, 0x04}; !bytes.Equal(p, want) {
+		t.Fatalf("Encode = % x, want % x", []byte(p), want)
+	}
+	p[0] = 0xff // reserved: the setters leave it alone
+	p.SetRecvSN(0xffffffff)
+	p.SetOffset(0x80000000)
+	if p.RecvSN() != 0xffffff || p.Offset() != 0x80000000 || p[0] != 0xff {
+		t.Fatalf("setters: % x", []byte(p))
+	}
+	if got := p.Fields(); got != (bth.PETHFields{RecvSN: 0xffffff, Offset: 0x80000000}) {
+		t.Fatalf("Fields() = %+v", got)
+	}
+}
+
+// TestSACKETH pins the IRN NACK's selective-acknowledgement header.
+func TestSACKETH(t *testing.T) {
+	s := bth.SACKETH(bytes.Repeat([]byte{0xff}, bth.SACKETHLen))
+	s.SetPSN(0x1000007) // masked to 24 bits, reserved byte cleared
+	if want := []byte{0x00, 0x00, 0x00, 0x07}; !bytes.Equal(s, want) || s.PSN() != 7 {
+		t.Fatalf("SetPSN = % x, want % x", []byte(s), want)
+	}
+}

@@ -22,6 +22,8 @@ type packetFields struct {
 	DETH      bth.DETHFields
 	Atomic    bth.AtomicETHFields
 	AtomicAck uint64
+	PETH      bth.PETHFields
+	SACK      uint32
 }
 
 // fieldsOf reads every header of p through the views.
@@ -47,6 +49,12 @@ func fieldsOf(p *bth.Packet) packetFields {
 	}
 	if a := p.AtomicAck(); a != nil {
 		pf.AtomicAck = a.OrigData()
+	}
+	if h := p.PETH(); h != nil {
+		pf.PETH = h.Fields()
+	}
+	if h := p.SACKETH(); h != nil {
+		pf.SACK = h.PSN()
 	}
 	return pf
 }
@@ -75,6 +83,12 @@ func (pf *packetFields) encode(dst []byte, info *bth.OpInfo) {
 	}
 	if info.AtomicAckETHOff >= 0 {
 		bth.AtomicAckETH(dst[info.AtomicAckETHOff:]).SetOrigData(pf.AtomicAck)
+	}
+	if info.PETHOff >= 0 {
+		bth.PETH(dst[info.PETHOff:]).Encode(&pf.PETH)
+	}
+	if info.SACKETHOff >= 0 {
+		bth.SACKETH(dst[info.SACKETHOff:]).SetPSN(pf.SACK)
 	}
 }
 
@@ -141,9 +155,14 @@ type goldenVector struct {
 		Compare uint64 `json:"compare"`
 	} `json:"atomic"`
 	AtomicAck *uint64 `json:"atomic_ack"`
-	Payload   string  `json:"payload"`
-	Frame     string  `json:"frame"`
-	ICRC      uint32  `json:"icrc"`
+	PETH      *struct {
+		RecvSN uint32 `json:"recv_sn"`
+		Offset uint32 `json:"offset"`
+	} `json:"peth"`
+	SACK    *uint32 `json:"sack"`
+	Payload string  `json:"payload"`
+	Frame   string  `json:"frame"`
+	ICRC    uint32  `json:"icrc"`
 }
 
 func loadGolden(tb testing.TB) []goldenVector {
@@ -240,6 +259,12 @@ func (v *goldenVector) fields() packetFields {
 	}
 	if v.AtomicAck != nil {
 		pf.AtomicAck = *v.AtomicAck
+	}
+	if h := v.PETH; h != nil {
+		pf.PETH = bth.PETHFields{RecvSN: h.RecvSN, Offset: h.Offset}
+	}
+	if v.SACK != nil {
+		pf.SACK = *v.SACK
 	}
 	return pf
 }

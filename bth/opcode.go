@@ -16,6 +16,11 @@ const (
 	AtomicETHLen    = 28
 	AtomicAckETHLen = 8
 	ICRCLen         = 4
+
+	// softnic's extension headers (docs/wire.md), carried only by the
+	// manufacturer-specific opcodes 0xC0-0xFF.
+	PETHLen    = 8
+	SACKETHLen = 4
 )
 
 // Opcode is the BTH OpCode field (IBA 9.2.1). The top three bits
@@ -51,6 +56,35 @@ const (
 	UDSendOnlyImm        Opcode = 0x65
 )
 
+// softnic's extension opcodes, in the manufacturer-specific range
+// 0xC0-0xFF (IBA Table 36), used only on connections that negotiated a
+// loss recovery with out-of-order placement (IRN §5.3). Each is 0xC0 plus
+// the RC opcode it extends: the same packet with a PETH appended, and with
+// the message's RETH on every RDMA WRITE packet rather than the first
+// only, so that a packet can be placed whatever arrived before it
+// (IRN §5.3.1, §5.3.2). RCAcknowledgeSACK is the IRN NACK (§3.1): an ACK
+// packet with a NAK syndrome and a SACKETH naming the packet that triggered
+// it. docs/wire.md draws every byte.
+const (
+	RCSendFirstOOO    Opcode = 0xC0
+	RCSendMiddleOOO   Opcode = 0xC1
+	RCSendLastOOO     Opcode = 0xC2
+	RCSendLastImmOOO  Opcode = 0xC3
+	RCSendOnlyOOO     Opcode = 0xC4
+	RCSendOnlyImmOOO  Opcode = 0xC5
+	RCWriteFirstOOO   Opcode = 0xC6
+	RCWriteMiddleOOO  Opcode = 0xC7
+	RCWriteLastOOO    Opcode = 0xC8
+	RCWriteLastImmOOO Opcode = 0xC9
+	RCWriteOnlyOOO    Opcode = 0xCA
+	RCWriteOnlyImmOOO Opcode = 0xCB
+	RCAcknowledgeSACK Opcode = 0xD1
+)
+
+// IsExtension reports whether op is in the manufacturer-specific range,
+// which standard RoCEv2 peers and tools do not decode.
+func (o Opcode) IsExtension() bool { return o >= 0xC0 }
+
 // String returns the rxe/Wireshark style name, e.g. "RC_RDMA_WRITE_ONLY", or
 // "OPCODE_0x15" for opcodes softnic does not know.
 func (o Opcode) String() string {
@@ -72,6 +106,8 @@ const (
 	HasAtomicETH                        // atomic extended transport header follows
 	HasAtomicAckETH                     // atomic ACK extended transport header follows
 	HasPayload                          // a (possibly empty) payload follows the headers
+	HasPETH                             // softnic's placement extended transport header follows
+	HasSACKETH                          // softnic's selective-acknowledgement header follows
 
 	IsRequest  // sent by a requester
 	IsResponse // sent by a responder: ACK, read response, atomic ACK
@@ -110,6 +146,7 @@ type OpInfo struct {
 	Length int // BTH plus all extension headers, in bytes
 
 	RETHOff, AETHOff, ImmOff, IETHOff, DETHOff, AtomicETHOff, AtomicAckETHOff int
+	PETHOff, SACKETHOff                                                       int
 
 	PayloadOff int // always equal to Length
 }
@@ -121,7 +158,8 @@ func (i *OpInfo) PacketLen(payloadLen int) int {
 }
 
 // Lookup returns the table entry for op, or nil if softnic does not know the
-// opcode (reserved, UC, RD, or vendor-specific). The result points into a
+// opcode (reserved, UC, RD, or a manufacturer-specific one that is not
+// softnic's). The result points into a
 // static table and must not be modified.
 func Lookup(op Opcode) *OpInfo {
 	info := &opTable[op]
@@ -159,12 +197,28 @@ var opTable = layoutOpTable([256]OpInfo{
 	RCSendOnlyInv:        {Name: "RC_SEND_ONLY_WITH_INVALIDATE", Flags: HasIETH | HasPayload | IsRequest | IsFirst | IsLast | IsSend | NeedsRecvWQE},
 	UDSendOnly:           {Name: "UD_SEND_ONLY", Flags: HasDETH | HasPayload | IsRequest | IsFirst | IsLast | IsSend | NeedsRecvWQE},
 	UDSendOnlyImm:        {Name: "UD_SEND_ONLY_WITH_IMMEDIATE", Flags: HasDETH | HasImm | HasPayload | IsRequest | IsFirst | IsLast | IsSend | NeedsRecvWQE},
+
+	RCSendFirstOOO:    {Name: "RC_SEND_FIRST_OOO", Flags: HasPETH | HasPayload | IsRequest | IsFirst | IsSend | NeedsRecvWQE},
+	RCSendMiddleOOO:   {Name: "RC_SEND_MIDDLE_OOO", Flags: HasPETH | HasPayload | IsRequest | IsMiddle | IsSend | NeedsRecvWQE},
+	RCSendLastOOO:     {Name: "RC_SEND_LAST_OOO", Flags: HasPETH | HasPayload | IsRequest | IsLast | IsSend | NeedsRecvWQE},
+	RCSendLastImmOOO:  {Name: "RC_SEND_LAST_WITH_IMMEDIATE_OOO", Flags: HasImm | HasPETH | HasPayload | IsRequest | IsLast | IsSend | NeedsRecvWQE},
+	RCSendOnlyOOO:     {Name: "RC_SEND_ONLY_OOO", Flags: HasPETH | HasPayload | IsRequest | IsFirst | IsLast | IsSend | NeedsRecvWQE},
+	RCSendOnlyImmOOO:  {Name: "RC_SEND_ONLY_WITH_IMMEDIATE_OOO", Flags: HasImm | HasPETH | HasPayload | IsRequest | IsFirst | IsLast | IsSend | NeedsRecvWQE},
+	RCWriteFirstOOO:   {Name: "RC_RDMA_WRITE_FIRST_OOO", Flags: HasRETH | HasPETH | HasPayload | IsRequest | IsFirst | IsWrite},
+	RCWriteMiddleOOO:  {Name: "RC_RDMA_WRITE_MIDDLE_OOO", Flags: HasRETH | HasPETH | HasPayload | IsRequest | IsMiddle | IsWrite},
+	RCWriteLastOOO:    {Name: "RC_RDMA_WRITE_LAST_OOO", Flags: HasRETH | HasPETH | HasPayload | IsRequest | IsLast | IsWrite},
+	RCWriteLastImmOOO: {Name: "RC_RDMA_WRITE_LAST_WITH_IMMEDIATE_OOO", Flags: HasRETH | HasImm | HasPETH | HasPayload | IsRequest | IsLast | IsWrite | NeedsRecvWQE},
+	RCWriteOnlyOOO:    {Name: "RC_RDMA_WRITE_ONLY_OOO", Flags: HasRETH | HasPETH | HasPayload | IsRequest | IsFirst | IsLast | IsWrite},
+	RCWriteOnlyImmOOO: {Name: "RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE_OOO", Flags: HasRETH | HasImm | HasPETH | HasPayload | IsRequest | IsFirst | IsLast | IsWrite | NeedsRecvWQE},
+	RCAcknowledgeSACK: {Name: "RC_ACKNOWLEDGE_SACK", Flags: HasAETH | HasSACKETH | IsResponse | IsFirst | IsLast},
 })
 
 // layoutOpTable fills in Length and the header offsets of every named entry.
 // Extension headers follow the BTH in the order IBA 9.2 fixes and rxe's
 // rxe_opcode.c encodes: DETH, RETH, AtomicETH, ImmDt, IETH for requests, and
 // AETH then AtomicAckETH for responses (no opcode mixes the two groups).
+// softnic's headers come after all IBA ones: PETH for requests, SACKETH
+// for responses.
 func layoutOpTable(table [256]OpInfo) [256]OpInfo {
 	order := [...]struct {
 		flag OpFlags
@@ -178,6 +232,8 @@ func layoutOpTable(table [256]OpInfo) [256]OpInfo {
 		{HasAtomicETH, AtomicETHLen, func(i *OpInfo) *int { return &i.AtomicETHOff }},
 		{HasImm, ImmDtLen, func(i *OpInfo) *int { return &i.ImmOff }},
 		{HasIETH, IETHLen, func(i *OpInfo) *int { return &i.IETHOff }},
+		{HasPETH, PETHLen, func(i *OpInfo) *int { return &i.PETHOff }},
+		{HasSACKETH, SACKETHLen, func(i *OpInfo) *int { return &i.SACKETHOff }},
 	}
 	for op := range table {
 		info := &table[op]

@@ -17,6 +17,8 @@ const (
 	hDETH
 	hAtomic
 	hAtomicAck
+	hPETH
+	hSACKETH
 )
 
 // wantHeaders lists, independently of the package's table, the extension
@@ -52,23 +54,42 @@ var wantHeaders = map[bth.Opcode]struct {
 	bth.RCSendOnlyInv:        {"RC_SEND_ONLY_WITH_INVALIDATE", []hdr{hIETH}, true},
 	bth.UDSendOnly:           {"UD_SEND_ONLY", []hdr{hDETH}, true},
 	bth.UDSendOnlyImm:        {"UD_SEND_ONLY_WITH_IMMEDIATE", []hdr{hDETH, hImm}, true},
+
+	// softnic's extensions (docs/wire.md): the RC opcode plus 0xC0, a PETH
+	// last, and the RETH on every RDMA WRITE packet.
+	bth.RCSendFirstOOO:    {"RC_SEND_FIRST_OOO", []hdr{hPETH}, true},
+	bth.RCSendMiddleOOO:   {"RC_SEND_MIDDLE_OOO", []hdr{hPETH}, true},
+	bth.RCSendLastOOO:     {"RC_SEND_LAST_OOO", []hdr{hPETH}, true},
+	bth.RCSendLastImmOOO:  {"RC_SEND_LAST_WITH_IMMEDIATE_OOO", []hdr{hImm, hPETH}, true},
+	bth.RCSendOnlyOOO:     {"RC_SEND_ONLY_OOO", []hdr{hPETH}, true},
+	bth.RCSendOnlyImmOOO:  {"RC_SEND_ONLY_WITH_IMMEDIATE_OOO", []hdr{hImm, hPETH}, true},
+	bth.RCWriteFirstOOO:   {"RC_RDMA_WRITE_FIRST_OOO", []hdr{hRETH, hPETH}, true},
+	bth.RCWriteMiddleOOO:  {"RC_RDMA_WRITE_MIDDLE_OOO", []hdr{hRETH, hPETH}, true},
+	bth.RCWriteLastOOO:    {"RC_RDMA_WRITE_LAST_OOO", []hdr{hRETH, hPETH}, true},
+	bth.RCWriteLastImmOOO: {"RC_RDMA_WRITE_LAST_WITH_IMMEDIATE_OOO", []hdr{hRETH, hImm, hPETH}, true},
+	bth.RCWriteOnlyOOO:    {"RC_RDMA_WRITE_ONLY_OOO", []hdr{hRETH, hPETH}, true},
+	bth.RCWriteOnlyImmOOO: {"RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE_OOO", []hdr{hRETH, hImm, hPETH}, true},
+	bth.RCAcknowledgeSACK: {"RC_ACKNOWLEDGE_SACK", []hdr{hAETH, hSACKETH}, false},
 }
 
 var hdrLen = map[hdr]int{
 	hRETH: bth.RETHLen, hAETH: bth.AETHLen, hImm: bth.ImmDtLen, hIETH: bth.IETHLen,
 	hDETH: bth.DETHLen, hAtomic: bth.AtomicETHLen, hAtomicAck: bth.AtomicAckETHLen,
+	hPETH: bth.PETHLen, hSACKETH: bth.SACKETHLen,
 }
 
 func offsets(info *bth.OpInfo) map[hdr]int {
 	return map[hdr]int{
 		hRETH: info.RETHOff, hAETH: info.AETHOff, hImm: info.ImmOff, hIETH: info.IETHOff,
 		hDETH: info.DETHOff, hAtomic: info.AtomicETHOff, hAtomicAck: info.AtomicAckETHOff,
+		hPETH: info.PETHOff, hSACKETH: info.SACKETHOff,
 	}
 }
 
 var hdrFlag = map[hdr]bth.OpFlags{
 	hRETH: bth.HasRETH, hAETH: bth.HasAETH, hImm: bth.HasImm, hIETH: bth.HasIETH,
 	hDETH: bth.HasDETH, hAtomic: bth.HasAtomicETH, hAtomicAck: bth.HasAtomicAckETH,
+	hPETH: bth.HasPETH, hSACKETH: bth.HasSACKETH,
 }
 
 func TestOpcodeTableLayout(t *testing.T) {
@@ -134,7 +155,8 @@ func TestOpcodeLengthsMatchRxe(t *testing.T) {
 func TestOpcodeFlags(t *testing.T) {
 	for op, want := range wantHeaders {
 		f := bth.Lookup(op).Flags
-		name := want.name
+		// An extension has the flags of the RC opcode it extends.
+		name := strings.TrimSuffix(want.name, "_OOO")
 		has := func(x bth.OpFlags) bool { return f&x != 0 }
 
 		if has(bth.IsRequest) == has(bth.IsResponse) {
@@ -211,5 +233,32 @@ func TestPacketLen(t *testing.T) {
 		if got := bth.PadFor(n); got != want {
 			t.Errorf("PadFor(%d) = %d, want %d", n, got, want)
 		}
+	}
+}
+
+// TestExtensionOpcodes: each of softnic's extension opcodes is 0xC0 plus
+// the RC opcode it extends, keeps that opcode's flags, adds a PETH, and
+// carries the RETH on every RDMA WRITE packet (docs/wire.md).
+func TestExtensionOpcodes(t *testing.T) {
+	for op := bth.RCSendFirst; op <= bth.RCWriteOnlyImm; op++ {
+		ext := op + 0xC0
+		base, info := bth.Lookup(op), bth.Lookup(ext)
+		if info == nil || info.Name != base.Name+"_OOO" || !ext.IsExtension() || op.IsExtension() {
+			t.Fatalf("%s has no extension at %#02x (%v)", op, uint8(ext), info)
+		}
+		want := base.Flags | bth.HasPETH
+		if base.Flags&bth.IsWrite != 0 {
+			want |= bth.HasRETH
+		}
+		if info.Flags != want {
+			t.Errorf("%s: flags %#x, want %#x", info.Name, info.Flags, want)
+		}
+		if info.PETHOff != info.Length-bth.PETHLen {
+			t.Errorf("%s: PETH at %d, want last (%d)", info.Name, info.PETHOff, info.Length-bth.PETHLen)
+		}
+	}
+	ack, sack := bth.Lookup(bth.RCAcknowledge), bth.Lookup(bth.RCAcknowledgeSACK)
+	if sack.Flags != ack.Flags|bth.HasSACKETH || sack.AETHOff != ack.AETHOff || sack.SACKETHOff != ack.Length {
+		t.Errorf("RC_ACKNOWLEDGE_SACK is not an ACK plus a SACKETH: %+v", sack)
 	}
 }

@@ -97,6 +97,14 @@ func (p *Packet) AtomicAck() AtomicAckETH {
 	return AtomicAckETH(p.ext(p.Info.AtomicAckETHOff, AtomicAckETHLen))
 }
 
+// PETH returns softnic's placement extended transport header, or nil if
+// the opcode has none.
+func (p *Packet) PETH() PETH { return PETH(p.ext(p.Info.PETHOff, PETHLen)) }
+
+// SACKETH returns softnic's selective-acknowledgement header, or nil if the
+// opcode has none.
+func (p *Packet) SACKETH() SACKETH { return SACKETH(p.ext(p.Info.SACKETHOff, SACKETHLen)) }
+
 // Payload returns the payload without pad bytes and ICRC; it is empty for
 // opcodes without payload.
 func (p *Packet) Payload() []byte {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/qp"
+	"github.com/softnic/softnic/recovery"
 )
 
 // The benchmarks run both engines and the fabric in one goroutine with no
@@ -12,19 +13,22 @@ import (
 // — requester, responder and completer of both NICs — per message.
 
 // BenchmarkWrite64K: 64 KiB RDMA WRITEs, MTU 4096 and 1024, eight in
-// flight, lossless.
+// flight, lossless, under go-back-N and under IRN (extension opcodes, SACK
+// state and the BDP-FC window on the path).
 func BenchmarkWrite64K(b *testing.B) {
-	for _, mtu := range []qp.MTU{qp.MTU1024, qp.MTU4096} {
-		b.Run("mtu"+mtu.String(), func(b *testing.B) {
-			p := newTestPair(b, SimConfig{Seed: 1}, ConnParams{MTU: mtu})
-			const depth = 8
-			wrs := make([]qp.SendWR, depth)
-			for i := range wrs {
-				wrs[i] = sendWR(uint64(i), qp.WRRDMAWrite, sge(p.mrA, i*64<<10, 64<<10))
-				wrs[i].RemoteAddr, wrs[i].RKey = p.mrB.Addr+uint64(i*64<<10), p.mrB.RKey
-			}
-			p.benchLoop(b, wrs, nil, 64<<10, int(65536/mtu.Bytes()))
-		})
+	for _, scheme := range []string{recovery.GBN, recovery.IRN} {
+		for _, mtu := range []qp.MTU{qp.MTU1024, qp.MTU4096} {
+			b.Run(scheme+"/mtu"+mtu.String(), func(b *testing.B) {
+				p := newSchemePair(b, scheme, recovery.Params{}, SimConfig{Seed: 1}, ConnParams{MTU: mtu})
+				const depth = 8
+				wrs := make([]qp.SendWR, depth)
+				for i := range wrs {
+					wrs[i] = sendWR(uint64(i), qp.WRRDMAWrite, sge(p.mrA, i*64<<10, 64<<10))
+					wrs[i].RemoteAddr, wrs[i].RKey = p.mrB.Addr+uint64(i*64<<10), p.mrB.RKey
+				}
+				p.benchLoop(b, wrs, nil, 64<<10, int(65536/mtu.Bytes()))
+			})
+		}
 	}
 }
 

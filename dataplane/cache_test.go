@@ -7,17 +7,26 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/qp"
+	"github.com/softnic/softnic/recovery"
 )
 
 // TestContextCacheThrash: sixteen QPs busy at once on NICs whose SRAM
 // holds two contexts. Every context is evicted (its on-chip copy
 // poisoned) and refetched many times mid-message, lossy, and every
 // transfer still completes intact: no PSN, cursor or message state is lost
-// across eviction.
+// across eviction, under every scheme.
 func TestContextCacheThrash(t *testing.T) {
+	for _, name := range recovery.Names() {
+		t.Run(name, func(t *testing.T) { contextCacheThrash(t, name) })
+	}
+}
+
+func contextCacheThrash(t *testing.T, scheme string) {
 	const nQPs = 16
-	budget := 2*(qp.DefaultQPContextBytes+gbnReceiverBytes()) + 10
-	sim, err := NewSim(SimConfig{Seed: 21, AtoB: lossyLink(0.01), BtoA: lossyLink(0.01), SRAMBytes: budget})
+	sa, _ := recovery.New(scheme, recovery.Params{})
+	sb, _ := recovery.New(scheme, recovery.Params{})
+	budget := 2*(qp.DefaultQPContextBytes+schemeQPBytes(sa)) + sa.SharedOnChipBytes() + 10
+	sim, err := NewSim(SimConfig{Seed: 21, AtoB: lossyLink(0.01), BtoA: lossyLink(0.01), SRAMBytes: budget, SchemeA: sa, SchemeB: sb})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,10 +45,12 @@ func TestContextCacheThrash(t *testing.T) {
 		}
 	}
 	fillRandom(mrA.Bytes(), 21)
-	fillRandom(mrB.Bytes()[nQPs<<19:], 22)
+	fillRandom(mrB.Bytes(), 22)
 	// Per QP i: region [i MiB, i MiB + 512 KiB) of A is written to the same
-	// place in B; B's second half is read back into A's second half; one
-	// SEND per QP lands in B's receive buffer; one fetch-and-add per QP.
+	// place in B; the next 256 KiB of B are read back into the same place
+	// in A; one SEND per QP lands in B's receive buffer; one fetch-and-add
+	// per QP. No QP touches another's bytes, so the outcome does not depend
+	// on how the QPs' transfers interleave.
 	const chunk = 64 << 10
 	for i := range qas {
 		base := i << 20
@@ -50,7 +61,7 @@ func TestContextCacheThrash(t *testing.T) {
 			wrs = append(wrs, w)
 		}
 		r := sendWR(100, qp.WRRDMARead, sge(mrA, base+512<<10, 256<<10))
-		r.RemoteAddr, r.RKey = mrB.Addr+uint64(nQPs<<19+i*(256<<10)), mrB.RKey
+		r.RemoteAddr, r.RKey = mrB.Addr+uint64(base+512<<10), mrB.RKey
 		s := sendWR(101, qp.WRSend, sge(mrA, base+800<<10, 3000))
 		f := sendWR(102, qp.WRAtomicFetchAndAdd, sge(mrA, base+900<<10, 8))
 		f.RemoteAddr, f.RKey, f.CompareAdd = mrB.Addr+uint64(base+1000<<10), mrB.RKey, uint64(i+1)
@@ -83,7 +94,7 @@ func TestContextCacheThrash(t *testing.T) {
 	for i := range qas {
 		base := i << 20
 		mustEqual(t, fmt.Sprintf("QP %d WRITEs", i), mrB.Bytes()[base:base+512<<10], mrA.Bytes()[base:base+512<<10])
-		mustEqual(t, fmt.Sprintf("QP %d READ", i), mrA.Bytes()[base+512<<10:base+768<<10], mrB.Bytes()[nQPs<<19+i*(256<<10):nQPs<<19+(i+1)*(256<<10)])
+		mustEqual(t, fmt.Sprintf("QP %d READ", i), mrA.Bytes()[base+512<<10:base+768<<10], mrB.Bytes()[base+512<<10:base+768<<10])
 		mustEqual(t, fmt.Sprintf("QP %d SEND", i), mrB.Bytes()[base+960<<10:base+960<<10+3000], mrA.Bytes()[base+800<<10:base+800<<10+3000])
 	}
 	if got := binary.LittleEndian.Uint64(mrB.Bytes()[1000<<10:]); got != 1 {
@@ -97,10 +108,9 @@ func TestContextCacheThrash(t *testing.T) {
 	}
 }
 
-func gbnReceiverBytes() int {
-	sim, _ := NewSim(SimConfig{})
-	q := &QP{sender: sim.A.scheme.NewSender(), receiver: sim.A.scheme.NewReceiver()}
-	return q.sender.OnChipBytes() + q.receiver.OnChipBytes()
+// schemeQPBytes is the per-QP on-chip state of a scheme's two halves.
+func schemeQPBytes(s recovery.Scheme) int {
+	return s.NewSender().OnChipBytes() + s.NewReceiver().OnChipBytes()
 }
 
 // TestContextCacheStall: a miss stalls the pipeline for exactly the fetch

@@ -26,7 +26,7 @@ var nakStatus = map[bth.NakCode]qp.WCStatus{
 func (e *Engine) complete(q *QP, pkt *bth.Packet) {
 	psn := qp.PSN(pkt.BTH().PSN())
 	op := pkt.Opcode()
-	if op != bth.RCAcknowledge && pkt.Info.AETHOff >= 0 && pkt.AETH().Syndrome().Kind() != bth.AckKind {
+	if op != bth.RCAcknowledge && op != bth.RCAcknowledgeSACK && pkt.Info.AETHOff >= 0 && pkt.AETH().Syndrome().Kind() != bth.AckKind {
 		e.cnt.RcvdBadResponse++ // read responses and atomic ACKs always carry an ACK syndrome
 		return
 	}
@@ -35,7 +35,11 @@ func (e *Engine) complete(q *QP, pkt *bth.Packet) {
 		syn := pkt.AETH().Syndrome()
 		switch syn.Kind() {
 		case bth.AckKind:
-			e.onAck(q, psn)
+			if q.ooo {
+				e.onSelectiveAck(q, psn)
+			} else {
+				e.onAck(q, psn)
+			}
 		case bth.RNRNakKind:
 			e.onRNRNak(q, psn, syn.RNRTimer())
 		case bth.NakKind:
@@ -43,6 +47,10 @@ func (e *Engine) complete(q *QP, pkt *bth.Packet) {
 		default:
 			e.cnt.RcvdBadResponse++
 		}
+	case op == bth.RCAcknowledgeSACK:
+		e.onSackNak(q, psn, pkt)
+	case q.ooo:
+		e.onResponseOutOfOrder(q, psn, pkt)
 	case op == bth.RCAtomicAcknowledge:
 		e.onAtomicAck(q, psn, pkt.AtomicAck().OrigData())
 	default: // read response
@@ -107,6 +115,16 @@ func (e *Engine) ackThrough(q *QP, upto qp.PSN) {
 	}
 	if progressed {
 		e.onProgress(q)
+	}
+}
+
+// acknowledge: the responder has every request before psn (a NAK's or an
+// RNR NAK's PSN).
+func (e *Engine) acknowledge(q *QP, psn qp.PSN) {
+	if q.ooo {
+		e.sackThrough(q, psn)
+	} else {
+		e.ackThrough(q, psn)
 	}
 }
 
@@ -186,12 +204,19 @@ func (e *Engine) onNak(q *QP, psn qp.PSN, code bth.NakCode) {
 		e.cnt.RcvdBadResponse++
 		return
 	}
-	e.ackThrough(q, psn)
+	e.acknowledge(q, psn)
 	if q.state == qp.Err {
 		return
 	}
 	if code == bth.NakPSNSeqError {
 		e.cnt.RcvdSeqErr++
+		if q.ooo {
+			// IRN treats a sequence error as a loss signal, not an error
+			// (Appendix B.4): recovery, no retry spent, no going back.
+			q.sender.OnNak(e.now, psn, q.maxSentPSN)
+			e.scheduleIfReady(q)
+			return
+		}
 		// NAKs for a PSN we have gone back to but not resent yet are
 		// stale copies (a responder NAKs again each NAK interval, and a
 		// busy one may send several at once): one go-back, one retry.
@@ -202,7 +227,7 @@ func (e *Engine) onNak(q *QP, psn qp.PSN, code bth.NakCode) {
 			return
 		}
 		q.nakHeld = psn + 1
-		if r := q.sender.OnNak(e.now, psn); r.GoBack {
+		if r := q.sender.OnNak(e.now, psn, q.maxSentPSN); r.GoBack {
 			e.goBack(q, r.GoBackTo)
 		}
 		e.schedule(q)
@@ -228,7 +253,7 @@ func (e *Engine) onRNRNak(q *QP, psn qp.PSN, code uint8) {
 		return
 	}
 	e.cnt.RcvdRNRErr++
-	e.ackThrough(q, psn)
+	e.acknowledge(q, psn)
 	if q.state == qp.Err {
 		return
 	}
@@ -265,7 +290,7 @@ func (e *Engine) onRetryTimeout(q *QP, now time.Duration) {
 		return
 	}
 	q.impliedAt = 0
-	if r := q.sender.OnTimeout(now, q.unacked); r.GoBack {
+	if r := q.sender.OnTimeout(now, q.unacked, q.maxSentPSN); r.GoBack {
 		e.goBack(q, r.GoBackTo)
 	}
 	e.schedule(q)
@@ -318,18 +343,26 @@ func (e *Engine) onProgress(q *QP) {
 	}
 }
 
-// armRetry starts the retransmission timer if packets are outstanding
-// and it is not running.
+// armRetry starts the retransmission timer if packets are outstanding and
+// it is not running, and keeps its deadline in step with the scheme's
+// timeout for what is in flight now: IRN's RTO_low holds only while at most
+// N packets are out (§3.1), so a timer started for one packet moves to
+// RTO_high as more follow.
 func (e *Engine) armRetry(q *QP) {
-	if q.retryTimer.Armed() || q.unacked == q.maxSentPSN {
+	if q.unacked == q.maxSentPSN {
 		return
 	}
 	base, ok := ackTimeout(q.timeoutCode)
 	if !ok {
 		return
 	}
-	inflight := int(q.maxSentPSN.Diff(q.unacked))
-	e.wheel.Schedule(&q.retryTimer, e.now+q.sender.Timeout(base, inflight))
+	if !q.retryTimer.Armed() {
+		q.retryStart = e.now
+	}
+	at := q.retryStart + q.sender.Timeout(base, int(q.maxSentPSN.Diff(q.unacked)))
+	if !q.retryTimer.Armed() || q.retryTimer.Deadline() != at {
+		e.wheel.Schedule(&q.retryTimer, at)
+	}
 }
 
 // retire completes the head WQE.

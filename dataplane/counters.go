@@ -30,6 +30,13 @@ type Counters struct {
 	AcksSent         uint64 // acks_sent
 	Retransmits      uint64 // retransmitted_pkts
 
+	// Out-of-order placement (selective.go; IRN).
+	OOOKept      uint64 // ooo_kept: requests kept ahead of the expected PSN
+	OOODiscarded uint64 // ooo_discarded: requests ahead of the expected PSN that failed their checks, dropped without a NAK
+	SackNakSent  uint64 // sack_nak_sent: NAKs with a selective acknowledgement sent
+	RcvdSackNak  uint64 // rcvd_sack_nak: NAKs with a selective acknowledgement received
+	OOOResponses uint64 // ooo_responses: READ responses and atomic ACKs placed ahead of an unanswered request
+
 	RcvdMalformed   uint64 // rcvd_malformed: not a parsable RoCEv2 frame
 	RcvdICRCErr     uint64 // rcvd_icrc_err
 	RcvdUnknownQPN  uint64 // rcvd_unknown_qpn
@@ -75,6 +82,8 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"req_remote_invalid_request", c.ReqRemoteInvalid}, {"resp_remote_invalid_request", c.RespInvalidReq},
 		{"resp_local_length_error", c.RespLocalLength}, {"seq_nak_sent", c.SeqNakSent},
 		{"acks_sent", c.AcksSent}, {"retransmitted_pkts", c.Retransmits},
+		{"ooo_kept", c.OOOKept}, {"ooo_discarded", c.OOODiscarded}, {"sack_nak_sent", c.SackNakSent},
+		{"rcvd_sack_nak", c.RcvdSackNak}, {"ooo_responses", c.OOOResponses},
 		{"rcvd_malformed", c.RcvdMalformed}, {"rcvd_icrc_err", c.RcvdICRCErr},
 		{"rcvd_unknown_qpn", c.RcvdUnknownQPN}, {"rcvd_bad_addr", c.RcvdBadAddr},
 		{"rcvd_pkey_err", c.RcvdPKeyErr}, {"rcvd_bad_state", c.RcvdBadState},

@@ -102,9 +102,16 @@ func TestGBNNakInterval(t *testing.T) {
 
 // TestMalformedFrames feeds the receive path garbage, truncations, bad
 // ICRCs, unknown QPNs and out-of-place opcodes: nothing panics, nothing
-// is placed, and every frame is counted under one reason.
+// is placed, and every frame is counted under one reason; under every
+// scheme, so that softnic's extension opcodes are mutated too.
 func TestMalformedFrames(t *testing.T) {
-	p := newTestPair(t, SimConfig{Seed: 12}, ConnParams{})
+	for _, scheme := range recovery.Names() {
+		t.Run(scheme, func(t *testing.T) { malformedFrames(t, scheme) })
+	}
+}
+
+func malformedFrames(t *testing.T, scheme string) {
+	p := newSchemePair(t, scheme, recovery.Params{}, SimConfig{Seed: 12}, ConnParams{})
 	// A valid frame to mutate: capture the first WRITE A sends.
 	var good []byte
 	p.sim.Fabric.Tap(func(d fabric.Direction, _ time.Duration, frame []byte, _ bool) {
@@ -151,19 +158,24 @@ func TestMalformedFrames(t *testing.T) {
 	p.checkWrite(2, 5000, false)
 }
 
-// FuzzReceive: no frame can panic the engine.
+// FuzzReceive: no frame can panic the engine, under any scheme; the seeds
+// are the frames of lossy transfers under every scheme.
 func FuzzReceive(f *testing.F) {
-	p := newTestPair(f, SimConfig{Seed: 13}, ConnParams{})
-	p.sim.Fabric.Tap(func(_ fabric.Direction, _ time.Duration, frame []byte, _ bool) {
-		f.Add(append([]byte(nil), frame...))
-	})
-	p.checkWrite(1, 3000, false)
-	p.checkRead(2, 3000)
-	p.checkSend(3, 100, true)
-	p.checkAtomics()
-	p.sim.Fabric.Tap(nil)
+	var engines []*Engine
+	for _, scheme := range recovery.Names() {
+		p := newSchemePair(f, scheme, recovery.Params{}, SimConfig{Seed: 13, AtoB: lossyLink(0.05), BtoA: lossyLink(0.05)}, ConnParams{Timeout: 8})
+		p.sim.Fabric.Tap(func(_ fabric.Direction, _ time.Duration, frame []byte, _ bool) {
+			f.Add(append([]byte(nil), frame...))
+		})
+		p.checkWrite(1, 3000, false)
+		p.checkRead(2, 3000)
+		p.checkSend(3, 100, true)
+		p.checkAtomics()
+		p.sim.Fabric.Tap(nil)
+		engines = append(engines, p.sim.A, p.sim.B)
+	}
 	f.Fuzz(func(t *testing.T, frame []byte) {
-		for _, e := range []*Engine{p.sim.A, p.sim.B} {
+		for _, e := range engines {
 			e.mu.Lock()
 			e.receive(frame)
 			e.mu.Unlock()
@@ -242,38 +254,42 @@ func TestModifyQP(t *testing.T) {
 // TestSteadyStateAllocs proves the data path does not allocate: posting,
 // segmenting, transmitting, receiving, placing, acknowledging and
 // completing a 64 KiB WRITE and an 8-byte SEND cost zero allocations
-// once warm.
+// once warm, under every scheme.
 func TestSteadyStateAllocs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("allocation count is checked in the full run")
 	}
-	p := newTestPair(t, SimConfig{Seed: 14, AtoB: lossyLink(0), BtoA: lossyLink(0)}, ConnParams{MTU: qp.MTU1024})
-	write := []qp.SendWR{sendWR(1, qp.WRRDMAWrite, sge(p.mrA, 0, 64<<10))}
-	write[0].RemoteAddr, write[0].RKey = p.mrB.Addr, p.mrB.RKey
-	send := []qp.SendWR{sendWR(2, qp.WRSend, sge(p.mrA, 0, 8))}
-	recv := []qp.RecvWR{recvWR(3, sge(p.mrB, 0, 8))}
-	wcs := make([]qp.WC, 4)
-	done := 0
-	cond := func() bool {
-		n, _ := p.sim.A.PollCQ(p.cqA, wcs)
-		m, _ := p.sim.B.PollCQ(p.cqB, wcs)
-		done += n + m
-		return done >= 3
-	}
-	round := func() {
-		done = 0
-		p.sim.B.PostRecv(p.qb, recv)
-		p.sim.A.PostSend(p.qa, write)
-		p.sim.A.PostSend(p.qa, send)
-		if !p.sim.RunUntil(cond, time.Second) {
-			t.Fatal("round did not complete")
-		}
-	}
-	for i := 0; i < 10; i++ {
-		round()
-	}
-	if allocs := testing.AllocsPerRun(50, round); allocs != 0 {
-		t.Fatalf("%.1f allocations per round (66 packets, 2 ACKs, 3 completions), want 0", allocs)
+	for _, scheme := range recovery.Names() {
+		t.Run(scheme, func(t *testing.T) {
+			p := newSchemePair(t, scheme, recovery.Params{}, SimConfig{Seed: 14, AtoB: lossyLink(0), BtoA: lossyLink(0)}, ConnParams{MTU: qp.MTU1024})
+			write := []qp.SendWR{sendWR(1, qp.WRRDMAWrite, sge(p.mrA, 0, 64<<10))}
+			write[0].RemoteAddr, write[0].RKey = p.mrB.Addr, p.mrB.RKey
+			send := []qp.SendWR{sendWR(2, qp.WRSend, sge(p.mrA, 0, 8))}
+			recv := []qp.RecvWR{recvWR(3, sge(p.mrB, 0, 8))}
+			wcs := make([]qp.WC, 4)
+			done := 0
+			cond := func() bool {
+				n, _ := p.sim.A.PollCQ(p.cqA, wcs)
+				m, _ := p.sim.B.PollCQ(p.cqB, wcs)
+				done += n + m
+				return done >= 3
+			}
+			round := func() {
+				done = 0
+				p.sim.B.PostRecv(p.qb, recv)
+				p.sim.A.PostSend(p.qa, write)
+				p.sim.A.PostSend(p.qa, send)
+				if !p.sim.RunUntil(cond, time.Second) {
+					t.Fatal("round did not complete")
+				}
+			}
+			for i := 0; i < 10; i++ {
+				round()
+			}
+			if allocs := testing.AllocsPerRun(50, round); allocs != 0 {
+				t.Fatalf("%.1f allocations per round (66 packets, 2 ACKs, 3 completions), want 0", allocs)
+			}
+		})
 	}
 }
 

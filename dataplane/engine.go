@@ -267,6 +267,14 @@ func (e *Engine) receive(frame []byte) {
 		e.cnt.RcvdBadOpcode++
 		return
 	}
+	// softnic's extension opcodes belong to connections that place out of
+	// order, negotiated with their scheme: there every SEND and WRITE
+	// carries a PETH, elsewhere nothing carries a PETH or a SACKETH.
+	if q.ooo && flags&(bth.IsSend|bth.IsWrite) != 0 && flags&bth.HasPETH == 0 ||
+		!q.ooo && flags&(bth.HasPETH|bth.HasSACKETH) != 0 {
+		e.cnt.RcvdBadOpcode++
+		return
+	}
 	if flags&bth.IsRequest != 0 {
 		if !q.state.CanReceive() {
 			e.cnt.RcvdBadState++
@@ -287,6 +295,13 @@ func (e *Engine) schedule(q *QP) {
 	if !q.queued {
 		q.queued = true
 		e.ready = append(e.ready, q)
+	}
+}
+
+// scheduleIfReady schedules q if its requester has something to send.
+func (e *Engine) scheduleIfReady(q *QP) {
+	if e.requestReady(q) {
+		e.schedule(q)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/softnic/softnic/bth"
 	"github.com/softnic/softnic/dataplane/fabric"
 	"github.com/softnic/softnic/qp"
+	"github.com/softnic/softnic/recovery"
 )
 
 // TestRemoteAccessErrors: a bad rkey, an out-of-bounds address and a
@@ -152,39 +153,46 @@ func TestRNRRecovers(t *testing.T) {
 }
 
 // TestPSNWrap sends messages across the 2^24 PSN boundary, mid-message,
-// lossless and lossy.
+// lossless and lossy, under every scheme.
 func TestPSNWrap(t *testing.T) {
-	for _, loss := range []float64{0, 0.05} {
-		p := newTestPair(t, SimConfig{Seed: 7, AtoB: lossyLink(loss), BtoA: lossyLink(loss)},
-			ConnParams{MTU: qp.MTU1024, PSNA: 0xFFFFF0, PSNB: 0xFFFFFA, Timeout: 8})
-		for id := uint64(1); id <= 4; id++ {
-			p.checkWrite(id, 64<<10, false)
-			p.checkRead(id, 40<<10)
-			p.checkSend(id, 20<<10, true)
-		}
-		if q := p.qa; q.nextPSN > 0x10000 { // raw compare on purpose: it must have wrapped to a small number
-			t.Fatalf("PSN did not wrap: next PSN %#x", q.nextPSN)
+	for _, scheme := range recovery.Names() {
+		for _, loss := range []float64{0, 0.05} {
+			p := newSchemePair(t, scheme, recovery.Params{}, SimConfig{Seed: 7, AtoB: lossyLink(loss), BtoA: lossyLink(loss)},
+				ConnParams{MTU: qp.MTU1024, PSNA: 0xFFFFF0, PSNB: 0xFFFFFA, Timeout: 8})
+			for id := uint64(1); id <= 4; id++ {
+				p.checkWrite(id, 64<<10, false)
+				p.checkRead(id, 40<<10)
+				p.checkSend(id, 20<<10, true)
+			}
+			if q := p.qa; q.nextPSN > 0x10000 { // raw compare on purpose: it must have wrapped to a small number
+				t.Fatalf("%s: PSN did not wrap: next PSN %#x", scheme, q.nextPSN)
+			}
 		}
 	}
 }
 
 // TestIPv6 runs the transport over IPv6 frames (UDP checksum filled, the
-// ICRC masking traffic class, flow label and hop limit), lossy.
+// ICRC masking traffic class, flow label and hop limit), lossy, under every
+// scheme.
 func TestIPv6(t *testing.T) {
-	p := newTestPair(t, SimConfig{Seed: 16, IPv6: true, AtoB: lossyLink(0.01), BtoA: lossyLink(0.01)}, ConnParams{MTU: qp.MTU2048, Timeout: 8})
-	var frames int
-	p.sim.Fabric.Tap(func(_ fabric.Direction, _ time.Duration, frame []byte, _ bool) {
-		if f, err := bth.ParseFrame(frame); err == nil && f.IPv6 && f.VerifyICRC() {
-			frames++
-		}
-	})
-	for id := uint64(1); id <= 3; id++ {
-		p.checkWrite(id, 100<<10, true)
-		p.checkRead(id, 50<<10)
-		p.checkSend(id, 10<<10, false)
-	}
-	p.checkAtomics()
-	if frames == 0 {
-		t.Fatal("no valid IPv6 RoCEv2 frames on the wire")
+	for _, scheme := range recovery.Names() {
+		t.Run(scheme, func(t *testing.T) {
+			p := newSchemePair(t, scheme, recovery.Params{}, SimConfig{Seed: 16, IPv6: true, AtoB: lossyLink(0.01), BtoA: lossyLink(0.01)}, ConnParams{MTU: qp.MTU2048, Timeout: 8})
+			var frames int
+			p.sim.Fabric.Tap(func(_ fabric.Direction, _ time.Duration, frame []byte, _ bool) {
+				if f, err := bth.ParseFrame(frame); err == nil && f.IPv6 && f.VerifyICRC() {
+					frames++
+				}
+			})
+			for id := uint64(1); id <= 3; id++ {
+				p.checkWrite(id, 100<<10, true)
+				p.checkRead(id, 50<<10)
+				p.checkSend(id, 10<<10, false)
+			}
+			p.checkAtomics()
+			if frames == 0 {
+				t.Fatal("no valid IPv6 RoCEv2 frames on the wire")
+			}
+		})
 	}
 }

@@ -82,6 +82,8 @@ type QP struct {
 	rq         *qp.Ring[recvWQE]  // in host memory
 	respQ      *qp.Ring[respItem] // responder output queue
 	res        []resource         // responder resources ring (max_dest_rd_atomic)
+	stash      []stashedReq       // READ and atomic requests kept out of order (selective.go)
+	ooo        bool               // the scheme places out of order: extension opcodes on the wire
 	scheme     recovery.Scheme
 	sender     recovery.Sender
 	receiver   recovery.Receiver
@@ -115,16 +117,19 @@ type hwContext struct {
 	rdAtomics  int    // started, uncompleted READ and atomic WQEs
 	retryLeft  uint8
 	rnrLeft    uint8
-	rnrWait    bool   // transmission paused until the RNR timer fires
-	impliedAt  qp.PSN // unacked+1 when an implied NAK already went back there; 0: none
-	nakHeld    qp.PSN // p+1 after a NAK for p went back there, until p is resent; 0: none
+	rnrWait    bool          // transmission paused until the RNR timer fires
+	impliedAt  qp.PSN        // unacked+1 when an implied NAK already went back there; 0: none
+	nakHeld    qp.PSN        // p+1 after a NAK for p went back there, until p is resent; 0: none
+	nextRecvSN uint32        // receive WQE sequence number of the next SEND or WRITE with immediate (IRN §5.3.2)
+	retryStart time.Duration // when the running retransmission timer was started
 
 	// Responder (responder.go).
 	ePSN    qp.PSN
 	msn     qp.MSN
 	msg     respMsg
 	resNext int
-	goError bool // a class C error NAK is queued: the QP moves to ERR once it is sent
+	goError bool   // a class C error NAK is queued: the QP moves to ERR once it is sent
+	recvSN  uint32 // receive WQE sequence number of the receive queue's head (IRN §5.3.2)
 }
 
 // poisoned is what an evicted context's on-chip copy holds: values that
@@ -133,6 +138,7 @@ var poisoned = hwContext{
 	mtu: 256, destQPN: 0xBAD, maxRdAtomic: 1, maxDestRdAtomic: 1,
 	sqStart: 0xBAD0BAD, nextPSN: 0xBADBAD, cur: 0xBAD0BAD, curPSN: 0xBADBAD, maxSentPSN: 0xBADBAD,
 	unacked: 0x0BAD0B, ePSN: 0xBADBAD, msn: 0xBAD, msg: respMsg{active: true, off: 0xBAD}, resNext: 0,
+	nextRecvSN: 0xBADBAD, recvSN: 0xBAD0BA, retryStart: -time.Hour,
 }
 
 // QPN is the queue pair number.
@@ -194,6 +200,10 @@ func (e *Engine) CreateQP(pd uint32, attr QPInitAttr) (*QP, error) {
 	for e.qps[e.nextQP] != nil || e.nextQP < 0x10 {
 		e.nextQP = (e.nextQP + 1) & qp.PSNMask
 	}
+	// A scheme that keeps packets out of order needs room for a window of
+	// them: READ and atomic requests wait in the stash, and each one is
+	// answered by a NAK with a selective acknowledgement.
+	window := scheme.ReorderWindow()
 	q := &QP{
 		qpn:      e.nextQP,
 		pd:       pd,
@@ -202,10 +212,14 @@ func (e *Engine) CreateQP(pd uint32, attr QPInitAttr) (*QP, error) {
 		sigAll:   attr.SigAll,
 		sq:       qp.NewRing[sendWQE](attr.MaxSendWR),
 		rq:       qp.NewRing[recvWQE](attr.MaxRecvWR),
-		respQ:    qp.NewRing[respItem](maxRespQueue),
+		respQ:    qp.NewRing[respItem](maxRespQueue + 2*window),
+		ooo:      window > 0,
 		scheme:   scheme,
 		sender:   scheme.NewSender(),
 		receiver: scheme.NewReceiver(),
+	}
+	if q.ooo {
+		q.stash = newStash(window)
 	}
 	e.nextQP = (e.nextQP + 1) & qp.PSNMask
 	q.host = q.hwContext
@@ -379,6 +393,8 @@ func (e *Engine) resetQP(q *QP) {
 	q.noAck, q.rdAtomics, q.rnrWait, q.goError = 0, 0, false, false
 	q.msg = respMsg{}
 	q.msn = 0
+	q.nextRecvSN, q.recvSN = 0, 0
+	clear(q.stash)
 	for i := range q.res {
 		q.res[i] = resource{}
 	}
@@ -404,6 +420,7 @@ func (e *Engine) flush(q *QP) {
 	}
 	q.msg = respMsg{}
 	q.rdAtomics = 0
+	clear(q.stash)
 }
 
 // QueryQP returns q's attributes.

@@ -16,10 +16,21 @@ type sendWQE struct {
 	length   uint32
 	firstPSN qp.PSN
 	lastPSN  qp.PSN
+	recvSN   uint32 // the receive WQE it consumes at the responder (SEND, WRITE with immediate)
 }
 
 func (w *sendWQE) isReadOrAtomic() bool {
 	return w.wr.Opcode == qp.WRRDMARead || w.wr.Opcode.IsAtomic()
+}
+
+// consumesRecvWQE reports whether w uses up a receive WQE at the
+// responder, in posting order (IRN §5.3.2).
+func (w *sendWQE) consumesRecvWQE() bool {
+	switch w.wr.Opcode {
+	case qp.WRSend, qp.WRSendWithImm, qp.WRRDMAWriteWithImm:
+		return true
+	}
+	return false
 }
 
 // contains reports whether psn is one of w's PSNs.
@@ -117,15 +128,23 @@ func (q *QP) packets(w *sendWQE) uint32 {
 	return max(1, (w.length+q.mtu-1)/q.mtu)
 }
 
-// requestReady reports whether q's requester has a packet to send now.
+// requestReady reports whether q's requester has a packet to send now: a
+// retransmission the scheme asks for, or new data within its window.
 func (e *Engine) requestReady(q *QP) bool {
 	if q.state != qp.RTS || q.rnrWait {
 		return false
 	}
-	if win := q.sender.Window(); win > 0 && int(q.curPSN.Diff(q.unacked)) >= win {
-		return false // the scheme's in-flight cap (IRN BDP-FC)
+	if _, ok := q.sender.NextRetransmit(); ok {
+		return true // a retransmission does not add to what is in flight
 	}
-	return q.curPSN != q.nextPSN || e.canStart(q)
+	return !q.windowFull() && (q.curPSN != q.nextPSN || e.canStart(q))
+}
+
+// windowFull applies the scheme's in-flight cap (IRN BDP-FC, §3.2): a new
+// packet goes out only while fewer than Window are unacknowledged.
+func (q *QP) windowFull() bool {
+	win := q.sender.Window()
+	return win > 0 && int(q.curPSN.Diff(q.unacked)) >= win
 }
 
 // startWQE gives the next posted WQE its PSNs. A bad local SGL completes it
@@ -145,6 +164,10 @@ func (e *Engine) startWQE(q *QP) bool {
 	if w.isReadOrAtomic() {
 		q.rdAtomics++
 	}
+	if w.consumesRecvWQE() {
+		w.recvSN = q.nextRecvSN
+		q.nextRecvSN = (q.nextRecvSN + 1) & qp.PSNMask
+	}
 	q.sqStart++
 	q.cur = idx
 	e.cnt.RDMASends++
@@ -163,15 +186,40 @@ func (q *QP) seekCursor(psn qp.PSN) {
 	q.cur = q.sqStart
 }
 
+// wqeIndex returns the ring index of the started WQE that psn belongs to.
+func (q *QP) wqeIndex(psn qp.PSN) (uint32, bool) {
+	for i := q.sq.Head(); i != q.sqStart; i++ {
+		if q.sq.At(i).contains(psn) {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// wqeAt returns the started WQE that psn belongs to, or nil.
+func (q *QP) wqeAt(psn qp.PSN) *sendWQE {
+	if i, ok := q.wqeIndex(psn); ok {
+		return q.sq.At(i)
+	}
+	return nil
+}
+
 // sendRequest transmits one request packet: a retransmission the scheme
 // asks for, else the packet under the send cursor.
 func (e *Engine) sendRequest(q *QP) bool {
 	if psn, ok := q.sender.NextRetransmit(); ok {
-		for i := q.sq.Head(); i != q.sqStart; i++ {
-			if w := q.sq.At(i); w.contains(psn) {
-				return e.sendPacket(q, w, psn)
+		w := q.wqeAt(psn)
+		if w != nil && !psn.Before(q.unacked) && psn.Before(q.maxSentPSN) {
+			if !e.sendPacket(q, w, psn) {
+				return false
 			}
+			q.sender.Retransmitted(psn)
+			return true
 		}
+		q.sender.Retransmitted(psn) // acknowledged meanwhile: nothing to resend
+	}
+	if q.windowFull() {
+		return false
 	}
 	if q.curPSN == q.nextPSN {
 		if !e.canStart(q) || !e.startWQE(q) {
@@ -187,7 +235,7 @@ func (e *Engine) sendRequest(q *QP) bool {
 	if !e.sendPacket(q, w, psn) {
 		return false
 	}
-	if w.wr.Opcode == qp.WRRDMARead {
+	if w.wr.Opcode == qp.WRRDMARead && !q.ooo {
 		q.curPSN = w.lastPSN.Next() // one request covers the rest of the READ
 	} else {
 		q.curPSN = psn.Next()
@@ -197,9 +245,14 @@ func (e *Engine) sendRequest(q *QP) bool {
 
 // Opcode selection for SEND and WRITE by position in the message
 // (IBA Table 35).
+// With out-of-order placement every packet is softnic's extension of the
+// same opcode (docs/wire.md).
 var (
 	sendOps  = [2][4]bth.Opcode{{bth.RCSendFirst, bth.RCSendMiddle, bth.RCSendLast, bth.RCSendOnly}, {bth.RCSendFirst, bth.RCSendMiddle, bth.RCSendLastImm, bth.RCSendOnlyImm}}
 	writeOps = [2][4]bth.Opcode{{bth.RCWriteFirst, bth.RCWriteMiddle, bth.RCWriteLast, bth.RCWriteOnly}, {bth.RCWriteFirst, bth.RCWriteMiddle, bth.RCWriteLastImm, bth.RCWriteOnlyImm}}
+
+	sendOpsOOO  = [2][4]bth.Opcode{{bth.RCSendFirstOOO, bth.RCSendMiddleOOO, bth.RCSendLastOOO, bth.RCSendOnlyOOO}, {bth.RCSendFirstOOO, bth.RCSendMiddleOOO, bth.RCSendLastImmOOO, bth.RCSendOnlyImmOOO}}
+	writeOpsOOO = [2][4]bth.Opcode{{bth.RCWriteFirstOOO, bth.RCWriteMiddleOOO, bth.RCWriteLastOOO, bth.RCWriteOnlyOOO}, {bth.RCWriteFirstOOO, bth.RCWriteMiddleOOO, bth.RCWriteLastImmOOO, bth.RCWriteOnlyImmOOO}}
 )
 
 const (
@@ -232,10 +285,17 @@ func (e *Engine) sendPacket(q *QP, w *sendWQE, psn qp.PSN) bool {
 	switch w.wr.Opcode {
 	case qp.WRRDMARead:
 		// A retried READ asks only for what is missing (IBA §9.7.5.1.4).
+		// With out-of-order placement every READ request asks for one
+		// response packet, so that the request and its response share
+		// one PSN that the scheme tracks like any other (docs/recovery.md).
+		length := w.length - off
+		if q.ooo {
+			length = min(q.mtu, length)
+		}
 		if t, ok = e.beginTx(q, bth.RCReadRequest, psn, false, 0); !ok {
 			return false
 		}
-		bth.RETH(t.roce[t.info.RETHOff:]).Encode(&bth.RETHFields{VA: w.wr.RemoteAddr + uint64(off), RKey: w.wr.RKey, DMALen: w.length - off})
+		bth.RETH(t.roce[t.info.RETHOff:]).Encode(&bth.RETHFields{VA: w.wr.RemoteAddr + uint64(off), RKey: w.wr.RKey, DMALen: length})
 		last = true
 	case qp.WRAtomicCmpAndSwp, qp.WRAtomicFetchAndAdd:
 		op := bth.RCFetchAdd
@@ -252,20 +312,34 @@ func (e *Engine) sendPacket(q *QP, w *sendWQE, psn qp.PSN) bool {
 			imm = 1
 		}
 		pos := position(i, n)
-		op := sendOps[imm][pos]
-		if w.wr.Opcode == qp.WRRDMAWrite || w.wr.Opcode == qp.WRRDMAWriteWithImm {
+		write := w.wr.Opcode == qp.WRRDMAWrite || w.wr.Opcode == qp.WRRDMAWriteWithImm
+		var op bth.Opcode
+		switch {
+		case q.ooo && write:
+			op = writeOpsOOO[imm][pos]
+		case q.ooo:
+			op = sendOpsOOO[imm][pos]
+		case write:
 			op = writeOps[imm][pos]
+		default:
+			op = sendOps[imm][pos]
 		}
 		size := min(q.mtu, w.length-off)
-		ackReq := last || q.noAck+1 >= q.scheme.Params().AckReqInterval
+		// A selective retransmission asks for an ACK: in recovery the
+		// requester must learn that the hole is filled (IRN §5.2 ACKs every
+		// packet; softnic coalesces, so it asks where it matters).
+		ackReq := last || q.noAck+1 >= q.ackReqInterval() || q.ooo && psn.Before(q.maxSentPSN)
 		if t, ok = e.beginTx(q, op, psn, ackReq, int(size)); !ok {
 			return false
 		}
-		if t.info.RETHOff >= 0 {
+		if t.info.RETHOff >= 0 { // the message's RETH, on every packet with out-of-order placement
 			bth.RETH(t.roce[t.info.RETHOff:]).Encode(&bth.RETHFields{VA: w.wr.RemoteAddr, RKey: w.wr.RKey, DMALen: w.length})
 		}
 		if t.info.ImmOff >= 0 {
 			bth.ImmDt(t.roce[t.info.ImmOff:]).SetImm(w.wr.ImmData)
+		}
+		if t.info.PETHOff >= 0 {
+			bth.PETH(t.roce[t.info.PETHOff:]).Encode(&bth.PETHFields{RecvSN: w.recvSN, Offset: off})
 		}
 		if last && w.wr.Flags&qp.SendSolicited != 0 {
 			bth.BTH(t.roce).SetSolicitedEvent(true)
@@ -288,12 +362,23 @@ func (e *Engine) sendPacket(q *QP, w *sendWQE, psn qp.PSN) bool {
 		e.cnt.Retransmits++
 	} else {
 		q.maxSentPSN = psn.Next()
-		if w.wr.Opcode == qp.WRRDMARead {
+		if w.wr.Opcode == qp.WRRDMARead && !q.ooo {
 			q.maxSentPSN = w.lastPSN.Next()
 		}
 	}
 	e.armRetry(q)
 	return true
+}
+
+// ackReqInterval is how many packets may go out without AckReq: the
+// scheme's interval, but at most half its window, so that a window always
+// holds a packet that asks to be acknowledged.
+func (q *QP) ackReqInterval() int {
+	n := q.scheme.Params().AckReqInterval
+	if win := q.sender.Window(); win > 0 {
+		n = min(n, max(1, win/2))
+	}
+	return n
 }
 
 func swapAdd(wr *qp.SendWR) uint64 {

@@ -17,10 +17,17 @@ import (
 // ordered queue per QP, because the requester relies on responses
 // arriving in PSN order; consecutive ACKs coalesce in that queue.
 
-// recvWQE is a posted receive work request.
+// recvWQE is a posted receive work request. With out-of-order placement
+// the last packet of its message may arrive before the others: its
+// completion is then prepared here (IRN §5.3.3's premature CQE, kept in
+// host memory with the WQE) and delivered when the expected PSN passes
+// lastPSN.
 type recvWQE struct {
-	wr     qp.RecvWR
-	length uint32
+	wr      qp.RecvWR
+	length  uint32
+	ready   bool // wc holds the completion of the message ending at lastPSN
+	lastPSN qp.PSN
+	wc      qp.WC
 }
 
 // respMsg is the multi-packet SEND or WRITE being received.
@@ -63,6 +70,8 @@ const (
 	respNak
 	respRead
 	respAtomic
+	respSackNak  // IRN NACK: NAK psn, selectively acknowledge sack
+	respReadPull // the one response packet of a READ request with out-of-order placement
 )
 
 // respItem is one entry of the ordered response queue.
@@ -72,7 +81,11 @@ type respItem struct {
 	syn       bth.Syndrome
 	res       int
 	gen       uint32
-	thenError bool // class C error: the QP moves to ERR once this NAK is out
+	thenError bool   // class C error: the QP moves to ERR once this NAK is out
+	sack      qp.PSN // respSackNak
+	va        uint64 // respReadPull: what to read
+	rkey      uint32
+	length    uint32
 }
 
 // PostRecv queues receive work requests (ibv_post_recv).
@@ -120,6 +133,9 @@ func (e *Engine) respond(q *QP, pkt *bth.Packet) {
 	}
 	psn := qp.PSN(pkt.BTH().PSN())
 	switch d := psn.Diff(q.ePSN); {
+	case d > 0 && q.ooo:
+		e.cnt.OutOfSeqRequest++
+		e.keepOutOfOrder(q, pkt, psn)
 	case d > 0:
 		e.cnt.OutOfSeqRequest++
 		act := q.receiver.OnOutOfSequence(e.now, q.ePSN, psn, pkt.Info.Flags&bth.IsLast != 0)
@@ -131,6 +147,8 @@ func (e *Engine) respond(q *QP, pkt *bth.Packet) {
 	case d < 0:
 		e.cnt.DuplicateRequest++
 		e.duplicate(q, pkt, psn)
+	case q.ooo:
+		e.executeInOrder(q, pkt, psn)
 	default:
 		e.execute(q, pkt, psn)
 	}
@@ -292,33 +310,39 @@ func (e *Engine) executeRead(q *QP, pkt *bth.Packet, psn qp.PSN) {
 }
 
 func (e *Engine) executeAtomic(q *QP, pkt *bth.Packet, psn qp.PSN) {
-	a := pkt.AtomicETH()
-	va := a.VA()
-	if va&7 != 0 { // IBA C9-?: atomics need an 8-byte aligned address
-		e.classC(q, psn, bth.NakInvalidRequest)
-		return
+	if e.atomic(q, pkt.Opcode(), pkt.AtomicETH().Fields(), psn) {
+		e.advance(q, 1)
 	}
-	mem, ok := e.remoteSlice(q, a.RKey(), va, 8, qp.AccessRemoteAtomic)
+}
+
+// atomic executes a COMPARE SWAP or FETCH ADD and queues its ACK; it
+// reports whether it did (false: a class C NAK is queued).
+func (e *Engine) atomic(q *QP, op bth.Opcode, a bth.AtomicETHFields, psn qp.PSN) bool {
+	if a.VA&7 != 0 { // IBA C9-?: atomics need an 8-byte aligned address
+		e.classC(q, psn, bth.NakInvalidRequest)
+		return false
+	}
+	mem, ok := e.remoteSlice(q, a.RKey, a.VA, 8, qp.AccessRemoteAtomic)
 	if !ok {
 		e.cnt.RespRemoteAccess++
 		e.classC(q, psn, bth.NakRemoteAccessError)
-		return
+		return false
 	}
 	// The engine is the only one executing atomics on its memory, so this
 	// is atomic with respect to every NIC operation (IBV_ATOMIC_HCA).
 	orig := binary.LittleEndian.Uint64(mem)
-	if pkt.Opcode() == bth.RCCompareSwap {
-		if orig == a.Compare() {
-			binary.LittleEndian.PutUint64(mem, a.SwapAdd())
+	if op == bth.RCCompareSwap {
+		if orig == a.Compare {
+			binary.LittleEndian.PutUint64(mem, a.SwapAdd)
 		}
 	} else {
-		binary.LittleEndian.PutUint64(mem, orig+a.SwapAdd())
+		binary.LittleEndian.PutUint64(mem, orig+a.SwapAdd)
 	}
 	r, idx := e.newResource(q)
 	*r = resource{kind: resAtomic, firstPSN: psn, lastPSN: psn, orig: orig, gen: r.gen + 1}
 	r.queued = e.pushResp(q, respItem{kind: respAtomic, res: idx, gen: r.gen})
-	e.advance(q, 1)
 	e.endMessage(q)
+	return true
 }
 
 // duplicate answers a request the responder has already executed
@@ -326,6 +350,8 @@ func (e *Engine) executeAtomic(q *QP, pkt *bth.Packet, psn qp.PSN) {
 func (e *Engine) duplicate(q *QP, pkt *bth.Packet, psn qp.PSN) {
 	f := pkt.Info.Flags
 	switch {
+	case f&bth.IsRead != 0 && q.ooo:
+		e.repeatRead(q, pkt, psn)
 	case f&bth.IsRead != 0:
 		for i := range q.res {
 			r := &q.res[i]
@@ -399,7 +425,14 @@ func (e *Engine) completeRecv(q *QP, w *recvWQE, status qp.WCStatus, op qp.WCOpc
 		wc.Flags |= qp.WCWithImm
 	}
 	e.pushWC(q.recvCQ, wc)
+	e.popRecv(q)
+}
+
+// popRecv retires the head receive WQE; the next one has the next receive
+// WQE sequence number.
+func (e *Engine) popRecv(q *QP) {
 	q.rq.Pop()
+	q.recvSN = (q.recvSN + 1) & qp.PSNMask
 }
 
 // rnrNak refuses a request for want of a receive WQE; the expected PSN
@@ -472,6 +505,19 @@ func (e *Engine) sendResponse(q *QP) bool {
 			e.setState(q, qp.Err)
 		}
 		return true
+	case respSackNak:
+		t, ok := e.beginTx(q, bth.RCAcknowledgeSACK, it.psn, false, 0)
+		if !ok {
+			return false
+		}
+		bth.AETH(t.roce[t.info.AETHOff:]).Encode(&bth.AETHFields{Syndrome: bth.NakSyndrome(bth.NakPSNSeqError), MSN: uint32(q.msn)})
+		bth.SACKETH(t.roce[t.info.SACKETHOff:]).SetPSN(uint32(it.sack))
+		e.endTx(q, &t, 1)
+		e.cnt.AcksSent++
+		q.respQ.Pop()
+		return true
+	case respReadPull:
+		return e.sendReadPull(q, it)
 	case respAtomic:
 		r := &q.res[it.res]
 		if r.gen != it.gen || r.kind != resAtomic {

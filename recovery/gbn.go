@@ -22,21 +22,22 @@ func (s gbnScheme) Params() Params         { return s.p }
 func (s gbnScheme) NewSender() Sender      { return &gbnSender{} }
 func (s gbnScheme) NewReceiver() Receiver  { return &gbnReceiver{nakInterval: s.p.NakInterval} }
 func (s gbnScheme) SharedOnChipBytes() int { return 0 }
+func (s gbnScheme) ReorderWindow() int     { return 0 }
 
 // gbnSender keeps no state: the transport's cumulative-ack PSN and send
 // cursor are all go-back-N needs.
 type gbnSender struct{}
 
-func (*gbnSender) Reset(qp.PSN)                   {}
-func (*gbnSender) Window() int                    { return 0 }
-func (*gbnSender) Copies(bool) int                { return 1 }
-func (*gbnSender) OnAck(Time, qp.PSN)             {}
-func (*gbnSender) NextRetransmit() (qp.PSN, bool) { return 0, false }
-func (*gbnSender) OnChipBytes() int               { return 0 }
-func (*gbnSender) OnNak(_ Time, psn qp.PSN) Resume {
-	return Resume{GoBack: true, GoBackTo: psn}
-}
-func (*gbnSender) OnTimeout(_ Time, unacked qp.PSN) Resume {
+func (*gbnSender) Reset(qp.PSN)                                  {}
+func (*gbnSender) Window() int                                   { return 0 }
+func (*gbnSender) Copies(bool) int                               { return 1 }
+func (*gbnSender) OnAck(_ Time, unacked qp.PSN) qp.PSN           { return unacked }
+func (*gbnSender) OnSack(Time, qp.PSN, qp.PSN, SackKind, qp.PSN) {}
+func (*gbnSender) NextRetransmit() (qp.PSN, bool)                { return 0, false }
+func (*gbnSender) Retransmitted(qp.PSN)                          {}
+func (*gbnSender) OnChipBytes() int                              { return 0 }
+func (*gbnSender) OnNak(_ Time, psn, _ qp.PSN) Resume            { return Resume{GoBack: true, GoBackTo: psn} }
+func (*gbnSender) OnTimeout(_ Time, unacked, _ qp.PSN) Resume {
 	return Resume{GoBack: true, GoBackTo: unacked}
 }
 func (*gbnSender) Timeout(base time.Duration, _ int) time.Duration { return base }
@@ -63,6 +64,7 @@ func (r *gbnReceiver) OnOutOfSequence(now Time, _, _ qp.PSN, _ bool) RxAction {
 }
 
 func (r *gbnReceiver) OnInSequence(Time, qp.PSN) { r.naked = false }
+func (r *gbnReceiver) Kept(qp.PSN) (bool, bool)  { return false, false }
 func (r *gbnReceiver) Deadline() (Time, bool)    { return 0, false }
 func (r *gbnReceiver) OnTimer(Time, qp.PSN) bool { return false }
 func (r *gbnReceiver) OnChipBytes() int          { return gbnReceiverOnChipBytes }

@@ -53,10 +53,10 @@ func TestGBNReceiverNakInterval(t *testing.T) {
 func TestGBNSender(t *testing.T) {
 	s, _ := New(GBN, Params{})
 	snd := s.NewSender()
-	if r := snd.OnNak(0, 42); !r.GoBack || r.GoBackTo != 42 {
+	if r := snd.OnNak(0, 42, 50); !r.GoBack || r.GoBackTo != 42 {
 		t.Fatalf("OnNak: %+v", r)
 	}
-	if r := snd.OnTimeout(0, 7); !r.GoBack || r.GoBackTo != 7 {
+	if r := snd.OnTimeout(0, 7, 9); !r.GoBack || r.GoBackTo != 7 {
 		t.Fatalf("OnTimeout: %+v", r)
 	}
 	if _, ok := snd.NextRetransmit(); ok || snd.Window() != 0 || snd.Copies(true) != 1 {

@@ -33,6 +33,7 @@ func (s igbnScheme) NewReceiver() Receiver {
 	return &igbnReceiver{gbn: gbnReceiver{nakInterval: s.p.NakInterval}}
 }
 func (s igbnScheme) SharedOnChipBytes() int { return 0 }
+func (s igbnScheme) ReorderWindow() int     { return 0 }
 
 // igbnSender is go-back-N that sends a message's last packet twice.
 type igbnSender struct{ gbnSender }
@@ -85,6 +86,8 @@ func (r *igbnReceiver) OnInSequence(now Time, epsn qp.PSN) {
 	}
 	r.deadline = now + r.gbn.nakInterval // EPSN arrived: restart the timer
 }
+
+func (r *igbnReceiver) Kept(qp.PSN) (bool, bool) { return false, false }
 
 func (r *igbnReceiver) Deadline() (Time, bool) { return r.deadline, r.armed }
 

@@ -37,12 +37,34 @@ type Params struct {
 	// a long message besides the last one (rxe: RXE_MAX_PKT_PER_ACK = 64;
 	// the Improved go-back-N paper requests an ACK every 256 KB).
 	AckReqInterval int
+	// BDPPackets is IRN's BDP-FC cap (IRN §3.2): the most packets a QP
+	// keeps in flight, the bandwidth-delay product of the longest path
+	// divided by the MTU. It also sizes IRN's bitmaps (§6.1), so it bounds
+	// how far ahead of the expected PSN a receiver keeps packets (at most
+	// MaxBDPPackets). Both ends of a connection use the same value.
+	BDPPackets int
+	// RTOLow is IRN's short retransmission timeout (IRN §3.1), armed while
+	// at most RTOLowThreshold packets are in flight.
+	RTOLow time.Duration
+	// RTOHigh is IRN's retransmission timeout otherwise, an estimate of
+	// the longest round trip with one congested link (IRN §4.1). A QP
+	// whose negotiated local ACK timeout is shorter uses that instead.
+	RTOHigh time.Duration
+	// RTOLowThreshold is IRN's N: RTOLow applies with at most this many
+	// packets in flight.
+	RTOLowThreshold int
 }
 
-// Defaults for Params.
+// Defaults for Params. IRN's follow the paper's default scenario (§4.1):
+// RTO_low 100 µs with N = 3, RTO_high 320 µs, and 128-bit bitmaps (§6.1),
+// a BDP cap a bit above its 110 packets.
 const (
-	DefaultNakInterval    = 500 * time.Microsecond
-	DefaultAckReqInterval = 64
+	DefaultNakInterval     = 500 * time.Microsecond
+	DefaultAckReqInterval  = 64
+	DefaultBDPPackets      = 128
+	DefaultRTOLow          = 100 * time.Microsecond
+	DefaultRTOHigh         = 320 * time.Microsecond
+	DefaultRTOLowThreshold = 3
 )
 
 // WithDefaults fills zero fields.
@@ -52,6 +74,18 @@ func (p Params) WithDefaults() Params {
 	}
 	if p.AckReqInterval <= 0 {
 		p.AckReqInterval = DefaultAckReqInterval
+	}
+	if p.BDPPackets <= 0 {
+		p.BDPPackets = DefaultBDPPackets
+	}
+	if p.RTOLow <= 0 {
+		p.RTOLow = DefaultRTOLow
+	}
+	if p.RTOHigh <= 0 {
+		p.RTOHigh = DefaultRTOHigh
+	}
+	if p.RTOLowThreshold <= 0 {
+		p.RTOLowThreshold = DefaultRTOLowThreshold
 	}
 	return p
 }
@@ -66,6 +100,12 @@ type Scheme interface {
 	// SharedOnChipBytes is the size of the scheme's shared on-chip pools
 	// (0 when it has none), charged once per NIC.
 	SharedOnChipBytes() int
+	// ReorderWindow is how many PSNs past the expected one the receiver
+	// may keep out of order; 0 means it keeps none (go-back-N). When it is
+	// not 0 the transport places packets out of order (IRN §5.3): requests
+	// carry softnic's placement headers, the responder NAKs with selective
+	// acknowledgements, and the requester places READ responses by PSN.
+	ReorderWindow() int
 }
 
 // Resume is a sender decision after a NAK or a timeout.
@@ -76,7 +116,24 @@ type Resume struct {
 	GoBackTo qp.PSN
 }
 
+// SackKind says what a selective acknowledgement acknowledges.
+type SackKind uint8
+
+const (
+	// Received: the responder has the request, a SEND or RDMA WRITE packet,
+	// which is then complete.
+	Received SackKind = iota
+	// Held: the responder has the READ or atomic request and answers it in
+	// turn; it needs no resending, but only its response completes it.
+	Held
+	// Answered: the response of the READ or atomic request arrived.
+	Answered
+)
+
 // Sender is the requester half of a scheme, one per QP.
+//
+// sent, where a method takes it, is one past the highest PSN the requester
+// has ever sent: IRN's recovery sequence is the PSN before it (§3.1).
 type Sender interface {
 	// Reset starts a fresh connection at PSN start (modify to RTS).
 	Reset(start qp.PSN)
@@ -87,16 +144,32 @@ type Sender interface {
 	// the last packet of a message under Improved go-back-N's ST.
 	Copies(lastOfMessage bool) int
 	// OnAck reports that the cumulative acknowledgement moved: every PSN
-	// before unacked is acknowledged.
-	OnAck(now Time, unacked qp.PSN)
-	// OnNak reports a PSN-sequence-error NAK naming psn.
-	OnNak(now Time, psn qp.PSN) Resume
+	// before unacked is acknowledged. It returns the first PSN that is not,
+	// which is past unacked when the PSNs that follow it were acknowledged
+	// selectively before (OnSack); a scheme without selective
+	// acknowledgements returns unacked.
+	OnAck(now Time, unacked qp.PSN) qp.PSN
+	// OnNak reports a PSN-sequence-error NAK naming psn: the responder
+	// expects psn and did not get it.
+	OnNak(now Time, psn, sent qp.PSN) Resume
+	// OnSack reports that the PSNs from through to (inclusive, at or after
+	// the cumulative acknowledgement) are acknowledged selectively, in the
+	// way kind says: an IRN NACK names the packet that triggered it, an
+	// ACK covers the requests before it that follow a READ still waiting
+	// for its response, a READ response or atomic ACK answers its own PSN.
+	OnSack(now Time, from, to qp.PSN, kind SackKind, sent qp.PSN)
 	// OnTimeout reports that the retransmission timer fired with unacked
 	// the oldest unacknowledged PSN.
-	OnTimeout(now Time, unacked qp.PSN) Resume
-	// NextRetransmit returns a PSN a selective scheme wants resent before
-	// any new data, and consumes it; ok is false when there is none.
+	OnTimeout(now Time, unacked, sent qp.PSN) Resume
+	// NextRetransmit returns the PSN a selective scheme wants resent next,
+	// before any new data and regardless of Window; ok is false when there
+	// is none. It does not consume it: the same PSN comes back until
+	// Retransmitted reports it sent, so that a full transmit ring loses
+	// nothing.
 	NextRetransmit() (psn qp.PSN, ok bool)
+	// Retransmitted reports that psn, returned by NextRetransmit, was sent
+	// again.
+	Retransmitted(psn qp.PSN)
 	// Timeout is the retransmission timeout to arm with inflight packets
 	// outstanding; base is the QP's negotiated ACK timeout.
 	Timeout(base time.Duration, inflight int) time.Duration
@@ -107,10 +180,15 @@ type Sender interface {
 // RxAction is a receiver decision about an out-of-sequence request.
 type RxAction struct {
 	// Keep: the packet is accepted out of order (placed or buffered) by a
-	// selective scheme; false drops it, as go-back-N does.
+	// selective scheme; false drops it, as go-back-N does. The transport
+	// asks only about packets it can keep: a packet that would fail its
+	// checks is discarded without asking (IRN Appendix B.3, B.4).
 	Keep bool
 	// Nak: send a PSN-sequence-error NAK naming the expected PSN now.
 	Nak bool
+	// Sack: the NAK also names psn as held by the receiver, kept now or
+	// before (an IRN NACK, §3.1).
+	Sack bool
 }
 
 // Receiver is the responder half of a scheme, one per QP.
@@ -123,6 +201,13 @@ type Receiver interface {
 	OnOutOfSequence(now Time, epsn, psn qp.PSN, last bool) RxAction
 	// OnInSequence reports that the expected PSN advanced to epsn.
 	OnInSequence(now Time, epsn qp.PSN)
+	// Kept reports whether the request with PSN psn was kept out of order
+	// and whether it ended its message (IRN's 2-bitmap, §5.3.3). The
+	// transport asks for the PSN it expects next after in-sequence
+	// progress, walking forward through the packets that arrived early so
+	// that their last-packet actions run in order; it reports the walk's
+	// end with OnInSequence.
+	Kept(psn qp.PSN) (kept, last bool)
 	// Deadline is when the receiver wants OnTimer called (Improved
 	// go-back-N's CE timer); ok false when it wants nothing.
 	Deadline() (at Time, ok bool)

@@ -46,7 +46,9 @@ type RoCE struct {
 	InvalidateRKey uint32 // IETH
 	DETH           bth.DETHFields
 	Atomic         bth.AtomicETHFields
-	AtomicOrigData uint64 // AtomicAckETH
+	AtomicOrigData uint64         // AtomicAckETH
+	PETH           bth.PETHFields // softnic's placement header (docs/wire.md)
+	SACKPSN        uint32         // softnic's SACKETH: the selectively acknowledged PSN
 
 	ICRC uint32 // as stored on the wire; see VerifyICRC
 }
@@ -102,6 +104,12 @@ func (r *RoCE) DecodeFromBytes(data []byte, df gopacket.DecodeFeedback) error {
 	}
 	if h := p.AtomicAck(); h != nil {
 		r.AtomicOrigData = h.OrigData()
+	}
+	if h := p.PETH(); h != nil {
+		r.PETH = h.Fields()
+	}
+	if h := p.SACKETH(); h != nil {
+		r.SACKPSN = h.PSN()
 	}
 	return nil
 }

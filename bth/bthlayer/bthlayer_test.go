@@ -51,9 +51,14 @@ type vector struct {
 		Compare uint64 `json:"compare"`
 	} `json:"atomic"`
 	AtomicAck *uint64 `json:"atomic_ack"`
-	Payload   string  `json:"payload"`
-	Frame     string  `json:"frame"`
-	ICRC      uint32  `json:"icrc"`
+	PETH      *struct {
+		RecvSN uint32 `json:"recv_sn"`
+		Offset uint32 `json:"offset"`
+	} `json:"peth"`
+	SACK    *uint32 `json:"sack"`
+	Payload string  `json:"payload"`
+	Frame   string  `json:"frame"`
+	ICRC    uint32  `json:"icrc"`
 }
 
 func loadVectors(t *testing.T) ([]vector, [][]byte) {
@@ -119,8 +124,15 @@ func checkRoCE(t *testing.T, v *vector, frame []byte) {
 	if v.AtomicAck != nil {
 		want.AtomicOrigData = *v.AtomicAck
 	}
+	if x := v.PETH; x != nil {
+		want.PETH = bth.PETHFields{RecvSN: x.RecvSN, Offset: x.Offset}
+	}
+	if v.SACK != nil {
+		want.SACKPSN = *v.SACK
+	}
 	if r.RETH != want.RETH || r.AETH != want.AETH || r.Imm != want.Imm || r.InvalidateRKey != want.InvalidateRKey ||
-		r.DETH != want.DETH || r.Atomic != want.Atomic || r.AtomicOrigData != want.AtomicOrigData {
+		r.DETH != want.DETH || r.Atomic != want.Atomic || r.AtomicOrigData != want.AtomicOrigData ||
+		r.PETH != want.PETH || r.SACKPSN != want.SACKPSN {
 		t.Errorf("%s: extension headers\n got %+v\nwant %+v", v.Name, r, &want)
 	}
 	if r.ICRC != v.ICRC {

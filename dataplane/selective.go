@@ -1,0 +1,477 @@
+package dataplane
+
+import (
+	"encoding/binary"
+
+	"github.com/softnic/softnic/bth"
+	"github.com/softnic/softnic/qp"
+	"github.com/softnic/softnic/recovery"
+)
+
+// Out-of-order placement and selective acknowledgement, for connections
+// whose scheme keeps packets that arrive early (recovery.Scheme's
+// ReorderWindow is not 0: IRN §3.1, §5.3). Such a connection speaks
+// softnic's extension opcodes (docs/wire.md), and docs/recovery.md records
+// the choices made where the paper leaves room.
+//
+//   - Every SEND and RDMA WRITE packet carries what placing it needs: the
+//     message's RETH on every WRITE packet, and a PETH with the receive WQE
+//     sequence number and the payload's offset in its message. A packet is
+//     checked and placed in application memory whatever arrived before it
+//     (§5.3.1, §5.3.2).
+//   - READ and atomic requests that arrive early wait in the stash, IRN's
+//     Read WQE buffer, and execute when the expected PSN reaches them: a
+//     READ must see every WRITE before it, and an atomic executes once and
+//     in order (§5.3.2, Appendix B.1).
+//   - Last-packet actions (the MSN, a receive completion) run in PSN order
+//     as the expected PSN walks over the packets kept early (the scheme's
+//     2-bitmap, §5.3.3): no completion reaches the application early.
+//   - Each packet kept early is answered by a NAK carrying the cumulative
+//     acknowledgement and its own PSN (RC_ACKNOWLEDGE_SACK, §3.1). In-order
+//     packets are acknowledged as usual, and once more whenever the walk
+//     moved the expected PSN over packets kept early.
+//   - Every READ request asks for one response packet, so a READ response
+//     acknowledges its own PSN and lands by PSN wherever it arrives; the
+//     requester's scheme asks again for what is missing like for any lost
+//     packet.
+//
+// A packet that would fail its checks is discarded out of order without a
+// NAK (Appendix B.3, B.4): it comes again and fails, or succeeds, in order.
+
+// stashedReq is a READ or atomic request kept out of order.
+type stashedReq struct {
+	used   bool
+	psn    qp.PSN
+	op     bth.Opcode
+	reth   bth.RETHFields      // READ
+	atomic bth.AtomicETHFields // COMPARE SWAP, FETCH ADD
+}
+
+// newStash sizes the stash for a reorder window: slot psn modulo a power
+// of two of at least the window is free for every PSN the receiver keeps.
+func newStash(window int) []stashedReq {
+	n := 1
+	for n < window {
+		n <<= 1
+	}
+	return make([]stashedReq, n)
+}
+
+func (q *QP) stashSlot(psn qp.PSN) *stashedReq {
+	return &q.stash[uint32(psn)&uint32(len(q.stash)-1)]
+}
+
+// verdict is the outcome of a request's checks.
+type verdict uint8
+
+const (
+	admitted               verdict = iota
+	refusedRNR                     // its receive WQE is not posted yet
+	refusedInvalid                 // NAK invalid request
+	refusedAccess                  // NAK remote access error
+	refusedLength                  // longer than its receive WQE: local length error
+	refusedLocalProtection         // its receive WQE's memory is gone: remote operational error
+)
+
+// placement is where an admitted SEND or WRITE packet goes.
+type placement struct {
+	rwqe  *recvWQE // SEND: the buffer; WRITE with immediate: the WQE its completion consumes
+	off   uint32   // SEND: the payload's offset in the WQE's scatter list
+	dst   []byte   // WRITE: the target bytes
+	total uint32   // the message's length, for its completion
+}
+
+// admit checks a request completely before anything is written, in the
+// order of the responder's checks: QP access rights, length against the
+// path MTU and the offset, remote access, the receive WQE. inOrder is
+// whether psn is the expected PSN.
+func (e *Engine) admit(q *QP, pkt *bth.Packet, inOrder bool, pl *placement) verdict {
+	f := pkt.Info.Flags
+	switch {
+	case f&bth.IsWrite != 0 && q.access&qp.AccessRemoteWrite == 0,
+		f&bth.IsRead != 0 && q.access&qp.AccessRemoteRead == 0,
+		f&bth.IsAtomic != 0 && q.access&qp.AccessRemoteAtomic == 0:
+		return refusedInvalid
+	case f&bth.IsRead != 0:
+		r := pkt.RETH()
+		if r.DMALen() > q.mtu { // one response packet per READ request
+			return refusedInvalid
+		}
+		if _, ok := e.remoteSlice(q, r.RKey(), r.VA(), r.DMALen(), qp.AccessRemoteRead); !ok {
+			return refusedAccess
+		}
+		return admitted
+	case f&bth.IsAtomic != 0:
+		a := pkt.AtomicETH()
+		if a.VA()&7 != 0 {
+			return refusedInvalid
+		}
+		if _, ok := e.remoteSlice(q, a.RKey(), a.VA(), 8, qp.AccessRemoteAtomic); !ok {
+			return refusedAccess
+		}
+		return admitted
+	}
+	// SEND or WRITE: FIRST and MIDDLE carry one MTU, LAST 1..MTU, ONLY
+	// 0..MTU (rxe check_length); the offset starts a message at 0 and
+	// moves by whole MTUs.
+	n := uint32(len(pkt.Payload()))
+	off := pkt.PETH().Offset()
+	first, last := f&bth.IsFirst != 0, f&bth.IsLast != 0
+	switch {
+	case first && last && n > q.mtu,
+		first && !last && n != q.mtu,
+		!first && !last && n != q.mtu,
+		!first && last && (n == 0 || n > q.mtu),
+		first != (off == 0),
+		off%q.mtu != 0:
+		return refusedInvalid
+	}
+	end := uint64(off) + uint64(n)
+	if f&bth.IsWrite != 0 {
+		r := pkt.RETH()
+		if end > uint64(r.DMALen()) || last && end != uint64(r.DMALen()) {
+			return refusedInvalid // IBA C9-?: payload must add up to the DMA length
+		}
+		// Every packet checks the message's whole range (overflow-safe), as
+		// a FIRST packet does, and is placed inside it.
+		whole, ok := e.remoteSlice(q, r.RKey(), r.VA(), r.DMALen(), qp.AccessRemoteWrite)
+		if !ok {
+			return refusedAccess
+		}
+		pl.dst, pl.total = whole[off:end], r.DMALen()
+		if f&bth.HasImm == 0 {
+			return admitted
+		}
+	}
+	// A SEND, or the last packet of a WRITE with immediate: its receive
+	// WQE, found by sequence number (IRN §5.3.2).
+	ahead := (pkt.PETH().RecvSN() - q.recvSN) & qp.PSNMask
+	if int(ahead) >= q.rq.Len() {
+		return refusedRNR
+	}
+	if inOrder && ahead != 0 {
+		return refusedInvalid // in order, a message's receive WQE is the head one
+	}
+	w := q.rq.At(q.rq.Head() + ahead)
+	pl.rwqe = w
+	if f&bth.IsSend == 0 {
+		return admitted
+	}
+	if end > uint64(w.length) {
+		return refusedLength
+	}
+	if _, ok := e.checkSGL(q, w.wr.SGEs(), true); !ok {
+		return refusedLocalProtection
+	}
+	pl.off, pl.total = off, uint32(end)
+	return admitted
+}
+
+// refuse answers an in-order request that failed admit, as the standard
+// responder does: RNR NAK, or a class C NAK that moves the QP to ERR.
+func (e *Engine) refuse(q *QP, pkt *bth.Packet, psn qp.PSN, v verdict, pl *placement) {
+	switch v {
+	case refusedRNR:
+		e.rnrNak(q, psn)
+	case refusedInvalid:
+		e.classC(q, psn, bth.NakInvalidRequest)
+	case refusedAccess:
+		e.cnt.RespRemoteAccess++
+		e.classC(q, psn, bth.NakRemoteAccessError)
+	case refusedLength:
+		e.cnt.RespLocalLength++
+		e.completeRecv(q, pl.rwqe, qp.WCLocLenErr, qp.WCRecv, 0, pkt)
+		e.classC(q, psn, bth.NakInvalidRequest)
+	case refusedLocalProtection:
+		e.completeRecv(q, pl.rwqe, qp.WCLocProtErr, qp.WCRecv, 0, pkt)
+		e.classC(q, psn, bth.NakRemoteOperationalError)
+	}
+}
+
+// place writes an admitted SEND or WRITE packet's payload. The last packet
+// of a message that consumes a receive WQE prepares its completion there;
+// finish delivers it in order.
+func (e *Engine) place(q *QP, pkt *bth.Packet, psn qp.PSN, pl *placement) {
+	f := pkt.Info.Flags
+	if f&bth.IsWrite != 0 {
+		copy(pl.dst, pkt.Payload())
+	} else {
+		_ = e.copySGL(q, pl.rwqe.wr.SGEs(), pl.off, pkt.Payload(), true) // admit checked the SGL
+	}
+	if f&bth.IsLast == 0 || pl.rwqe == nil {
+		return
+	}
+	w := pl.rwqe
+	op := qp.WCRecv
+	if f&bth.IsWrite != 0 {
+		op = qp.WCRecvRDMAWithImm
+	}
+	w.ready, w.lastPSN = true, psn
+	w.wc = qp.WC{WRID: w.wr.WRID, Status: qp.WCSuccess, Opcode: op, ByteLen: pl.total, QPNum: q.qpn, SrcQP: q.destQPN}
+	if f&bth.HasImm != 0 {
+		w.wc.ImmData = pkt.Imm().Imm()
+		w.wc.Flags |= qp.WCWithImm
+	}
+}
+
+// finish runs the in-order actions of the SEND or WRITE packet psn that
+// ends its message (IRN §5.3.3): the MSN moves, and the receive WQE whose
+// message ends here completes.
+func (e *Engine) finish(q *QP, psn qp.PSN, last bool) {
+	if !last {
+		return
+	}
+	if w := q.rq.Front(); w != nil && w.ready && w.lastPSN == psn {
+		e.pushWC(q.recvCQ, w.wc)
+		e.popRecv(q)
+	}
+	e.endMessage(q)
+}
+
+// executeInOrder runs the expected request, then the ones kept after it.
+func (e *Engine) executeInOrder(q *QP, pkt *bth.Packet, psn qp.PSN) {
+	var pl placement
+	if v := e.admit(q, pkt, true, &pl); v != admitted {
+		e.refuse(q, pkt, psn, v, &pl)
+		return
+	}
+	f := pkt.Info.Flags
+	switch {
+	case f&bth.IsRead != 0:
+		e.pushReadPull(q, psn, pkt.RETH().Fields())
+		e.endMessage(q)
+	case f&bth.IsAtomic != 0:
+		if !e.atomic(q, pkt.Opcode(), pkt.AtomicETH().Fields(), psn) {
+			return
+		}
+	default:
+		e.place(q, pkt, psn, &pl)
+		e.finish(q, psn, f&bth.IsLast != 0)
+	}
+	q.ePSN = psn.Next()
+	walked := e.walkKept(q)
+	q.receiver.OnInSequence(e.now, q.ePSN)
+	e.armReceiverTimer(q)
+	if walked || pkt.BTH().AckReq() {
+		e.queueAck(q, q.ePSN.Prev()) // cumulative: everything kept early is in order now
+	}
+}
+
+// walkKept moves the expected PSN over the requests that were kept out of
+// order and now follow it, running their in-order actions; it reports
+// whether it moved.
+func (e *Engine) walkKept(q *QP) bool {
+	walked := false
+	for !q.goError {
+		kept, last := q.receiver.Kept(q.ePSN)
+		if !kept {
+			break
+		}
+		psn := q.ePSN
+		if s := q.stashSlot(psn); s.used && s.psn == psn {
+			s.used = false
+			if s.op == bth.RCReadRequest {
+				e.pushReadPull(q, psn, s.reth)
+				e.endMessage(q)
+			} else if !e.atomic(q, s.op, s.atomic, psn) {
+				break
+			}
+		} else {
+			e.finish(q, psn, last)
+		}
+		q.ePSN = psn.Next()
+		walked = true
+	}
+	return walked
+}
+
+// keepOutOfOrder handles a request ahead of the expected PSN: checked, then
+// kept if the scheme says so (placed, or stashed until its turn) and
+// answered with a NAK that acknowledges it selectively.
+func (e *Engine) keepOutOfOrder(q *QP, pkt *bth.Packet, psn qp.PSN) {
+	var pl placement
+	if e.admit(q, pkt, false, &pl) != admitted {
+		e.cnt.OOODiscarded++ // IRN Appendix B.3, B.4: no NAK, it comes again
+		return
+	}
+	f := pkt.Info.Flags
+	act := q.receiver.OnOutOfSequence(e.now, q.ePSN, psn, f&bth.IsLast != 0)
+	if act.Keep {
+		e.cnt.OOOKept++
+		switch {
+		case f&bth.IsRead != 0:
+			*q.stashSlot(psn) = stashedReq{used: true, psn: psn, op: pkt.Opcode(), reth: pkt.RETH().Fields()}
+		case f&bth.IsAtomic != 0:
+			*q.stashSlot(psn) = stashedReq{used: true, psn: psn, op: pkt.Opcode(), atomic: pkt.AtomicETH().Fields()}
+		default:
+			e.place(q, pkt, psn, &pl)
+		}
+	}
+	switch {
+	case act.Nak && act.Sack:
+		e.pushResp(q, respItem{kind: respSackNak, psn: q.ePSN, sack: psn})
+		e.cnt.SackNakSent++
+	case act.Nak:
+		e.queueNak(q, q.ePSN, bth.NakSyndrome(bth.NakPSNSeqError), false)
+		e.cnt.SeqNakSent++
+	}
+	e.armReceiverTimer(q)
+}
+
+// pushReadPull queues the one response packet of a READ request.
+func (e *Engine) pushReadPull(q *QP, psn qp.PSN, r bth.RETHFields) {
+	e.pushResp(q, respItem{kind: respReadPull, psn: psn, va: r.VA, rkey: r.RKey, length: r.DMALen})
+}
+
+// repeatRead answers a duplicate READ request by reading again (IBA
+// §9.7.5.1.3). A READ request asks for one response packet here, so its
+// own RETH says everything, and the access check runs when the response
+// is built.
+func (e *Engine) repeatRead(q *QP, pkt *bth.Packet, psn qp.PSN) {
+	if r := pkt.RETH().Fields(); r.DMALen <= q.mtu {
+		e.pushReadPull(q, psn, r)
+	}
+}
+
+// sendReadPull sends a READ request's response packet.
+func (e *Engine) sendReadPull(q *QP, it *respItem) bool {
+	psn := it.psn
+	src, ok := e.remoteSlice(q, it.rkey, it.va, it.length, qp.AccessRemoteRead)
+	if !ok { // the region went away since the request was checked
+		q.respQ.Pop()
+		e.cnt.RespRemoteAccess++
+		e.classC(q, psn, bth.NakRemoteAccessError)
+		return true
+	}
+	t, ok := e.beginTx(q, bth.RCReadResponseOnly, psn, false, int(it.length))
+	if !ok {
+		return false
+	}
+	bth.AETH(t.roce[t.info.AETHOff:]).Encode(&bth.AETHFields{Syndrome: bth.AckSyndrome(bth.CreditCode(q.rq.Len())), MSN: uint32(q.msn)})
+	copy(t.payload, src)
+	e.endTx(q, &t, 1)
+	q.respQ.Pop()
+	return true
+}
+
+// The requester.
+
+// onSelectiveAck: an ACK with PSN psn says the responder holds every
+// request up to psn.
+func (e *Engine) onSelectiveAck(q *QP, psn qp.PSN) {
+	if !e.responseInWindow(q, psn) {
+		return
+	}
+	e.sackThrough(q, psn.Next())
+}
+
+// onSackNak handles an IRN NACK: the responder expects psn and holds sack
+// (IRN §3.1).
+func (e *Engine) onSackNak(q *QP, psn qp.PSN, pkt *bth.Packet) {
+	syn := pkt.AETH().Syndrome()
+	sack := qp.PSN(pkt.SACKETH().PSN())
+	switch {
+	case syn.Kind() != bth.NakKind || syn.NakCode() != bth.NakPSNSeqError || !sack.After(psn) || !sack.Before(q.maxSentPSN):
+		e.cnt.RcvdBadResponse++
+		return
+	case psn.Before(q.unacked):
+		e.cnt.RcvdStaleAck++
+		return
+	}
+	e.cnt.RcvdSackNak++
+	e.sackThrough(q, psn)
+	q.sender.OnNak(e.now, psn, q.maxSentPSN)
+	kind := recovery.Received
+	if w := q.wqeAt(sack); w != nil && w.isReadOrAtomic() {
+		kind = recovery.Held // acknowledged by its response alone
+	}
+	q.sender.OnSack(e.now, sack, sack, kind, q.maxSentPSN)
+	e.scheduleIfReady(q)
+}
+
+// sackThrough: the responder has every request before peerCum. Its SENDs
+// and WRITEs are acknowledged; its READs and atomics were executed and
+// answered before this news, and only their responses acknowledge them:
+// one that has not come by the time a later packet is acknowledged was
+// lost, which is IRN's loss rule and IBA's implied NAK (§9.7.5.1.2) at once.
+func (e *Engine) sackThrough(q *QP, peerCum qp.PSN) {
+	for i := q.sq.Head(); i != q.sqStart; i++ {
+		w := q.sq.At(i)
+		if !w.firstPSN.Before(peerCum) {
+			break
+		}
+		if w.isReadOrAtomic() {
+			continue
+		}
+		from, to := w.firstPSN, w.lastPSN
+		if from.Before(q.unacked) {
+			from = q.unacked
+		}
+		if !to.Before(peerCum) {
+			to = peerCum.Prev()
+		}
+		q.sender.OnSack(e.now, from, to, recovery.Received, q.maxSentPSN)
+	}
+	e.advanceSelective(q)
+	e.scheduleIfReady(q)
+}
+
+// advanceSelective moves unacked to the scheme's cumulative
+// acknowledgement and retires every WQE wholly before it.
+func (e *Engine) advanceSelective(q *QP) {
+	cum := q.sender.OnAck(e.now, q.unacked)
+	if cum == q.unacked {
+		return
+	}
+	q.unacked = cum
+	for q.sq.Head() != q.sqStart && q.sq.Front().lastPSN.Before(cum) {
+		e.retire(q, qp.WCSuccess)
+	}
+	e.onProgress(q)
+}
+
+// onResponseOutOfOrder places a READ response or an atomic ACK by its PSN,
+// in whatever order it arrives. It acknowledges its own request (IRN §5.2's
+// read ACK, folded into the response) and says that the responder executed
+// everything before it.
+func (e *Engine) onResponseOutOfOrder(q *QP, psn qp.PSN, pkt *bth.Packet) {
+	if !e.responseInWindow(q, psn) {
+		return
+	}
+	idx, ok := q.wqeIndex(psn)
+	if q.state != qp.RTS && q.state != qp.SQD || !ok {
+		e.cnt.RcvdBadResponse++
+		return
+	}
+	w := q.sq.At(idx)
+	if pkt.Opcode() == bth.RCAtomicAcknowledge {
+		if !w.wr.Opcode.IsAtomic() {
+			e.cnt.RcvdBadResponse++
+			return
+		}
+		var b [8]byte
+		binary.LittleEndian.PutUint64(b[:], pkt.AtomicAck().OrigData()) // host order, as the CPU reads it
+		if !e.copySGL(q, w.wr.SGEs(), 0, b[:], true) {
+			e.failAt(q, idx, qp.WCLocProtErr)
+			return
+		}
+	} else {
+		off := uint32(psn.Diff(w.firstPSN)) * q.mtu
+		payload := pkt.Payload()
+		if w.wr.Opcode != qp.WRRDMARead || uint32(len(payload)) != min(q.mtu, w.length-off) {
+			e.cnt.RcvdBadResponse++
+			return
+		}
+		if !e.copySGL(q, w.wr.SGEs(), off, payload, true) {
+			e.failAt(q, idx, qp.WCLocProtErr)
+			return
+		}
+	}
+	if psn != q.unacked {
+		e.cnt.OOOResponses++
+	}
+	e.sackThrough(q, psn)
+	q.sender.OnSack(e.now, psn, psn, recovery.Answered, q.maxSentPSN)
+	e.advanceSelective(q)
+	e.scheduleIfReady(q)
+}

@@ -1,0 +1,390 @@
+package recovery
+
+import (
+	"time"
+
+	"github.com/softnic/softnic/qp"
+)
+
+// IRN is the loss recovery of "Revisiting Network Support for RDMA"
+// (Mittal et al., SIGCOMM 2018): selective repeat plus BDP-FC, so that RoCE
+// needs no lossless network. docs/recovery.md records every choice made
+// where the paper leaves room.
+//
+//   - Receiver (IRN §3.1, §5.3): out-of-order packets are kept (placed in
+//     application memory by the transport) and tracked in a 2-bitmap,
+//     arrived and last-of-message, so that MSN increments and completions
+//     still happen in order when the expected PSN moves past them (§5.3.3).
+//     Every out-of-order packet is answered with a NACK carrying the
+//     cumulative acknowledgement (the expected PSN) and the PSN that
+//     triggered it, a selective acknowledgement.
+//   - Sender (IRN §3.1): a SACK bitmap over the in-flight window. A NACK or
+//     a timeout starts loss recovery with the recovery sequence the highest
+//     PSN sent; in recovery the cumulative acknowledgement is retransmitted
+//     first, and after it only packets below a selectively acknowledged
+//     one. Recovery ends when the cumulative acknowledgement passes the
+//     recovery sequence.
+//   - BDP-FC (IRN §3.2): at most BDPPackets in flight.
+//   - Timeouts (IRN §3.1): RTO_low while at most N packets are in flight,
+//     RTO_high otherwise.
+//   - READ (a departure from §5.2 and §5.4, see docs/recovery.md): every
+//     READ request asks for one response packet, so a READ PSN is a request
+//     and its response, tracked like any packet: a response acknowledges
+//     its PSN (Answered), and a request the responder holds out of order
+//     is not resent (Held) but completes only with its response.
+const IRN = "irn"
+
+// MaxBDPPackets bounds Params.BDPPackets for IRN: its bitmaps are sized by
+// it, and a window must stay far inside the 2^23 PSNs that the responder
+// treats as "ahead".
+const MaxBDPPackets = 1 << 16
+
+func init() { Register(IRN, func(p Params) Scheme { return irnScheme{p} }) }
+
+type irnScheme struct{ p Params }
+
+func (s irnScheme) Name() string   { return IRN }
+func (s irnScheme) Params() Params { return s.p }
+
+func (s irnScheme) window() int { return min(s.p.BDPPackets, MaxBDPPackets) }
+
+func (s irnScheme) NewSender() Sender {
+	w := s.window()
+	return &irnSender{
+		window: w, rtoLow: s.p.RTOLow, rtoHigh: s.p.RTOHigh, lowThreshold: s.p.RTOLowThreshold,
+		sacked: newPSNBitmap(w), held: newPSNBitmap(w), resent: newPSNBitmap(w),
+	}
+}
+
+func (s irnScheme) NewReceiver() Receiver {
+	w := s.window()
+	return &irnReceiver{window: w, arrived: newPSNBitmap(w), last: newPSNBitmap(w)}
+}
+
+// SharedOnChipBytes is IRN's shared state (§6.1): the BDP cap, RTO_low and
+// N, 10 bytes per NIC.
+func (s irnScheme) SharedOnChipBytes() int { return irnSharedOnChipBytes }
+
+func (s irnScheme) ReorderWindow() int { return s.window() }
+
+// On-chip state as IRN §6.1 counts it, in bits. Per QP: 52 bits of state at
+// each end (the PSN to retransmit and the recovery sequence, 24 bits each,
+// and 4 bits of flags); at the responder 56 more for the READ timer and the
+// READ in progress; and five bitmaps of the BDP cap — two at the requester
+// (SACKs and READ responses) and three at the responder (the 2-bitmap and
+// the SACKs of READ responses). softnic's requester drives READ recovery
+// itself and keeps three (acknowledged, held, resent in this recovery), its
+// responder two and no READ state (docs/recovery.md); it charges the
+// paper's figure so that its SRAM results compare with the paper's.
+const (
+	irnStateBits         = 52
+	irnResponderReadBits = 56
+	irnSenderBitmaps     = 2
+	irnReceiverBitmaps   = 3
+	irnSharedOnChipBytes = 10
+)
+
+// onChipBytes rounds state bits plus bitmaps of window bits up to bytes.
+func onChipBytes(stateBits, bitmaps, window int) int {
+	return (stateBits + bitmaps*window + 7) / 8
+}
+
+// irnSender is IRN's requester half: the SACK bitmap, the recovery state
+// and the retransmission scan. Besides the SACKs it keeps which READ and
+// atomic requests the responder holds unanswered and which PSNs were
+// resent in the current recovery, so that each lost packet goes out once
+// per recovery whatever order the news comes in (IRN §6.1 counts two
+// bitmaps at the requester, SACKs and READ responses; docs/recovery.md).
+type irnSender struct {
+	window       int
+	rtoLow       time.Duration
+	rtoHigh      time.Duration
+	lowThreshold int
+
+	sacked     psnBitmap // acknowledged selectively, at or after base
+	held       psnBitmap // READ or atomic requests the responder holds, unanswered
+	resent     psnBitmap // retransmitted in this recovery
+	base       qp.PSN    // cumulative acknowledgement: every PSN before it is acknowledged
+	lossEdge   qp.PSN    // the PSNs before it that are not accounted for are lost
+	recovery   bool
+	recoverSeq qp.PSN // the highest PSN sent when recovery began
+	rtxNext    qp.PSN // no PSN before it (from base) is waiting to be resent
+}
+
+func (s *irnSender) Reset(start qp.PSN) {
+	s.sacked.clearAll()
+	s.held.clearAll()
+	s.resent.clearAll()
+	s.base, s.lossEdge, s.rtxNext = start, start, start
+	s.recovery = false
+}
+
+func (s *irnSender) Window() int     { return s.window }
+func (s *irnSender) Copies(bool) int { return 1 }
+
+// OnAck moves the cumulative acknowledgement to unacked and then over the
+// PSNs already acknowledged selectively; recovery ends once it passes the
+// recovery sequence (§3.1).
+func (s *irnSender) OnAck(_ Time, unacked qp.PSN) qp.PSN {
+	if unacked.After(s.base) {
+		s.clearRange(s.base, unacked)
+		s.base = unacked
+	}
+	for s.sacked.get(s.base) {
+		s.clearRange(s.base, s.base.Next())
+		s.base = s.base.Next()
+	}
+	s.raiseLossEdge(s.base)
+	if s.rtxNext.Before(s.base) {
+		s.rtxNext = s.base
+	}
+	if s.recovery && s.base.After(s.recoverSeq) {
+		s.recovery = false
+	}
+	return s.base
+}
+
+// OnSack records what the responder acknowledged selectively (§3.1).
+// Every PSN below an acknowledged one is lost unless it is accounted for
+// itself, and an acknowledgement that leaves such a hole is a loss signal:
+// IRN enters recovery on every NACK. A READ response or atomic ACK also
+// says that the responses of the requests before it, which the responder
+// answered in order, were lost if they have not come.
+func (s *irnSender) OnSack(_ Time, from, to qp.PSN, kind SackKind, sent qp.PSN) {
+	if from.Before(s.base) {
+		from = s.base
+	}
+	if to.Before(from) || !s.inWindow(from) {
+		return
+	}
+	if kind == Answered {
+		for p := s.base; p.Before(from); p = p.Next() {
+			if s.held.get(p) {
+				s.held.clear(p)
+				if p.Before(s.rtxNext) {
+					s.rtxNext = p // the scan passed it while it was held
+				}
+			}
+		}
+	}
+	hole := s.holeBefore(from)
+	bits, edge := &s.sacked, to.Next()
+	if kind == Held {
+		bits, edge = &s.held, from
+	}
+	for p := from; s.inWindow(p); p = p.Next() {
+		bits.set(p)
+		if p == to {
+			break
+		}
+	}
+	s.raiseLossEdge(edge)
+	if hole {
+		s.enterRecovery(sent)
+	}
+}
+
+// inWindow reports whether psn fits the bitmaps: BDP-FC never lets a PSN
+// beyond them be in flight.
+func (s *irnSender) inWindow(psn qp.PSN) bool { return int(psn.Diff(s.base)) < s.sacked.size() }
+
+// accounted reports whether psn needs no retransmission now: acknowledged,
+// held by the responder, or resent already in this recovery.
+func (s *irnSender) accounted(psn qp.PSN) bool {
+	return s.sacked.get(psn) || s.held.get(psn) || s.resent.get(psn)
+}
+
+func (s *irnSender) clearRange(from, to qp.PSN) {
+	s.sacked.clearRange(from, to)
+	s.held.clearRange(from, to)
+	s.resent.clearRange(from, to)
+}
+
+// holeBefore reports whether a PSN from base up to p is not accounted for.
+func (s *irnSender) holeBefore(p qp.PSN) bool {
+	for q := s.base; q.Before(p); q = q.Next() {
+		if !s.accounted(q) {
+			return true
+		}
+	}
+	return false
+}
+
+// raiseLossEdge makes the PSNs before edge that are not accounted for lost.
+func (s *irnSender) raiseLossEdge(edge qp.PSN) {
+	if edge.After(s.lossEdge) {
+		s.lossEdge = edge
+	}
+}
+
+// enterRecovery starts loss recovery unless it is on: the scan restarts
+// at the cumulative acknowledgement, which is resent first (§3.1), and the
+// recovery sequence is the highest PSN sent.
+func (s *irnSender) enterRecovery(sent qp.PSN) {
+	if s.recovery {
+		return
+	}
+	s.recovery, s.recoverSeq = true, sent.Prev()
+	s.resent.clearAll()
+	s.rtxNext = s.base
+	s.raiseLossEdge(s.base.Next())
+}
+
+// OnNak: the responder lacks psn, which is lost. It is a loss signal,
+// never an error or a reason to go back (Appendix B.4 keeps go-back-N for
+// RNR NAKs).
+func (s *irnSender) OnNak(_ Time, psn, sent qp.PSN) Resume {
+	s.enterRecovery(sent)
+	s.raiseLossEdge(psn.Next())
+	return Resume{}
+}
+
+// OnTimeout (re)starts recovery: the cumulative acknowledgement first, then
+// every hole below a selective acknowledgement again, including
+// retransmissions that were lost themselves and held requests whose
+// responses never came.
+func (s *irnSender) OnTimeout(now Time, unacked, sent qp.PSN) Resume {
+	s.OnAck(now, unacked)
+	s.held.clearAll()
+	s.recovery = false
+	s.enterRecovery(sent)
+	return Resume{}
+}
+
+// NextRetransmit applies IRN's loss rule (§3.1): after the cumulative
+// acknowledgement, a packet is lost only if a later one was acknowledged
+// (or NAKed as missing); each is resent once per recovery.
+func (s *irnSender) NextRetransmit() (qp.PSN, bool) {
+	if !s.recovery {
+		return 0, false
+	}
+	for s.rtxNext.Before(s.lossEdge) {
+		if !s.accounted(s.rtxNext) {
+			return s.rtxNext, true
+		}
+		s.rtxNext = s.rtxNext.Next()
+	}
+	return 0, false
+}
+
+func (s *irnSender) Retransmitted(psn qp.PSN) {
+	if !psn.Before(s.base) && s.inWindow(psn) {
+		s.resent.set(psn)
+	}
+}
+
+// Timeout is RTO_low with at most N packets in flight, RTO_high otherwise
+// (§3.1); neither is longer than the QP's own ACK timeout.
+func (s *irnSender) Timeout(base time.Duration, inflight int) time.Duration {
+	if inflight <= s.lowThreshold {
+		return min(s.rtoLow, base)
+	}
+	return min(s.rtoHigh, base)
+}
+
+func (s *irnSender) OnChipBytes() int {
+	return onChipBytes(irnStateBits, irnSenderBitmaps, s.window)
+}
+
+// irnReceiver is IRN's responder half: the 2-bitmap of packets kept out of
+// order (§5.3.3), relative to the expected PSN.
+type irnReceiver struct {
+	window  int
+	base    qp.PSN    // the expected PSN
+	arrived psnBitmap // kept out of order
+	last    psnBitmap // ... and the last packet of its message
+}
+
+func (r *irnReceiver) Reset(start qp.PSN) {
+	r.arrived.clearAll()
+	r.last.clearAll()
+	r.base = start
+}
+
+// OnOutOfSequence keeps every packet within the window and NACKs it with a
+// selective acknowledgement (§3.1); a packet already kept is acknowledged
+// again, since the first NACK may have been lost. Beyond the window (a
+// sender that ignores BDP-FC) a packet is dropped without a word.
+func (r *irnReceiver) OnOutOfSequence(now Time, epsn, psn qp.PSN, last bool) RxAction {
+	r.OnInSequence(now, epsn)
+	if d := psn.Diff(epsn); d <= 0 || int(d) >= r.window {
+		return RxAction{}
+	}
+	if r.arrived.get(psn) {
+		return RxAction{Nak: true, Sack: true}
+	}
+	r.arrived.set(psn)
+	if last {
+		r.last.set(psn)
+	}
+	return RxAction{Keep: true, Nak: true, Sack: true}
+}
+
+func (r *irnReceiver) OnInSequence(_ Time, epsn qp.PSN) {
+	if epsn.After(r.base) {
+		r.arrived.clearRange(r.base, epsn)
+		r.last.clearRange(r.base, epsn)
+		r.base = epsn
+	}
+}
+
+func (r *irnReceiver) Kept(psn qp.PSN) (kept, last bool) {
+	if d := psn.Diff(r.base); d < 0 || int(d) >= r.window {
+		return false, false
+	}
+	return r.arrived.get(psn), r.last.get(psn)
+}
+
+func (r *irnReceiver) Deadline() (Time, bool)    { return 0, false }
+func (r *irnReceiver) OnTimer(Time, qp.PSN) bool { return false }
+
+func (r *irnReceiver) OnChipBytes() int {
+	return onChipBytes(irnStateBits+irnResponderReadBits, irnReceiverBitmaps, r.window)
+}
+
+// psnBitmap is one bit per PSN, indexed by the PSN modulo its size (a
+// power of two of at least the window, which divides 2^24), so that a
+// window sliding with the cumulative acknowledgement needs no shifting:
+// bits behind the window are cleared as it passes them.
+type psnBitmap struct {
+	words []uint64
+	mask  uint32 // size in bits, less one
+}
+
+func newPSNBitmap(window int) psnBitmap {
+	size := 64
+	for size < window {
+		size <<= 1
+	}
+	return psnBitmap{words: make([]uint64, size/64), mask: uint32(size - 1)}
+}
+
+func (b psnBitmap) size() int { return int(b.mask) + 1 }
+
+func (b psnBitmap) get(p qp.PSN) bool {
+	i := uint32(p) & b.mask
+	return b.words[i/64]>>(i%64)&1 != 0
+}
+
+func (b psnBitmap) set(p qp.PSN) {
+	i := uint32(p) & b.mask
+	b.words[i/64] |= 1 << (i % 64)
+}
+
+func (b psnBitmap) clear(p qp.PSN) {
+	i := uint32(p) & b.mask
+	b.words[i/64] &^= 1 << (i % 64)
+}
+
+// clearRange clears the PSNs from from up to (not including) to.
+func (b psnBitmap) clearRange(from, to qp.PSN) {
+	if int(to.Diff(from)) >= b.size() {
+		b.clearAll()
+		return
+	}
+	for p := from; p != to; p = p.Next() {
+		b.clear(p)
+	}
+}
+
+func (b psnBitmap) clearAll() { clear(b.words) }
