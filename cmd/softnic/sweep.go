@@ -59,7 +59,13 @@ func sweepCmd(args []string) error {
 			for _, loss := range ls {
 				for _, n := range ns {
 					r, err := sweep.RunQPs(sweep.QPConfig{Scheme: strings.TrimSpace(scheme), QPs: n, Size: size, Loss: loss, SRAM: *sram,
-						Penalty: *penalty, Link: sweep.DefaultQPLink, Warmup: 20 * time.Millisecond, Measure: *measure, Seed: uint64(n)})
+						Penalty: *penalty, Link: sweep.DefaultQPLink, Warmup: 20 * time.Millisecond, Measure: *measure, Seed: uint64(n),
+						// One retransmission timeout for every scheme, the
+						// QPs' ACK timeout: past the cache's knee a QP waits
+						// milliseconds for its turn in the NIC, and IRN's
+						// 100/320 µs RTOs would fire spuriously until its
+						// retries ran out (found by this sweep).
+						Params: recovery.Params{RTOLow: sweepTimeout, RTOHigh: sweepTimeout}})
 					if err != nil {
 						return err
 					}
@@ -76,6 +82,9 @@ func sweepCmd(args []string) error {
 	fmt.Fprintln(os.Stdout, " wrote", strings.Join(files, " "))
 	return nil
 }
+
+// sweepTimeout is the ACK timeout of the QP sweep's QPs (code 12).
+const sweepTimeout = 16777216 * time.Nanosecond
 
 func ints(list string) ([]int, error) {
 	var out []int

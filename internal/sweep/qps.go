@@ -25,6 +25,8 @@ type QPConfig struct {
 	Warmup  time.Duration     // simulated
 	Measure time.Duration     // simulated
 	Seed    uint64
+	// Params are the schemes' knobs (zero: defaults).
+	Params recovery.Params
 }
 
 // DefaultQPLink is StaR's simulation (§4): 100 Gb/s and a 12 µs base RTT.
@@ -49,11 +51,11 @@ type QPResult struct {
 // completes; the aggregate completion rate is measured after a warm-up.
 func RunQPs(c QPConfig) (QPResult, error) {
 	wallStart := time.Now()
-	sa, err := recovery.New(c.Scheme, recovery.Params{})
+	sa, err := recovery.New(c.Scheme, c.Params)
 	if err != nil {
 		return QPResult{}, err
 	}
-	sb, _ := recovery.New(c.Scheme, recovery.Params{})
+	sb, _ := recovery.New(c.Scheme, c.Params)
 	link := c.Link
 	link.Loss = c.Loss
 	penalty := c.Penalty
