@@ -449,3 +449,20 @@ func TestReadAfterWritesNoImpliedNak(t *testing.T) {
 		t.Fatalf("implied_nak_seq_err %d, completer_retry_err %d, retransmitted %d on a clean link", c.ImpliedNakSeqErr, c.CompleterRetry, c.Retransmits)
 	}
 }
+
+// TestIGBNSendTwiceRingFull: ST's second copy is not lost when the
+// transmit ring fills up between the two copies; it goes out as soon as
+// there is room, and only once.
+func TestIGBNSendTwiceRingFull(t *testing.T) {
+	sa, _ := recovery.New(recovery.IGBN, recovery.Params{})
+	link := lossyLink(0)
+	link.QueueFrames = 4 // a tiny ring: the copies of a 4-packet message's last packet collide with it
+	p := newTestPair(t, SimConfig{Seed: 26, SchemeA: sa, AtoB: link}, ConnParams{MTU: qp.MTU1024})
+	for i := uint64(1); i <= 20; i++ {
+		p.checkWrite(i, 4096, false) // 4 packets, the last twice
+	}
+	p.settle() // the last copy may still be on the wire
+	if a, b := p.sim.A.Counters(), p.sim.B.Counters(); a.SentPkts != 20*5 || b.DuplicateRequest != 20 || a.Retransmits != 0 {
+		t.Fatalf("sent %d packets (want 100), duplicates at the responder %d (want 20), retransmitted %d", a.SentPkts, b.DuplicateRequest, a.Retransmits)
+	}
+}

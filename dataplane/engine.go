@@ -384,8 +384,10 @@ func (e *Engine) beginTx(q *QP, op bth.Opcode, psn qp.PSN, ackReq bool, payloadL
 }
 
 // endTx seals the frame (ICRC, IPv6 UDP checksum) and queues it copies
-// times (Improved go-back-N's ST sends a message's last packet twice).
-func (e *Engine) endTx(q *QP, t *txPacket, copies int) {
+// times (Improved go-back-N's ST sends a message's last packet twice). It
+// returns how many went out: fewer when the ring filled up, and the caller
+// keeps the rest pending.
+func (e *Engine) endTx(q *QP, t *txPacket, copies int) int {
 	bth.FinishFrame(t.frame, &q.hdr)
 	e.port.Transmit(len(t.frame))
 	e.cnt.SentPkts++
@@ -393,12 +395,13 @@ func (e *Engine) endTx(q *QP, t *txPacket, copies int) {
 		buf := e.port.TxBuffer()
 		if buf == nil {
 			e.txStall = true
-			return
+			return c
 		}
 		copy(buf, t.frame)
 		e.port.Transmit(len(t.frame))
 		e.cnt.SentPkts++
 	}
+	return copies
 }
 
 // errorf wraps an API error with the QP it concerns.

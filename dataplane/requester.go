@@ -134,8 +134,8 @@ func (e *Engine) requestReady(q *QP) bool {
 	if q.state != qp.RTS || q.rnrWait {
 		return false
 	}
-	if _, ok := q.sender.NextRetransmit(); ok {
-		return true // a retransmission does not add to what is in flight
+	if _, ok := q.sender.NextRetransmit(); ok || q.stPending != 0 {
+		return true // a retransmission or ST copy does not add to what is in flight
 	}
 	return !q.windowFull() && (q.curPSN != q.nextPSN || e.canStart(q))
 }
@@ -207,10 +207,19 @@ func (q *QP) wqeAt(psn qp.PSN) *sendWQE {
 // sendRequest transmits one request packet: a retransmission the scheme
 // asks for, else the packet under the send cursor.
 func (e *Engine) sendRequest(q *QP) bool {
+	if q.stPending != 0 {
+		// The second copy of a message's last packet (ST) found the ring
+		// full: it goes first now, or not at all if already acknowledged.
+		psn := q.stPending - 1
+		if w := q.wqeAt(psn); w != nil && !psn.Before(q.unacked) && psn.Before(q.maxSentPSN) {
+			return e.sendPacket(q, w, psn, 1)
+		}
+		q.stPending = 0
+	}
 	if psn, ok := q.sender.NextRetransmit(); ok {
 		w := q.wqeAt(psn)
 		if w != nil && !psn.Before(q.unacked) && psn.Before(q.maxSentPSN) {
-			if !e.sendPacket(q, w, psn) {
+			if !e.sendPacket(q, w, psn, 0) {
 				return false
 			}
 			q.sender.Retransmitted(psn)
@@ -232,7 +241,7 @@ func (e *Engine) sendRequest(q *QP) bool {
 		w = q.sq.At(q.cur)
 	}
 	psn := q.curPSN
-	if !e.sendPacket(q, w, psn) {
+	if !e.sendPacket(q, w, psn, 0) {
 		return false
 	}
 	if w.wr.Opcode == qp.WRRDMARead && !q.ooo {
@@ -275,7 +284,8 @@ func position(i, n uint32) int {
 }
 
 // sendPacket builds and transmits the packet of w with PSN psn.
-func (e *Engine) sendPacket(q *QP, w *sendWQE, psn qp.PSN) bool {
+// copies is how many times to send it; 0 asks the scheme (ST).
+func (e *Engine) sendPacket(q *QP, w *sendWQE, psn qp.PSN, copies int) bool {
 	i := uint32(psn.Diff(w.firstPSN))
 	n := q.packets(w)
 	off := i * q.mtu
@@ -354,7 +364,17 @@ func (e *Engine) sendPacket(q *QP, w *sendWQE, psn qp.PSN) bool {
 			q.noAck++
 		}
 	}
-	e.endTx(q, &t, q.sender.Copies(last))
+	dup := copies == 1 && q.stPending == psn+1
+	if copies == 0 {
+		copies = q.sender.Copies(last)
+	}
+	q.stPending = 0
+	if sent := e.endTx(q, &t, copies); sent < copies {
+		q.stPending = psn + 1 // the ring filled up between the copies
+	}
+	if dup {
+		return true // ST's second copy: neither new nor a retransmission
+	}
 	if q.nakHeld == psn+1 {
 		q.nakHeld = 0 // the NAKed packet is out again: a new NAK for it is news
 	}
