@@ -27,10 +27,10 @@ import (
 )
 
 var (
-	buildOnce sync.Once
-	binDir    string
-	binPath   string
-	buildErr  error
+	dirOnce sync.Once
+	binDir  string // the test binaries' directory, removed by TestMain
+	dirErr  error
+	daemon  built
 )
 
 func TestMain(m *testing.M) {
@@ -41,28 +41,41 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// softnicBinary builds cmd/softnic once per test process, into a
+// built is a program built once per test process into binDir, a
 // directory that an unprivileged user may enter (the not-root case runs
-// the binary as nobody).
-func softnicBinary(t *testing.T) string {
+// the daemon as nobody).
+type built struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// get builds pkg as name on first use and returns its path.
+func (b *built) get(t *testing.T, name, pkg string) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		if binDir, buildErr = os.MkdirTemp("", "softnic-test-"); buildErr != nil {
+	b.once.Do(func() {
+		dirOnce.Do(func() {
+			if binDir, dirErr = os.MkdirTemp("", "softnic-test-"); dirErr == nil {
+				dirErr = os.Chmod(binDir, 0o755)
+			}
+		})
+		if b.err = dirErr; b.err != nil {
 			return
 		}
-		if buildErr = os.Chmod(binDir, 0o755); buildErr != nil {
-			return
-		}
-		binPath = filepath.Join(binDir, "softnic")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/softnic/softnic/cmd/softnic").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/softnic: %v\n%s", err, out)
+		b.path = filepath.Join(binDir, name)
+		if out, err := exec.Command("go", "build", "-o", b.path, pkg).CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
 		}
 	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return binPath
+	return b.path
+}
+
+// softnicBinary builds cmd/softnic once per test process.
+func softnicBinary(t *testing.T) string {
+	return daemon.get(t, "softnic", "github.com/softnic/softnic/cmd/softnic")
 }
 
 // syncBuffer collects a process's output while the test reads it.

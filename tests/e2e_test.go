@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -51,9 +50,7 @@ const clientTimeout = "60s"
 const pairTimeout = 5 * time.Minute
 
 var (
-	clientOnce sync.Once
-	clientPath string
-	clientErr  error
+	client built
 	// tcpPort gives every client pair its own exchange port, so that no
 	// pair meets a socket of an earlier one.
 	tcpPort atomic.Int32
@@ -64,19 +61,7 @@ func init() { tcpPort.Store(18600) }
 // e2eClientBinary builds tests/e2eclient once per test process, next to
 // the daemon binary (TestMain removes that directory).
 func e2eClientBinary(t *testing.T) string {
-	t.Helper()
-	softnicBinary(t)
-	clientOnce.Do(func() {
-		clientPath = filepath.Join(binDir, "e2eclient")
-		out, err := exec.Command("go", "build", "-o", clientPath, "github.com/softnic/softnic/tests/e2eclient").CombinedOutput()
-		if err != nil {
-			clientErr = fmt.Errorf("go build ./tests/e2eclient: %v\n%s", err, out)
-		}
-	})
-	if clientErr != nil {
-		t.Fatal(clientErr)
-	}
-	return clientPath
+	return client.get(t, "e2eclient", "github.com/softnic/softnic/tests/e2eclient")
 }
 
 // clientProc is an e2eclient running in a testbed namespace. `ip netns
