@@ -76,11 +76,12 @@ type Engine struct {
 	qps    map[uint32]*QP
 	nextQP uint32
 
-	ready   []*QP // QPs with something to transmit, FIFO
-	rxBatch [][]byte
-	rxNext  int // rxBatch[rxNext:rxN] still wait: a context miss stalled the pipeline
-	rxN     int
-	txStall bool // the port's transmit ring was full this round
+	ready     []*QP // QPs with something to transmit, FIFO from readyHead
+	readyHead int
+	rxBatch   [][]byte
+	rxNext    int // rxBatch[rxNext:rxN] still wait: a context miss stalled the pipeline
+	rxN       int
+	txStall   bool // the port's transmit ring was full this round
 
 	cache     *qp.Cache
 	busyUntil time.Duration // the pipeline is stalled on a context fetch until then
@@ -218,7 +219,7 @@ func (e *Engine) CacheStats() qp.CacheStats {
 func (e *Engine) Busy() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return len(e.ready) > 0 || e.rxNext < e.rxN
+	return e.readyLen() > 0 || e.rxNext < e.rxN
 }
 
 // NextDeadline is when the earliest timer fires.
@@ -298,6 +299,27 @@ func (e *Engine) schedule(q *QP) {
 	}
 }
 
+func (e *Engine) readyLen() int { return len(e.ready) - e.readyHead }
+
+// popReady takes the QP at the head of the ready list in O(1): the slice
+// is reset when it empties and compacted when its dead prefix outgrows
+// the live part, so it stays within twice the number of QPs.
+func (e *Engine) popReady() *QP {
+	q := e.ready[e.readyHead]
+	e.ready[e.readyHead] = nil
+	e.readyHead++
+	switch {
+	case e.readyHead == len(e.ready):
+		e.ready, e.readyHead = e.ready[:0], 0
+	case e.readyHead >= 64 && 2*e.readyHead >= len(e.ready):
+		n := copy(e.ready, e.ready[e.readyHead:])
+		clear(e.ready[n:])
+		e.ready, e.readyHead = e.ready[:n], 0
+	}
+	q.queued = false
+	return q
+}
+
 // scheduleIfReady schedules q if its requester has something to send.
 func (e *Engine) scheduleIfReady(q *QP) {
 	if e.requestReady(q) {
@@ -310,15 +332,12 @@ func (e *Engine) scheduleIfReady(q *QP) {
 func (e *Engine) transmit() int {
 	e.txStall = false
 	total := 0
-	for len(e.ready) > 0 && !e.txStall && !e.stalled() {
+	for e.readyLen() > 0 && !e.txStall && !e.stalled() {
 		// One pass over the QPs that are ready now; QPs that still have
 		// work go to the back, after QPs scheduled during the pass.
-		n := len(e.ready)
+		n := e.readyLen()
 		for i := 0; i < n && !e.txStall && !e.stalled(); i++ {
-			q := e.ready[0]
-			copy(e.ready, e.ready[1:])
-			e.ready = e.ready[:len(e.ready)-1]
-			q.queued = false
+			q := e.popReady()
 			sent, more := e.serve(q, e.cfg.TxBurst)
 			total += sent
 			if more {

@@ -456,8 +456,8 @@ func (e *Engine) DestroyQP(q *QP) error {
 	delete(e.qps, q.qpn)
 	e.cache.Remove(&q.cache)
 	e.pds[q.pd]--
-	for i, r := range e.ready {
-		if r == q {
+	for i := e.readyHead; i < len(e.ready); i++ {
+		if e.ready[i] == q {
 			e.ready = append(e.ready[:i], e.ready[i+1:]...)
 			break
 		}
