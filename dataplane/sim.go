@@ -81,9 +81,10 @@ func (s *Sim) Step() bool {
 	for s.A.Poll(now) || s.B.Poll(now) {
 	}
 	// Neither engine can do anything at now, so whatever is due at or
-	// before now (frames for an engine whose pipeline is stalled on a
-	// context fetch) waits for a later event: take the earliest one after
-	// now.
+	// before now waits for a later event (frames for an engine whose
+	// pipeline is stalled on a context fetch wait for the fetch, its
+	// NextDeadline): take the earliest event after now, per port, so that
+	// one engine's stall never delays the other's frames.
 	var next time.Duration
 	ok := false
 	consider := func(t time.Duration, armed bool) {
@@ -91,7 +92,8 @@ func (s *Sim) Step() bool {
 			next, ok = t, true
 		}
 	}
-	consider(s.Fabric.NextDelivery())
+	consider(s.Fabric.A().NextDelivery())
+	consider(s.Fabric.B().NextDelivery())
 	consider(s.A.NextDeadline())
 	consider(s.B.NextDeadline())
 	if !ok {

@@ -484,6 +484,15 @@ func (p *Port) Flush() {}
 // TxBuffer's buffers.
 func (p *Port) MaxFrame() int { return p.f.maxFrame }
 
+// NextDelivery is the earliest delivery time of the frames queued towards
+// this port (possibly past, if not received yet), false if none.
+func (p *Port) NextDelivery() (time.Duration, bool) {
+	if q := p.rx.queue; len(q) > 0 {
+		return q[0].at, true
+	}
+	return 0, false
+}
+
 // Pending returns the number of frames queued towards this port, delivered or
 // not yet.
 func (p *Port) Pending() int { return len(p.rx.queue) }

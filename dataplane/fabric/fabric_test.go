@@ -701,3 +701,23 @@ func BenchmarkTransmitReceive(b *testing.B) {
 		})
 	}
 }
+
+// TestPortNextDelivery: each port reports only the frames queued towards
+// it, earliest first.
+func TestPortNextDelivery(t *testing.T) {
+	clock := &FakeClock{}
+	f := New(clock, 1, LinkConfig{Delay: 5 * time.Microsecond}, LinkConfig{Delay: 2 * time.Microsecond}, 256)
+	if _, ok := f.B().NextDelivery(); ok {
+		t.Fatal("empty port has a delivery")
+	}
+	f.A().TxBuffer()
+	f.A().Transmit(64) // towards B, at 5 µs
+	f.B().TxBuffer()
+	f.B().Transmit(64) // towards A, at 2 µs
+	if at, ok := f.B().NextDelivery(); !ok || at != 5*time.Microsecond {
+		t.Fatalf("B: %v %v, want 5µs", at, ok)
+	}
+	if at, ok := f.A().NextDelivery(); !ok || at != 2*time.Microsecond {
+		t.Fatalf("A: %v %v, want 2µs", at, ok)
+	}
+}
