@@ -201,11 +201,19 @@ func (p PETH) Offset() uint32 { return binary.BigEndian.Uint32(p[4:]) }
 func (p PETH) SetOffset(off uint32) { binary.BigEndian.PutUint32(p[4:], off) }
 
 // SACKETH is a view of softnic's 4-byte Selective Acknowledgement Extended
-// Transport Header (docs/wire.md): reserved (1) and the 24-bit PSN of the
+// Transport Header (docs/wire.md): a byte of FaSR's lost-cnt (low 3 bits;
+// the other bits reserved, 0 for IRN) and the 24-bit PSN of the
 // out-of-order request the responder now holds, the packet that triggered
-// an IRN NACK (IRN §3.1). The BTH PSN of the same packet is the responder's
-// expected PSN, the cumulative acknowledgement.
+// an IRN NACK (IRN §3.1) or a FaSR SACK (or, in an RC_ACKNOWLEDGE_FNAK, the
+// retransmission it dropped). The BTH PSN of the same packet is the
+// responder's expected PSN, the cumulative acknowledgement.
 type SACKETH []byte
+
+// LostCnt returns FaSR's lost-cnt (§III-B1).
+func (s SACKETH) LostCnt() uint8 { return s[0] & 7 }
+
+// SetLostCnt sets FaSR's lost-cnt, masked to 3 bits; call after SetPSN.
+func (s SACKETH) SetLostCnt(n uint8) { s[0] = n & 7 }
 
 // PSN returns the selectively acknowledged PSN.
 func (s SACKETH) PSN() uint32 { return get24(s[1:]) }
@@ -215,4 +223,36 @@ func (s SACKETH) PSN() uint32 { return get24(s[1:]) }
 func (s SACKETH) SetPSN(psn uint32) {
 	s[0] = 0
 	put24(s[1:], psn)
+}
+
+// HolesETH is a view of softnic's 16-byte Holes Extended Transport Header,
+// MELO's NACK (§3.2.4; docs/wire.md): reserved (1), RCV.HIGH (24-bit PSN),
+// then three holes, most recent first, each a 16-bit offset from the BTH
+// PSN (the expected PSN, RCV.NXT) and a 16-bit length; an unused entry
+// has length 0.
+type HolesETH []byte
+
+// HolesETHEntries is how many holes a HolesETH carries.
+const HolesETHEntries = 3
+
+// High returns RCV.HIGH.
+func (h HolesETH) High() uint32 { return get24(h[1:]) }
+
+// SetHigh sets RCV.HIGH, masked to 24 bits, and clears the reserved byte.
+func (h HolesETH) SetHigh(psn uint32) {
+	h[0] = 0
+	put24(h[1:], psn)
+}
+
+// Hole returns entry i: its offset from the BTH PSN and its length.
+func (h HolesETH) Hole(i int) (off, length uint16) {
+	b := h[4+4*i:]
+	return binary.BigEndian.Uint16(b), binary.BigEndian.Uint16(b[2:])
+}
+
+// SetHole sets entry i.
+func (h HolesETH) SetHole(i int, off, length uint16) {
+	b := h[4+4*i:]
+	binary.BigEndian.PutUint16(b, off)
+	binary.BigEndian.PutUint16(b[2:], length)
 }

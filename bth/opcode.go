@@ -19,8 +19,9 @@ const (
 
 	// softnic's extension headers (docs/wire.md), carried only by the
 	// manufacturer-specific opcodes 0xC0-0xFF.
-	PETHLen    = 8
-	SACKETHLen = 4
+	PETHLen     = 8
+	SACKETHLen  = 4
+	HolesETHLen = 16
 )
 
 // Opcode is the BTH OpCode field (IBA 9.2.1). The top three bits
@@ -79,6 +80,13 @@ const (
 	RCWriteOnlyOOO    Opcode = 0xCA
 	RCWriteOnlyImmOOO Opcode = 0xCB
 	RCAcknowledgeSACK Opcode = 0xD1
+	// FaSR (§IV-D): a SACK whose lost-cnt overflowed, marked by its own
+	// opcode, and the FNACK naming a dropped retransmission (§III-D).
+	RCAcknowledgeSACKOverflow Opcode = 0xD2
+	RCAcknowledgeFNAK         Opcode = 0xD3
+	// MELO's NACK (§3.2.4): the expected PSN in the BTH, RCV.HIGH and the
+	// three most recent holes in a HolesETH.
+	RCAcknowledgeHoles Opcode = 0xD4
 )
 
 // IsExtension reports whether op is in the manufacturer-specific range,
@@ -108,6 +116,7 @@ const (
 	HasPayload                          // a (possibly empty) payload follows the headers
 	HasPETH                             // softnic's placement extended transport header follows
 	HasSACKETH                          // softnic's selective-acknowledgement header follows
+	HasHolesETH                         // softnic's holes header (MELO's NACK) follows
 
 	IsRequest  // sent by a requester
 	IsResponse // sent by a responder: ACK, read response, atomic ACK
@@ -146,7 +155,7 @@ type OpInfo struct {
 	Length int // BTH plus all extension headers, in bytes
 
 	RETHOff, AETHOff, ImmOff, IETHOff, DETHOff, AtomicETHOff, AtomicAckETHOff int
-	PETHOff, SACKETHOff                                                       int
+	PETHOff, SACKETHOff, HolesETHOff                                          int
 
 	PayloadOff int // always equal to Length
 }
@@ -198,19 +207,22 @@ var opTable = layoutOpTable([256]OpInfo{
 	UDSendOnly:           {Name: "UD_SEND_ONLY", Flags: HasDETH | HasPayload | IsRequest | IsFirst | IsLast | IsSend | NeedsRecvWQE},
 	UDSendOnlyImm:        {Name: "UD_SEND_ONLY_WITH_IMMEDIATE", Flags: HasDETH | HasImm | HasPayload | IsRequest | IsFirst | IsLast | IsSend | NeedsRecvWQE},
 
-	RCSendFirstOOO:    {Name: "RC_SEND_FIRST_OOO", Flags: HasPETH | HasPayload | IsRequest | IsFirst | IsSend | NeedsRecvWQE},
-	RCSendMiddleOOO:   {Name: "RC_SEND_MIDDLE_OOO", Flags: HasPETH | HasPayload | IsRequest | IsMiddle | IsSend | NeedsRecvWQE},
-	RCSendLastOOO:     {Name: "RC_SEND_LAST_OOO", Flags: HasPETH | HasPayload | IsRequest | IsLast | IsSend | NeedsRecvWQE},
-	RCSendLastImmOOO:  {Name: "RC_SEND_LAST_WITH_IMMEDIATE_OOO", Flags: HasImm | HasPETH | HasPayload | IsRequest | IsLast | IsSend | NeedsRecvWQE},
-	RCSendOnlyOOO:     {Name: "RC_SEND_ONLY_OOO", Flags: HasPETH | HasPayload | IsRequest | IsFirst | IsLast | IsSend | NeedsRecvWQE},
-	RCSendOnlyImmOOO:  {Name: "RC_SEND_ONLY_WITH_IMMEDIATE_OOO", Flags: HasImm | HasPETH | HasPayload | IsRequest | IsFirst | IsLast | IsSend | NeedsRecvWQE},
-	RCWriteFirstOOO:   {Name: "RC_RDMA_WRITE_FIRST_OOO", Flags: HasRETH | HasPETH | HasPayload | IsRequest | IsFirst | IsWrite},
-	RCWriteMiddleOOO:  {Name: "RC_RDMA_WRITE_MIDDLE_OOO", Flags: HasRETH | HasPETH | HasPayload | IsRequest | IsMiddle | IsWrite},
-	RCWriteLastOOO:    {Name: "RC_RDMA_WRITE_LAST_OOO", Flags: HasRETH | HasPETH | HasPayload | IsRequest | IsLast | IsWrite},
-	RCWriteLastImmOOO: {Name: "RC_RDMA_WRITE_LAST_WITH_IMMEDIATE_OOO", Flags: HasRETH | HasImm | HasPETH | HasPayload | IsRequest | IsLast | IsWrite | NeedsRecvWQE},
-	RCWriteOnlyOOO:    {Name: "RC_RDMA_WRITE_ONLY_OOO", Flags: HasRETH | HasPETH | HasPayload | IsRequest | IsFirst | IsLast | IsWrite},
-	RCWriteOnlyImmOOO: {Name: "RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE_OOO", Flags: HasRETH | HasImm | HasPETH | HasPayload | IsRequest | IsFirst | IsLast | IsWrite | NeedsRecvWQE},
-	RCAcknowledgeSACK: {Name: "RC_ACKNOWLEDGE_SACK", Flags: HasAETH | HasSACKETH | IsResponse | IsFirst | IsLast},
+	RCSendFirstOOO:            {Name: "RC_SEND_FIRST_OOO", Flags: HasPETH | HasPayload | IsRequest | IsFirst | IsSend | NeedsRecvWQE},
+	RCSendMiddleOOO:           {Name: "RC_SEND_MIDDLE_OOO", Flags: HasPETH | HasPayload | IsRequest | IsMiddle | IsSend | NeedsRecvWQE},
+	RCSendLastOOO:             {Name: "RC_SEND_LAST_OOO", Flags: HasPETH | HasPayload | IsRequest | IsLast | IsSend | NeedsRecvWQE},
+	RCSendLastImmOOO:          {Name: "RC_SEND_LAST_WITH_IMMEDIATE_OOO", Flags: HasImm | HasPETH | HasPayload | IsRequest | IsLast | IsSend | NeedsRecvWQE},
+	RCSendOnlyOOO:             {Name: "RC_SEND_ONLY_OOO", Flags: HasPETH | HasPayload | IsRequest | IsFirst | IsLast | IsSend | NeedsRecvWQE},
+	RCSendOnlyImmOOO:          {Name: "RC_SEND_ONLY_WITH_IMMEDIATE_OOO", Flags: HasImm | HasPETH | HasPayload | IsRequest | IsFirst | IsLast | IsSend | NeedsRecvWQE},
+	RCWriteFirstOOO:           {Name: "RC_RDMA_WRITE_FIRST_OOO", Flags: HasRETH | HasPETH | HasPayload | IsRequest | IsFirst | IsWrite},
+	RCWriteMiddleOOO:          {Name: "RC_RDMA_WRITE_MIDDLE_OOO", Flags: HasRETH | HasPETH | HasPayload | IsRequest | IsMiddle | IsWrite},
+	RCWriteLastOOO:            {Name: "RC_RDMA_WRITE_LAST_OOO", Flags: HasRETH | HasPETH | HasPayload | IsRequest | IsLast | IsWrite},
+	RCWriteLastImmOOO:         {Name: "RC_RDMA_WRITE_LAST_WITH_IMMEDIATE_OOO", Flags: HasRETH | HasImm | HasPETH | HasPayload | IsRequest | IsLast | IsWrite | NeedsRecvWQE},
+	RCWriteOnlyOOO:            {Name: "RC_RDMA_WRITE_ONLY_OOO", Flags: HasRETH | HasPETH | HasPayload | IsRequest | IsFirst | IsLast | IsWrite},
+	RCWriteOnlyImmOOO:         {Name: "RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE_OOO", Flags: HasRETH | HasImm | HasPETH | HasPayload | IsRequest | IsFirst | IsLast | IsWrite | NeedsRecvWQE},
+	RCAcknowledgeSACK:         {Name: "RC_ACKNOWLEDGE_SACK", Flags: HasAETH | HasSACKETH | IsResponse | IsFirst | IsLast},
+	RCAcknowledgeSACKOverflow: {Name: "RC_ACKNOWLEDGE_SACK_OVERFLOW", Flags: HasAETH | HasSACKETH | IsResponse | IsFirst | IsLast},
+	RCAcknowledgeFNAK:         {Name: "RC_ACKNOWLEDGE_FNAK", Flags: HasAETH | HasSACKETH | IsResponse | IsFirst | IsLast},
+	RCAcknowledgeHoles:        {Name: "RC_ACKNOWLEDGE_HOLES", Flags: HasAETH | HasHolesETH | IsResponse | IsFirst | IsLast},
 })
 
 // layoutOpTable fills in Length and the header offsets of every named entry.
@@ -234,6 +246,7 @@ func layoutOpTable(table [256]OpInfo) [256]OpInfo {
 		{HasIETH, IETHLen, func(i *OpInfo) *int { return &i.IETHOff }},
 		{HasPETH, PETHLen, func(i *OpInfo) *int { return &i.PETHOff }},
 		{HasSACKETH, SACKETHLen, func(i *OpInfo) *int { return &i.SACKETHOff }},
+		{HasHolesETH, HolesETHLen, func(i *OpInfo) *int { return &i.HolesETHOff }},
 	}
 	for op := range table {
 		info := &table[op]

@@ -19,6 +19,7 @@ const (
 	hAtomicAck
 	hPETH
 	hSACKETH
+	hHolesETH
 )
 
 // wantHeaders lists, independently of the package's table, the extension
@@ -57,39 +58,42 @@ var wantHeaders = map[bth.Opcode]struct {
 
 	// softnic's extensions (docs/wire.md): the RC opcode plus 0xC0, a PETH
 	// last, and the RETH on every RDMA WRITE packet.
-	bth.RCSendFirstOOO:    {"RC_SEND_FIRST_OOO", []hdr{hPETH}, true},
-	bth.RCSendMiddleOOO:   {"RC_SEND_MIDDLE_OOO", []hdr{hPETH}, true},
-	bth.RCSendLastOOO:     {"RC_SEND_LAST_OOO", []hdr{hPETH}, true},
-	bth.RCSendLastImmOOO:  {"RC_SEND_LAST_WITH_IMMEDIATE_OOO", []hdr{hImm, hPETH}, true},
-	bth.RCSendOnlyOOO:     {"RC_SEND_ONLY_OOO", []hdr{hPETH}, true},
-	bth.RCSendOnlyImmOOO:  {"RC_SEND_ONLY_WITH_IMMEDIATE_OOO", []hdr{hImm, hPETH}, true},
-	bth.RCWriteFirstOOO:   {"RC_RDMA_WRITE_FIRST_OOO", []hdr{hRETH, hPETH}, true},
-	bth.RCWriteMiddleOOO:  {"RC_RDMA_WRITE_MIDDLE_OOO", []hdr{hRETH, hPETH}, true},
-	bth.RCWriteLastOOO:    {"RC_RDMA_WRITE_LAST_OOO", []hdr{hRETH, hPETH}, true},
-	bth.RCWriteLastImmOOO: {"RC_RDMA_WRITE_LAST_WITH_IMMEDIATE_OOO", []hdr{hRETH, hImm, hPETH}, true},
-	bth.RCWriteOnlyOOO:    {"RC_RDMA_WRITE_ONLY_OOO", []hdr{hRETH, hPETH}, true},
-	bth.RCWriteOnlyImmOOO: {"RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE_OOO", []hdr{hRETH, hImm, hPETH}, true},
-	bth.RCAcknowledgeSACK: {"RC_ACKNOWLEDGE_SACK", []hdr{hAETH, hSACKETH}, false},
+	bth.RCSendFirstOOO:            {"RC_SEND_FIRST_OOO", []hdr{hPETH}, true},
+	bth.RCSendMiddleOOO:           {"RC_SEND_MIDDLE_OOO", []hdr{hPETH}, true},
+	bth.RCSendLastOOO:             {"RC_SEND_LAST_OOO", []hdr{hPETH}, true},
+	bth.RCSendLastImmOOO:          {"RC_SEND_LAST_WITH_IMMEDIATE_OOO", []hdr{hImm, hPETH}, true},
+	bth.RCSendOnlyOOO:             {"RC_SEND_ONLY_OOO", []hdr{hPETH}, true},
+	bth.RCSendOnlyImmOOO:          {"RC_SEND_ONLY_WITH_IMMEDIATE_OOO", []hdr{hImm, hPETH}, true},
+	bth.RCWriteFirstOOO:           {"RC_RDMA_WRITE_FIRST_OOO", []hdr{hRETH, hPETH}, true},
+	bth.RCWriteMiddleOOO:          {"RC_RDMA_WRITE_MIDDLE_OOO", []hdr{hRETH, hPETH}, true},
+	bth.RCWriteLastOOO:            {"RC_RDMA_WRITE_LAST_OOO", []hdr{hRETH, hPETH}, true},
+	bth.RCWriteLastImmOOO:         {"RC_RDMA_WRITE_LAST_WITH_IMMEDIATE_OOO", []hdr{hRETH, hImm, hPETH}, true},
+	bth.RCWriteOnlyOOO:            {"RC_RDMA_WRITE_ONLY_OOO", []hdr{hRETH, hPETH}, true},
+	bth.RCWriteOnlyImmOOO:         {"RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE_OOO", []hdr{hRETH, hImm, hPETH}, true},
+	bth.RCAcknowledgeSACK:         {"RC_ACKNOWLEDGE_SACK", []hdr{hAETH, hSACKETH}, false},
+	bth.RCAcknowledgeSACKOverflow: {"RC_ACKNOWLEDGE_SACK_OVERFLOW", []hdr{hAETH, hSACKETH}, false},
+	bth.RCAcknowledgeFNAK:         {"RC_ACKNOWLEDGE_FNAK", []hdr{hAETH, hSACKETH}, false},
+	bth.RCAcknowledgeHoles:        {"RC_ACKNOWLEDGE_HOLES", []hdr{hAETH, hHolesETH}, false},
 }
 
 var hdrLen = map[hdr]int{
 	hRETH: bth.RETHLen, hAETH: bth.AETHLen, hImm: bth.ImmDtLen, hIETH: bth.IETHLen,
 	hDETH: bth.DETHLen, hAtomic: bth.AtomicETHLen, hAtomicAck: bth.AtomicAckETHLen,
-	hPETH: bth.PETHLen, hSACKETH: bth.SACKETHLen,
+	hPETH: bth.PETHLen, hSACKETH: bth.SACKETHLen, hHolesETH: bth.HolesETHLen,
 }
 
 func offsets(info *bth.OpInfo) map[hdr]int {
 	return map[hdr]int{
 		hRETH: info.RETHOff, hAETH: info.AETHOff, hImm: info.ImmOff, hIETH: info.IETHOff,
 		hDETH: info.DETHOff, hAtomic: info.AtomicETHOff, hAtomicAck: info.AtomicAckETHOff,
-		hPETH: info.PETHOff, hSACKETH: info.SACKETHOff,
+		hPETH: info.PETHOff, hSACKETH: info.SACKETHOff, hHolesETH: info.HolesETHOff,
 	}
 }
 
 var hdrFlag = map[hdr]bth.OpFlags{
 	hRETH: bth.HasRETH, hAETH: bth.HasAETH, hImm: bth.HasImm, hIETH: bth.HasIETH,
 	hDETH: bth.HasDETH, hAtomic: bth.HasAtomicETH, hAtomicAck: bth.HasAtomicAckETH,
-	hPETH: bth.HasPETH, hSACKETH: bth.HasSACKETH,
+	hPETH: bth.HasPETH, hSACKETH: bth.HasSACKETH, hHolesETH: bth.HasHolesETH,
 }
 
 func TestOpcodeTableLayout(t *testing.T) {

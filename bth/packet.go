@@ -105,6 +105,10 @@ func (p *Packet) PETH() PETH { return PETH(p.ext(p.Info.PETHOff, PETHLen)) }
 // opcode has none.
 func (p *Packet) SACKETH() SACKETH { return SACKETH(p.ext(p.Info.SACKETHOff, SACKETHLen)) }
 
+// HolesETH returns softnic's holes header (MELO's NACK), or nil if the
+// opcode has none.
+func (p *Packet) HolesETH() HolesETH { return HolesETH(p.ext(p.Info.HolesETHOff, HolesETHLen)) }
+
 // Payload returns the payload without pad bytes and ICRC; it is empty for
 // opcodes without payload.
 func (p *Packet) Payload() []byte {

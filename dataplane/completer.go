@@ -26,7 +26,9 @@ var nakStatus = map[bth.NakCode]qp.WCStatus{
 func (e *Engine) complete(q *QP, pkt *bth.Packet) {
 	psn := qp.PSN(pkt.BTH().PSN())
 	op := pkt.Opcode()
-	if op != bth.RCAcknowledge && op != bth.RCAcknowledgeSACK && pkt.Info.AETHOff >= 0 && pkt.AETH().Syndrome().Kind() != bth.AckKind {
+	nakOp := op == bth.RCAcknowledge || op == bth.RCAcknowledgeSACK || op == bth.RCAcknowledgeSACKOverflow ||
+		op == bth.RCAcknowledgeFNAK || op == bth.RCAcknowledgeHoles
+	if !nakOp && pkt.Info.AETHOff >= 0 && pkt.AETH().Syndrome().Kind() != bth.AckKind {
 		e.cnt.RcvdBadResponse++ // read responses and atomic ACKs always carry an ACK syndrome
 		return
 	}
@@ -47,8 +49,12 @@ func (e *Engine) complete(q *QP, pkt *bth.Packet) {
 		default:
 			e.cnt.RcvdBadResponse++
 		}
-	case op == bth.RCAcknowledgeSACK:
+	case op == bth.RCAcknowledgeSACK || op == bth.RCAcknowledgeSACKOverflow:
 		e.onSackNak(q, psn, pkt)
+	case op == bth.RCAcknowledgeFNAK:
+		e.onFNak(q, psn, pkt)
+	case op == bth.RCAcknowledgeHoles:
+		e.onHolesNak(q, psn, pkt)
 	case q.ooo:
 		e.onResponseOutOfOrder(q, psn, pkt)
 	case op == bth.RCAtomicAcknowledge:
@@ -213,7 +219,11 @@ func (e *Engine) onNak(q *QP, psn qp.PSN, code bth.NakCode) {
 		if q.ooo {
 			// IRN treats a sequence error as a loss signal, not an error
 			// (Appendix B.4): recovery, no retry spent, no going back.
-			q.sender.OnNak(e.now, psn, q.maxSentPSN)
+			// MELO and FaSR receivers NAK so only when their pools ran
+			// out, and their senders go back (go-back-N fallback).
+			if r := q.sender.OnNak(e.now, psn, q.maxSentPSN); r.GoBack {
+				e.goBack(q, r.GoBackTo)
+			}
 			e.scheduleIfReady(q)
 			return
 		}

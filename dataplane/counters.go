@@ -1,5 +1,7 @@
 package dataplane
 
+import "github.com/softnic/softnic/recovery"
+
 // Counters are the engine's statistics. Names follow Linux rxe's
 // hw_counters (rxe_hw_counters.c) where rxe has one, then mlx5's
 // (rnr_nak_retry_err, local_ack_timeout_err, implied_nak_seq_err,
@@ -36,6 +38,28 @@ type Counters struct {
 	SackNakSent  uint64 // sack_nak_sent: NAKs with a selective acknowledgement sent
 	RcvdSackNak  uint64 // rcvd_sack_nak: NAKs with a selective acknowledgement received
 	OOOResponses uint64 // ooo_responses: READ responses and atomic ACKs placed ahead of an unanswered request
+	FNakSent     uint64 // fnak_sent: FaSR FNACKs sent (a retransmission overtook a lost one)
+	RcvdFNak     uint64 // rcvd_fnak
+	HolesNakSent uint64 // holes_nak_sent: MELO NACKs (three most recent holes) sent
+	RcvdHolesNak uint64 // rcvd_holes_nak
+	ROBDelivered uint64 // rob_delivered: packets copied from the off-chip reorder buffer to the application (MELO)
+	ROBFull      uint64 // rob_full: out-of-order packets dropped because the reorder buffer was full
+	ROBInUse     uint64 // rob_in_use: reorder-buffer slots holding a packet now
+	ROBPeak      uint64 // rob_peak
+
+	// The recovery schemes' own counters (recovery.SchemeStats), summed
+	// over the schemes this NIC runs, and their shared pools one by one.
+	SRRxFastPath       uint64 // sr_rx_fast_path: FaSR receiver operations without a bitmap
+	SRRxSlowPath       uint64 // sr_rx_slow_path
+	SRTxFastPath       uint64 // sr_tx_fast_path: FaSR sender operations without a bitmap
+	SRTxSlowPath       uint64 // sr_tx_slow_path
+	SRFallbacks        uint64 // sr_pool_fallbacks: recoveries that fell back to go-back-N, pools empty
+	SRPoolDrops        uint64 // sr_pool_drops: packets dropped for want of pool blocks or units
+	SRMiddleDrops      uint64 // sr_middle_drops: MELO retransmissions needing a middle block, dropped
+	SRFNacksTaken      uint64 // sr_fnacks_taken: FNACKs that restarted a sender's round
+	SRLostCntOverflows uint64 // sr_lost_cnt_overflows
+	SRSenderUnrecorded uint64 // sr_sender_unrecorded: selective ACKs a sender could not record (resent instead)
+	Pools              []recovery.PoolStats
 
 	RcvdMalformed   uint64 // rcvd_malformed: not a parsable RoCEv2 frame
 	RcvdICRCErr     uint64 // rcvd_icrc_err
@@ -84,6 +108,14 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"acks_sent", c.AcksSent}, {"retransmitted_pkts", c.Retransmits},
 		{"ooo_kept", c.OOOKept}, {"ooo_discarded", c.OOODiscarded}, {"sack_nak_sent", c.SackNakSent},
 		{"rcvd_sack_nak", c.RcvdSackNak}, {"ooo_responses", c.OOOResponses},
+		{"fnak_sent", c.FNakSent}, {"rcvd_fnak", c.RcvdFNak},
+		{"holes_nak_sent", c.HolesNakSent}, {"rcvd_holes_nak", c.RcvdHolesNak},
+		{"rob_delivered", c.ROBDelivered}, {"rob_full", c.ROBFull}, {"rob_in_use", c.ROBInUse}, {"rob_peak", c.ROBPeak},
+		{"sr_rx_fast_path", c.SRRxFastPath}, {"sr_rx_slow_path", c.SRRxSlowPath},
+		{"sr_tx_fast_path", c.SRTxFastPath}, {"sr_tx_slow_path", c.SRTxSlowPath},
+		{"sr_pool_fallbacks", c.SRFallbacks}, {"sr_pool_drops", c.SRPoolDrops},
+		{"sr_middle_drops", c.SRMiddleDrops}, {"sr_fnacks_taken", c.SRFNacksTaken},
+		{"sr_lost_cnt_overflows", c.SRLostCntOverflows}, {"sr_sender_unrecorded", c.SRSenderUnrecorded},
 		{"rcvd_malformed", c.RcvdMalformed}, {"rcvd_icrc_err", c.RcvdICRCErr},
 		{"rcvd_unknown_qpn", c.RcvdUnknownQPN}, {"rcvd_bad_addr", c.RcvdBadAddr},
 		{"rcvd_pkey_err", c.RcvdPKeyErr}, {"rcvd_bad_state", c.RcvdBadState},
@@ -98,5 +130,13 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"sram_shared_bytes", c.SRAMSharedBytes}, {"sram_budget_bytes", c.SRAMBudget},
 	} {
 		fn(f.n, f.v)
+	}
+	for _, p := range c.Pools {
+		fn("pool_"+p.Name+"_bytes", uint64(p.Bytes))
+		fn("pool_"+p.Name+"_slots", uint64(p.Slots))
+		fn("pool_"+p.Name+"_in_use", uint64(p.InUse))
+		fn("pool_"+p.Name+"_peak", uint64(p.Peak))
+		fn("pool_"+p.Name+"_allocs", p.Allocs)
+		fn("pool_"+p.Name+"_exhausted", p.Exhausted)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"sort"
 	"sync"
 	"time"
 
@@ -43,6 +44,10 @@ type Config struct {
 	// recovery scheme's shared pools (qp.DefaultCacheBudget is 300 base
 	// contexts, StaR's RNIC); 0 means unlimited.
 	SRAMBytes int
+	// ReorderSlots is the size of the off-chip reorder buffer, in packets,
+	// of schemes that buffer out-of-order packets (MELO; default
+	// DefaultReorderSlots).
+	ReorderSlots int
 	// QPContextBytes is the base on-chip size of one QP context (default
 	// qp.DefaultQPContextBytes, 256 B); the scheme's per-QP state adds to it.
 	QPContextBytes int
@@ -66,6 +71,7 @@ type Engine struct {
 	scheme  recovery.Scheme            // the default
 	schemes map[string]recovery.Scheme // others QPs asked for
 	wheel   *timer.Wheel
+	rob     *reorderBuffer // off-chip reorder buffer, made on first use (reorder.go)
 	now     time.Duration
 	ipv6    bool
 
@@ -111,6 +117,9 @@ func NewEngine(cfg Config, port Port) (*Engine, error) {
 	}
 	if cfg.QPContextBytes <= 0 {
 		cfg.QPContextBytes = qp.DefaultQPContextBytes
+	}
+	if cfg.ReorderSlots <= 0 {
+		cfg.ReorderSlots = DefaultReorderSlots
 	}
 	switch {
 	case cfg.FetchPenalty == 0:
@@ -160,7 +169,42 @@ func (e *Engine) Counters() Counters {
 	c.QPCResidentBytes, c.QPCResidentBytesPeak = uint64(s.ResidentBytes), uint64(s.PeakResidentBytes)
 	c.SRResidentBytes, c.SRResidentBytesPeak = uint64(s.ResidentSRBytes), uint64(s.PeakSRBytes)
 	c.SRAMSharedBytes, c.SRAMBudget = uint64(s.SharedBytes), uint64(s.Budget)
+	if e.rob != nil {
+		c.ROBInUse, c.ROBPeak = uint64(e.rob.inUse), uint64(e.rob.peak)
+	}
+	e.schemeStats(&c)
 	return c
+}
+
+// schemeStats adds the counters of every scheme the NIC runs.
+func (e *Engine) schemeStats(c *Counters) {
+	add := func(s recovery.Scheme) {
+		r, ok := s.(recovery.Reporter)
+		if !ok {
+			return
+		}
+		st := r.Stats()
+		c.SRRxFastPath += st.RxFastPath
+		c.SRRxSlowPath += st.RxSlowPath
+		c.SRTxFastPath += st.TxFastPath
+		c.SRTxSlowPath += st.TxSlowPath
+		c.SRFallbacks += st.Fallbacks
+		c.SRPoolDrops += st.PoolDrops
+		c.SRMiddleDrops += st.MiddleDrops
+		c.SRFNacksTaken += st.FNacksTaken
+		c.SRLostCntOverflows += st.LostCntOverflows
+		c.SRSenderUnrecorded += st.SenderUnrecorded
+		c.Pools = append(c.Pools, st.Pools...)
+	}
+	add(e.scheme)
+	names := make([]string, 0, len(e.schemes))
+	for n := range e.schemes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		add(e.schemes[n])
+	}
 }
 
 // Poll runs one round of the engine at time now: receive a batch, fire due
@@ -272,7 +316,7 @@ func (e *Engine) receive(frame []byte) {
 	// order, negotiated with their scheme: there every SEND and WRITE
 	// carries a PETH, elsewhere nothing carries a PETH or a SACKETH.
 	if q.ooo && flags&(bth.IsSend|bth.IsWrite) != 0 && flags&bth.HasPETH == 0 ||
-		!q.ooo && flags&(bth.HasPETH|bth.HasSACKETH) != 0 {
+		!q.ooo && flags&(bth.HasPETH|bth.HasSACKETH|bth.HasHolesETH) != 0 {
 		e.cnt.RcvdBadOpcode++
 		return
 	}

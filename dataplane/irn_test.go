@@ -78,14 +78,19 @@ func TestIRNWireFormat(t *testing.T) {
 					ext += n
 				}
 			}
-			ooo := scheme == recovery.IRN
+			s, _ := recovery.New(scheme, recovery.Params{})
+			ooo := s.ReorderWindow() > 0
+			nak := bth.RCAcknowledgeSACK // IRN NACK, FaSR SACK
+			if scheme == recovery.MELO {
+				nak = bth.RCAcknowledgeHoles
+			}
 			switch {
 			case !ooo && ext != 0:
 				t.Fatalf("%s sent %d frames with extension opcodes: %v", scheme, ext, ops)
-			case ooo && (ops[bth.RCWriteMiddleOOO] == 0 || ops[bth.RCSendFirstOOO] == 0 || ops[bth.RCAcknowledgeSACK] == 0):
-				t.Fatalf("irn frames %v: no extension WRITE, SEND or SACK", ops)
+			case ooo && (ops[bth.RCWriteMiddleOOO] == 0 || ops[bth.RCSendFirstOOO] == 0 || ops[nak] == 0):
+				t.Fatalf("%s frames %v: no extension WRITE, SEND or %v", scheme, ops, nak)
 			case ooo && ops[bth.RCWriteMiddle]+ops[bth.RCSendFirst]+ops[bth.RCReadResponseMiddle] != 0:
-				t.Fatalf("irn sent standard SEND/WRITE or streamed READ responses: %v", ops)
+				t.Fatalf("%s sent standard SEND/WRITE or streamed READ responses: %v", scheme, ops)
 			}
 		})
 	}

@@ -84,6 +84,8 @@ type QP struct {
 	res        []resource         // responder resources ring (max_dest_rd_atomic)
 	stash      []stashedReq       // READ and atomic requests kept out of order (selective.go)
 	ooo        bool               // the scheme places out of order: extension opcodes on the wire
+	buffers    bool               // ... and keeps early packets in the reorder buffer (MELO)
+	rob        []int32            // reorder-buffer slot+1 per PSN slot (reorder.go)
 	scheme     recovery.Scheme
 	sender     recovery.Sender
 	receiver   recovery.Receiver
@@ -166,6 +168,39 @@ func (e *Engine) schemeFor(name string) (recovery.Scheme, error) {
 	return s, nil
 }
 
+// applyScheme gives q the scheme's halves and what its reorder window
+// needs: a scheme that keeps packets out of order needs room for a window
+// of them (READ and atomic requests wait in the stash, each one is
+// answered by a NAK with a selective acknowledgement), and the QP's
+// on-chip context is the base context plus the scheme's per-QP bytes.
+func (e *Engine) applyScheme(q *QP, scheme recovery.Scheme) {
+	e.releaseScheme(q)
+	window := scheme.ReorderWindow()
+	q.respQ = qp.NewRing[respItem](maxRespQueue + 2*window)
+	q.ooo = window > 0
+	q.stash, q.rob = nil, nil
+	if q.ooo {
+		q.stash = newStash(window)
+	}
+	b, ok := scheme.(recovery.Buffering)
+	q.buffers = q.ooo && ok && b.BuffersOutOfOrder()
+	q.scheme = scheme
+	q.sender = scheme.NewSender()
+	q.receiver = scheme.NewReceiver()
+	sr := q.sender.OnChipBytes() + q.receiver.OnChipBytes()
+	e.cache.SetSize(&q.cache, e.cfg.QPContextBytes+sr, sr)
+}
+
+// releaseScheme gives back what q's halves hold of the scheme's shared
+// pools and of the reorder buffer (reset, destroy, a new scheme).
+func (e *Engine) releaseScheme(q *QP) {
+	if q.sender != nil {
+		q.sender.Reset(0)
+		q.receiver.Reset(0)
+	}
+	e.robClear(q)
+}
+
 // State is the current QP state.
 func (q *QP) State() qp.State { return q.state }
 
@@ -201,27 +236,16 @@ func (e *Engine) CreateQP(pd uint32, attr QPInitAttr) (*QP, error) {
 	for e.qps[e.nextQP] != nil || e.nextQP < 0x10 {
 		e.nextQP = (e.nextQP + 1) & qp.PSNMask
 	}
-	// A scheme that keeps packets out of order needs room for a window of
-	// them: READ and atomic requests wait in the stash, and each one is
-	// answered by a NAK with a selective acknowledgement.
-	window := scheme.ReorderWindow()
 	q := &QP{
-		qpn:      e.nextQP,
-		pd:       pd,
-		sendCQ:   attr.SendCQ,
-		recvCQ:   attr.RecvCQ,
-		sigAll:   attr.SigAll,
-		sq:       qp.NewRing[sendWQE](attr.MaxSendWR),
-		rq:       qp.NewRing[recvWQE](attr.MaxRecvWR),
-		respQ:    qp.NewRing[respItem](maxRespQueue + 2*window),
-		ooo:      window > 0,
-		scheme:   scheme,
-		sender:   scheme.NewSender(),
-		receiver: scheme.NewReceiver(),
+		qpn:    e.nextQP,
+		pd:     pd,
+		sendCQ: attr.SendCQ,
+		recvCQ: attr.RecvCQ,
+		sigAll: attr.SigAll,
+		sq:     qp.NewRing[sendWQE](attr.MaxSendWR),
+		rq:     qp.NewRing[recvWQE](attr.MaxRecvWR),
 	}
-	if q.ooo {
-		q.stash = newStash(window)
-	}
+	e.applyScheme(q, scheme)
 	e.nextQP = (e.nextQP + 1) & qp.PSNMask
 	q.host = q.hwContext
 	q.cache.Spill = func() { q.host = q.hwContext }
@@ -234,8 +258,6 @@ func (e *Engine) CreateQP(pd uint32, attr QPInitAttr) (*QP, error) {
 			}
 		}
 	}
-	sr := q.sender.OnChipBytes() + q.receiver.OnChipBytes()
-	e.cache.SetSize(&q.cache, e.cfg.QPContextBytes+sr, sr)
 	q.retryTimer.Init(func(now time.Duration) { e.onRetryTimeout(q, now) })
 	q.rnrTimer.Init(func(now time.Duration) { e.onRNRTimer(q, now) })
 	q.rxTimer.Init(func(now time.Duration) { e.onReceiverTimer(q, now) })
@@ -396,6 +418,7 @@ func (e *Engine) resetQP(q *QP) {
 	q.msn = 0
 	q.nextRecvSN, q.recvSN = 0, 0
 	clear(q.stash)
+	e.releaseScheme(q)
 	for i := range q.res {
 		q.res[i] = resource{}
 	}
@@ -454,6 +477,7 @@ func (e *Engine) DestroyQP(q *QP) error {
 	e.wheel.Stop(&q.rnrTimer)
 	e.wheel.Stop(&q.rxTimer)
 	delete(e.qps, q.qpn)
+	e.releaseScheme(q)
 	e.cache.Remove(&q.cache)
 	e.pds[q.pd]--
 	for i := e.readyHead; i < len(e.ready); i++ {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/softnic/softnic/bth"
 	"github.com/softnic/softnic/qp"
+	"github.com/softnic/softnic/recovery"
 )
 
 // The responder (rxe_resp.c). A request is checked in a fixed order —
@@ -70,8 +71,10 @@ const (
 	respNak
 	respRead
 	respAtomic
-	respSackNak  // IRN NACK: NAK psn, selectively acknowledge sack
+	respSackNak  // IRN NACK, FaSR SACK: NAK psn, selectively acknowledge sack
 	respReadPull // the one response packet of a READ request with out-of-order placement
+	respFNak     // FaSR FNACK: NAK psn, sack was dropped
+	respHolesNak // MELO NACK: NAK psn, RCV.HIGH in sack, the holes
 )
 
 // respItem is one entry of the ordered response queue.
@@ -82,7 +85,10 @@ type respItem struct {
 	res       int
 	gen       uint32
 	thenError bool   // class C error: the QP moves to ERR once this NAK is out
-	sack      qp.PSN // respSackNak
+	sack      qp.PSN // respSackNak, respFNak; RCV.HIGH for respHolesNak
+	lostCnt   uint8  // respSackNak: FaSR's lost-cnt
+	overflow  bool   // ... overflowed
+	holes     [3]recovery.Hole
 	va        uint64 // respReadPull: what to read
 	rkey      uint32
 	length    uint32
@@ -505,13 +511,41 @@ func (e *Engine) sendResponse(q *QP) bool {
 			e.setState(q, qp.Err)
 		}
 		return true
-	case respSackNak:
-		t, ok := e.beginTx(q, bth.RCAcknowledgeSACK, it.psn, false, 0)
+	case respSackNak, respFNak:
+		op := bth.RCAcknowledgeSACK
+		switch {
+		case it.kind == respFNak:
+			op = bth.RCAcknowledgeFNAK
+		case it.overflow:
+			op = bth.RCAcknowledgeSACKOverflow
+		}
+		t, ok := e.beginTx(q, op, it.psn, false, 0)
 		if !ok {
 			return false
 		}
 		bth.AETH(t.roce[t.info.AETHOff:]).Encode(&bth.AETHFields{Syndrome: bth.NakSyndrome(bth.NakPSNSeqError), MSN: uint32(q.msn)})
-		bth.SACKETH(t.roce[t.info.SACKETHOff:]).SetPSN(uint32(it.sack))
+		sa := bth.SACKETH(t.roce[t.info.SACKETHOff:])
+		sa.SetPSN(uint32(it.sack))
+		sa.SetLostCnt(it.lostCnt)
+		e.endTx(q, &t, 1)
+		e.cnt.AcksSent++
+		q.respQ.Pop()
+		return true
+	case respHolesNak:
+		t, ok := e.beginTx(q, bth.RCAcknowledgeHoles, it.psn, false, 0)
+		if !ok {
+			return false
+		}
+		bth.AETH(t.roce[t.info.AETHOff:]).Encode(&bth.AETHFields{Syndrome: bth.NakSyndrome(bth.NakPSNSeqError), MSN: uint32(q.msn)})
+		h := bth.HolesETH(t.roce[t.info.HolesETHOff:])
+		h.SetHigh(uint32(it.sack))
+		for i, hole := range it.holes {
+			var off, length uint16
+			if hole.Len > 0 && !hole.Start.Before(it.psn) && hole.Len <= 0xFFFF && hole.Start.Diff(it.psn) <= 0xFFFF {
+				off, length = uint16(hole.Start.Diff(it.psn)), uint16(hole.Len)
+			}
+			h.SetHole(i, off, length)
+		}
 		e.endTx(q, &t, 1)
 		e.cnt.AcksSent++
 		q.respQ.Pop()

@@ -230,23 +230,8 @@ func (e *Engine) finish(q *QP, psn qp.PSN, last bool) {
 
 // executeInOrder runs the expected request, then the ones kept after it.
 func (e *Engine) executeInOrder(q *QP, pkt *bth.Packet, psn qp.PSN) {
-	var pl placement
-	if v := e.admit(q, pkt, true, &pl); v != admitted {
-		e.refuse(q, pkt, psn, v, &pl)
+	if !e.executeOne(q, pkt, psn) {
 		return
-	}
-	f := pkt.Info.Flags
-	switch {
-	case f&bth.IsRead != 0:
-		e.pushReadPull(q, psn, pkt.RETH().Fields())
-		e.endMessage(q)
-	case f&bth.IsAtomic != 0:
-		if !e.atomic(q, pkt.Opcode(), pkt.AtomicETH().Fields(), psn) {
-			return
-		}
-	default:
-		e.place(q, pkt, psn, &pl)
-		e.finish(q, psn, f&bth.IsLast != 0)
 	}
 	q.ePSN = psn.Next()
 	walked := e.walkKept(q)
@@ -257,9 +242,36 @@ func (e *Engine) executeInOrder(q *QP, pkt *bth.Packet, psn qp.PSN) {
 	}
 }
 
+// executeOne runs the request with the expected PSN psn: checked, then
+// executed or placed; it reports false when the request was refused or
+// could not run, and the expected PSN must stay.
+func (e *Engine) executeOne(q *QP, pkt *bth.Packet, psn qp.PSN) bool {
+	var pl placement
+	if v := e.admit(q, pkt, true, &pl); v != admitted {
+		e.refuse(q, pkt, psn, v, &pl)
+		return false
+	}
+	f := pkt.Info.Flags
+	switch {
+	case f&bth.IsRead != 0:
+		e.pushReadPull(q, psn, pkt.RETH().Fields())
+		e.endMessage(q)
+	case f&bth.IsAtomic != 0:
+		if !e.atomic(q, pkt.Opcode(), pkt.AtomicETH().Fields(), psn) {
+			return false
+		}
+	default:
+		e.place(q, pkt, psn, &pl)
+		e.finish(q, psn, f&bth.IsLast != 0)
+	}
+	return true
+}
+
 // walkKept moves the expected PSN over the requests that were kept out of
 // order and now follow it, running their in-order actions; it reports
-// whether it moved.
+// whether it moved. A buffering scheme's packets come out of the reorder
+// buffer and run as if they had just arrived in order (MELO §3.2.2: copied
+// to the application when the hole fills).
 func (e *Engine) walkKept(q *QP) bool {
 	walked := false
 	for !q.goError {
@@ -268,13 +280,24 @@ func (e *Engine) walkKept(q *QP) bool {
 			break
 		}
 		psn := q.ePSN
-		if s := q.stashSlot(psn); s.used && s.psn == psn {
+		if q.buffers {
+			pkt, ok := e.robTake(q, psn)
+			if !ok || !e.executeOne(q, &pkt, psn) {
+				break // not there (it comes again) or refused
+			}
+			e.cnt.ROBDelivered++
+		} else if s := q.stashSlot(psn); s.used && s.psn == psn {
 			s.used = false
-			if s.op == bth.RCReadRequest {
+			switch f := bth.Lookup(s.op).Flags; {
+			case f&bth.IsRead != 0:
 				e.pushReadPull(q, psn, s.reth)
 				e.endMessage(q)
-			} else if !e.atomic(q, s.op, s.atomic, psn) {
-				break
+			case f&bth.IsAtomic != 0:
+				if !e.atomic(q, s.op, s.atomic, psn) {
+					return walked
+				}
+			default: // the last packet of a SEND or WRITE, placed already
+				e.finish(q, psn, true)
 			}
 		} else {
 			e.finish(q, psn, last)
@@ -286,12 +309,18 @@ func (e *Engine) walkKept(q *QP) bool {
 }
 
 // keepOutOfOrder handles a request ahead of the expected PSN: checked, then
-// kept if the scheme says so (placed, or stashed until its turn) and
-// answered with a NAK that acknowledges it selectively.
+// kept if the scheme says so (placed, stashed until its turn, or put in the
+// reorder buffer) and answered as the scheme says: a NAK that acknowledges
+// it selectively (IRN, FaSR), MELO's NACK with the latest holes, FaSR's
+// FNACK, or a go-back-N NAK.
 func (e *Engine) keepOutOfOrder(q *QP, pkt *bth.Packet, psn qp.PSN) {
 	var pl placement
 	if e.admit(q, pkt, false, &pl) != admitted {
 		e.cnt.OOODiscarded++ // IRN Appendix B.3, B.4: no NAK, it comes again
+		return
+	}
+	if q.buffers && e.rob != nil && e.rob.full() {
+		e.cnt.ROBFull++ // no room off chip: it comes again
 		return
 	}
 	f := pkt.Info.Flags
@@ -299,17 +328,34 @@ func (e *Engine) keepOutOfOrder(q *QP, pkt *bth.Packet, psn qp.PSN) {
 	if act.Keep {
 		e.cnt.OOOKept++
 		switch {
+		case q.buffers:
+			e.robPut(q, pkt, psn)
 		case f&bth.IsRead != 0:
 			*q.stashSlot(psn) = stashedReq{used: true, psn: psn, op: pkt.Opcode(), reth: pkt.RETH().Fields()}
 		case f&bth.IsAtomic != 0:
 			*q.stashSlot(psn) = stashedReq{used: true, psn: psn, op: pkt.Opcode(), atomic: pkt.AtomicETH().Fields()}
 		default:
 			e.place(q, pkt, psn, &pl)
+			if f&bth.IsLast != 0 {
+				// Its last-packet actions wait for their turn; the stash,
+				// in host memory, remembers them for schemes that keep
+				// no last-of-message bit on chip (FaSR).
+				*q.stashSlot(psn) = stashedReq{used: true, psn: psn, op: pkt.Opcode()}
+			}
 		}
 	}
 	switch {
+	case act.FNack:
+		e.pushResp(q, respItem{kind: respFNak, psn: q.ePSN, sack: psn})
+		e.cnt.FNakSent++
+	case act.Nak && act.Holes:
+		if hr, ok := q.receiver.(recovery.HoleReporter); ok {
+			high, holes := hr.Holes()
+			e.pushResp(q, respItem{kind: respHolesNak, psn: q.ePSN, sack: high, holes: holes})
+			e.cnt.HolesNakSent++
+		}
 	case act.Nak && act.Sack:
-		e.pushResp(q, respItem{kind: respSackNak, psn: q.ePSN, sack: psn})
+		e.pushResp(q, respItem{kind: respSackNak, psn: q.ePSN, sack: psn, lostCnt: act.LostCnt, overflow: act.Overflow})
 		e.cnt.SackNakSent++
 	case act.Nak:
 		e.queueNak(q, q.ePSN, bth.NakSyndrome(bth.NakPSNSeqError), false)
@@ -365,28 +411,149 @@ func (e *Engine) onSelectiveAck(q *QP, psn qp.PSN) {
 	e.sackThrough(q, psn.Next())
 }
 
-// onSackNak handles an IRN NACK: the responder expects psn and holds sack
-// (IRN §3.1).
-func (e *Engine) onSackNak(q *QP, psn qp.PSN, pkt *bth.Packet) {
+// sackNakValid checks a NAK with a selective acknowledgement naming sack
+// while the responder expects psn.
+func (e *Engine) sackNakValid(q *QP, psn, sack qp.PSN, pkt *bth.Packet) bool {
 	syn := pkt.AETH().Syndrome()
-	sack := qp.PSN(pkt.SACKETH().PSN())
 	switch {
 	case syn.Kind() != bth.NakKind || syn.NakCode() != bth.NakPSNSeqError || !sack.After(psn) || !sack.Before(q.maxSentPSN):
 		e.cnt.RcvdBadResponse++
-		return
+		return false
 	case psn.Before(q.unacked):
 		e.cnt.RcvdStaleAck++
+		return false
+	}
+	return true
+}
+
+// sackKind is how a selective acknowledgement of psn counts: a READ or
+// atomic request is only held until its response comes.
+func (q *QP) sackKind(psn qp.PSN) recovery.SackKind {
+	if w := q.wqeAt(psn); w != nil && w.isReadOrAtomic() {
+		return recovery.Held
+	}
+	return recovery.Received
+}
+
+// onSackNak handles an IRN NACK or a FaSR SACK: the responder expects psn
+// and holds sack (IRN §3.1; FaSR §III-B2 with its lost-cnt).
+func (e *Engine) onSackNak(q *QP, psn qp.PSN, pkt *bth.Packet) {
+	sack := qp.PSN(pkt.SACKETH().PSN())
+	if !e.sackNakValid(q, psn, sack, pkt) {
 		return
 	}
 	e.cnt.RcvdSackNak++
 	e.sackThrough(q, psn)
-	q.sender.OnNak(e.now, psn, q.maxSentPSN)
-	kind := recovery.Received
-	if w := q.wqeAt(sack); w != nil && w.isReadOrAtomic() {
-		kind = recovery.Held // acknowledged by its response alone
+	kind := q.sackKind(sack)
+	if ls, ok := q.sender.(recovery.LostCountSender); ok {
+		overflow := pkt.Opcode() == bth.RCAcknowledgeSACKOverflow
+		r := ls.OnLostCountSack(e.now, psn, sack, int(pkt.SACKETH().LostCnt()), overflow, kind, q.maxSentPSN)
+		if r.GoBack {
+			e.goBack(q, r.GoBackTo)
+		}
+		e.advanceSelective(q)
+		e.scheduleIfReady(q)
+		return
 	}
+	q.sender.OnNak(e.now, psn, q.maxSentPSN)
 	q.sender.OnSack(e.now, sack, sack, kind, q.maxSentPSN)
 	e.scheduleIfReady(q)
+}
+
+// onFNak handles FaSR's FNACK: the responder dropped the retransmission
+// sack because one before it was lost (§III-D).
+func (e *Engine) onFNak(q *QP, psn qp.PSN, pkt *bth.Packet) {
+	sack := qp.PSN(pkt.SACKETH().PSN())
+	if !e.sackNakValid(q, psn, sack, pkt) {
+		return
+	}
+	e.cnt.RcvdFNak++
+	e.sackThrough(q, psn)
+	var r recovery.Resume
+	if ls, ok := q.sender.(recovery.LostCountSender); ok {
+		r = ls.OnFNack(e.now, psn, sack, q.maxSentPSN)
+	} else {
+		r = q.sender.OnNak(e.now, psn, q.maxSentPSN)
+	}
+	if r.GoBack {
+		e.goBack(q, r.GoBackTo)
+	}
+	e.advanceSelective(q)
+	e.scheduleIfReady(q)
+}
+
+// onHolesNak handles MELO's NACK (§3.2.4): the responder expects psn, has
+// received up to high, and lacks the (at most three) most recent holes.
+// What lies between the holes, and between the last hole and high, it
+// holds; what lies before the oldest reported hole, if that hole does not
+// start at psn, this NACK does not say.
+func (e *Engine) onHolesNak(q *QP, psn qp.PSN, pkt *bth.Packet) {
+	h := pkt.HolesETH()
+	high := qp.PSN(h.High())
+	if !e.sackNakValid(q, psn, high, pkt) {
+		return
+	}
+	var holes [bth.HolesETHEntries]recovery.Hole
+	n := 0
+	for i := range holes {
+		off, length := h.Hole(i)
+		if length == 0 {
+			continue
+		}
+		start := psn.Add(uint32(off))
+		if !start.Add(uint32(length) - 1).Before(high) {
+			e.cnt.RcvdBadResponse++
+			return
+		}
+		holes[n] = recovery.Hole{Start: start, Len: uint32(length)}
+		n++
+	}
+	// Oldest first, and no overlaps.
+	hs := holes[:n]
+	for i := 1; i < len(hs); i++ {
+		for j := i; j > 0 && hs[j].Start.Before(hs[j-1].Start); j-- {
+			hs[j], hs[j-1] = hs[j-1], hs[j]
+		}
+	}
+	for i := 1; i < len(hs); i++ {
+		if !hs[i].Start.After(hs[i-1].Start.Add(hs[i-1].Len - 1)) {
+			e.cnt.RcvdBadResponse++
+			return
+		}
+	}
+	e.cnt.RcvdHolesNak++
+	e.sackThrough(q, psn)
+	for i, hole := range hs {
+		from := hole.Start.Add(hole.Len)
+		to := high
+		if i+1 < len(hs) {
+			to = hs[i+1].Start.Prev()
+		}
+		e.sackRange(q, from, to)
+	}
+	e.advanceSelective(q)
+	e.scheduleIfReady(q)
+}
+
+// sackRange reports from..to (inclusive) as held by the responder, WQE by
+// WQE: SENDs and WRITEs are received, READs and atomics held.
+func (e *Engine) sackRange(q *QP, from, to qp.PSN) {
+	for p := from; !p.After(to); {
+		w := q.wqeAt(p)
+		if w == nil {
+			return
+		}
+		end := w.lastPSN
+		if end.After(to) {
+			end = to
+		}
+		kind := recovery.Received
+		if w.isReadOrAtomic() {
+			kind = recovery.Held
+		}
+		q.sender.OnSack(e.now, p, end, kind, q.maxSentPSN)
+		p = end.Next()
+	}
 }
 
 // sackThrough: the responder has every request before peerCum. Its SENDs

@@ -53,6 +53,14 @@ type Params struct {
 	// RTOLowThreshold is IRN's N: RTOLow applies with at most this many
 	// packets in flight.
 	RTOLowThreshold int
+	// MeloPoolBits is the size of each of MELO's two bits pools (receiver
+	// and sender), in bits of 1-byte blocks (MELO §4: 1 Kb).
+	MeloPoolBits int
+	// FasrUnits and FasrBlocks size FaSR's two-level pool (§III-C): SR
+	// state units of 38 bytes and bitmap blocks of FasrBlockBits bits.
+	FasrUnits     int
+	FasrBlocks    int
+	FasrBlockBits int
 }
 
 // Defaults for Params. IRN's follow the paper's default scenario (§4.1):
@@ -65,6 +73,13 @@ const (
 	DefaultRTOLow          = 100 * time.Microsecond
 	DefaultRTOHigh         = 320 * time.Microsecond
 	DefaultRTOLowThreshold = 3
+	// MELO's simulations use a 1 Kb bits pool (§4).
+	DefaultMeloPoolBits = 1024
+	// FaSR's FPGA adds about 1600 B of shared SR state in 16-bit bitmap
+	// blocks (§V-A); 32 units of 38 B and 128 blocks come to 1,620 B.
+	DefaultFasrUnits     = 32
+	DefaultFasrBlocks    = 128
+	DefaultFasrBlockBits = 16
 )
 
 // WithDefaults fills zero fields.
@@ -86,6 +101,19 @@ func (p Params) WithDefaults() Params {
 	}
 	if p.RTOLowThreshold <= 0 {
 		p.RTOLowThreshold = DefaultRTOLowThreshold
+	}
+	if p.MeloPoolBits <= 0 {
+		p.MeloPoolBits = DefaultMeloPoolBits
+	}
+	p.MeloPoolBits = (p.MeloPoolBits + 7) &^ 7
+	if p.FasrUnits <= 0 {
+		p.FasrUnits = DefaultFasrUnits
+	}
+	if p.FasrBlocks <= 0 {
+		p.FasrBlocks = DefaultFasrBlocks
+	}
+	if p.FasrBlockBits <= 0 || p.FasrBlockBits > 16 {
+		p.FasrBlockBits = DefaultFasrBlockBits
 	}
 	return p
 }
@@ -189,6 +217,85 @@ type RxAction struct {
 	// Sack: the NAK also names psn as held by the receiver, kept now or
 	// before (an IRN NACK, §3.1).
 	Sack bool
+	// LostCnt is FaSR's lost-cnt (§III-B1), carried in the SACK; Overflow
+	// says it overflowed its 3 bits and no longer counts.
+	LostCnt  uint8
+	Overflow bool
+	// FNack: psn was dropped as a retransmission that skipped a lost one
+	// (FaSR's FNACK, §III-D); the transport answers with an FNACK naming
+	// psn instead of a SACK.
+	FNack bool
+	// Holes: answer with a NACK carrying the receiver's most recent holes
+	// (MELO §3.2.4), from its HoleReporter.
+	Holes bool
+}
+
+// MaxLostCnt is the largest lost-cnt FaSR's 3-bit field carries (§III-D).
+const MaxLostCnt = 7
+
+// Hole is a run of missing PSNs, Len of them from Start.
+type Hole struct {
+	Start qp.PSN
+	Len   uint32
+}
+
+// HoleReporter is a receiver that answers with MELO's NACK: the expected
+// PSN (the transport's), the highest PSN received (RCV.HIGH) and the three
+// most recent holes, most recent first; unused entries have Len 0.
+type HoleReporter interface {
+	Holes() (high qp.PSN, holes [3]Hole)
+}
+
+// LostCountSender is a sender that takes FaSR's SACKs whole (§III-B2):
+// cum is the responder's expected PSN (already reported through OnAck as
+// far as it acknowledges anything: a READ before it completes only with
+// its response), sack the PSN it now holds (kind
+// says how, as for OnSack), lostCnt and overflow its lost-cnt. The
+// transport calls it instead of OnNak and OnSack for such a SACK.
+type LostCountSender interface {
+	OnLostCountSack(now Time, cum, sack qp.PSN, lostCnt int, overflow bool, kind SackKind, sent qp.PSN) Resume
+	// OnFNack reports FaSR's FNACK: a retransmission was lost, start
+	// retransmitting from the cumulative acknowledgement again (§III-D).
+	OnFNack(now Time, cum, psn, sent qp.PSN) Resume
+}
+
+// Buffering is a scheme that keeps out-of-order packets in an off-chip
+// reorder buffer and delivers them to application memory when the hole
+// before them fills (MELO §3.2.2), instead of placing them on arrival.
+type Buffering interface {
+	BuffersOutOfOrder() bool
+}
+
+// SchemeStats are a scheme's counters on one NIC: its shared pools and
+// what its fast and slow paths did. Schemes without them report zeros.
+type SchemeStats struct {
+	Pools []PoolStats
+	// FaSR's paths (§III-B): operations on the receiver (out-of-order
+	// packet recorded, expected PSN moved) and sender (SACK, timeout,
+	// FNACK handled) that needed no bitmap, and those that did.
+	RxFastPath, RxSlowPath uint64
+	TxFastPath, TxSlowPath uint64
+	// Recoveries that found the pools empty and fell back to go-back-N
+	// (FaSR §III-D "Exhausting of shared pool"; MELO §3.2.5 "Not enough
+	// bits"), and packets dropped for want of bits.
+	Fallbacks uint64
+	PoolDrops uint64
+	// MELO: retransmissions dropped because they needed a block in the
+	// middle of a chain (§3.2.3); FaSR: the same case answered by an
+	// FNACK (§III-D).
+	MiddleDrops uint64
+	FNacksSent  uint64
+	FNacksTaken uint64 // FNACKs that restarted the sender's round
+	// LostCntOverflows counts recoveries whose lost-cnt overflowed.
+	LostCntOverflows uint64
+	// SenderUnrecorded counts selective acknowledgements the sender could
+	// not record for want of blocks (those packets are resent).
+	SenderUnrecorded uint64
+}
+
+// Reporter is a scheme with counters.
+type Reporter interface {
+	Stats() SchemeStats
 }
 
 // Receiver is the responder half of a scheme, one per QP.

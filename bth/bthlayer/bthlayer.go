@@ -49,6 +49,9 @@ type RoCE struct {
 	AtomicOrigData uint64         // AtomicAckETH
 	PETH           bth.PETHFields // softnic's placement header (docs/wire.md)
 	SACKPSN        uint32         // softnic's SACKETH: the selectively acknowledged PSN
+	LostCnt        uint8          // softnic's SACKETH: FaSR's lost-cnt
+	HolesHigh      uint32         // softnic's HolesETH (MELO's NACK): RCV.HIGH
+	Holes          [bth.HolesETHEntries]struct{ Offset, Len uint16 }
 
 	ICRC uint32 // as stored on the wire; see VerifyICRC
 }
@@ -109,7 +112,13 @@ func (r *RoCE) DecodeFromBytes(data []byte, df gopacket.DecodeFeedback) error {
 		r.PETH = h.Fields()
 	}
 	if h := p.SACKETH(); h != nil {
-		r.SACKPSN = h.PSN()
+		r.SACKPSN, r.LostCnt = h.PSN(), h.LostCnt()
+	}
+	if h := p.HolesETH(); h != nil {
+		r.HolesHigh = h.High()
+		for i := range r.Holes {
+			r.Holes[i].Offset, r.Holes[i].Len = h.Hole(i)
+		}
 	}
 	return nil
 }

@@ -1,0 +1,469 @@
+package recovery
+
+import "github.com/softnic/softnic/qp"
+
+// FaSR is the loss recovery of "FaSR: Fast and Scalable Selective
+// Retransmission for RDMA" (Huang et al.): selective retransmission whose
+// state lives in a two-level pool shared by all QPs of a NIC, with a fast
+// path that needs no bitmap when a QP lost a single packet.
+// docs/recovery.md records the choices made where the paper leaves room.
+//
+//   - lost-cnt (§III-B1): the receiver counts the packets missing between
+//     RCV-NXT and sack-high: it grows by the gap an out-of-order packet
+//     opens and shrinks as retransmissions fill RCV-NXT. It has 3 bits;
+//     once it would pass 7 it stays there, flagged as overflowed, until the
+//     recovery ends, and RCV-NXT moves by bitmap lookups only (§III-D).
+//   - Receiver fast path: lost-cnt 1 means only RCV-NXT is missing, so
+//     only sack-high is kept; the retransmission of RCV-NXT moves it
+//     straight to sack-high+1. Slow path (lost-cnt above 1): a bitmap of
+//     16-bit blocks from the level-2 pool, linked head to tail; the run of
+//     packets already received after RCV-NXT when the slow path begins is
+//     kept as a count (compression-cnt) when it spans a block or more.
+//     When lost-cnt falls back to 1 the bitmap goes back to the pool.
+//   - A QP in recovery holds an SR state unit from the level-1 pool
+//     (availability bitmap) and returns it when the recovery ends.
+//   - Every out-of-order packet is answered by a SACK with RCV-NXT, its
+//     PSN and lost-cnt (overflow in the opcode, §IV-D).
+//   - FNACK (§III-D): a packet between RCV-NXT and sack-high that fills a
+//     hole other than RCV-NXT is a retransmission that overtook a lost one;
+//     it is dropped and answered by an FNACK, on which the sender restarts
+//     its retransmissions from UNACK, once until a new ACK.
+//   - Sender (§III-B2): lost-cnt from the SACKs tells a lost packet from a
+//     lost SACK: a gap between the new SACK and sack-high is retransmitted
+//     only when lost-cnt grew. RTO: lost-cnt above 1 resends UNACK and the
+//     holes below sack-high (its bitmap), 1 resends UNACK only, 0 (no
+//     SACK: the whole window was lost) goes back to UNACK.
+//   - Pool exhausted (§III-D): no unit or no blocks for a QP's recovery
+//     and it falls back to go-back-N: packets past what is recorded are
+//     dropped and NAKed, the sender goes back; what was recorded is kept,
+//     and the QP returns to selective repeat when the recovery is over.
+//   - Packet format (§IV-D): MSN and offset on SEND packets and the
+//     address on every WRITE packet, so a packet is placed directly in
+//     application memory whatever arrived before it (the transport's
+//     placement headers, as for IRN).
+const FaSR = "fasr"
+
+func init() { Register(FaSR, func(p Params) Scheme { return newFasr(p) }) }
+
+// fasrUnitBytes is one SR state unit (§III-D): 20 B of SR state, five 1-B
+// bitmap head/tail pointer pairs, five 10-bit compression-cnts and five
+// 3-bit lost-cnts.
+const fasrUnitBytes = 38
+
+type fasrScheme struct {
+	p      Params
+	units  *UnitPool
+	blocks *BlockPool
+	stats  SchemeStats
+}
+
+func newFasr(p Params) *fasrScheme {
+	return &fasrScheme{p: p,
+		units:  NewUnitPool("fasr_sr_units", p.FasrUnits, fasrUnitBytes),
+		blocks: NewBlockPool("fasr_bitmap_blocks", p.FasrBlocks, p.FasrBlockBits, true)}
+}
+
+func (s *fasrScheme) Name() string       { return FaSR }
+func (s *fasrScheme) Params() Params     { return s.p }
+func (s *fasrScheme) window() int        { return min(s.p.BDPPackets, MaxBDPPackets) }
+func (s *fasrScheme) ReorderWindow() int { return s.window() }
+func (s *fasrScheme) SharedOnChipBytes() int {
+	return s.units.Stats().Bytes + s.blocks.Stats().Bytes
+}
+
+func (s *fasrScheme) Stats() SchemeStats {
+	st := s.stats
+	st.Pools = []PoolStats{s.units.Stats(), s.blocks.Stats()}
+	return st
+}
+
+func (s *fasrScheme) NewSender() Sender {
+	p := s.p
+	return &fasrSender{s: s, srUnit: srUnit{s: s, unit: -1}, selSender: selSender{pool: s.blocks, window: s.window(), rtoLow: p.RTOLow,
+		rtoHigh: p.RTOHigh, lowThreshold: p.RTOLowThreshold, stats: &s.stats, bits: newChain()}}
+}
+
+func (s *fasrScheme) NewReceiver() Receiver {
+	return &fasrReceiver{s: s, srUnit: srUnit{s: s, unit: -1}, window: s.window(), bits: newChain(), gbn: gbnReceiver{nakInterval: s.p.NakInterval}}
+}
+
+// fasrPointerBytes is the SR state pointer FaSR adds to every QPC (§V-A),
+// charged once per QP (on its receiver half): the unit it points to holds
+// the QP's SR state in either direction.
+const fasrPointerBytes = 1
+
+// srUnit is a QP's claim on an SR state unit. While its context is
+// evicted the unit goes back to the pool; it is taken again on the next
+// access, and a QP that finds none keeps its state in host memory until
+// its recovery ends.
+type srUnit struct {
+	s      *fasrScheme
+	unit   int
+	inRec  bool
+	parked bool // evicted while in recovery
+}
+
+func (u *srUnit) claim() bool {
+	i, ok := u.s.units.Alloc()
+	u.unit = i
+	if ok {
+		u.inRec = true
+	}
+	return ok
+}
+
+func (u *srUnit) release() {
+	u.s.units.Free(u.unit)
+	u.unit, u.inRec, u.parked = -1, false, false
+}
+
+func (u *srUnit) park() {
+	if u.inRec && u.unit >= 0 {
+		u.s.units.Free(u.unit)
+		u.unit, u.parked = -1, true
+	}
+}
+
+// touch takes a unit back after an eviction.
+func (u *srUnit) touch() {
+	if u.parked {
+		u.parked = false
+		u.unit, _ = u.s.units.Alloc()
+	}
+}
+
+// fasrReceiver is FaSR's responder half.
+type fasrReceiver struct {
+	s *fasrScheme
+	srUnit
+	window   int
+	nxt      qp.PSN // RCV-NXT
+	sackHigh qp.PSN
+	lost     int
+	overflow bool
+	fallback bool  // go-back-N until the recovery ends
+	run      span  // received, no bits needed: (RCV-NXT, sack-high] on the fast path, compression-cnt on the slow one
+	bits     chain // the slow path's bitmap
+	gbn      gbnReceiver
+}
+
+func (r *fasrReceiver) Reset(start qp.PSN) {
+	r.endRecovery()
+	r.nxt = start
+	r.gbn.Reset(start)
+}
+
+func (r *fasrReceiver) endRecovery() {
+	if r.inRec || r.parked {
+		r.release()
+	}
+	r.bits.release(r.s.blocks)
+	r.bits = newChain()
+	r.run = emptySpan(r.nxt)
+	r.lost, r.overflow, r.fallback = 0, false, false
+}
+
+func (r *fasrReceiver) slow() bool { return !r.bits.empty() }
+
+func (r *fasrReceiver) received(psn qp.PSN) bool {
+	return r.run.has(psn) || r.bits.get(r.s.blocks, psn)
+}
+
+// addLost grows lost-cnt by n, saturating at its 3 bits.
+func (r *fasrReceiver) addLost(n int) {
+	if r.overflow {
+		return
+	}
+	if r.lost += n; r.lost > MaxLostCnt {
+		r.lost, r.overflow = MaxLostCnt, true
+		r.s.stats.LostCntOverflows++
+	}
+}
+
+func (r *fasrReceiver) sack(keep bool) RxAction {
+	return RxAction{Keep: keep, Nak: true, Sack: true, LostCnt: uint8(r.lost), Overflow: r.overflow}
+}
+
+// drop refuses a packet go-back-N style: a NAK of RCV-NXT at most once per
+// NAK interval.
+func (r *fasrReceiver) drop(now Time, psn qp.PSN) RxAction {
+	r.s.stats.PoolDrops++
+	return RxAction{Nak: r.gbn.OnOutOfSequence(now, r.nxt, psn, false).Nak}
+}
+
+// blocksFor is how many blocks a chain starting at from needs to reach psn.
+func (r *fasrReceiver) blocksFor(from, psn qp.PSN) int {
+	b := r.s.blocks.BlockBits()
+	return (int(psn.Diff(from)) + b) / b
+}
+
+func (r *fasrReceiver) OnOutOfSequence(now Time, epsn, psn qp.PSN, _ bool) RxAction {
+	r.OnInSequence(now, epsn)
+	r.touch()
+	d := int(psn.Diff(r.nxt))
+	if d <= 0 || d >= r.window {
+		return RxAction{}
+	}
+	st := &r.s.stats
+	if !r.inRec {
+		if !r.claim() {
+			st.Fallbacks++
+			return r.drop(now, psn)
+		}
+		r.sackHigh, r.lost, r.overflow = psn, 0, false
+		r.addLost(d)
+		if d == 1 { // fast path: only RCV-NXT is missing
+			r.run = span{psn, psn.Next()}
+			st.RxFastPath++
+			return r.sack(true)
+		}
+		r.bits.start(r.nxt.Next())
+		if !r.bits.set(r.s.blocks, psn) {
+			r.release()
+			st.Fallbacks++
+			return r.drop(now, psn)
+		}
+		st.RxSlowPath++
+		return r.sack(true)
+	}
+	if psn.After(r.sackHigh) {
+		if r.fallback {
+			return r.drop(now, psn)
+		}
+		gap := int(psn.Diff(r.sackHigh)) - 1
+		switch {
+		case !r.slow() && gap == 0:
+			r.run.add(psn)
+			st.RxFastPath++
+		case !r.slow():
+			// The slow path begins: the run after RCV-NXT stays a count
+			// when it spans a block, else its bits go into the bitmap.
+			from := r.run.end
+			if r.run.len() < r.s.blocks.BlockBits() {
+				from = r.nxt.Next()
+			}
+			if r.blocksFor(from, psn) > r.s.blocks.Free() {
+				r.s.blocks.stats.Exhausted++
+				r.fallback = true
+				st.Fallbacks++
+				return r.drop(now, psn)
+			}
+			r.bits.start(from)
+			if from != r.run.end {
+				for p := r.run.start; p != r.run.end; p = p.Next() {
+					r.bits.set(r.s.blocks, p)
+				}
+				r.run = emptySpan(r.nxt)
+			}
+			r.bits.set(r.s.blocks, psn)
+			st.RxSlowPath++
+		default:
+			if !r.bits.set(r.s.blocks, psn) {
+				r.fallback = true
+				st.Fallbacks++
+				return r.drop(now, psn)
+			}
+			st.RxSlowPath++
+		}
+		r.addLost(gap)
+		r.sackHigh = psn
+		return r.sack(true)
+	}
+	// Between RCV-NXT and sack-high.
+	if r.received(psn) {
+		if r.fallback {
+			return RxAction{} // go-back-N resends what it holds: no word
+		}
+		return r.sack(false) // a duplicate: acknowledge it again
+	}
+	if r.fallback {
+		return r.drop(now, psn)
+	}
+	st.FNacksSent++
+	return RxAction{FNack: true}
+}
+
+func (r *fasrReceiver) OnInSequence(_ Time, epsn qp.PSN) {
+	if !epsn.After(r.nxt) {
+		return
+	}
+	r.gbn.OnInSequence(0, epsn)
+	r.touch()
+	if !r.inRec && !r.parked {
+		r.nxt = epsn
+		return
+	}
+	if !r.overflow && r.lost > 0 {
+		r.lost-- // the retransmission of RCV-NXT came
+	}
+	wasSlow := r.slow()
+	r.nxt = epsn
+	if r.nxt.After(r.sackHigh) {
+		if wasSlow {
+			r.s.stats.RxSlowPath++
+		} else {
+			r.s.stats.RxFastPath++
+		}
+		r.endRecovery()
+		return
+	}
+	r.bits.advance(r.s.blocks, r.nxt)
+	if !r.run.empty() && !r.run.start.After(r.nxt) {
+		if r.run.end.After(r.nxt.Next()) {
+			r.run.start = r.nxt.Next()
+		} else {
+			r.run = emptySpan(r.nxt)
+		}
+	}
+	r.s.stats.RxSlowPath++
+	if wasSlow && !r.overflow && r.lost == 1 {
+		// Only RCV-NXT is missing again: back to the fast path.
+		r.bits.release(r.s.blocks)
+		r.bits = newChain()
+		r.run = span{r.nxt.Next(), r.sackHigh.Next()}
+	}
+}
+
+func (r *fasrReceiver) Kept(psn qp.PSN) (bool, bool) {
+	if !(r.inRec || r.parked) || !psn.After(r.nxt) || psn.After(r.sackHigh) {
+		return false, false
+	}
+	return r.received(psn), false
+}
+
+func (r *fasrReceiver) Deadline() (Time, bool)    { return 0, false }
+func (r *fasrReceiver) OnTimer(Time, qp.PSN) bool { return false }
+func (r *fasrReceiver) OnChipBytes() int          { return fasrPointerBytes }
+
+func (r *fasrReceiver) OnEvict() {
+	r.bits.spill(r.s.blocks)
+	r.park()
+}
+
+// fasrSender is FaSR's requester half: the shared selective sender with
+// FaSR's reading of lost-cnt.
+type fasrSender struct {
+	s *fasrScheme
+	srUnit
+	selSender
+	sackHigh   qp.PSN
+	lost       int
+	overflow   bool
+	fnackSpent bool // an FNACK was acted on since the last new ACK
+}
+
+func (f *fasrSender) Reset(start qp.PSN) {
+	if f.inRec || f.parked {
+		f.release()
+	}
+	f.reset(start)
+	f.lost, f.overflow, f.fnackSpent = 0, false, false
+}
+
+func (f *fasrSender) Window() int                       { return f.window }
+func (f *fasrSender) Copies(bool) int                   { return 1 }
+func (f *fasrSender) NextRetransmit() (qp.PSN, bool)    { return f.nextRetransmit() }
+func (f *fasrSender) Retransmitted(psn qp.PSN)          { f.retransmitted(psn) }
+func (f *fasrSender) Timeout(b Time, inflight int) Time { return f.timeout(b, inflight) }
+func (f *fasrSender) OnChipBytes() int                  { return 0 }
+
+func (f *fasrSender) OnEvict() {
+	f.selSender.evict()
+	f.park()
+}
+
+func (f *fasrSender) OnAck(_ Time, unacked qp.PSN) qp.PSN {
+	f.touch()
+	old := f.base
+	b := f.ack(unacked)
+	if b != old {
+		f.fnackSpent = false
+	}
+	if (f.inRec || f.parked) && b.After(f.sackHigh) {
+		f.release()
+		f.lost, f.overflow = 0, false
+	}
+	return b
+}
+
+func (f *fasrSender) OnSack(_ Time, from, to qp.PSN, kind SackKind, sent qp.PSN) {
+	f.sack(from, to, kind, sent)
+}
+
+// OnLostCountSack handles a SACK: the packets between UNACK and the first
+// SACK are lost; later, a gap between the SACK and sack-high is lost only
+// if lost-cnt grew, else it was the SACKs that were lost (§III-B2).
+func (f *fasrSender) OnLostCountSack(now Time, cum, sack qp.PSN, lostCnt int, overflow bool, kind SackKind, sent qp.PSN) Resume {
+	if !sack.After(f.base) || int(sack.Diff(f.base)) >= f.window {
+		return Resume{}
+	}
+	st := &f.s.stats
+	if !f.inRec && !f.parked {
+		if !f.claim() {
+			st.Fallbacks++
+			f.recovery = false
+			return Resume{GoBack: true, GoBackTo: f.base}
+		}
+		f.sackHigh = f.base
+		f.lost = 0
+	}
+	if sack.After(f.sackHigh) {
+		grew := overflow || f.overflow || lostCnt > f.lost
+		if gap := f.sackHigh.Next(); !grew && gap != sack && gap.After(f.base) {
+			// Their SACKs were lost, not they: not resent in this round.
+			// Presumed, not acknowledged: lost-cnt also falls as
+			// retransmissions arrive, so this is no proof, and only the
+			// next round (timeout, FNACK) resends them if they never came.
+			f.presume(span{gap, sack})
+		}
+		f.sackHigh = sack
+	}
+	if kind != Held { // a held READ or atomic completes only with its response
+		f.mark(sack)
+	}
+	f.raiseLossEdge(sack)
+	f.lost, f.overflow = lostCnt, overflow
+	f.enterRecovery(sent)
+	if f.bits.empty() {
+		st.TxFastPath++
+	} else {
+		st.TxSlowPath++
+	}
+	return Resume{}
+}
+
+// OnFNack restarts the retransmissions from UNACK, once per new ACK.
+func (f *fasrSender) OnFNack(_ Time, _, _ qp.PSN, sent qp.PSN) Resume {
+	if f.fnackSpent || !(f.inRec || f.parked) {
+		return Resume{}
+	}
+	f.fnackSpent = true
+	f.s.stats.FNacksTaken++
+	f.restart(sent)
+	return Resume{}
+}
+
+// OnNak is the receiver's go-back-N NAK (its pools were exhausted).
+func (f *fasrSender) OnNak(_ Time, psn, _ qp.PSN) Resume {
+	f.recovery = false
+	return Resume{GoBack: true, GoBackTo: psn}
+}
+
+// OnTimeout: lost-cnt above 1 resends UNACK and the holes below sack-high,
+// 1 only UNACK (the fast path), 0 everything from UNACK (§III-B2).
+func (f *fasrSender) OnTimeout(now Time, unacked, sent qp.PSN) Resume {
+	f.OnAck(now, unacked)
+	st := &f.s.stats
+	if !(f.inRec || f.parked) || f.lost == 0 && !f.overflow {
+		st.TxFastPath++
+		f.recovery = false
+		return Resume{GoBack: true, GoBackTo: f.base}
+	}
+	if f.bits.empty() {
+		st.TxFastPath++
+	} else {
+		st.TxSlowPath++
+	}
+	f.restart(sent)
+	return Resume{}
+}

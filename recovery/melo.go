@@ -1,0 +1,259 @@
+package recovery
+
+import "github.com/softnic/softnic/qp"
+
+// MELO is the loss recovery of "Memory Efficient Loss Recovery for
+// Hardware-based Transport in Datacenter" (Lu et al., APNet 2017):
+// selective retransmission whose on-chip cost is a few bytes per
+// connection and a constant shared pool. docs/recovery.md records the
+// choices made where the paper leaves room.
+//
+//   - Data and metadata are kept apart (§3.2.1, §3.2.2): an out-of-order
+//     packet goes to an off-chip reorder buffer (the transport keeps it in
+//     host memory, Buffering) and is copied to the application when the
+//     hole before it fills; only its bit is kept on chip.
+//   - The bits come from one shared pool per side of 1-byte blocks (§3.2.3):
+//     a free-slot stack hands them out, next pointers chain a connection's
+//     blocks from start_ptr to end_ptr, and RCV.NXT and RCV.HIGH mark the
+//     first and last bit in use. Blocks go back as RCV.NXT passes them and
+//     when the connection's context is evicted (§3.2.5).
+//   - A packet that needs a block in the middle of its chain (it fills a
+//     hole other than at the front or the end: a retransmission overtook a
+//     lost one) is dropped; the timeout recovers (§3.2.3).
+//   - A packet that gets no bits is dropped and recovered go-back-N
+//     (§3.2.5): the receiver NAKs the expected PSN, at most once per NAK
+//     interval, and the sender goes back to it.
+//   - A new hole (a PSN beyond RCV.HIGH+1) is answered at once by a NACK
+//     carrying the three most recent holes (§3.2.4), from which the sender
+//     rebuilds the receiver's bitmap in its own chain of pool blocks and
+//     retransmits what is missing.
+const MELO = "melo"
+
+func init() { Register(MELO, func(p Params) Scheme { return newMelo(p) }) }
+
+type meloScheme struct {
+	p      Params
+	rx, tx *BlockPool
+	stats  SchemeStats
+}
+
+func newMelo(p Params) *meloScheme {
+	n := p.MeloPoolBits / 8
+	return &meloScheme{p: p,
+		rx: NewBlockPool("melo_rx_bits", n, 8, false),
+		tx: NewBlockPool("melo_tx_bits", n, 8, false)}
+}
+
+func (s *meloScheme) Name() string   { return MELO }
+func (s *meloScheme) Params() Params { return s.p }
+
+func (s *meloScheme) window() int { return min(s.p.BDPPackets, MaxBDPPackets) }
+
+// ReorderWindow is the BDP's worth of reorder buffer each connection has
+// off chip (§3.2.2) — and what the sender keeps in flight (BDP-FC as in
+// IRN: MELO ran over DCQCN, softnic has no congestion control).
+func (s *meloScheme) ReorderWindow() int      { return s.window() }
+func (s *meloScheme) BuffersOutOfOrder() bool { return true }
+
+// SharedOnChipBytes: both bits pools with their next pointers and
+// free-slot stacks (§3.2.3: 3 Kb per 1 Kb pool).
+func (s *meloScheme) SharedOnChipBytes() int { return s.rx.Stats().Bytes + s.tx.Stats().Bytes }
+
+func (s *meloScheme) Stats() SchemeStats {
+	st := s.stats
+	st.Pools = []PoolStats{s.rx.Stats(), s.tx.Stats()}
+	return st
+}
+
+func (s *meloScheme) NewSender() Sender {
+	p := s.p
+	m := &meloSender{selSender{pool: s.tx, window: s.window(), rtoLow: p.RTOLow, rtoHigh: p.RTOHigh,
+		lowThreshold: p.RTOLowThreshold, stats: &s.stats, bits: newChain()}}
+	return m
+}
+
+func (s *meloScheme) NewReceiver() Receiver {
+	return &meloReceiver{s: s, window: s.window(), bits: newChain(), gbn: gbnReceiver{nakInterval: s.p.NakInterval}}
+}
+
+// On-chip bytes per connection (§3.2.4): the three holes (4 B each: 2 B
+// start, 2 B length), RCV.NXT and RCV.HIGH (3 B each) and start_ptr and
+// end_ptr (1 B each) at the receiver; the sender's start_ptr and end_ptr.
+// That is the paper's 20 B, 23 B with the pools shared by 300 connections.
+const (
+	meloReceiverOnChipBytes = 12 + 6 + 2
+	meloSenderOnChipBytes   = 2
+)
+
+// meloSender keeps what the NACKs said in a chain of the sender's pool.
+type meloSender struct{ selSender }
+
+func (m *meloSender) Reset(start qp.PSN)                                  { m.reset(start) }
+func (m *meloSender) Window() int                                         { return m.window }
+func (m *meloSender) Copies(bool) int                                     { return 1 }
+func (m *meloSender) OnAck(_ Time, unacked qp.PSN) qp.PSN                 { return m.ack(unacked) }
+func (m *meloSender) NextRetransmit() (qp.PSN, bool)                      { return m.nextRetransmit() }
+func (m *meloSender) Retransmitted(psn qp.PSN)                            { m.retransmitted(psn) }
+func (m *meloSender) OnChipBytes() int                                    { return meloSenderOnChipBytes }
+func (m *meloSender) OnEvict()                                            { m.evict() }
+func (m *meloSender) Timeout(b Time, inflight int) Time                   { return m.timeout(b, inflight) }
+func (m *meloSender) OnSack(_ Time, f, t qp.PSN, k SackKind, sent qp.PSN) { m.sack(f, t, k, sent) }
+
+// OnNak is the receiver's go-back-N NAK: it dropped a packet for want of
+// bits (§3.2.5). Everything from psn goes again; what the receiver holds
+// it drops as duplicates.
+func (m *meloSender) OnNak(_ Time, psn, _ qp.PSN) Resume {
+	m.recovery = false
+	return Resume{GoBack: true, GoBackTo: psn}
+}
+
+// OnTimeout: a retransmission was lost, or the tail of the window; all
+// packets from the front of the bitmap that are missing go again (§3.2.3).
+func (m *meloSender) OnTimeout(_ Time, unacked, sent qp.PSN) Resume {
+	m.ack(unacked)
+	m.restart(sent)
+	return Resume{}
+}
+
+// meloReceiver is the on-chip metadata of one connection.
+type meloReceiver struct {
+	s      *meloScheme
+	window int
+	nxt    qp.PSN // RCV.NXT, the expected PSN
+	high   qp.PSN // RCV.HIGH, the highest PSN kept (valid while ooo)
+	ooo    bool
+	bits   chain   // from RCV.NXT's block to RCV.HIGH's
+	holes  [3]Hole // the three most recent, most recent first
+	gbn    gbnReceiver
+}
+
+func (r *meloReceiver) Reset(start qp.PSN) {
+	r.bits.release(r.s.rx)
+	r.bits = newChain()
+	r.nxt, r.ooo, r.holes = start, false, [3]Hole{}
+	r.gbn.Reset(start)
+}
+
+func (r *meloReceiver) OnOutOfSequence(now Time, epsn, psn qp.PSN, _ bool) RxAction {
+	r.OnInSequence(now, epsn)
+	if d := psn.Diff(r.nxt); d <= 0 || int(d) >= r.window {
+		return RxAction{}
+	}
+	if !r.ooo {
+		r.ooo, r.high = true, r.nxt.Prev()
+		r.bits = newChain()
+		r.bits.start(r.nxt)
+	}
+	if psn.After(r.high) {
+		if !r.bits.set(r.s.rx, psn) {
+			r.s.stats.PoolDrops++
+			r.s.stats.Fallbacks++
+			if r.high == r.nxt.Prev() {
+				r.ooo = false // nothing kept: no episode began
+			}
+			return RxAction{Nak: r.gbn.OnOutOfSequence(now, r.nxt, psn, false).Nak}
+		}
+		newHole := psn.After(r.high.Next())
+		if newHole {
+			r.pushHole(Hole{Start: r.high.Next(), Len: uint32(psn.Diff(r.high) - 1)})
+		}
+		r.high = psn
+		return RxAction{Keep: true, Nak: newHole, Holes: newHole}
+	}
+	switch {
+	case r.bits.get(r.s.rx, psn):
+		return RxAction{} // a duplicate
+	case r.bits.inMiddle(r.s.rx, psn):
+		r.s.stats.MiddleDrops++
+		return RxAction{}
+	}
+	r.bits.set(r.s.rx, psn) // inside the chain: no block needed
+	r.fill(psn)
+	return RxAction{Keep: true}
+}
+
+func (r *meloReceiver) OnInSequence(_ Time, epsn qp.PSN) {
+	if !epsn.After(r.nxt) {
+		return
+	}
+	r.gbn.OnInSequence(0, epsn)
+	r.nxt = epsn
+	if !r.ooo {
+		return
+	}
+	if r.nxt.After(r.high) {
+		r.bits.release(r.s.rx)
+		r.bits = newChain()
+		r.ooo, r.holes = false, [3]Hole{}
+		return
+	}
+	r.bits.advance(r.s.rx, r.nxt)
+	r.trim()
+}
+
+func (r *meloReceiver) Kept(psn qp.PSN) (bool, bool) {
+	if !r.ooo || psn.After(r.high) || !psn.After(r.nxt) {
+		return false, false
+	}
+	return r.bits.get(r.s.rx, psn), false
+}
+
+func (r *meloReceiver) Holes() (qp.PSN, [3]Hole) { return r.high, r.holes }
+
+func (r *meloReceiver) Deadline() (Time, bool)    { return 0, false }
+func (r *meloReceiver) OnTimer(Time, qp.PSN) bool { return false }
+func (r *meloReceiver) OnChipBytes() int          { return meloReceiverOnChipBytes }
+func (r *meloReceiver) OnEvict()                  { r.bits.spill(r.s.rx) }
+
+// pushHole records a new most recent hole, forgetting the oldest of three.
+func (r *meloReceiver) pushHole(h Hole) {
+	r.holes[2], r.holes[1], r.holes[0] = r.holes[1], r.holes[0], h
+}
+
+// removeHole drops entry i, moving the older ones up.
+func (r *meloReceiver) removeHole(i int) {
+	copy(r.holes[i:], r.holes[i+1:])
+	r.holes[2] = Hole{}
+}
+
+// fill updates the holes for psn, which arrived inside one.
+func (r *meloReceiver) fill(psn qp.PSN) {
+	for i, h := range r.holes {
+		if h.Len == 0 || psn.Before(h.Start) || int(psn.Diff(h.Start)) >= int(h.Len) {
+			continue
+		}
+		end := h.Start.Add(h.Len - 1)
+		switch {
+		case h.Len == 1:
+			r.removeHole(i)
+		case psn == h.Start:
+			r.holes[i] = Hole{Start: psn.Next(), Len: h.Len - 1}
+		case psn == end:
+			r.holes[i].Len--
+		default: // split: the later part is the more recent hole
+			later := Hole{Start: psn.Next(), Len: uint32(end.Diff(psn))}
+			earlier := Hole{Start: h.Start, Len: uint32(psn.Diff(h.Start))}
+			copy(r.holes[i+1:], r.holes[i:2])
+			r.holes[i], r.holes[i+1] = later, earlier
+		}
+		return
+	}
+}
+
+// trim drops or shortens the holes RCV.NXT has passed.
+func (r *meloReceiver) trim() {
+	for i := 0; i < len(r.holes); {
+		h := r.holes[i]
+		if h.Len == 0 || !h.Start.Before(r.nxt) {
+			i++
+			continue
+		}
+		if passed := uint32(r.nxt.Diff(h.Start)); passed >= h.Len {
+			r.removeHole(i)
+			continue
+		} else {
+			r.holes[i] = Hole{Start: r.nxt, Len: h.Len - passed}
+		}
+		i++
+	}
+}

@@ -1,0 +1,270 @@
+package recovery
+
+import (
+	"time"
+
+	"github.com/softnic/softnic/qp"
+)
+
+// selSender is the requester half shared by MELO and FaSR: selective
+// repeat whose record of what the responder holds beyond the cumulative
+// acknowledgement costs no per-QP bitmap. It has two parts:
+//
+//   - a run: every PSN after base and before runEnd is acknowledged
+//     selectively. A single loss leaves exactly this shape (the hole at
+//     base, a run of packets after it), so FaSR's fast path needs nothing
+//     more (§III-B2), and the same run is its compression-cnt once a
+//     bitmap is needed (§III-D, "bitmap acceleration").
+//   - a chain of blocks from the scheme's shared pool for the rest
+//     (MELO §3.2.4: "a MELO sender also maintains a bitmap for each
+//     connection using the shared bits pool mechanism"; FaSR's slow path).
+//
+// A PSN is lost when it is not acknowledged and a later one is (below
+// lossEdge): it is resent once per round, a round being scanned by a
+// cursor from base, restarted by a timeout (or FaSR's FNACK). A PSN whose
+// acknowledgement could not be recorded, because the pool was empty, is
+// simply resent, as go-back-N would: correct, only slower.
+//
+// READ and atomic requests the responder holds out of order (SackKind
+// Held) are not recorded: the scan may resend such a request once and the
+// responder drops the duplicate (docs/recovery.md).
+type selSender struct {
+	pool   *BlockPool
+	window int
+
+	rtoLow, rtoHigh time.Duration
+	lowThreshold    int
+
+	base     qp.PSN // cumulative acknowledgement
+	run      span   // acknowledged selectively, no bits needed
+	bits     chain  // acknowledged selectively, beyond what the run says
+	lossEdge qp.PSN // PSNs before it not acknowledged are lost
+	rtxNext  qp.PSN // the round's scan cursor
+	recovery bool
+	recSeq   qp.PSN // the highest PSN sent when recovery began
+	// presumed are PSNs not to resend in this round though not
+	// acknowledged (FaSR: a gap whose SACKs, not packets, were lost).
+	presumed [4]span
+
+	stats *SchemeStats
+}
+
+// span is the PSNs from start up to (not including) end; empty when equal.
+type span struct{ start, end qp.PSN }
+
+func (r span) empty() bool       { return r.start == r.end }
+func (r span) has(p qp.PSN) bool { return !r.empty() && !p.Before(r.start) && p.Before(r.end) }
+func (r span) len() int          { return int(r.end.Diff(r.start)) }
+func emptySpan(at qp.PSN) span   { return span{at, at} }
+
+// extend reports whether p touches a non-empty span at either end.
+func (r span) extend(p qp.PSN) bool { return !r.empty() && (p == r.end || p.Next() == r.start) }
+
+// add grows the span by p, which touches it (or starts an empty one).
+func (r *span) add(p qp.PSN) {
+	switch {
+	case r.empty():
+		*r = span{p, p.Next()}
+	case p == r.end:
+		r.end = p.Next()
+	case p.Next() == r.start:
+		r.start = p
+	}
+}
+
+func (s *selSender) reset(start qp.PSN) {
+	s.bits.release(s.pool)
+	s.bits = newChain()
+	s.base, s.lossEdge, s.rtxNext = start, start, start
+	s.run = emptySpan(start)
+	s.recovery = false
+	s.presumed = [4]span{}
+}
+
+// acked reports whether psn is acknowledged selectively.
+func (s *selSender) acked(psn qp.PSN) bool { return s.run.has(psn) || s.bits.get(s.pool, psn) }
+
+// mark records psn as acknowledged; false if it could not be recorded.
+func (s *selSender) mark(psn qp.PSN) bool {
+	return recordRun(&s.run, &s.bits, s.pool, s.base, psn, &s.stats.SenderUnrecorded)
+}
+
+// recordRun records psn (at or after base) in a run backed by a chain: the run
+// grows while psn touches it and no bits are in use; otherwise the bits
+// take over, starting after the run when it is long enough to be worth
+// compressing (FaSR's compression-cnt, §III-D) and absorbing it when not.
+// It counts into *unrecorded and returns false when the pool is short.
+func recordRun(run *span, bits *chain, pool *BlockPool, base, psn qp.PSN, unrecorded *uint64) bool {
+	if psn.Before(base) || run.has(psn) {
+		return true
+	}
+	if bits.empty() {
+		if run.empty() || run.extend(psn) {
+			run.add(psn)
+			return true
+		}
+		if psn.After(run.end) && run.len() >= pool.BlockBits() {
+			bits.start(run.end) // compressed: the run stays a count
+		} else {
+			from := run.start
+			if psn.Before(from) {
+				from = psn
+			}
+			bits.start(from)
+			for p := run.start; p != run.end; p = p.Next() {
+				if !bits.set(pool, p) {
+					*unrecorded++
+				}
+			}
+			*run = emptySpan(base)
+		}
+	}
+	if psn.Before(bits.first) && (run.empty() || run.extend(psn)) {
+		run.add(psn) // before the bits, e.g. the answer to a READ at base
+		return true
+	}
+	if !bits.set(pool, psn) {
+		*unrecorded++
+		return false
+	}
+	return true
+}
+
+// ack moves the cumulative acknowledgement to unacked and over what was
+// acknowledged selectively; it returns the new base.
+func (s *selSender) ack(unacked qp.PSN) qp.PSN {
+	if unacked.After(s.base) {
+		s.base = unacked
+	}
+	for {
+		if s.run.has(s.base) {
+			s.base = s.run.end
+		} else if s.bits.get(s.pool, s.base) {
+			s.base = s.base.Next()
+		} else {
+			break
+		}
+	}
+	if !s.run.empty() && !s.run.end.After(s.base) {
+		s.run = emptySpan(s.base)
+	}
+	s.bits.advance(s.pool, s.base)
+	if s.bits.empty() {
+		s.bits = newChain()
+	}
+	if s.lossEdge.Before(s.base) {
+		s.lossEdge = s.base
+	}
+	if s.rtxNext.Before(s.base) {
+		s.rtxNext = s.base
+	}
+	if s.recovery && s.base.After(s.recSeq) {
+		s.recovery = false
+	}
+	return s.base
+}
+
+func (s *selSender) raiseLossEdge(edge qp.PSN) {
+	if edge.After(s.lossEdge) {
+		s.lossEdge = edge
+	}
+}
+
+// enterRecovery starts a round from base unless one is on.
+func (s *selSender) enterRecovery(sent qp.PSN) {
+	if s.recovery {
+		return
+	}
+	s.recovery, s.recSeq = true, sent.Prev()
+	s.rtxNext = s.base
+	s.raiseLossEdge(s.base.Next())
+}
+
+// restart begins a new round from base: a timeout or an FNACK says that a
+// retransmission was lost too.
+func (s *selSender) restart(sent qp.PSN) {
+	s.presumed = [4]span{}
+	s.recovery = false
+	s.enterRecovery(sent)
+}
+
+// holeBefore reports whether some PSN from base up to p is neither
+// acknowledged nor resent in this round.
+func (s *selSender) holeBefore(p qp.PSN) bool {
+	for q := s.base; q.Before(p); q = q.Next() {
+		if !s.acked(q) && !(s.recovery && q.Before(s.rtxNext)) {
+			return true
+		}
+	}
+	return false
+}
+
+// sack records from..to as acknowledged (Received or Answered) and enters
+// recovery when that leaves a hole.
+func (s *selSender) sack(from, to qp.PSN, kind SackKind, sent qp.PSN) {
+	if kind == Held {
+		return
+	}
+	if from.Before(s.base) {
+		from = s.base
+	}
+	if to.Before(from) || int(to.Diff(s.base)) >= s.window {
+		return
+	}
+	hole := s.holeBefore(from)
+	for p := from; ; p = p.Next() {
+		s.mark(p)
+		if p == to {
+			break
+		}
+	}
+	s.raiseLossEdge(to.Next())
+	if hole {
+		s.enterRecovery(sent)
+	}
+}
+
+func (s *selSender) nextRetransmit() (qp.PSN, bool) {
+	if !s.recovery {
+		return 0, false
+	}
+	for s.rtxNext.Before(s.lossEdge) {
+		if !s.acked(s.rtxNext) && !s.isPresumed(s.rtxNext) {
+			return s.rtxNext, true
+		}
+		s.rtxNext = s.rtxNext.Next()
+	}
+	return 0, false
+}
+
+func (s *selSender) retransmitted(psn qp.PSN) {
+	if !psn.Before(s.rtxNext) {
+		s.rtxNext = psn.Next()
+	}
+}
+
+func (s *selSender) timeout(base time.Duration, inflight int) time.Duration {
+	if inflight <= s.lowThreshold {
+		return min(s.rtoLow, base)
+	}
+	return min(s.rtoHigh, base)
+}
+
+// evict returns the chain's blocks; they come back on the next access.
+func (s *selSender) evict() { s.bits.spill(s.pool) }
+
+// presume records r as not to be resent in this round, forgetting the
+// oldest such span if all four are in use.
+func (s *selSender) presume(r span) {
+	copy(s.presumed[1:], s.presumed[:3])
+	s.presumed[0] = r
+}
+
+func (s *selSender) isPresumed(p qp.PSN) bool {
+	for _, r := range s.presumed {
+		if r.has(p) {
+			return true
+		}
+	}
+	return false
+}
