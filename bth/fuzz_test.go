@@ -20,7 +20,10 @@ func canonical(b []byte, info *bth.OpInfo) []byte {
 		c[info.PETHOff] = 0 // PETH reserved byte
 	}
 	if info.SACKETHOff >= 0 {
-		c[info.SACKETHOff] = 0 // SACKETH reserved byte
+		c[info.SACKETHOff] &= 7 // SACKETH: lost-cnt, 5 reserved bits
+	}
+	if info.HolesETHOff >= 0 {
+		c[info.HolesETHOff] = 0 // HolesETH reserved byte
 	}
 	return c
 }

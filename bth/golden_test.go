@@ -87,6 +87,7 @@ func checkViewPresence(t *testing.T, p *bth.Packet, v *goldenVector) {
 		{"AtomicAck", len(p.AtomicAck()), v.AtomicAck != nil, bth.AtomicAckETHLen},
 		{"PETH", len(p.PETH()), v.PETH != nil, bth.PETHLen},
 		{"SACKETH", len(p.SACKETH()), v.SACK != nil, bth.SACKETHLen},
+		{"HolesETH", len(p.HolesETH()), v.Holes != nil, bth.HolesETHLen},
 	} {
 		want := 0
 		if c.present {

@@ -23,7 +23,8 @@ type packetFields struct {
 	Atomic    bth.AtomicETHFields
 	AtomicAck uint64
 	PETH      bth.PETHFields
-	SACK      uint32
+	SACK      uint32 // lost-cnt << 24 | PSN
+	Holes     [1 + 2*bth.HolesETHEntries]uint32
 }
 
 // fieldsOf reads every header of p through the views.
@@ -54,7 +55,14 @@ func fieldsOf(p *bth.Packet) packetFields {
 		pf.PETH = h.Fields()
 	}
 	if h := p.SACKETH(); h != nil {
-		pf.SACK = h.PSN()
+		pf.SACK = uint32(h.LostCnt())<<24 | h.PSN()
+	}
+	if h := p.HolesETH(); h != nil {
+		pf.Holes[0] = h.High()
+		for i := range bth.HolesETHEntries {
+			off, n := h.Hole(i)
+			pf.Holes[1+2*i], pf.Holes[2+2*i] = uint32(off), uint32(n)
+		}
 	}
 	return pf
 }
@@ -89,6 +97,14 @@ func (pf *packetFields) encode(dst []byte, info *bth.OpInfo) {
 	}
 	if info.SACKETHOff >= 0 {
 		bth.SACKETH(dst[info.SACKETHOff:]).SetPSN(pf.SACK)
+		bth.SACKETH(dst[info.SACKETHOff:]).SetLostCnt(uint8(pf.SACK >> 24))
+	}
+	if info.HolesETHOff >= 0 {
+		h := bth.HolesETH(dst[info.HolesETHOff:])
+		h.SetHigh(pf.Holes[0])
+		for i := range bth.HolesETHEntries {
+			h.SetHole(i, uint16(pf.Holes[1+2*i]), uint16(pf.Holes[2+2*i]))
+		}
 	}
 }
 
@@ -159,10 +175,14 @@ type goldenVector struct {
 		RecvSN uint32 `json:"recv_sn"`
 		Offset uint32 `json:"offset"`
 	} `json:"peth"`
-	SACK    *uint32 `json:"sack"`
-	Payload string  `json:"payload"`
-	Frame   string  `json:"frame"`
-	ICRC    uint32  `json:"icrc"`
+	SACK  *uint32 `json:"sack"`
+	Holes *struct {
+		High  uint32      `json:"high"`
+		Holes [][2]uint32 `json:"holes"`
+	} `json:"holes"`
+	Payload string `json:"payload"`
+	Frame   string `json:"frame"`
+	ICRC    uint32 `json:"icrc"`
 }
 
 func loadGolden(tb testing.TB) []goldenVector {
@@ -265,6 +285,12 @@ func (v *goldenVector) fields() packetFields {
 	}
 	if v.SACK != nil {
 		pf.SACK = *v.SACK
+	}
+	if h := v.Holes; h != nil {
+		pf.Holes[0] = h.High
+		for i, e := range h.Holes {
+			pf.Holes[1+2*i], pf.Holes[2+2*i] = e[0], e[1]
+		}
 	}
 	return pf
 }

@@ -75,7 +75,7 @@ func NewBlockPool(name string, n, blockBits int, withBitmap bool) *BlockPool {
 // bitmap (a bit per block).
 func (p *BlockPool) onChipBytes() int {
 	n := len(p.words)
-	ptrBits := max(bits.Len(uint(n-1)), 1)
+	ptrBits := (max(bits.Len(uint(n-1)), 1) + 7) &^ 7 // whole bytes, as both papers count them
 	b := n*p.blockBits + n*ptrBits
 	if p.useBitmap {
 		b += n

@@ -55,10 +55,14 @@ type vector struct {
 		RecvSN uint32 `json:"recv_sn"`
 		Offset uint32 `json:"offset"`
 	} `json:"peth"`
-	SACK    *uint32 `json:"sack"`
-	Payload string  `json:"payload"`
-	Frame   string  `json:"frame"`
-	ICRC    uint32  `json:"icrc"`
+	SACK  *uint32 `json:"sack"`
+	Holes *struct {
+		High  uint32      `json:"high"`
+		Holes [][2]uint16 `json:"holes"`
+	} `json:"holes"`
+	Payload string `json:"payload"`
+	Frame   string `json:"frame"`
+	ICRC    uint32 `json:"icrc"`
 }
 
 func loadVectors(t *testing.T) ([]vector, [][]byte) {
@@ -128,11 +132,18 @@ func checkRoCE(t *testing.T, v *vector, frame []byte) {
 		want.PETH = bth.PETHFields{RecvSN: x.RecvSN, Offset: x.Offset}
 	}
 	if v.SACK != nil {
-		want.SACKPSN = *v.SACK
+		want.SACKPSN, want.LostCnt = *v.SACK&0xFFFFFF, uint8(*v.SACK>>24)
+	}
+	if x := v.Holes; x != nil {
+		want.HolesHigh = x.High
+		for i, h := range x.Holes {
+			want.Holes[i].Offset, want.Holes[i].Len = h[0], h[1]
+		}
 	}
 	if r.RETH != want.RETH || r.AETH != want.AETH || r.Imm != want.Imm || r.InvalidateRKey != want.InvalidateRKey ||
 		r.DETH != want.DETH || r.Atomic != want.Atomic || r.AtomicOrigData != want.AtomicOrigData ||
-		r.PETH != want.PETH || r.SACKPSN != want.SACKPSN {
+		r.PETH != want.PETH || r.SACKPSN != want.SACKPSN || r.LostCnt != want.LostCnt ||
+		r.HolesHigh != want.HolesHigh || r.Holes != want.Holes {
 		t.Errorf("%s: extension headers\n got %+v\nwant %+v", v.Name, r, &want)
 	}
 	if r.ICRC != v.ICRC {

@@ -87,6 +87,9 @@ HEADERS = {
     0xCA: ["reth", "peth", "payload"],           # RC_RDMA_WRITE_ONLY_OOO
     0xCB: ["reth", "imm", "peth", "payload"],    # RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE_OOO
     0xD1: ["aeth", "sack"],                      # RC_ACKNOWLEDGE_SACK
+    0xD2: ["aeth", "sack"],                      # RC_ACKNOWLEDGE_SACK_OVERFLOW
+    0xD3: ["aeth", "sack"],                      # RC_ACKNOWLEDGE_FNAK
+    0xD4: ["aeth", "holes"],                     # RC_ACKNOWLEDGE_HOLES
 }
 
 def ack(credit):
@@ -117,8 +120,13 @@ def pack_ext(name, v):
         return struct.pack(">Q", v)
     if name == "peth":  # reserved (1), receive WQE SN (3), offset (4)
         return struct.pack(">I", v["recv_sn"]) + struct.pack(">I", v["offset"])
-    if name == "sack":  # reserved (1), PSN (3)
+    if name == "sack":  # lost-cnt (1: 3 bits), PSN (3)
         return struct.pack(">I", v)
+    if name == "holes":  # reserved (1), RCV.HIGH (3), 3 x (offset (2), length (2))
+        b = struct.pack(">I", v["high"])
+        for off, n in v["holes"]:
+            b += struct.pack(">HH", off, n)
+        return b
     raise ValueError(name)
 
 
@@ -321,6 +329,18 @@ VECTORS = [
         aeth=dict(syndrome=nak(0), msn=0x000045), sack=0x000A07),
     vec("rc_ack_sack_wrap_v6", True, bthf(0xD1, 0x000077, 0xFFFFFE),
         aeth=dict(syndrome=nak(0), msn=0xFFFFFF), sack=0x000001),
+    # FaSR: a SACK with lost-cnt 3, one whose lost-cnt overflowed, an FNACK.
+    vec("rc_ack_sack_lostcnt_v4", False, bthf(0xD1, 0x000077, 0x000B00),
+        aeth=dict(syndrome=nak(0), msn=0x000046), sack=0x03000B05),
+    vec("rc_ack_sack_overflow_v6", True, bthf(0xD2, 0x000077, 0x000B00),
+        aeth=dict(syndrome=nak(0), msn=0x000046), sack=0x07000B40),
+    vec("rc_ack_fnak_v4", False, bthf(0xD3, 0x000077, 0xFFFFFF),
+        aeth=dict(syndrome=nak(0), msn=0x000047), sack=0x000003),
+    # MELO: RCV.NXT 0xC00, RCV.HIGH 0xC20, holes 0xC18 (2), 0xC08 (5), 0xC00 (3).
+    vec("rc_ack_holes_v4", False, bthf(0xD4, 0x000077, 0x000C00),
+        aeth=dict(syndrome=nak(0), msn=0x000048), holes=dict(high=0x000C20, holes=[(0x18, 2), (0x08, 5), (0, 3)])),
+    vec("rc_ack_holes_wrap_v6", True, bthf(0xD4, 0x000077, 0xFFFFF0),
+        aeth=dict(syndrome=nak(0), msn=0x000049), holes=dict(high=0x000004, holes=[(0x10, 4), (0, 1), (0, 0)])),
 ]
 
 

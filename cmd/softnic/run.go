@@ -47,6 +47,7 @@ type options struct {
 	sram     int
 	penalty  time.Duration
 	busyPoll time.Duration
+	params   recovery.Params // the schemes' knobs (0: the papers' defaults)
 }
 
 func runFlags(o *options) *flag.FlagSet {
@@ -63,6 +64,14 @@ func runFlags(o *options) *flag.FlagSet {
 	fs.IntVar(&o.sram, "sram", qp.DefaultCacheBudget, "on-chip SRAM for QP contexts and the scheme's shared pools, bytes (default: 300 contexts of 256 B, StaR's RNIC; 0 = unlimited)")
 	fs.DurationVar(&o.penalty, "fetch-penalty", qp.DefaultFetchPenalty, "pipeline stall of a QP-context cache miss, a PCIe read (0 disables it)")
 	fs.DurationVar(&o.busyPoll, "busy-poll", 0, "keep polling this long after the last work before sleeping (latency for a core; 0: sleep after 32 empty polls)")
+	fs.DurationVar(&o.params.RTOLow, "rto-low", recovery.DefaultRTOLow, "selective schemes' short retransmission timeout, armed with at most --rto-low-packets in flight (IRN RTO_low)")
+	fs.DurationVar(&o.params.RTOHigh, "rto-high", recovery.DefaultRTOHigh, "selective schemes' retransmission timeout otherwise (IRN RTO_high)")
+	fs.IntVar(&o.params.RTOLowThreshold, "rto-low-packets", recovery.DefaultRTOLowThreshold, "IRN's N: RTO_low applies with at most this many packets in flight")
+	fs.DurationVar(&o.params.NakInterval, "nak-interval", recovery.DefaultNakInterval, "at most one go-back-N NAK per interval")
+	fs.IntVar(&o.params.BDPPackets, "bdp-packets", recovery.DefaultBDPPackets, "selective schemes' cap on packets in flight (IRN BDP-FC) and reorder window")
+	fs.IntVar(&o.params.MeloPoolBits, "melo-pool-bits", recovery.DefaultMeloPoolBits, "size of each of MELO's two bits pools, bits")
+	fs.IntVar(&o.params.FasrUnits, "fasr-units", recovery.DefaultFasrUnits, "FaSR's level-1 pool: SR state units")
+	fs.IntVar(&o.params.FasrBlocks, "fasr-blocks", recovery.DefaultFasrBlocks, "FaSR's level-2 pool: 16-bit bitmap blocks")
 	fs.String("config", "", "config file: one `key = value` per line with the keys of these flags; flags override it")
 	return fs
 }
@@ -202,7 +211,7 @@ func start(o options, log *slog.Logger) (d *daemon, err error) {
 	if d.addr, err = localAddr(d.ifi, o.ip); err != nil {
 		return d, err
 	}
-	scheme, err := recovery.New(o.scheme, recovery.Params{})
+	scheme, err := recovery.New(o.scheme, o.params)
 	if err != nil {
 		return d, err
 	}
