@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -260,8 +261,18 @@ func TestSteadyStateAllocs(t *testing.T) {
 		t.Skip("allocation count is checked in the full run")
 	}
 	for _, scheme := range recovery.Names() {
-		t.Run(scheme, func(t *testing.T) {
-			p := newSchemePair(t, scheme, recovery.Params{}, SimConfig{Seed: 14, AtoB: lossyLink(0), BtoA: lossyLink(0)}, ConnParams{MTU: qp.MTU1024})
+		for _, loss := range []float64{0, 0.01} {
+			t.Run(fmt.Sprintf("%s/loss%v", scheme, loss), func(t *testing.T) { steadyStateAllocs(t, scheme, loss) })
+		}
+	}
+}
+
+// steadyStateAllocs: with loss, the selective schemes' recovery (pools,
+// SACKs, the reorder buffer, FNACKs) allocates nothing either.
+func steadyStateAllocs(t *testing.T, scheme string, loss float64) {
+	{
+		{
+			p := newSchemePair(t, scheme, recovery.Params{}, SimConfig{Seed: 14, AtoB: lossyLink(loss), BtoA: lossyLink(loss)}, ConnParams{MTU: qp.MTU1024})
 			write := []qp.SendWR{sendWR(1, qp.WRRDMAWrite, sge(p.mrA, 0, 64<<10))}
 			write[0].RemoteAddr, write[0].RKey = p.mrB.Addr, p.mrB.RKey
 			send := []qp.SendWR{sendWR(2, qp.WRSend, sge(p.mrA, 0, 8))}
@@ -283,13 +294,16 @@ func TestSteadyStateAllocs(t *testing.T) {
 					t.Fatal("round did not complete")
 				}
 			}
-			for i := 0; i < 10; i++ {
+			for i := 0; i < 30; i++ {
 				round()
 			}
 			if allocs := testing.AllocsPerRun(50, round); allocs != 0 {
 				t.Fatalf("%.1f allocations per round (66 packets, 2 ACKs, 3 completions), want 0", allocs)
 			}
-		})
+			if c := p.sim.A.Counters(); loss > 0 && c.Retransmits == 0 {
+				t.Fatalf("no retransmission at %v%% loss: the lossy rounds did not exercise recovery", loss*100)
+			}
+		}
 	}
 }
 
