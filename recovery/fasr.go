@@ -418,7 +418,9 @@ func (f *fasrSender) OnLostCountSack(now Time, cum, sack qp.PSN, lostCnt int, ov
 		}
 		f.sackHigh = sack
 	}
-	if kind != Held { // a held READ or atomic completes only with its response
+	if kind == Held { // a held READ or atomic completes only with its response
+		f.hold(sack)
+	} else {
 		f.mark(sack)
 	}
 	f.raiseLossEdge(sack)

@@ -233,8 +233,11 @@ func (r *meloReceiver) fill(psn qp.PSN) {
 		default: // split: the later part is the more recent hole
 			later := Hole{Start: psn.Next(), Len: uint32(end.Diff(psn))}
 			earlier := Hole{Start: h.Start, Len: uint32(psn.Diff(h.Start))}
-			copy(r.holes[i+1:], r.holes[i:2])
-			r.holes[i], r.holes[i+1] = later, earlier
+			r.holes[i] = later
+			if i+1 < len(r.holes) { // else the earlier part is the fourth most recent: forgotten
+				copy(r.holes[i+2:], r.holes[i+1:2])
+				r.holes[i+1] = earlier
+			}
 		}
 		return
 	}

@@ -38,6 +38,7 @@ type selSender struct {
 	base     qp.PSN // cumulative acknowledgement
 	run      span   // acknowledged selectively, no bits needed
 	bits     chain  // acknowledged selectively, beyond what the run says
+	bitsHigh qp.PSN // the highest PSN set in bits
 	lossEdge qp.PSN // PSNs before it not acknowledged are lost
 	rtxNext  qp.PSN // the round's scan cursor
 	recovery bool
@@ -84,48 +85,49 @@ func (s *selSender) reset(start qp.PSN) {
 // acked reports whether psn is acknowledged selectively.
 func (s *selSender) acked(psn qp.PSN) bool { return s.run.has(psn) || s.bits.get(s.pool, psn) }
 
-// mark records psn as acknowledged; false if it could not be recorded.
+// mark records psn (at or after base) as acknowledged, in the run while
+// psn touches it and no bits are in use; otherwise the bits take over,
+// starting after the run when it is long enough to be worth compressing
+// (FaSR's compression-cnt, §III-D) and absorbing it when not. It returns
+// false, counting it, when the pool is short: that PSN will be resent.
 func (s *selSender) mark(psn qp.PSN) bool {
-	return recordRun(&s.run, &s.bits, s.pool, s.base, psn, &s.stats.SenderUnrecorded)
-}
-
-// recordRun records psn (at or after base) in a run backed by a chain: the run
-// grows while psn touches it and no bits are in use; otherwise the bits
-// take over, starting after the run when it is long enough to be worth
-// compressing (FaSR's compression-cnt, §III-D) and absorbing it when not.
-// It counts into *unrecorded and returns false when the pool is short.
-func recordRun(run *span, bits *chain, pool *BlockPool, base, psn qp.PSN, unrecorded *uint64) bool {
-	if psn.Before(base) || run.has(psn) {
+	if psn.Before(s.base) || s.run.has(psn) {
 		return true
 	}
-	if bits.empty() {
-		if run.empty() || run.extend(psn) {
-			run.add(psn)
+	if s.bits.empty() {
+		if s.run.empty() || s.run.extend(psn) {
+			s.run.add(psn)
 			return true
 		}
-		if psn.After(run.end) && run.len() >= pool.BlockBits() {
-			bits.start(run.end) // compressed: the run stays a count
+		if psn.After(s.run.end) && s.run.len() >= s.pool.BlockBits() {
+			s.bits.start(s.run.end) // compressed: the run stays a count
 		} else {
-			from := run.start
+			from := s.run.start
 			if psn.Before(from) {
 				from = psn
 			}
-			bits.start(from)
-			for p := run.start; p != run.end; p = p.Next() {
-				if !bits.set(pool, p) {
-					*unrecorded++
-				}
+			s.bits.start(from)
+			for p := s.run.start; p != s.run.end; p = p.Next() {
+				s.setBit(p)
 			}
-			*run = emptySpan(base)
+			s.run = emptySpan(s.base)
 		}
 	}
-	if psn.Before(bits.first) && (run.empty() || run.extend(psn)) {
-		run.add(psn) // before the bits, e.g. the answer to a READ at base
+	if psn.Before(s.bits.first) && (s.run.empty() || s.run.extend(psn)) {
+		s.run.add(psn) // before the bits, e.g. the answer to a READ at base
 		return true
 	}
-	if !bits.set(pool, psn) {
-		*unrecorded++
+	return s.setBit(psn)
+}
+
+func (s *selSender) setBit(p qp.PSN) bool {
+	fresh := s.bits.empty()
+	if !s.bits.set(s.pool, p) {
+		s.stats.SenderUnrecorded++
 		return false
+	}
+	if fresh || p.After(s.bitsHigh) {
+		s.bitsHigh = p
 	}
 	return true
 }
@@ -149,8 +151,16 @@ func (s *selSender) ack(unacked qp.PSN) qp.PSN {
 		s.run = emptySpan(s.base)
 	}
 	s.bits.advance(s.pool, s.base)
+	if !s.bits.empty() && s.base.After(s.bitsHigh) {
+		s.bits.release(s.pool) // nothing recorded beyond base: all blocks go back
+	}
 	if s.bits.empty() {
 		s.bits = newChain()
+	}
+	for i, r := range s.presumed {
+		if !r.empty() && !r.end.After(s.base) {
+			s.presumed[i] = span{}
+		}
 	}
 	if s.lossEdge.Before(s.base) {
 		s.lossEdge = s.base
@@ -189,22 +199,21 @@ func (s *selSender) restart(sent qp.PSN) {
 }
 
 // holeBefore reports whether some PSN from base up to p is neither
-// acknowledged nor resent in this round.
+// acknowledged, held, nor resent in this round.
 func (s *selSender) holeBefore(p qp.PSN) bool {
 	for q := s.base; q.Before(p); q = q.Next() {
-		if !s.acked(q) && !(s.recovery && q.Before(s.rtxNext)) {
+		if !s.acked(q) && !s.isPresumed(q) && !(s.recovery && q.Before(s.rtxNext)) {
 			return true
 		}
 	}
 	return false
 }
 
-// sack records from..to as acknowledged (Received or Answered) and enters
-// recovery when that leaves a hole.
+// sack records from..to as acknowledged (Received or Answered), or as held
+// (a READ or atomic request the responder keeps: not resent in this round,
+// but completed only by its response), and enters recovery when that
+// leaves a hole.
 func (s *selSender) sack(from, to qp.PSN, kind SackKind, sent qp.PSN) {
-	if kind == Held {
-		return
-	}
 	if from.Before(s.base) {
 		from = s.base
 	}
@@ -213,7 +222,11 @@ func (s *selSender) sack(from, to qp.PSN, kind SackKind, sent qp.PSN) {
 	}
 	hole := s.holeBefore(from)
 	for p := from; ; p = p.Next() {
-		s.mark(p)
+		if kind == Held {
+			s.hold(p)
+		} else {
+			s.mark(p)
+		}
 		if p == to {
 			break
 		}
@@ -252,6 +265,19 @@ func (s *selSender) timeout(base time.Duration, inflight int) time.Duration {
 
 // evict returns the chain's blocks; they come back on the next access.
 func (s *selSender) evict() { s.bits.spill(s.pool) }
+
+// hold records psn as held by the responder: presumed, growing the latest
+// span when psn follows it.
+func (s *selSender) hold(psn qp.PSN) {
+	if s.isPresumed(psn) {
+		return
+	}
+	if s.presumed[0].extend(psn) {
+		s.presumed[0].add(psn)
+		return
+	}
+	s.presume(span{psn, psn.Next()})
+}
 
 // presume records r as not to be resent in this round, forgetting the
 // oldest such span if all four are in use.

@@ -1,0 +1,562 @@
+package recovery
+
+import (
+	"testing"
+	"time"
+
+	"github.com/softnic/softnic/qp"
+)
+
+func newFasrScheme(t *testing.T, p Params) *fasrScheme {
+	t.Helper()
+	s, err := New(FaSR, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.(*fasrScheme)
+}
+
+func fasrRx(s *fasrScheme) *fasrReceiver { return s.NewReceiver().(*fasrReceiver) }
+func fasrTx(s *fasrScheme) *fasrSender   { return s.NewSender().(*fasrSender) }
+
+// fasrInUse checks the SR units and bitmap blocks in use.
+func fasrInUse(t *testing.T, s *fasrScheme, units, blocks int) {
+	t.Helper()
+	st := s.Stats()
+	if st.Pools[0].InUse != units || st.Pools[1].InUse != blocks {
+		t.Fatalf("%d units and %d blocks in use, want %d and %d", st.Pools[0].InUse, st.Pools[1].InUse, units, blocks)
+	}
+}
+
+// sackOf is the SACK a FaSR receiver answers an early packet with.
+func sackOf(keep bool, lost uint8, overflow bool) RxAction {
+	return RxAction{Keep: keep, Nak: true, Sack: true, LostCnt: lost, Overflow: overflow}
+}
+
+func wantKept(t *testing.T, r Receiver, kept map[qp.PSN]bool) {
+	t.Helper()
+	for psn, want := range kept {
+		if got, _ := r.Kept(psn); got != want {
+			t.Fatalf("Kept(%#x) = %v, want %v", psn, got, want)
+		}
+	}
+}
+
+// TestFaSRReceiverFastPath: a single loss needs no bitmap (§III-B1): one
+// SR unit, lost-cnt 1 in every SACK, and the retransmission of RCV-NXT
+// moves it past sack-high and ends the recovery.
+func TestFaSRReceiverFastPath(t *testing.T) {
+	s := newFasrScheme(t, Params{})
+	r := fasrRx(s)
+	const e = qp.PSN(0xFFFFFE) // across the wrap
+	r.Reset(e)
+	for k := uint32(1); k <= 4; k++ {
+		wantRx(t, r.OnOutOfSequence(0, e, e.Add(k), false), sackOf(true, 1, false), "early packet")
+		fasrInUse(t, s, 1, 0)
+	}
+	wantRx(t, r.OnOutOfSequence(0, e, e.Add(2), false), sackOf(false, 1, false), "a copy")
+	wantKept(t, r, map[qp.PSN]bool{e: false, e.Add(1): true, e.Add(4): true, e.Add(5): false})
+	st := s.Stats()
+	if st.RxFastPath != 4 || st.RxSlowPath != 0 {
+		t.Fatalf("%+v", st)
+	}
+	r.OnInSequence(0, e.Add(5)) // the retransmission of e; the walk took e+1..e+4
+	fasrInUse(t, s, 0, 0)
+	if st := s.Stats(); st.RxFastPath != 5 || st.RxSlowPath != 0 || st.Fallbacks != 0 || st.FNacksSent != 0 {
+		t.Fatalf("%+v", st)
+	}
+	if r.inRec {
+		t.Fatal("recovery goes on past sack-high")
+	}
+	wantKept(t, r, map[qp.PSN]bool{e.Add(4): false, e.Add(6): false})
+	// The next loss starts a new recovery from scratch.
+	wantRx(t, r.OnOutOfSequence(0, e.Add(5), e.Add(6), false), sackOf(true, 1, false), "next recovery")
+	r.Reset(0)
+	fasrInUse(t, s, 0, 0)
+}
+
+// TestFaSRReceiverSlowPath: two losses need the bitmap; lost-cnt counts
+// the missing packets, falls as retransmissions of RCV-NXT come, and at 1
+// the bitmap goes back and the fast path resumes.
+func TestFaSRReceiverSlowPath(t *testing.T) {
+	s := newFasrScheme(t, Params{})
+	r := fasrRx(s)
+	r.Reset(0)
+	wantRx(t, r.OnOutOfSequence(0, 0, 2, false), sackOf(true, 2, false), "2 (0 and 1 lost)")
+	fasrInUse(t, s, 1, 1)
+	wantRx(t, r.OnOutOfSequence(0, 0, 3, false), sackOf(true, 2, false), "3")
+	wantRx(t, r.OnOutOfSequence(0, 0, 5, false), sackOf(true, 3, false), "5 (4 lost)")
+	if st := s.Stats(); st.RxSlowPath != 3 || st.RxFastPath != 0 {
+		t.Fatalf("%+v", st)
+	}
+	wantKept(t, r, map[qp.PSN]bool{1: false, 2: true, 3: true, 4: false, 5: true, 6: false})
+	r.OnInSequence(0, 1) // 0 came
+	fasrInUse(t, s, 1, 1)
+	wantRx(t, r.OnOutOfSequence(0, 1, 6, false), sackOf(true, 2, false), "6")
+	r.OnInSequence(0, 4) // 1 came, 2 and 3 walked: only 4 is missing
+	fasrInUse(t, s, 1, 0)
+	if r.slow() {
+		t.Fatal("still on the slow path with lost-cnt 1")
+	}
+	wantKept(t, r, map[qp.PSN]bool{4: false, 5: true, 6: true, 7: false})
+	fast := s.Stats().RxFastPath
+	wantRx(t, r.OnOutOfSequence(0, 4, 7, false), sackOf(true, 1, false), "7 on the fast path again")
+	if s.Stats().RxFastPath != fast+1 {
+		t.Fatalf("%+v", s.Stats())
+	}
+	fasrInUse(t, s, 1, 0)
+	r.OnInSequence(0, 8)
+	fasrInUse(t, s, 0, 0)
+}
+
+// TestFaSRReceiverCompression: a run of a block or more received after
+// RCV-NXT when the slow path begins stays a count (compression-cnt,
+// §III-D): the bitmap starts after it and takes fewer blocks than the
+// span; a shorter run goes into the bitmap.
+func TestFaSRReceiverCompression(t *testing.T) {
+	s := newFasrScheme(t, Params{}) // 16-bit blocks
+	r := fasrRx(s)
+	r.Reset(0)
+	for p := qp.PSN(1); p <= 20; p++ { // 0 lost
+		r.OnOutOfSequence(0, 0, p, false)
+	}
+	fasrInUse(t, s, 1, 0)
+	wantRx(t, r.OnOutOfSequence(0, 0, 22, false), sackOf(true, 2, false), "22 (21 lost)")
+	// RCV-NXT+1..sack-high spans 22 PSNs, two blocks' worth; compressed it
+	// takes one.
+	fasrInUse(t, s, 1, 1)
+	wantKept(t, r, map[qp.PSN]bool{0: false, 1: true, 16: true, 20: true, 21: false, 22: true, 23: false})
+	wantRx(t, r.OnOutOfSequence(0, 0, 23, false), sackOf(true, 2, false), "23")
+	fasrInUse(t, s, 1, 1)
+	r.OnInSequence(0, 21) // 0 came, 1-20 walked
+	fasrInUse(t, s, 1, 0) // only 21 missing: fast path
+	wantKept(t, r, map[qp.PSN]bool{21: false, 22: true, 23: true, 24: false})
+	r.OnInSequence(0, 24)
+	fasrInUse(t, s, 0, 0)
+
+	// A short run is not compressed: it goes into the bitmap.
+	r.Reset(100)
+	for p := qp.PSN(101); p <= 105; p++ {
+		r.OnOutOfSequence(0, 100, p, false)
+	}
+	r.OnOutOfSequence(0, 100, 107, false)
+	wantKept(t, r, map[qp.PSN]bool{101: true, 105: true, 106: false, 107: true})
+	fasrInUse(t, s, 1, 1)
+	// The run and the packet after it at the edge of a block: 101-116
+	// received, 117 lost, 118 arrives: compressed, the bitmap starts at
+	// 117 and needs one block where 101-118 would need two.
+	r.Reset(200)
+	for p := qp.PSN(201); p <= 216; p++ {
+		r.OnOutOfSequence(0, 200, p, false)
+	}
+	r.OnOutOfSequence(0, 200, 218, false)
+	fasrInUse(t, s, 1, 1)
+	wantKept(t, r, map[qp.PSN]bool{201: true, 216: true, 217: false, 218: true})
+	r.Reset(0)
+	fasrInUse(t, s, 0, 0)
+}
+
+// TestFaSRReceiverFNack: a packet between RCV-NXT and sack-high that
+// fills a hole other than RCV-NXT is dropped and answered by an FNACK
+// (§III-D); a copy of a packet held is acknowledged again.
+func TestFaSRReceiverFNack(t *testing.T) {
+	s := newFasrScheme(t, Params{})
+	r := fasrRx(s)
+	r.Reset(0)
+	r.OnOutOfSequence(0, 0, 2, false)
+	r.OnOutOfSequence(0, 0, 4, false)
+	wantRx(t, r.OnOutOfSequence(0, 0, 3, false), RxAction{FNack: true}, "3 (fills a hole, 0 still missing)")
+	wantRx(t, r.OnOutOfSequence(0, 0, 1, false), RxAction{FNack: true}, "1")
+	wantKept(t, r, map[qp.PSN]bool{1: false, 2: true, 3: false, 4: true})
+	wantRx(t, r.OnOutOfSequence(0, 0, 2, false), sackOf(false, 3, false), "a copy of 2")
+	if st := s.Stats(); st.FNacksSent != 2 {
+		t.Fatalf("%+v", st)
+	}
+	// After 0 arrives, 1 is RCV-NXT: in order, no FNACK; 3 still is one.
+	r.OnInSequence(0, 1)
+	wantRx(t, r.OnOutOfSequence(0, 1, 3, false), RxAction{FNack: true}, "3 with 1 missing")
+	r.OnInSequence(0, 3)
+	wantRx(t, r.OnOutOfSequence(0, 3, 5, false), sackOf(true, 1, false), "5 with only 3 missing")
+	r.OnInSequence(0, 6)
+	fasrInUse(t, s, 0, 0)
+}
+
+// TestFaSRReceiverOverflow: lost-cnt is 3 bits: 7 lost is 7, an 8th
+// overflows it; it stays 7, flagged, until the recovery ends.
+func TestFaSRReceiverOverflow(t *testing.T) {
+	s := newFasrScheme(t, Params{})
+	r := fasrRx(s)
+	r.Reset(0)
+	wantRx(t, r.OnOutOfSequence(0, 0, 7, false), sackOf(true, 7, false), "7 lost")
+	wantRx(t, r.OnOutOfSequence(0, 0, 9, false), sackOf(true, 7, true), "8 lost")
+	if st := s.Stats(); st.LostCntOverflows != 1 {
+		t.Fatalf("%+v", st)
+	}
+	wantRx(t, r.OnOutOfSequence(0, 0, 12, false), sackOf(true, 7, true), "10 lost")
+	for e := qp.PSN(1); e <= 7; e++ {
+		r.OnInSequence(0, e)
+		wantRx(t, r.OnOutOfSequence(0, e, 12, false), sackOf(false, 7, true), "a copy during overflow")
+	}
+	r.OnInSequence(0, 8)
+	r.OnInSequence(0, 10)
+	r.OnInSequence(0, 13)
+	fasrInUse(t, s, 0, 0)
+	if st := s.Stats(); st.LostCntOverflows != 1 {
+		t.Fatalf("%+v", st)
+	}
+	// The next recovery counts afresh; 8 lost at once overflows too.
+	wantRx(t, r.OnOutOfSequence(0, 13, 15, false), sackOf(true, 2, false), "next recovery")
+	r.OnInSequence(0, 16)
+	wantRx(t, r.OnOutOfSequence(0, 16, 24, false), sackOf(true, 7, true), "8 lost at once")
+	if st := s.Stats(); st.LostCntOverflows != 2 {
+		t.Fatalf("%+v", st)
+	}
+	r.Reset(0)
+	fasrInUse(t, s, 0, 0)
+}
+
+// TestFaSRReceiverUnitsExhausted: no SR unit for a QP's recovery: its
+// early packets are dropped and NAKed go-back-N style, at most once per NAK
+// interval; once a unit is free it is selective again.
+func TestFaSRReceiverUnitsExhausted(t *testing.T) {
+	const ival = 100 * time.Microsecond
+	s := newFasrScheme(t, Params{FasrUnits: 1, NakInterval: ival})
+	r1, r2 := fasrRx(s), fasrRx(s)
+	r1.Reset(0)
+	r2.Reset(50)
+	r1.OnOutOfSequence(0, 0, 1, false)
+	wantRx(t, r2.OnOutOfSequence(0, 50, 52, false), RxAction{Nak: true}, "no unit")
+	wantRx(t, r2.OnOutOfSequence(ival/2, 50, 53, false), RxAction{}, "no unit, within the NAK interval")
+	wantRx(t, r2.OnOutOfSequence(ival, 50, 54, false), RxAction{Nak: true}, "no unit, after the NAK interval")
+	wantKept(t, r2, map[qp.PSN]bool{52: false, 53: false})
+	if st := s.Stats(); st.Fallbacks != 3 || st.PoolDrops != 3 || st.Pools[0].Exhausted != 3 {
+		t.Fatalf("%+v", st)
+	}
+	r1.OnInSequence(ival, 2)
+	fasrInUse(t, s, 0, 0)
+	wantRx(t, r2.OnOutOfSequence(ival, 50, 52, false), sackOf(true, 2, false), "a unit is free")
+	fasrInUse(t, s, 1, 1)
+	r2.OnInSequence(ival, 53)
+	fasrInUse(t, s, 0, 0)
+}
+
+// TestFaSRReceiverBlocksExhausted: no bitmap block when a QP's recovery
+// needs its slow path: it falls back to go-back-N; what it recorded is
+// kept (the walk still finds it); it is selective again once the recovery
+// is over.
+func TestFaSRReceiverBlocksExhausted(t *testing.T) {
+	const ival = 100 * time.Microsecond
+	s := newFasrScheme(t, Params{FasrBlocks: 1, NakInterval: ival})
+	r1, r2 := fasrRx(s), fasrRx(s)
+	r1.Reset(1000)
+	r1.OnOutOfSequence(0, 1000, 1002, false) // slow path: the only block
+	fasrInUse(t, s, 1, 1)
+	r2.Reset(0)
+	for p := qp.PSN(1); p <= 3; p++ {
+		wantRx(t, r2.OnOutOfSequence(0, 0, p, false), sackOf(true, 1, false), "fast path")
+	}
+	fasrInUse(t, s, 2, 1)
+	// 4 lost, 5 needs the slow path: no block.
+	wantRx(t, r2.OnOutOfSequence(0, 0, 5, false), RxAction{Nak: true}, "5, no block")
+	wantRx(t, r2.OnOutOfSequence(1, 0, 6, false), RxAction{}, "6 within the NAK interval")
+	wantRx(t, r2.OnOutOfSequence(2, 0, 2, false), RxAction{}, "a copy of 2 in fallback")
+	wantRx(t, r2.OnOutOfSequence(ival, 0, 7, false), RxAction{Nak: true}, "7 after the NAK interval")
+	st := s.Stats()
+	if st.Fallbacks != 1 || st.PoolDrops != 3 || st.Pools[1].Exhausted == 0 {
+		t.Fatalf("%+v", st)
+	}
+	wantKept(t, r2, map[qp.PSN]bool{1: true, 2: true, 3: true, 4: false, 5: false})
+	// Go-back-N resends from 0: its walk takes 1-3, the recovery ends.
+	r2.OnInSequence(ival, 4)
+	fasrInUse(t, s, 1, 1)
+	if r2.fallback || r2.inRec {
+		t.Fatal("still in fallback after the recovery")
+	}
+	r2.OnInSequence(ival, 6) // 4 and 5 in order
+	wantRx(t, r2.OnOutOfSequence(ival, 6, 7, false), sackOf(true, 1, false), "selective again")
+	fasrInUse(t, s, 2, 1)
+	// On the slow path the bitmap cannot grow: fallback too.
+	r1.OnOutOfSequence(ival, 1000, 1016, false) // still in its block (1001-1016)
+	wantRx(t, r1.OnOutOfSequence(ival, 1000, 1017, false), RxAction{Nak: true}, "1017 needs a second block")
+	wantRx(t, r1.OnOutOfSequence(ival, 1000, 1018, false), RxAction{}, "1018 in fallback")
+	wantKept(t, r1, map[qp.PSN]bool{1002: true, 1016: true, 1017: false})
+	if r1.sackHigh != 1016 {
+		t.Fatalf("sack-high %d moved over dropped packets", r1.sackHigh)
+	}
+	r1.OnInSequence(ival, 1001)
+	r1.OnInSequence(ival, 1003)
+	r1.OnInSequence(ival, 1017)
+	r2.OnInSequence(ival, 8)
+	fasrInUse(t, s, 0, 0)
+	// A first early packet that needs a block it cannot have.
+	r1.OnOutOfSequence(ival, 1017, 1019, false)
+	wantRx(t, r2.OnOutOfSequence(10*ival, 8, 10, false), RxAction{Nak: true}, "first packet, no block")
+	fasrInUse(t, s, 1, 1)
+	if r2.inRec {
+		t.Fatal("a recovery without bits holds a unit")
+	}
+}
+
+// TestFaSRReceiverEvict: an evicted QP returns its unit and blocks and
+// takes them back on the next access, with its record intact.
+func TestFaSRReceiverEvict(t *testing.T) {
+	s := newFasrScheme(t, Params{FasrBlockBits: 4})
+	r := fasrRx(s)
+	r.Reset(0)
+	r.OnOutOfSequence(0, 0, 2, false)
+	wantRx(t, r.OnOutOfSequence(0, 0, 6, false), sackOf(true, 5, false), "6")
+	fasrInUse(t, s, 1, 2)
+	var ev Evictable = r
+	ev.OnEvict()
+	fasrInUse(t, s, 0, 0)
+	wantKept(t, r, map[qp.PSN]bool{1: false, 2: true, 3: false, 5: false, 6: true, 7: false})
+	fasrInUse(t, s, 0, 2)
+	wantRx(t, r.OnOutOfSequence(0, 0, 7, false), sackOf(true, 5, false), "7 after the eviction")
+	fasrInUse(t, s, 1, 2)
+	r.OnEvict()
+	r.OnInSequence(0, 1) // the next access is in order
+	fasrInUse(t, s, 1, 2)
+	r.OnInSequence(0, 3)
+	r.OnInSequence(0, 4)
+	r.OnInSequence(0, 5)
+	r.OnInSequence(0, 8)
+	fasrInUse(t, s, 0, 0)
+}
+
+// TestFaSRSenderLostCount walks §III-B2: the first SACK marks everything
+// between UNACK and it lost; later, a gap between a SACK and sack-high is
+// resent only if lost-cnt grew; a gap with lost-cnt unchanged is not
+// resent in this round, nor acknowledged, and the timeout's round resends
+// it.
+func TestFaSRSenderLostCount(t *testing.T) {
+	s := newFasrScheme(t, Params{})
+	f := fasrTx(s)
+	const start = qp.PSN(0xFFFFFE)
+	f.Reset(start)
+	sent := start.Add(12)
+	at := func(k uint32) qp.PSN { return start.Add(k) }
+	if r := f.OnLostCountSack(0, start, at(3), 3, false, Received, sent); r.GoBack {
+		t.Fatalf("first SACK: %+v", r)
+	}
+	if got := drain(f); !samePSNs(got, at(0), at(1), at(2)) {
+		t.Fatalf("first SACK resent %x", got)
+	}
+	fasrInUse(t, s, 1, 0)
+	if st := s.Stats(); st.TxFastPath != 1 || st.TxSlowPath != 0 {
+		t.Fatalf("%+v", st)
+	}
+	// 4 and 5 lost: lost-cnt grew to 5.
+	f.OnLostCountSack(0, start, at(6), 5, false, Received, sent)
+	if got := drain(f); !samePSNs(got, at(4), at(5)) {
+		t.Fatalf("a gap with lost-cnt grown resent %x", got)
+	}
+	if st := s.Stats(); st.TxSlowPath != 1 || st.Pools[1].InUse == 0 {
+		t.Fatalf("%+v", st)
+	}
+	// 7 and 8 arrived but their SACKs were lost: lost-cnt unchanged.
+	f.OnLostCountSack(0, start, at(9), 5, false, Received, sent)
+	if got := drain(f); len(got) != 0 {
+		t.Fatalf("a gap with lost-cnt unchanged resent %x", got)
+	}
+	// The retransmissions of 0-2 arrive: the cumulative acknowledgement
+	// moves over 3; then 4 and 5: over 6, and not over 7 and 8, presumed
+	// but never acknowledged.
+	if got := f.OnAck(0, at(3)); got != at(4) {
+		t.Fatalf("cumulative %#x, want %#x", got, at(4))
+	}
+	if got := f.OnAck(0, at(6)); got != at(7) {
+		t.Fatalf("cumulative %#x, want %#x: presumed PSNs acknowledged", got, at(7))
+	}
+	if f.acked(at(7)) || f.acked(at(8)) {
+		t.Fatal("presumed PSNs recorded as acknowledged")
+	}
+	// They never came: the timeout's round resends them (lost-cnt > 1).
+	if r := f.OnTimeout(0, at(7), sent); r.GoBack {
+		t.Fatalf("timeout with lost-cnt 5 went back: %+v", r)
+	}
+	if got := drain(f); !samePSNs(got, at(7), at(8)) {
+		t.Fatalf("after the timeout resent %x", got)
+	}
+	if st := s.Stats(); st.TxSlowPath != 3 {
+		t.Fatalf("%+v", st)
+	}
+	if got := f.OnAck(0, at(9)); got != at(10) {
+		t.Fatalf("cumulative %#x", got)
+	}
+	fasrInUse(t, s, 0, s.Stats().Pools[1].InUse) // unit back: UNACK passed sack-high
+	// Nothing is SACKed after 9: a timeout now (lost-cnt 0, no recovery)
+	// goes back to UNACK.
+	fast := s.Stats().TxFastPath
+	if r := f.OnTimeout(0, at(10), sent); !r.GoBack || r.GoBackTo != at(10) {
+		t.Fatalf("timeout without a SACK: %+v", r)
+	}
+	if st := s.Stats(); st.TxFastPath != fast+1 {
+		t.Fatalf("%+v", st)
+	}
+}
+
+// TestFaSRSenderTimeoutLostOne: with lost-cnt 1 a timeout resends UNACK
+// only; with no SACK at all (lost-cnt 0) it goes back to UNACK.
+func TestFaSRSenderTimeoutLostOne(t *testing.T) {
+	s := newFasrScheme(t, Params{})
+	f := fasrTx(s)
+	f.Reset(100)
+	if r := f.OnTimeout(0, 100, 110); !r.GoBack || r.GoBackTo != 100 {
+		t.Fatalf("timeout with nothing SACKed: %+v", r)
+	}
+	if r := f.OnTimeout(0, 104, 110); !r.GoBack || r.GoBackTo != 104 {
+		t.Fatalf("timeout with nothing SACKed: %+v", r)
+	}
+	f.OnLostCountSack(0, 104, 105, 1, false, Received, 110)
+	f.OnLostCountSack(0, 104, 106, 1, false, Received, 110)
+	if got := drain(f); !samePSNs(got, 104) {
+		t.Fatalf("resent %v", got)
+	}
+	if r := f.OnTimeout(0, 104, 110); r.GoBack {
+		t.Fatalf("timeout with lost-cnt 1 went back: %+v", r)
+	}
+	if got := drain(f); !samePSNs(got, 104) {
+		t.Fatalf("timeout with lost-cnt 1 resent %v", got)
+	}
+	if st := s.Stats(); st.TxSlowPath != 0 || st.TxFastPath != 5 {
+		t.Fatalf("%+v", st)
+	}
+	if got := f.OnAck(0, 105); got != 107 {
+		t.Fatalf("cumulative %d", got)
+	}
+	fasrInUse(t, s, 0, 0)
+}
+
+// TestFaSRSenderFNack: an FNACK restarts the round from UNACK once; a
+// second one before a new ACK does nothing; after the cumulative
+// acknowledgement moves it works again.
+func TestFaSRSenderFNack(t *testing.T) {
+	s := newFasrScheme(t, Params{})
+	f := fasrTx(s)
+	f.Reset(0)
+	const sent = 10
+	f.OnFNack(0, 0, 2, sent)
+	if got := drain(f); len(got) != 0 || s.Stats().FNacksTaken != 0 {
+		t.Fatalf("an FNACK outside recovery resent %v", got)
+	}
+	f.OnLostCountSack(0, 0, 3, 3, false, Received, sent)
+	if got := drain(f); !samePSNs(got, 0, 1, 2) {
+		t.Fatalf("resent %v", got)
+	}
+	if r := f.OnFNack(0, 0, 2, sent); r.GoBack {
+		t.Fatalf("FNACK went back: %+v", r)
+	}
+	if got := drain(f); !samePSNs(got, 0, 1, 2) || s.Stats().FNacksTaken != 1 {
+		t.Fatalf("after an FNACK resent %v (%+v)", got, s.Stats())
+	}
+	f.OnFNack(0, 0, 2, sent)
+	f.OnFNack(0, 0, 1, sent)
+	if got := drain(f); len(got) != 0 || s.Stats().FNacksTaken != 1 {
+		t.Fatalf("a second FNACK before a new ACK resent %v (%+v)", got, s.Stats())
+	}
+	f.OnAck(0, 0) // no progress
+	f.OnFNack(0, 0, 2, sent)
+	if got := drain(f); len(got) != 0 {
+		t.Fatalf("an ACK without progress re-armed the FNACK: %v", got)
+	}
+	f.OnAck(0, 1)
+	f.OnFNack(0, 1, 2, sent)
+	if got := drain(f); !samePSNs(got, 1, 2) || s.Stats().FNacksTaken != 2 {
+		t.Fatalf("an FNACK after progress resent %v (%+v)", got, s.Stats())
+	}
+}
+
+// TestFaSRSenderUnitsExhausted: a sender that finds no SR unit goes back
+// N; once a unit is free it is selective again.
+func TestFaSRSenderUnitsExhausted(t *testing.T) {
+	s := newFasrScheme(t, Params{FasrUnits: 1})
+	f1, f2 := fasrTx(s), fasrTx(s)
+	f1.Reset(0)
+	f2.Reset(500)
+	f1.OnLostCountSack(0, 0, 2, 2, false, Received, 10)
+	if r := f2.OnLostCountSack(0, 500, 502, 2, false, Received, 510); !r.GoBack || r.GoBackTo != 500 {
+		t.Fatalf("no unit: %+v", r)
+	}
+	if got := drain(f2); len(got) != 0 {
+		t.Fatalf("went back and resent selectively %v", got)
+	}
+	if st := s.Stats(); st.Fallbacks != 1 {
+		t.Fatalf("%+v", st)
+	}
+	if got := f1.OnAck(0, 3); got != 3 {
+		t.Fatalf("cumulative %d", got)
+	}
+	fasrInUse(t, s, 0, 0)
+	if r := f2.OnLostCountSack(0, 500, 502, 2, false, Received, 510); r.GoBack {
+		t.Fatalf("a unit is free: %+v", r)
+	}
+	if got := drain(f2); !samePSNs(got, 500, 501) {
+		t.Fatalf("resent %v", got)
+	}
+}
+
+// TestFaSRSenderEvict: the sender's unit and blocks go back on eviction
+// and its record survives.
+func TestFaSRSenderEvict(t *testing.T) {
+	s := newFasrScheme(t, Params{FasrBlockBits: 4})
+	f := fasrTx(s)
+	f.Reset(0)
+	f.OnLostCountSack(0, 0, 2, 2, false, Received, 12)
+	f.OnLostCountSack(0, 0, 9, 8, true, Received, 12)
+	fasrInUse(t, s, 1, 2)
+	var ev Evictable = f
+	ev.OnEvict()
+	fasrInUse(t, s, 0, 0)
+	if got := drain(f); !samePSNs(got, 0, 1, 3, 4, 5, 6, 7, 8) {
+		t.Fatalf("after eviction resent %v", got)
+	}
+	if got := f.OnAck(0, 2); got != 3 {
+		t.Fatalf("cumulative %d", got)
+	}
+	fasrInUse(t, s, 1, 2)
+	f.OnAck(0, 12)
+	fasrInUse(t, s, 0, 0)
+}
+
+// TestFaSRSenderHeldNotResent: READ requests the responder holds out of
+// order (Held) need no resending (§III-B2: only the PSNs between UNACK
+// and the first SACK, and gaps with lost-cnt grown, are resent). A SACK
+// contiguous with sack-high and lost-cnt unchanged resends nothing.
+func TestFaSRSenderHeldNotResent(t *testing.T) {
+	s := newFasrScheme(t, Params{})
+	f := fasrTx(s)
+	f.Reset(5)
+	f.OnLostCountSack(0, 5, 6, 1, false, Held, 20)
+	if got := drain(f); !samePSNs(got, 5) {
+		t.Fatalf("first SACK resent %v, want [5]", got)
+	}
+	for p := qp.PSN(7); p <= 10; p++ {
+		f.OnLostCountSack(0, 5, p, 1, false, Held, 20)
+		if got := drain(f); len(got) != 0 {
+			t.Fatalf("SACK %d (held, lost-cnt 1, no gap) resent %v", p, got)
+		}
+	}
+}
+
+// TestFaSRSenderBlocksReturned: once everything sent is acknowledged the
+// sender's recovery is over and its bitmap blocks are back in the pool;
+// in-order acknowledgements after that take no blocks.
+func TestFaSRSenderBlocksReturned(t *testing.T) {
+	s := newFasrScheme(t, Params{})
+	f := fasrTx(s)
+	f.Reset(0)
+	const sent = 8
+	f.OnLostCountSack(0, 0, 3, 3, false, Received, sent)
+	f.OnLostCountSack(0, 0, 6, 5, false, Received, sent)
+	drain(f)
+	if got := f.OnAck(0, sent); got != sent || f.recovery {
+		t.Fatalf("cumulative %d, recovery %v", got, f.recovery)
+	}
+	fasrInUse(t, s, 0, 0)
+	// More is sent and acknowledged in order, without loss.
+	f.OnSack(0, sent, sent+19, Received, sent+20)
+	f.OnAck(0, sent+20)
+	if st := s.Stats().Pools[1]; st.InUse != 0 || st.Allocs != 1 {
+		t.Fatalf("lossless traffic after the recovery: %+v", st)
+	}
+}
