@@ -104,9 +104,13 @@ func (b *embedded) createCQ(cq *CQ, cqe int) error {
 func (b *embedded) destroyCQ(*CQ) error { return nil }
 
 func (b *embedded) createQP(q *QP, attr QPInitAttr) error {
+	if err := dataplane.CheckScheme(attr.Scheme); err != nil {
+		return err
+	}
 	eq, err := b.e.CreateQP(q.pd.h, dataplane.QPInitAttr{
 		SendCQ: attr.SendCQ.ecq, RecvCQ: attr.RecvCQ.ecq,
 		MaxSendWR: attr.MaxSendWR, MaxRecvWR: attr.MaxRecvWR, SigAll: attr.SqSigAll,
+		Scheme: attr.Scheme,
 	})
 	if err != nil {
 		return err
@@ -119,6 +123,7 @@ func (b *embedded) modifyQP(q *QP, attr *QPAttr, mask AttrMask) error {
 	return b.e.ModifyQP(q.q, attr, mask)
 }
 
-func (b *embedded) queryQP(q *QP) (QPAttr, error) { return b.e.QueryQP(q.q), nil }
-func (b *embedded) destroyQP(q *QP) error         { return b.e.DestroyQP(q.q) }
-func (b *embedded) close() error                  { return nil }
+func (b *embedded) queryQP(q *QP) (QPAttr, error)        { return b.e.QueryQP(q.q), nil }
+func (b *embedded) setQPScheme(q *QP, name string) error { return b.e.SetQPScheme(q.q, name) }
+func (b *embedded) destroyQP(q *QP) error                { return b.e.DestroyQP(q.q) }
+func (b *embedded) close() error                         { return nil }

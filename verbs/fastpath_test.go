@@ -1,6 +1,7 @@
 package verbs
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -10,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/softnic/softnic/dataplane"
+	"github.com/softnic/softnic/qp"
 )
 
 func addrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
@@ -122,13 +124,13 @@ func TestDaemonFastPath(t *testing.T) {
 			t.Fatalf("%d read/write system calls in 20 rounds", (r2-r1)-(r1-r0))
 		}
 	}
-	if ctxA.remote.bells.Load() != 0 || ctxB.remote.bells.Load() != 0 {
+	if ctxA.remote.rung.Load() != 0 || ctxB.remote.rung.Load() != 0 {
 		t.Fatal("doorbell rung while the daemon was awake")
 	}
 
 	// need_wakeup: raised by BeforeWait, the next post rings once; the
 	// recheck pump that finds the work clears it; later posts do not ring.
-	bells := func() uint64 { return ctxB.remote.bells.Load() }
+	bells := func() uint64 { return ctxB.remote.rung.Load() }
 	d.b.BeforeWait()
 	if err := b.qp.PostRecv(recvs[0]); err != nil {
 		t.Fatal(err)
@@ -241,14 +243,21 @@ func conformanceScript(t *testing.T, ctx *Context, peerGID netip.Addr, peerMAC [
 	must(err)
 	_, err = pd.CreateQP(QPInitAttr{SendCQ: cq, RecvCQ: cq, MaxSendWR: 0, MaxRecvWR: 4})
 	note("qp of 0", err)
+	_, err = pd.CreateQP(QPInitAttr{SendCQ: cq, RecvCQ: cq, MaxSendWR: 4, MaxRecvWR: 3, Scheme: "nope"})
+	note("qp with an unknown scheme", err)
 	q, err := pd.CreateQP(QPInitAttr{SendCQ: cq, RecvCQ: cq, MaxSendWR: 4, MaxRecvWR: 3})
 	must(err)
-	out = append(out, fmt.Sprintf("qpn %#x", q.QPN()))
+	out = append(out, fmt.Sprintf("qpn %#x scheme %s", q.QPN(), q.Scheme()))
+	note("scheme irn in RESET", q.SetScheme("irn"))
+	note("scheme nope", q.SetScheme("nope"))
+	out = append(out, "scheme "+q.Scheme())
 	note("send in RESET", q.PostSend(SendWR{Opcode: WRSend}))
 	note("recv in RESET", q.PostRecv(RecvWR{}))
 	note("RESET to RTR", q.Modify(&QPAttr{State: QPSRTR}, AttrState))
 	note("INIT without attributes", q.Modify(&QPAttr{State: QPSInit}, AttrState))
 	note("INIT", q.Modify(&QPAttr{State: QPSInit, AccessFlags: allAccess, Port: 1}, AttrState|AttrPKeyIndex|AttrPort|AttrAccessFlags))
+	note("scheme gbn in INIT", q.SetScheme("gbn"))
+	out = append(out, "scheme "+q.Scheme())
 	note("recv of 9 SGEs", q.PostRecv(RecvWR{NumSGE: 9}))
 	note("recv past the region", q.PostRecv(RecvWR{NumSGE: 1, SGL: [8]SGE{mr.SGE(1<<16-10, 20)}}))
 	note("recv with a stale key", q.PostRecv(RecvWR{NumSGE: 1, SGL: [8]SGE{{Addr: mr.Addr, Length: 8, LKey: mr.LKey + 1}}}))
@@ -261,6 +270,8 @@ func conformanceScript(t *testing.T, ctx *Context, peerGID netip.Addr, peerMAC [
 	note("RTR", q.Modify(&QPAttr{State: QPSRTR, AV: AHAttr{DGID: peerGID, DMAC: peerMAC, HopLimit: 64}, PathMTU: MTU1024,
 		DestQPN: 0x10, RQPSN: 5, MaxDestRdAtomic: 4, MinRNRTimer: 1},
 		AttrState|AttrAV|AttrPathMTU|AttrDestQPN|AttrRQPSN|AttrMaxDestRdAtomic|AttrMinRNRTimer))
+	note("scheme irn in RTR", q.SetScheme("irn"))
+	out = append(out, "scheme "+q.Scheme())
 	// No ACK timeout: the sends stay outstanding (the peer has no such QP).
 	note("RTS", q.Modify(&QPAttr{State: QPSRTS, SQPSN: 7, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 4},
 		AttrState|AttrSQPSN|AttrTimeout|AttrRetryCnt|AttrRNRRetry|AttrMaxQPRdAtomic))
@@ -305,4 +316,88 @@ func conformanceScript(t *testing.T, ctx *Context, peerGID netip.Addr, peerMAC [
 	}
 	out = append(out, "counters "+strings.Join(names, ","))
 	return out
+}
+
+// TestDaemonUnsignaled: send WQEs posted unsignaled retire in the engine
+// with no completion; their ring slots still come free for the client, as
+// in embedded mode. The QP's send ring holds 4: 4 unsignaled WRITEs fill
+// it, and once the peer acknowledged them 4 more fit (the last
+// signaled), whose completion comes with all 8 WRITEs' data in place.
+func TestDaemonUnsignaled(t *testing.T) {
+	d := startDaemons(t, dataplane.SimConfig{Seed: 4}, false)
+	ctxA, err := Dial(d.sockA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctxA.Close()
+	ctxB, err := Dial(d.sockB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctxB.Close()
+	a, err := newSide(ctxA, 1<<16, 4, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := newSide(ctxB, 1<<16, 4, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	epA, _ := a.endpoint()
+	epB, _ := b.endpoint()
+	if err := a.connect(epB); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.connect(epA); err != nil {
+		t.Fatal(err)
+	}
+	copy(a.buf, pattern(5, len(a.buf)))
+	write := func(i int, flags qp.SendFlags) SendWR {
+		return SendWR{WRID: uint64(i), Opcode: WRRDMAWrite, Flags: flags, NumSGE: 1,
+			SGL: [8]SGE{a.mr.SGE(i*1024, 1024)}, RemoteAddr: epB.Addr + uint64(i*1024), RKey: epB.RKey}
+	}
+	for i := range 4 {
+		if err := a.qp.PostSend(write(i, 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.qp.PostSend(write(4, 0)); !errors.Is(err, dataplane.ErrQueueFull) {
+		t.Fatalf("fifth WQE in a ring of 4: %v", err)
+	}
+	posted := 4
+	wcs := make([]WC, 8)
+	for step := 0; ; step++ {
+		if step > 100000 {
+			t.Fatalf("%d WRITEs posted; the ring never came free", posted)
+		}
+		d.a.Pump()
+		d.b.Pump()
+		for posted < 8 {
+			var flags qp.SendFlags
+			if posted == 7 {
+				flags = SendSignaled
+			}
+			if err := a.qp.PostSend(write(posted, flags)); err != nil {
+				if !errors.Is(err, dataplane.ErrQueueFull) {
+					t.Fatal(err)
+				}
+				break
+			}
+			posted++
+		}
+		n, err := a.cq.Poll(wcs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			if n != 1 || wcs[0].WRID != 7 || wcs[0].Status != WCSuccess {
+				t.Fatalf("completions %+v", wcs[:n])
+			}
+			break
+		}
+		d.sim.Step()
+	}
+	if !bytes.Equal(b.buf[:8*1024], a.buf[:8*1024]) {
+		t.Fatal("the WRITEs' data differs")
+	}
 }

@@ -35,8 +35,8 @@ func Dial(socketPath string) (*Context, error) {
 	r.mrs.Store(&map[uint32]mrCheck{})
 	var hello proto.HelloResult
 	fds, err := r.call(proto.OpHello, proto.HelloArgs{Version: proto.Version, ABI: abi}, nil, &hello)
-	if err == nil && len(fds) != 2 {
-		err = fmt.Errorf("%w: hello carried %d descriptors, want 2", proto.ErrProtocol, len(fds))
+	if err == nil && len(fds) != 3 {
+		err = fmt.Errorf("%w: hello carried %d descriptors, want 3", proto.ErrProtocol, len(fds))
 	}
 	if err == nil {
 		r.dev = deviceAttr(hello.Device)
@@ -47,12 +47,25 @@ func Dial(socketPath string) (*Context, error) {
 			}
 		}
 	}
+	if err == nil {
+		r.bellsMem, err = shm.MapShared(fds[2], 0, int64(shm.BellFileLen), unix.PROT_READ|unix.PROT_WRITE, shm.SealSize)
+		if err == nil {
+			if err = shm.CheckBells(r.bellsMem.Bytes); err != nil {
+				r.bellsMem.Unmap()
+			}
+		}
+		if err != nil {
+			r.devPage.Unmap()
+		}
+	}
 	if err != nil {
 		proto.CloseFDs(fds)
 		conn.Close()
 		return nil, err
 	}
-	unix.Close(fds[0]) // the mapping keeps the page
+	unix.Close(fds[0]) // the mappings keep the pages
+	unix.Close(fds[2])
+	r.bells = shm.MapBells(r.bellsMem.Bytes)
 	r.bell = fds[1]
 	r.needWakeup = shm.NeedWakeup(r.devPage.Bytes)
 	return &Context{b: r, remote: r}, nil
@@ -70,7 +83,9 @@ type remote struct {
 	devPage    shm.Mapping
 	needWakeup *atomic.Uint32 // in the read-only device page
 	bell       int            // doorbell eventfd
-	bells      atomic.Uint64  // doorbells rung, for tests
+	bells      shm.Bells      // per-QP doorbell bits the daemon's pump looks at
+	bellsMem   shm.Mapping
+	rung       atomic.Uint64 // doorbells rung, for tests
 
 	mu   sync.Mutex // bufs, MR table writes, live rings
 	bufs map[*byte]*sharedBuf
@@ -108,7 +123,7 @@ var doorbellValue = [8]byte{1} // eventfd adds this little-endian 1
 // no system call (AF_XDP's need_wakeup).
 func (r *remote) kick() {
 	if r.needWakeup.Load() != 0 {
-		r.bells.Add(1)
+		r.rung.Add(1)
 		// EAGAIN (the counter is saturated) means a wakeup is pending
 		// anyway; EBADF cannot happen: rings die before the fd closes.
 		unix.Write(r.bell, doorbellValue[:])
@@ -378,7 +393,7 @@ func (r *remote) createQP(q *QP, attr QPInitAttr) error {
 	var res proto.CreateQPResult
 	fds, err := r.call(proto.OpCreateQP, proto.CreateQPArgs{
 		PD: q.pd.h, SendCQ: attr.SendCQ.h, RecvCQ: attr.RecvCQ.h,
-		MaxSendWR: attr.MaxSendWR, MaxRecvWR: attr.MaxRecvWR, SigAll: attr.SqSigAll,
+		MaxSendWR: attr.MaxSendWR, MaxRecvWR: attr.MaxRecvWR, SigAll: attr.SqSigAll, Scheme: attr.Scheme,
 	}, nil, &res)
 	if err != nil {
 		return err
@@ -403,8 +418,8 @@ func (r *remote) createQP(q *QP, attr QPInitAttr) error {
 		r.call(proto.OpDestroyQP, proto.Handle{Handle: res.Handle}, nil, nil)
 		return err
 	}
-	q.h, q.qpn = res.Handle, res.QPN
-	q.ring = &qpRing{r: r, qpn: res.QPN, pd: q.pd.h, mem: m,
+	q.h, q.qpn, q.scheme = res.Handle, res.QPN, res.Scheme
+	q.ring = &qpRing{r: r, qpn: res.QPN, pd: q.pd.h, mem: m, slot: res.Bell,
 		sq: shm.NewProducer(l.SQ(m.Bytes)), rq: shm.NewProducer(l.RQ(m.Bytes))}
 	q.ring.state.Store(uint32(qp.Reset))
 	r.mu.Lock()
@@ -433,6 +448,17 @@ func (r *remote) queryQP(q *QP) (QPAttr, error) {
 	}
 	q.ring.state.Store(uint32(a.State))
 	return a.ToQPAttr(), nil
+}
+
+// setQPScheme: as for a modify, the daemon first moves what the client
+// already published into the engine.
+func (r *remote) setQPScheme(q *QP, name string) error {
+	var res proto.SchemeResult
+	if _, err := r.call(proto.OpSetQPScheme, proto.SetQPSchemeArgs{QP: q.h, Scheme: name}, nil, &res); err != nil {
+		return err
+	}
+	q.scheme = res.Scheme
+	return nil
 }
 
 func (r *remote) destroyQP(q *QP) error {
@@ -469,6 +495,7 @@ func (r *remote) close() error {
 	}
 	r.qps, r.cqs = nil, nil
 	r.devPage.Unmap()
+	r.bellsMem.Unmap()
 	unix.Close(r.bell)
 	for _, sb := range r.bufs {
 		unix.Close(sb.fd) // no RegMR can follow; the memory stays mapped until FreeBuf

@@ -20,9 +20,10 @@ import (
 
 // qpRing is the client side of a QP's rings.
 type qpRing struct {
-	r   *remote
-	qpn uint32
-	pd  uint32 // the QP's PD handle: receive SGEs must be in its regions
+	r    *remote
+	qpn  uint32
+	pd   uint32 // the QP's PD handle: receive SGEs must be in its regions
+	slot uint32 // the QP's doorbell bit
 	// state is the QP state as this client last set or read it: posting
 	// is checked against it, as the engine checks its own state. The
 	// engine may since have moved the QP to SQE or ERR by itself; both
@@ -38,8 +39,9 @@ type qpRing struct {
 }
 
 // postSend copies wrs into the send ring after the checks the engine's
-// PostSend makes, publishes them, and rings the doorbell only if the
-// daemon asked for it.
+// PostSend makes, publishes them, sets the QP's doorbell bit (so that the
+// daemon's pump looks at this QP), and rings the doorbell eventfd only if
+// the daemon asked for it.
 func (q *qpRing) postSend(wrs []SendWR) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -64,6 +66,7 @@ func (q *qpRing) postSend(wrs []SendWR) error {
 		q.sq.Push(&wrs[i])
 	}
 	q.sq.Publish()
+	q.r.bells.Ring(q.slot)
 	q.r.kick()
 	return perr
 }
@@ -99,6 +102,7 @@ func (q *qpRing) postRecv(wrs []RecvWR) error {
 		q.rq.Push(wr)
 	}
 	q.rq.Publish()
+	q.r.bells.Ring(q.slot)
 	q.r.kick()
 	return perr
 }

@@ -180,7 +180,8 @@ type DeviceAttr struct {
 	Name        string
 	GID         netip.Addr
 	MAC         [6]byte
-	Scheme      string // loss recovery of every QP
+	Scheme      string   // loss recovery of QPs that do not ask for one (QPInitAttr.Scheme)
+	Schemes     []string // the loss-recovery schemes a QP may ask for
 	MaxQPWR     int
 	MaxCQE      int
 	MaxSGE      int
@@ -343,6 +344,13 @@ type QPInitAttr struct {
 	MaxSendWR      int
 	MaxRecvWR      int
 	SqSigAll       bool
+	// Scheme is the QP's loss recovery, one of DeviceAttr.Schemes; ""
+	// takes the device's default (DeviceAttr.Scheme). ibverbs has no such
+	// attribute: it is a softnic extension, as a vendor's
+	// ibv_create_qp_ex attribute would be. Both ends of a connection
+	// must run the same scheme (package cm agrees on one); QP.SetScheme
+	// changes it until the QP leaves INIT.
+	Scheme string
 }
 
 // QP is a reliable-connected queue pair (struct ibv_qp).
@@ -352,12 +360,38 @@ type QP struct {
 	q              *dataplane.QP // embedded
 	ring           *qpRing       // daemon: the shared send and receive rings
 	h              uint32
+	scheme         string // daemon: the scheme the daemon reported
 	sendCQ, recvCQ *CQ
 	dead           bool
 }
 
 // QPN is the queue pair number.
 func (q *QP) QPN() uint32 { return q.qpn }
+
+// Scheme is the name of the loss recovery the QP runs: what
+// QPInitAttr.Scheme or SetScheme asked for, or the device's default.
+// Like QPInitAttr.Scheme, it is a softnic extension.
+func (q *QP) Scheme() string {
+	if q.q != nil {
+		return q.pd.ctx.e.QPScheme(q.q)
+	}
+	return q.scheme
+}
+
+// SetScheme changes the QP's loss recovery to the named scheme ("" is
+// the device's default) while the QP is in RESET or INIT: afterwards it
+// fails with an error that errors.Is dataplane.ErrSchemeState. It lets a
+// program create its QPs, exchange their numbers with the peer together
+// with the schemes each side supports, and apply the scheme both agreed
+// on before connecting (cm.AgreeScheme). A name the device does not have
+// fails with dataplane.ErrUnknownScheme, naming the ones it has. A softnic
+// extension, like QPInitAttr.Scheme.
+func (q *QP) SetScheme(name string) error {
+	if q.dead {
+		return ErrClosed
+	}
+	return q.pd.ctx.b.setQPScheme(q, name)
+}
 
 // CreateQP is ibv_create_qp with IBV_QPT_RC.
 func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
@@ -476,11 +510,12 @@ type backend interface {
 	createQP(q *QP, attr QPInitAttr) error
 	modifyQP(q *QP, attr *QPAttr, mask AttrMask) error
 	queryQP(q *QP) (QPAttr, error)
+	setQPScheme(q *QP, name string) error
 	destroyQP(q *QP) error
 	close() error
 }
 
 func deviceAttr(d proto.Device) DeviceAttr {
-	return DeviceAttr{Name: d.Name, GID: d.GID, MAC: d.MAC, Scheme: d.Scheme,
+	return DeviceAttr{Name: d.Name, GID: d.GID, MAC: d.MAC, Scheme: d.Scheme, Schemes: d.Schemes,
 		MaxQPWR: d.MaxQPWR, MaxCQE: d.MaxCQE, MaxSGE: d.MaxSGE, MaxQPRdAtom: d.MaxQPRdAtom}
 }

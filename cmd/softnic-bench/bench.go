@@ -79,11 +79,11 @@ func (p *printer) connected(c perftest.Connection) {
 	fmt.Fprintf(w, " Device          : %s\n", p.device)
 	fmt.Fprintf(w, " Number of qps   : %-14d Transport type : RoCEv2 RC\n", p.cfg.QPs)
 	fmt.Fprintf(w, " Mtu             : %-14s TX depth       : %d\n", strconv.Itoa(o.mtu)+"[B]", p.cfg.TxDepth)
-	fmt.Fprintf(w, " Recovery scheme : %s (agreed: this side offered %v, the peer %v", c.Scheme, c.Local[0].Schemes, c.Remote[0].Schemes)
-	if c.NICScheme != "" && c.NICScheme != c.Scheme {
-		// The engine runs one scheme for all its QPs; say so rather than
-		// let the agreed name pass for what ran.
-		fmt.Fprintf(w, "; this NIC runs %s for every QP", c.NICScheme)
+	fmt.Fprintf(w, " Recovery scheme : %s (agreed: this side offered %v, the peer %v", c.QPScheme, c.Local[0].Schemes, c.Remote[0].Schemes)
+	if c.QPScheme != c.Scheme {
+		// Never expected (the run applies the agreement to every QP), but
+		// the banner must not let the agreed name pass for what ran.
+		fmt.Fprintf(w, "; agreed on %s, but the QPs run %s", c.Scheme, c.QPScheme)
 	}
 	fmt.Fprintln(w, ")")
 	if p.cfg.Duration > 0 {

@@ -26,7 +26,8 @@ func openDaemon(socket string) (perftest.Device, func() error, error) {
 		c.Close()
 		return perftest.Device{}, nil, fmt.Errorf("query the softnic device: %w", err)
 	}
-	dev := perftest.Device{Ctx: c, GID: attr.GID, MAC: attr.MAC, Scheme: attr.Scheme, AllocBuf: c.AllocBuf, FreeBuf: c.FreeBuf,
+	dev := perftest.Device{Ctx: c, GID: attr.GID, MAC: attr.MAC, Scheme: attr.Scheme, Schemes: attr.Schemes,
+		AllocBuf: c.AllocBuf, FreeBuf: c.FreeBuf,
 		// softnic sends from user space, so the kernel does not resolve
 		// the next hop for it as it would for a hardware RoCE NIC.
 		NextHop: func(gid netip.Addr, peerMAC [6]byte) ([6]byte, error) {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"net"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -98,6 +99,11 @@ func TestDaemonMode(t *testing.T) {
 		{[]string{"write_lat", "-n", "300"}, 9},
 		{[]string{"read_lat", "-n", "300"}, 9},
 		{[]string{"send_lat", "-n", "300"}, 9},
+		// Many QPs, one WRITE in flight on each, on a scheme that is not
+		// the daemons' default: every QP runs it. (Not a selective scheme:
+		// their 100 µs RTO_low is below this loaded testbed's round trip,
+		// and spurious timeouts exhaust the retry count.)
+		{[]string{"write_bw", "-n", "1000", "-q", "100", "-t", "1", "-s", "8", "--scheme", "igbn"}, 5},
 	} {
 		t.Run(tc.args[0], func(t *testing.T) {
 			port := strconv.Itoa(defaultPort + i)
@@ -136,6 +142,15 @@ func TestDaemonMode(t *testing.T) {
 			}
 			if !strings.Contains(srvOut.String(), "Waiting for client") || !strings.Contains(out.String(), "this NIC during the run") {
 				t.Fatalf("server output:\n%s", srvOut.String())
+			}
+			scheme := "gbn"
+			if i := slices.Index(tc.args, "--scheme"); i >= 0 {
+				scheme = tc.args[i+1]
+			}
+			for _, o := range []string{out.String(), srvOut.String()} {
+				if !strings.Contains(o, " Recovery scheme : "+scheme+" (agreed") || strings.Contains(o, "QPs run") {
+					t.Fatalf("banner does not show every QP on %s:\n%s", scheme, o)
+				}
 			}
 		})
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/csv"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -66,6 +67,7 @@ func TestEmbeddedTables(t *testing.T) {
 		{[]string{"read_lat", "--embedded", "-n", "200"}, 9, "99.9% percentile[usec]"},
 		{[]string{"send_lat", "--embedded", "-n", "200", "--ipv6"}, 9, "t_stdev[usec]"},
 		{[]string{"write_bw", "--embedded", "-D", "0.05", "--loss", "0.5", "--delay", "0", "--rate", "0"}, 5, "BW peak"},
+		{[]string{"write_bw", "--embedded", "-n", "400", "-q", "200", "-t", "1", "-s", "8", "--scheme", "igbn"}, 5, "BW peak"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			code, out, errs := bench(t, tc.args...)
@@ -80,7 +82,12 @@ func TestEmbeddedTables(t *testing.T) {
 				t.Fatalf("rows %q, want one of %d columns", rows, tc.columns)
 			}
 			positiveNumbers(t, rows[0])
-			if !strings.Contains(out, "local address") || !strings.Contains(out, "Recovery scheme : gbn") {
+			scheme := "gbn"
+			if i := slices.Index(tc.args, "--scheme"); i >= 0 {
+				scheme = tc.args[i+1]
+			}
+			if !strings.Contains(out, "local address") || !strings.Contains(out, "Recovery scheme : "+scheme+" (agreed") ||
+				strings.Contains(out, "QPs run") {
 				t.Fatalf("banner missing:\n%s", out)
 			}
 		})
@@ -212,6 +219,23 @@ func TestFlagsAfterServer(t *testing.T) {
 	o, _ = parseArgs([]string{"write_bw", "--scheme", "irn", "h"})
 	if c := o.config(); strings.Join(c.Schemes, ",") != "irn,gbn" {
 		t.Fatalf("schemes %v", c.Schemes)
+	}
+	// Against a daemon, no --scheme offers the daemon's default (the run
+	// fills it in); embedded, both NICs run --scheme's default, gbn.
+	o, _ = parseArgs([]string{"write_bw", "h"})
+	if c := o.config(); len(c.Schemes) != 0 {
+		t.Fatalf("daemon mode without --scheme offers %v", c.Schemes)
+	}
+	o, _ = parseArgs([]string{"write_bw", "--embedded"})
+	if c := o.config(); strings.Join(c.Schemes, ",") != "gbn" {
+		t.Fatalf("embedded schemes %v", c.Schemes)
+	}
+	// -q goes up to the exchange's limit.
+	if _, err := parseArgs([]string{"write_bw", "-q", "5000", "-t", "1", "h"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parseArgs([]string{"write_bw", "-q", "16385", "h"}); err == nil {
+		t.Fatal("-q 16385 accepted")
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/softnic/softnic/internal/perftest"
 	"github.com/softnic/softnic/qp"
 	"github.com/softnic/softnic/recovery"
+	"github.com/softnic/softnic/verbs/cm"
 )
 
 // options are the command line, with perftest's flag names.
@@ -118,10 +119,12 @@ flags (perftest names):
   -s, --size N          message size in bytes (default 65536 bw, 2 lat)
   -n, --iters N         messages per size (default 5000 bw, 1000 lat)
   -D, --duration SEC    run each size this many seconds instead of -n
-  -q, --qp N            QPs, WRs spread round robin (bw tests; default 1)
+  -q, --qp N            QPs, WRs spread round robin (bw tests; default 1,
+                        at most 16384)
   -a, --all             sweep sizes 2 B .. 8 MiB in powers of two
   -m, --mtu N           path MTU: 256, 512, 1024, 2048 or 4096 (default 1024)
-  -t, --tx-depth N      send WRs in flight per QP (default 128)
+  -t, --tx-depth N      send WRs in flight per QP (default 128): -q 5000 -t 1
+                        keeps one WR outstanding on each of 5000 QPs
   -r, --rx-depth N      receive WRs posted per QP, SEND tests (default 512)
   -p, --port N          TCP port of the connection exchange (default 18515)
       --report_gbits    bandwidth in Gb/s rather than MB/s (2^20 B/s)
@@ -129,7 +132,10 @@ flags (perftest names):
                         usec, loss in percent), with a header when new:
                         test,bytes,iterations,bw_peak,bw_avg,msg_rate,t_min,
                         t_max,t_typical,t_avg,t_stdev,p99,p99_9,scheme,loss
-      --scheme NAME     loss recovery (default gbn)
+      --scheme NAME     loss recovery this side offers first, then gbn; every
+                        QP runs the scheme both sides agree on (default:
+                        the daemon's default scheme; --embedded: gbn, for
+                        both NICs)
       --socket PATH     softnic daemon's control socket
                         (default /run/softnic/softnic.sock)
 
@@ -262,8 +268,8 @@ func (o *options) check() error {
 		return usagef("-n %d: iterations must be positive", o.iters)
 	case o.set["duration"] && !(o.duration > 0):
 		return usagef("-D %g: duration must be positive", o.duration)
-	case o.qps < 1 || o.qps > 1024:
-		return usagef("-q %d: 1 to 1024 QPs", o.qps)
+	case o.qps < 1 || o.qps > cm.MaxQPs:
+		return usagef("-q %d: 1 to %d QPs", o.qps, cm.MaxQPs)
 	case t.IsLatency() && o.qps != 1:
 		return usagef("-q %d: latency tests run on one QP", o.qps)
 	case o.txDepth < 1 || o.txDepth > 1<<16:
@@ -305,8 +311,8 @@ func (o *options) checkScheme() error {
 		}
 		return nil
 	}
-	// The daemon's NIC runs its own scheme; the name is only advertised
-	// in the exchange, so it needs only to be a name.
+	// The daemon knows which schemes it has (the run checks the name
+	// against them); here it needs only to be a name.
 	for _, c := range o.scheme {
 		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
 			return usagef("--scheme %q: not a scheme name", o.scheme)
@@ -406,9 +412,13 @@ func (o *options) config() perftest.Config {
 	} else {
 		c.Iters = iters
 	}
-	c.Schemes = []string{o.scheme}
-	if o.scheme != recovery.GBN {
-		c.Schemes = append(c.Schemes, recovery.GBN)
+	// Against a daemon without --scheme, the QPs ask for nothing
+	// particular: the run offers the daemon's default scheme.
+	if o.embedded || o.set["scheme"] {
+		c.Schemes = []string{o.scheme}
+		if o.scheme != recovery.GBN {
+			c.Schemes = append(c.Schemes, recovery.GBN)
+		}
 	}
 	return c
 }

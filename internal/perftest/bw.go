@@ -11,8 +11,11 @@ import (
 
 // bandwidth is the client loop of the bandwidth tests (ib_write_bw,
 // ib_read_bw, ib_send_bw, ib_atomic_bw): keep TxDepth signalled WRs in
-// flight on every QP, post in batches as completions free slots, and
-// time the completions.
+// flight on every QP (perftest's -t is per QP: -q 5000 -t 1 is one WR
+// outstanding on each of 5000 QPs, re-posted as it completes), post in
+// batches as completions free slots, and time the completions. Only the
+// QPs a completion freed are visited to post again, so a round costs what
+// completed, not the number of QPs.
 func (s *session) bandwidth(ctx context.Context, size int) (Row, error) {
 	nq := len(s.qps)
 	timed := s.cfg.Duration > 0
@@ -21,6 +24,10 @@ func (s *session) bandwidth(ctx context.Context, size int) (Row, error) {
 	batch := make([][]verbs.SendWR, nq)
 	quota := make([]int, nq)
 	inflight := make([]int, nq)
+	// ready lists the QPs that may have room for more WRs: all of them at
+	// first, then each QP a completion freed a slot of (queued: listed).
+	ready := make([]int, nq)
+	queued := make([]bool, nq)
 	for i := range nq {
 		batch[i] = make([]verbs.SendWR, s.cfg.TxDepth)
 		wr := s.sendWR(i, size)
@@ -31,7 +38,9 @@ func (s *session) bandwidth(ctx context.Context, size int) (Row, error) {
 		if i < s.cfg.Iters%nq {
 			quota[i]++
 		}
+		ready[i], queued[i] = i, true
 	}
+	left := s.cfg.Iters // messages not yet posted (-n)
 	meter := newPeakMeter(PeakSpan)
 	w := newWaiter(ctx, s.cfg.Stall, throughputPace)
 	var posted, completed int
@@ -39,28 +48,29 @@ func (s *session) bandwidth(ctx context.Context, size int) (Row, error) {
 	posting := true
 	start := time.Now()
 	for {
+		if posting && timed && time.Since(start) >= s.cfg.Duration {
+			posting = false
+		}
 		if posting {
-			if timed && time.Since(start) >= s.cfg.Duration {
-				posting = false
-			}
-			more := false
-			for i, q := range s.qps {
+			for _, i := range ready {
+				queued[i] = false
 				n := s.cfg.TxDepth - inflight[i]
 				if !timed {
 					n = min(n, quota[i])
 					quota[i] -= n
-					more = more || quota[i] > 0
+					left -= n
 				}
-				if n <= 0 || !posting {
+				if n <= 0 {
 					continue
 				}
-				if err := q.PostSend(batch[i][:n]...); err != nil {
+				if err := s.qps[i].PostSend(batch[i][:n]...); err != nil {
 					return Row{}, fmt.Errorf("perftest: post %d WRs: %w", n, err)
 				}
 				inflight[i] += n
 				posted += n
 			}
-			if !timed && !more {
+			ready = ready[:0]
+			if !timed && left == 0 {
 				posting = false
 			}
 		}
@@ -77,7 +87,12 @@ func (s *session) bandwidth(ctx context.Context, size int) (Row, error) {
 				if wc.WRID >= uint64(nq) {
 					return Row{}, fmt.Errorf("perftest: completion with WR id %d, which this run never posted", wc.WRID)
 				}
-				inflight[wc.WRID]--
+				i := int(wc.WRID)
+				inflight[i]--
+				if !queued[i] {
+					queued[i] = true
+					ready = append(ready, i)
+				}
 			}
 			completed += n
 			meter.add(last, n)

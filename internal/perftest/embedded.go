@@ -59,7 +59,7 @@ func RunEmbedded(ctx context.Context, cfg Config, fab Fabric, hooks Hooks) ([]Ro
 
 	device := func(c *verbs.Context) Device {
 		e := c.Engine()
-		return Device{Ctx: c, GID: e.Addr(), MAC: e.MAC(), Scheme: e.Scheme().Name(), AllocBuf: MmapBuf, FreeBuf: MunmapBuf}
+		return Device{Ctx: c, GID: e.Addr(), MAC: e.MAC(), Scheme: e.Scheme().Name(), Schemes: recovery.Names(), AllocBuf: MmapBuf, FreeBuf: MunmapBuf}
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()

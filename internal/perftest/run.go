@@ -113,7 +113,9 @@ type Config struct {
 	RxDepth  int    // receive WRs posted per QP by the side of a SEND test that receives
 	MTU      qp.MTU // -m
 	// Schemes is this side's list of recovery schemes, most preferred
-	// first, advertised in the exchange.
+	// first, advertised in the exchange; every QP runs the scheme the two
+	// sides agree on (cm.AgreeScheme). Empty: the NIC's default scheme
+	// (Device.Scheme), then go-back-N, the fallback every side speaks.
 	Schemes []string
 	LossPct float64 // reported in each row
 	// Stall ends the run with an error when nothing happened for this
@@ -144,9 +146,6 @@ func (c *Config) fill() error {
 	}
 	if c.MTU == 0 {
 		c.MTU = qp.MTU1024
-	}
-	if len(c.Schemes) == 0 {
-		c.Schemes = []string{cm.FallbackScheme}
 	}
 	if c.Stall == 0 {
 		c.Stall = DefaultStall
@@ -195,10 +194,13 @@ type Device struct {
 	// flat link, a gateway's on a routed one (cm.NextHopMAC). Without it
 	// the peer's MAC is used, which is right on the embedded fabric.
 	NextHop func(gid netip.Addr, peerMAC [6]byte) ([6]byte, error)
-	// Scheme is the recovery scheme the NIC runs, if known. NICs run one
-	// scheme for every QP today, so it can differ from what the two
-	// sides agreed on; the banner shows both.
+	// Scheme is the NIC's default recovery scheme, the one a QP that
+	// asks for none runs, if known; a side with no Config.Schemes offers
+	// it first.
 	Scheme string
+	// Schemes are the schemes the NIC's QPs can run, if known: a scheme
+	// this side offers must be one of them.
+	Schemes []string
 }
 
 // Hooks let a caller print as a run goes; nil fields are skipped.
@@ -217,7 +219,7 @@ type Hooks struct {
 type Connection struct {
 	Local, Remote []cm.Endpoint
 	Scheme        string // the recovery scheme the two sides agreed on
-	NICScheme     string // the scheme the local NIC runs (Device.Scheme)
+	QPScheme      string // the scheme this side's QPs run: Scheme, applied to every QP
 }
 
 // Run runs cfg's test as role over dev: set up the QPs, exchange and
@@ -246,7 +248,7 @@ func Run(ctx context.Context, dev Device, conn net.Conn, role Role, cfg Config, 
 		return nil, err
 	}
 	if hooks.Connected != nil {
-		hooks.Connected(Connection{Local: s.local, Remote: s.remote, Scheme: s.scheme, NICScheme: dev.Scheme})
+		hooks.Connected(Connection{Local: s.local, Remote: s.remote, Scheme: s.scheme, QPScheme: s.qpScheme})
 	}
 	for _, size := range cfg.Sizes {
 		row, err := s.runSize(ctx, conn, size)
@@ -263,20 +265,23 @@ func Run(ctx context.Context, dev Device, conn net.Conn, role Role, cfg Config, 
 
 // session is one side's resources for a run.
 type session struct {
-	dev    Device
-	role   Role
-	cfg    Config
-	slot   int // bytes per buffer half: the largest size, rounded up
-	pd     *verbs.PD
-	cq     *verbs.CQ
-	qps    []*verbs.QP
-	mrs    []*verbs.MR
-	bufs   [][]byte // per QP: [target region | source region], slot bytes each
-	local  []cm.Endpoint
-	remote []cm.Endpoint
-	scheme string
-	wcs    []verbs.WC
-	recvWR []verbs.RecvWR // per QP: the receive WR reposted after each SEND
+	dev      Device
+	role     Role
+	cfg      Config
+	slot     int // bytes per buffer half: the largest size, rounded up
+	pd       *verbs.PD
+	cq       *verbs.CQ
+	qps      []*verbs.QP
+	buf      []byte    // every QP's buffer, one after the other
+	mr       *verbs.MR // buf, registered once, as perftest does without --mr_per_qp
+	bufs     [][]byte  // per QP: [target region | source region], slot bytes each, in buf
+	offs     []int     // per QP: offset of bufs[i] in buf
+	local    []cm.Endpoint
+	remote   []cm.Endpoint
+	scheme   string // agreed with the peer
+	qpScheme string // what the QPs run
+	wcs      []verbs.WC
+	recvWR   []verbs.RecvWR // per QP: the receive WR reposted after each SEND
 }
 
 func newSession(dev Device, role Role, cfg Config) (*session, error) {
@@ -291,10 +296,36 @@ func newSession(dev Device, role Role, cfg Config) (*session, error) {
 	return s, nil
 }
 
-// setup creates the PD, the CQ, and per QP a registered buffer and the
-// QP itself.
+// offered is the list of schemes this side advertises: Config.Schemes,
+// or the NIC's default and then the fallback. Each must be a scheme the
+// NIC has, when the NIC says which it has.
+func (s *session) offered() ([]string, error) {
+	list := s.cfg.Schemes
+	if len(list) == 0 {
+		list = []string{cm.FallbackScheme}
+		if d := s.dev.Scheme; d != "" && d != cm.FallbackScheme {
+			list = []string{d, cm.FallbackScheme}
+		}
+	}
+	if len(s.dev.Schemes) > 0 {
+		for _, name := range list {
+			if !slices.Contains(s.dev.Schemes, name) {
+				return nil, fmt.Errorf("perftest: this NIC has no recovery scheme %q (it has %v)", name, s.dev.Schemes)
+			}
+		}
+	}
+	return list, nil
+}
+
+// setup creates the PD, the CQ, one registered buffer for every QP, and
+// the QPs, on this side's preferred scheme (the agreed one is applied
+// after the exchange, before the QPs leave RESET).
 func (s *session) setup() (err error) {
 	dev, cfg := s.dev, s.cfg
+	schemes, err := s.offered()
+	if err != nil {
+		return err
+	}
 	// A cache line's worth of alignment keeps atomics and the polled
 	// word inside one region.
 	s.slot = (slices.Max(cfg.Sizes) + 63) &^ 63
@@ -302,37 +333,45 @@ func (s *session) setup() (err error) {
 		return fmt.Errorf("perftest: alloc PD: %w", err)
 	}
 	// Every WR is signalled, so the CQ must hold every send and every
-	// posted receive of every QP at once.
-	depth := cfg.QPs * (cfg.TxDepth + cfg.RxDepth)
+	// posted receive of every QP at once. A side that posts no receives
+	// needs neither receive queues nor room for their completions: at
+	// -q 5000 that is the difference between a few kilobytes and
+	// hundreds of megabytes of rings.
+	rxDepth := 0
+	if cfg.Test.usesRecv(s.role) {
+		rxDepth = cfg.RxDepth
+	}
+	depth := cfg.QPs * (cfg.TxDepth + rxDepth)
 	if s.cq, err = dev.Ctx.CreateCQ(depth); err != nil {
 		return fmt.Errorf("perftest: create CQ of %d: %w", depth, err)
 	}
+	// One buffer and one region for all QPs, each QP with its own slice.
+	region := 2 * s.slot
+	if s.buf, err = dev.AllocBuf(cfg.QPs * region); err != nil {
+		return fmt.Errorf("perftest: buffer of %d bytes: %w", cfg.QPs*region, err)
+	}
+	if !aligned(s.buf) {
+		return errors.New("perftest: the device's buffer is not 8-byte aligned")
+	}
 	access := verbs.AccessLocalWrite | verbs.AccessRemoteWrite | verbs.AccessRemoteRead | verbs.AccessRemoteAtomic
+	if s.mr, err = s.pd.RegMR(s.buf, access); err != nil {
+		return fmt.Errorf("perftest: register %d bytes: %w", len(s.buf), err)
+	}
 	for i := 0; i < cfg.QPs; i++ {
-		buf, err := dev.AllocBuf(2 * s.slot)
+		off := i * region
+		s.offs = append(s.offs, off)
+		s.bufs = append(s.bufs, s.buf[off:off+region:off+region])
+		q, err := s.pd.CreateQP(verbs.QPInitAttr{SendCQ: s.cq, RecvCQ: s.cq, MaxSendWR: cfg.TxDepth, MaxRecvWR: max(rxDepth, 1), Scheme: schemes[0]})
 		if err != nil {
-			return fmt.Errorf("perftest: buffer of %d bytes: %w", 2*s.slot, err)
-		}
-		s.bufs = append(s.bufs, buf)
-		if !aligned(buf) {
-			return errors.New("perftest: the device's buffer is not 8-byte aligned")
-		}
-		mr, err := s.pd.RegMR(buf, access)
-		if err != nil {
-			return fmt.Errorf("perftest: register %d bytes: %w", len(buf), err)
-		}
-		s.mrs = append(s.mrs, mr)
-		q, err := s.pd.CreateQP(verbs.QPInitAttr{SendCQ: s.cq, RecvCQ: s.cq, MaxSendWR: cfg.TxDepth, MaxRecvWR: cfg.RxDepth})
-		if err != nil {
-			return fmt.Errorf("perftest: create QP: %w", err)
+			return fmt.Errorf("perftest: create QP %d of %d: %w", i+1, cfg.QPs, err)
 		}
 		s.qps = append(s.qps, q)
 		s.local = append(s.local, cm.Endpoint{
 			QPN: q.QPN(), PSN: cm.RandomPSN(), GID: dev.GID, MAC: dev.MAC,
-			RKey: mr.RKey, Addr: mr.Addr, Size: uint64(s.slot), Schemes: cfg.Schemes,
+			RKey: s.mr.RKey, Addr: s.mr.Addr + uint64(off), Size: uint64(s.slot), Schemes: schemes,
 		})
 		rwr := verbs.RecvWR{WRID: uint64(i), NumSGE: 1}
-		rwr.SGL[0] = mr.SGE(0, s.slot)
+		rwr.SGL[0] = s.mr.SGE(off, s.slot)
 		s.recvWR = append(s.recvWR, rwr)
 	}
 	return nil
@@ -340,7 +379,8 @@ func (s *session) setup() (err error) {
 
 // agreement is what the two sides compare before measuring: a mismatch
 // would otherwise show up as a hang (one side waiting for messages the
-// other never sends).
+// other never sends), or, for the scheme, as a connection whose two ends
+// speak different recovery.
 type agreement struct {
 	Test     string
 	Sizes    []int
@@ -349,12 +389,31 @@ type agreement struct {
 	QPs      int
 	TxDepth  int
 	MTU      int
+	Scheme   string // what the QPs run
 }
 
 func (s *session) connect(conn net.Conn) error {
 	remote, err := cm.Exchange(conn, s.local)
 	if err != nil {
 		return err
+	}
+	// Both sides reach the same answer from the two lists; every QP runs
+	// it, on both sides. The QPs are still in RESET, where their scheme
+	// may change.
+	s.scheme = cm.AgreeScheme(s.local[0].Schemes, remote[0].Schemes)
+	for i, q := range s.qps {
+		if q.Scheme() == s.scheme {
+			continue // created with it: no round trip to the daemon
+		}
+		if err := q.SetScheme(s.scheme); err != nil {
+			return fmt.Errorf("perftest: QP %d of %d: run the agreed recovery scheme: %w", i+1, len(s.qps), err)
+		}
+	}
+	s.qpScheme = s.qps[0].Scheme()
+	for i, q := range s.qps {
+		if got := q.Scheme(); got != s.qpScheme {
+			return fmt.Errorf("perftest: QP %d runs %s, QP 1 %s", i+1, got, s.qpScheme)
+		}
 	}
 	for i, r := range remote {
 		if r.Size < uint64(slices.Max(s.cfg.Sizes)) {
@@ -370,7 +429,6 @@ func (s *session) connect(conn net.Conn) error {
 		}
 	}
 	s.remote = remote
-	s.scheme = cm.AgreeScheme(s.local[0].Schemes, remote[0].Schemes)
 	if s.cfg.Test.usesRecv(s.role) {
 		for i, q := range s.qps {
 			for range s.cfg.RxDepth {
@@ -382,7 +440,7 @@ func (s *session) connect(conn net.Conn) error {
 	}
 	// The barrier also tells the peer our QPs are in RTR with their
 	// receives posted, so its first packet is not dropped.
-	mine, _ := json.Marshal(agreement{s.cfg.Test.String(), s.cfg.Sizes, s.cfg.Iters, s.cfg.Duration, s.cfg.QPs, s.cfg.TxDepth, s.cfg.MTU.Bytes()})
+	mine, _ := json.Marshal(agreement{s.cfg.Test.String(), s.cfg.Sizes, s.cfg.Iters, s.cfg.Duration, s.cfg.QPs, s.cfg.TxDepth, s.cfg.MTU.Bytes(), s.qpScheme})
 	theirs, err := cm.Sync(conn, mine)
 	if err != nil {
 		return err
@@ -416,7 +474,7 @@ func (s *session) runSize(ctx context.Context, conn net.Conn, size int) (Row, er
 		return s.serve(ctx, conn, size)
 	}
 	row, runErr := s.measure(ctx, size)
-	row.Test, row.Scheme, row.LossPct = s.cfg.Test.String(), s.scheme, s.cfg.LossPct
+	row.Test, row.Scheme, row.LossPct = s.cfg.Test.String(), s.qpScheme, s.cfg.LossPct
 	rep := endReport{Row: row}
 	if runErr != nil {
 		rep.Err = runErr.Error()
@@ -490,7 +548,7 @@ func (s *session) measure(ctx context.Context, size int) (Row, error) {
 func (s *session) sendWR(i, size int) verbs.SendWR {
 	wr := verbs.SendWR{WRID: uint64(i), Flags: verbs.SendSignaled, NumSGE: 1,
 		RemoteAddr: s.remote[i].Addr, RKey: s.remote[i].RKey}
-	wr.SGL[0] = s.mrs[i].SGE(s.slot, size)
+	wr.SGL[0] = s.mr.SGE(s.offs[i]+s.slot, size)
 	switch s.cfg.Test {
 	case WriteBW, WriteLat:
 		wr.Opcode = verbs.WRRDMAWrite
@@ -517,17 +575,15 @@ func (s *session) close() error {
 	if s.cq != nil {
 		errs = append(errs, s.cq.Destroy())
 	}
-	for _, m := range s.mrs {
-		errs = append(errs, m.Dereg())
+	if s.mr != nil {
+		errs = append(errs, s.mr.Dereg())
 	}
 	if s.pd != nil {
 		errs = append(errs, s.pd.Dealloc())
 	}
-	if s.dev.FreeBuf != nil {
-		for _, b := range s.bufs {
-			errs = append(errs, s.dev.FreeBuf(b))
-		}
+	if s.dev.FreeBuf != nil && s.buf != nil {
+		errs = append(errs, s.dev.FreeBuf(s.buf))
 	}
-	s.qps, s.cq, s.mrs, s.bufs, s.pd = nil, nil, nil, nil, nil
+	s.qps, s.cq, s.mr, s.buf, s.bufs, s.pd = nil, nil, nil, nil, nil, nil
 	return errors.Join(errs...)
 }

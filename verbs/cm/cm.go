@@ -12,9 +12,11 @@
 // same swap carrying an opaque payload, used as a barrier ("my QPs are in
 // RTR, you may send") and to hand a report back at the end of a run.
 //
-// The recovery scheme is agreed from the two lists (AgreeScheme). The
-// engine does not yet run a scheme per QP, so the agreed name is carried
-// and reported, not applied.
+// The recovery scheme is agreed from the two lists (AgreeScheme); each
+// side applies it to its QPs before connecting them, while they are still
+// in RESET (verbs.QP.SetScheme, or QPInitAttr.Scheme when a side creates
+// its QPs knowing it). ConnectQP does not apply it itself: an endpoint
+// without a scheme list would otherwise force the fallback on a QP.
 package cm
 
 import (

@@ -86,6 +86,7 @@ func TestMarshalRejects(t *testing.T) {
 		"long scheme":  {{GID: gid, Schemes: []string{strings.Repeat("x", MaxSchemeLen+1)}}},
 		"many schemes": {{GID: gid, Schemes: make([]string, MaxSchemes+1)}},
 		"too many QPs": make([]Endpoint, MaxQPs+1),
+		"too large":    bigEndpoints(MaxQPs, MaxSchemes, MaxSchemeLen),
 	} {
 		if _, err := Marshal(eps); err == nil {
 			t.Errorf("%s: Marshal accepted %+v", name, eps)
@@ -174,6 +175,35 @@ func TestExchangePipe(t *testing.T) {
 	}
 	if p := <-done; string(p) != "report" || len(got) != 0 {
 		t.Fatalf("sync payloads %q %q", p, got)
+	}
+}
+
+// bigEndpoints is n endpoints, each offering k schemes of nameLen bytes.
+func bigEndpoints(n, k, nameLen int) []Endpoint {
+	eps := sampleEndpoints(n, netip.MustParseAddr("198.18.0.1"))
+	schemes := make([]string, k)
+	for j := range schemes {
+		schemes[j] = strings.Repeat(string(rune('a'+j)), nameLen)
+	}
+	for i := range eps {
+		eps[i].QPN, eps[i].Schemes = uint32(0x10+i)&qp.PSNMask, schemes
+	}
+	return eps
+}
+
+// TestExchangeMaxQPs: MaxQPs endpoints offering three schemes each (what
+// softnic-bench -q sends) cross in one message.
+func TestExchangeMaxQPs(t *testing.T) {
+	c1, c2 := net.Pipe()
+	defer c1.Close()
+	defer c2.Close()
+	l1, l2 := bigEndpoints(MaxQPs, 3, 4), bigEndpoints(MaxQPs, 3, 4)
+	r1, r2, err1, err2 := pipeExchange(t, c1, c2, l1, l2)
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	if !reflect.DeepEqual(r1, l2) || !reflect.DeepEqual(r2, l1) {
+		t.Fatal("endpoints changed in transit")
 	}
 }
 

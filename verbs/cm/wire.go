@@ -40,6 +40,11 @@ import (
 //
 // A sync body is an opaque payload (a benchmark's report, or nothing).
 //
+// A message carries at most MaxQPs endpoints in at most MaxBody bytes:
+// 16384 QPs with a few short scheme names each (about 70 bytes an
+// endpoint) fit; Marshal refuses a message that does not, rather than
+// send one the peer would reject.
+//
 // Decoding is strict: a message either decodes to exactly the bytes
 // Marshal would write for it or is rejected, so that a peer of another
 // version or a stray client fails loudly at setup instead of producing a
@@ -49,8 +54,8 @@ import (
 const (
 	Version      = 1
 	HeaderLen    = 12
-	MaxBody      = 1 << 20
-	MaxQPs       = 1024
+	MaxBody      = 4 << 20
+	MaxQPs       = 16384
 	MaxSchemes   = 16
 	MaxSchemeLen = 32
 
@@ -88,6 +93,10 @@ func Marshal(eps []Endpoint) ([]byte, error) {
 		for _, s := range eps[i].Schemes {
 			size += 1 + len(s)
 		}
+	}
+	if size > MaxBody {
+		return nil, fmt.Errorf("%w: %d endpoints with their scheme lists take %d bytes, a message at most %d (offer fewer schemes or use fewer QPs)",
+			ErrTooLarge, len(eps), size, MaxBody)
 	}
 	b := appendHeader(make([]byte, 0, HeaderLen+size), typeEndpoints, size)
 	b = binary.BigEndian.AppendUint16(b, uint16(len(eps)))

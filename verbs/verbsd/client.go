@@ -28,6 +28,14 @@ type client struct {
 	bfd   int      // its descriptor number, for SCM_RIGHTS (Fd() would make it blocking)
 	hello bool
 
+	// bells is the client's doorbell file (protocol version 2): the
+	// pump looks only at the QPs whose bits the client set. A version-1
+	// client has none, and the pump looks at all its QPs every round.
+	bells    shm.Bells
+	bellsMem shm.Mapping
+	slots    []*qpObj // by doorbell slot; nil: free
+	free     []uint32 // free slots below len(slots)
+
 	next uint32
 	pds  map[uint32]*pdObj
 	mrs  map[uint32]*mrObj
@@ -224,6 +232,12 @@ func (s *Server) handle(c *client, req *proto.Request, fds []int) (any, reply, e
 			return nil, reply{}, err
 		}
 		return nil, reply{}, s.modifyQP(c, a)
+	case proto.OpSetQPScheme:
+		var a proto.SetQPSchemeArgs
+		if err := args(&a); err != nil {
+			return nil, reply{}, err
+		}
+		return s.setQPScheme(c, a)
 	case proto.OpQueryQP, proto.OpDeallocPD, proto.OpDeregMR, proto.OpDestroyCQ, proto.OpDestroyQP:
 		if err := args(&h); err != nil {
 			return nil, reply{}, err
@@ -246,8 +260,8 @@ func (s *Server) handle(c *client, req *proto.Request, fds []int) (any, reply, e
 }
 
 func (s *Server) hello(c *client, a proto.HelloArgs) (any, reply, error) {
-	if a.Version != proto.Version {
-		return nil, reply{hangUp: true}, fmt.Errorf("%w: client speaks version %d, daemon %d", proto.ErrProtocol, a.Version, proto.Version)
+	if a.Version < proto.MinVersion || a.Version > proto.Version {
+		return nil, reply{hangUp: true}, fmt.Errorf("%w: client speaks version %d, daemon %d to %d", proto.ErrProtocol, a.Version, proto.MinVersion, proto.Version)
 	}
 	if a.ABI != s.abi {
 		return nil, reply{hangUp: true}, fmt.Errorf("%w: client's work request layout %#x differs from the daemon's %#x (rebuild the client against this softnic)", proto.ErrProtocol, a.ABI, s.abi)
@@ -255,8 +269,21 @@ func (s *Server) hello(c *client, a proto.HelloArgs) (any, reply, error) {
 	if c.hello {
 		return nil, reply{}, fmt.Errorf("%w: second hello", proto.ErrProtocol)
 	}
+	res := proto.HelloResult{Device: proto.DeviceOf(s.e, s.o.Name), Client: c.id}
+	if a.Version < 2 {
+		c.hello = true
+		return res, reply{fds: []int{s.devFD, c.bfd}}, nil
+	}
+	fd, mem, err := shm.Create("softnic-bells", shm.BellFileLen, shm.SealAll)
+	if err != nil {
+		return nil, reply{hangUp: true}, err
+	}
+	shm.InitBells(mem)
+	s.mu.Lock()
+	c.bells, c.bellsMem = shm.MapBells(mem), shm.Mapping{Mem: mem, Bytes: mem}
+	s.mu.Unlock()
 	c.hello = true
-	return proto.HelloResult{Device: proto.DeviceOf(s.e, s.o.Name), Client: c.id}, reply{fds: []int{s.devFD, c.bfd}}, nil
+	return res, reply{fds: []int{s.devFD, c.bfd, fd}, owned: []int{fd}}, nil
 }
 
 func (s *Server) stats() proto.StatsResult {
@@ -400,10 +427,16 @@ func (s *Server) createQP(c *client, a proto.CreateQPArgs) (any, reply, error) {
 	case rcq == nil:
 		err = badHandle("CQ", a.RecvCQ)
 	}
+	if err == nil {
+		err = dataplane.CheckScheme(a.Scheme)
+	}
+	if err == nil && len(c.free) == 0 && len(c.slots) >= shm.BellSlots {
+		err = fmt.Errorf("verbsd: a connection has at most %d QPs", shm.BellSlots)
+	}
 	var eq *dataplane.QP
 	if err == nil {
 		eq, err = s.e.CreateQP(pd.id, dataplane.QPInitAttr{SendCQ: scq.ecq, RecvCQ: rcq.ecq,
-			MaxSendWR: a.MaxSendWR, MaxRecvWR: a.MaxRecvWR, SigAll: a.SigAll})
+			MaxSendWR: a.MaxSendWR, MaxRecvWR: a.MaxRecvWR, SigAll: a.SigAll, Scheme: a.Scheme})
 	}
 	if err == nil {
 		scq.users++ // pinned now, so that the CQs outlive the unlocked stretch
@@ -428,12 +461,40 @@ func (s *Server) createQP(c *client, a proto.CreateQPArgs) (any, reply, error) {
 		return nil, reply{}, err
 	}
 	l.Init(mem)
-	q := &qpObj{h: c.handle(), owner: c, pd: pd, eq: eq, sendCQ: scq, recvCQ: rcq,
+	q := &qpObj{h: c.handle(), owner: c, pd: pd, eq: eq, sendCQ: scq, recvCQ: rcq, sigAll: a.SigAll,
 		mem: shm.Mapping{Mem: mem, Bytes: mem}, sq: shm.NewConsumer(l.SQ(mem)), rq: shm.NewConsumer(l.RQ(mem))}
+	if n := len(c.free); n > 0 {
+		q.slot, c.free = c.free[n-1], c.free[:n-1]
+		c.slots[q.slot] = q
+	} else {
+		q.slot = uint32(len(c.slots))
+		c.slots = append(c.slots, q)
+	}
 	c.qps[q.h] = q
 	s.qps = append(s.qps, q)
-	return proto.CreateQPResult{Handle: q.h, QPN: eq.QPN(), SQCap: l.SQCap, RQCap: l.RQCap, Size: l.Size},
+	s.byQPN[eq.QPN()] = q
+	return proto.CreateQPResult{Handle: q.h, QPN: eq.QPN(), SQCap: l.SQCap, RQCap: l.RQCap, Size: l.Size,
+			Scheme: s.e.QPScheme(eq), Bell: q.slot},
 		reply{fds: []int{fd}, owned: []int{fd}}, nil
+}
+
+// setQPScheme changes a QP's loss recovery (RESET or INIT only; the
+// engine checks). Work the client published first moves into the engine,
+// as for a modify.
+func (s *Server) setQPScheme(c *client, a proto.SetQPSchemeArgs) (any, reply, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := c.qps[a.QP]
+	if q == nil {
+		return nil, reply{}, badHandle("QP", a.QP)
+	}
+	s.pumpQP(q)
+	err := s.e.SetQPScheme(q.eq, a.Scheme)
+	s.retire(q)
+	if err != nil {
+		return nil, reply{}, err
+	}
+	return proto.SchemeResult{Scheme: s.e.QPScheme(q.eq)}, reply{}, nil
 }
 
 // modifyQP first moves what the client already published into the
@@ -447,7 +508,7 @@ func (s *Server) modifyQP(c *client, a proto.ModifyQPArgs) error {
 	if q == nil {
 		return badHandle("QP", a.QP)
 	}
-	s.moveWork(q)
+	s.pumpQP(q)
 	attr := a.Attr.ToQPAttr()
 	err := s.e.ModifyQP(q.eq, &attr, a.Mask)
 	s.retire(q)
@@ -487,6 +548,15 @@ func (s *Server) destroyQPLocked(q *qpObj) error {
 	}
 	delete(q.owner.qps, q.h)
 	s.qps = remove(s.qps, q)
+	delete(s.byQPN, q.eq.QPN())
+	q.owner.slots[q.slot] = nil
+	q.owner.free = append(q.owner.free, q.slot)
+	if q.pending {
+		s.pending = remove(s.pending, q)
+	}
+	if q.watched {
+		s.watch = remove(s.watch, q)
+	}
 	q.sendCQ.users--
 	q.recvCQ.users--
 	return nil
@@ -528,6 +598,10 @@ func (s *Server) drop(c *client) {
 			c.log.Warn("deallocate PD", "pd", h, "err", err)
 		}
 		delete(c.pds, h)
+	}
+	if c.bells.Valid() {
+		maps = append(maps, c.bellsMem)
+		c.bells = shm.Bells{}
 	}
 	s.mu.Unlock()
 	for i := range maps {

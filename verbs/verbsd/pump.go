@@ -24,7 +24,12 @@ type qpObj struct {
 	rq             shm.Consumer[qp.RecvWR]
 	sqRetired      uint32
 	rqRetired      uint32
-	broken         bool // a ring index was corrupt: the QP is in ERR and its rings are ignored
+	broken         bool   // a ring index was corrupt: the QP is in ERR and its rings are ignored
+	sigAll         bool   // every send WQE completes with a CQE
+	slot           uint32 // doorbell slot
+	pending        bool   // on Server.pending: work is left in its rings
+	watched        bool   // on Server.watch: unsignaled send WQEs may retire with no CQE
+	stamp          uint64 // Server.gen when last retired for a completion batch
 }
 
 // cqObj is a client's CQ: the engine's CQ and the producer side of the
@@ -45,7 +50,16 @@ type cqObj struct {
 // retired slots back to the clients, then completions from the engine's
 // CQs into the completion rings. It runs on the engine's poll goroutine
 // (dataplane.RunConfig.Pump), outside the engine lock, and reports
-// whether it moved anything. It does not allocate.
+// whether it moved anything. It does not allocate (once its lists have
+// grown to the number of QPs).
+//
+// A round costs what moved, not the number of QPs: it looks at the rings
+// of the QPs whose doorbell bits their clients set (a version-1 client,
+// which has no doorbell file, gets all its QPs looked at), and retires
+// the WQEs of the QPs that completions name. The engine retires a WQE
+// with a completion, except a send WQE posted unsignaled: QPs that have
+// such WQEs in the engine are looked at every round until they have
+// retired them.
 //
 // Retired indices are published before completions, so that a client
 // that has seen a completion finds its WQE's slot free, as it would in
@@ -63,11 +77,36 @@ func (s *Server) Pump() bool {
 	recheck := s.recheck
 	s.recheck = false
 	moved := false
-	for _, q := range s.qps {
-		if s.moveWork(q) {
+	s.looked = 0
+	// Work an earlier round could not move (an engine queue was full).
+	if len(s.pending) > 0 {
+		work := s.pending
+		s.pending = s.pendingSpare[:0]
+		for _, q := range work {
+			q.pending = false
+			if s.pumpQP(q) {
+				moved = true
+			}
+		}
+		clear(work)
+		s.pendingSpare = work[:0]
+	}
+	for c := range s.clients {
+		if s.pumpClient(c) {
 			moved = true
 		}
+	}
+	for i := 0; i < len(s.watch); {
+		q := s.watch[i]
 		s.retire(q)
+		if q.sq.Head() != q.sqRetired {
+			i++
+			continue
+		}
+		q.watched = false
+		s.watch[i] = s.watch[len(s.watch)-1]
+		s.watch[len(s.watch)-1] = nil
+		s.watch = s.watch[:len(s.watch)-1]
 	}
 	for _, c := range s.cqs {
 		if s.moveCompletions(c) {
@@ -101,19 +140,62 @@ func (s *Server) BeforeWait() {
 	}
 }
 
-// moveWork moves q's published WQEs into the engine (s.mu held). Entries
-// are copied out of the shared slots into the server's own batch before
-// the engine sees them: the client can rewrite a slot at any time, and
-// the engine must validate and use one unchanging copy.
-func (s *Server) moveWork(q *qpObj) bool {
-	if q.broken {
-		return false
-	}
+// pumpClient moves the work of c's QPs whose doorbell bits are set, or
+// of all its QPs for a client without a doorbell file (s.mu held).
+func (s *Server) pumpClient(c *client) bool {
 	moved := false
+	if !c.bells.Valid() {
+		for _, q := range c.qps {
+			if s.pumpQP(q) {
+				moved = true
+			}
+		}
+		return moved
+	}
+	for k := range shm.Summaries {
+		for sum := c.bells.Take(k); sum != 0; {
+			var j int
+			j, sum = shm.NextBit(sum)
+			w := k*64 + j
+			for word := c.bells.TakeWord(w); word != 0; {
+				var i int
+				i, word = shm.NextBit(word)
+				if slot := w*64 + i; slot < len(c.slots) {
+					if q := c.slots[slot]; q != nil && s.pumpQP(q) {
+						moved = true
+					}
+				}
+			}
+		}
+	}
+	return moved
+}
+
+// pumpQP moves q's published work into the engine and remembers q for
+// the next round if some is left (s.mu held).
+func (s *Server) pumpQP(q *qpObj) bool {
+	s.looked++
+	moved, left := s.moveWork(q)
+	if left && !q.pending {
+		q.pending = true
+		s.pending = append(s.pending, q)
+	}
+	return moved
+}
+
+// moveWork moves q's published WQEs into the engine (s.mu held), and
+// reports whether it moved any and whether some are left in the rings.
+// Entries are copied out of the shared slots into the server's own batch
+// before the engine sees them: the client can rewrite a slot at any time,
+// and the engine must validate and use one unchanging copy.
+func (s *Server) moveWork(q *qpObj) (moved, left bool) {
+	if q.broken {
+		return false, false
+	}
 	n, err := q.sq.Available()
 	if err != nil {
 		s.breakQP(q, "send ring", err)
-		return false
+		return false, false
 	}
 	for n > 0 {
 		k := min(n, pumpBatch)
@@ -124,8 +206,19 @@ func (s *Server) moveWork(q *qpObj) bool {
 		q.sq.Advance(uint32(posted))
 		n -= uint32(posted)
 		moved = moved || posted > 0
+		if !q.sigAll && !q.watched {
+			// No completion will say when an unsignaled WQE retires.
+			for i := range posted {
+				if s.sendBatch[i].Flags&qp.SendSignaled == 0 {
+					q.watched = true
+					s.watch = append(s.watch, q)
+					break
+				}
+			}
+		}
 		if err != nil {
 			if errors.Is(err, dataplane.ErrQueueFull) {
+				left = true
 				break // only a client that forged its ring indices gets here; the rest waits
 			}
 			s.refuseSend(q, &s.sendBatch[posted], err)
@@ -137,7 +230,7 @@ func (s *Server) moveWork(q *qpObj) bool {
 	n, err = q.rq.Available()
 	if err != nil {
 		s.breakQP(q, "receive ring", err)
-		return moved
+		return moved, false
 	}
 	for n > 0 {
 		k := min(n, pumpBatch)
@@ -150,6 +243,7 @@ func (s *Server) moveWork(q *qpObj) bool {
 		moved = moved || posted > 0
 		if err != nil {
 			if errors.Is(err, dataplane.ErrQueueFull) {
+				left = true
 				break
 			}
 			s.refuseRecv(q, &s.recvBatch[posted], err)
@@ -158,7 +252,7 @@ func (s *Server) moveWork(q *qpObj) bool {
 			moved = true
 		}
 	}
-	return moved
+	return moved, left && !q.broken
 }
 
 // retire publishes how many of q's moved WQEs the engine has retired.
@@ -186,6 +280,21 @@ func (s *Server) moveCompletions(c *cqObj) bool {
 		n, err := s.e.PollCQ(c.ecq, s.wcBatch[:])
 		if err != nil {
 			s.cqOverflow(c) // the engine's CQ itself overflowed between pumps
+			// Lost completions retired WQEs that nothing else names.
+			for _, q := range s.qps {
+				if q.sendCQ == c || q.recvCQ == c {
+					s.retire(q)
+				}
+			}
+		}
+		// Retire the WQEs of the QPs these completions belong to before
+		// the client can see the completions (once per QP and batch).
+		s.gen++
+		for i := range n {
+			if q := s.byQPN[s.wcBatch[i].QPNum]; q != nil && q.stamp != s.gen {
+				q.stamp = s.gen
+				s.retire(q)
+			}
 		}
 		pushed := 0
 		for i := range n {

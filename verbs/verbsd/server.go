@@ -94,10 +94,17 @@ type Server struct {
 	mu      sync.Mutex
 	closed  bool
 	clients map[*client]struct{}
-	qps     []*qpObj // every client's QPs: what Pump moves work for
+	qps     []*qpObj          // every client's QPs
+	byQPN   map[uint32]*qpObj // the same, by QPN: whom a completion retires
+	pending []*qpObj          // QPs with work an engine queue had no room for
+	watch   []*qpObj          // QPs with unsignaled send WQEs in the engine
 	cqs     []*cqObj
-	recheck bool // the next Pump is BeforeWait's last look before sleeping
-	warned  bool // Options.Wake is nil and was logged
+	gen     uint64 // completion batches moved, for qpObj.stamp
+	looked  int    // QPs whose rings the last Pump looked at (tests)
+
+	pendingSpare []*qpObj
+	recheck      bool // the next Pump is BeforeWait's last look before sleeping
+	warned       bool // Options.Wake is nil and was logged
 
 	sendBatch [pumpBatch]qp.SendWR
 	recvBatch [pumpBatch]qp.RecvWR
@@ -124,7 +131,7 @@ func New(e *dataplane.Engine, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{e: e, o: o, log: o.Logger, wake: o.Wake, abi: abi, clients: map[*client]struct{}{}}
+	s := &Server{e: e, o: o, log: o.Logger, wake: o.Wake, abi: abi, clients: map[*client]struct{}{}, byQPN: map[uint32]*qpObj{}}
 	if s.wake == nil {
 		s.wake = func() {}
 	}

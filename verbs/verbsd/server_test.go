@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"path/filepath"
 	"sync"
@@ -84,13 +85,31 @@ func (r *rawClient) call(op string, args any, result any, fds ...int) ([]int, er
 	return got, nil
 }
 
-func (r *rawClient) hello() {
+// hello opens the session as a client of the given protocol version; a
+// version-2 client gets its doorbell file, mapped.
+func (r *rawClient) hello(version int) shm.Bells {
 	abi, _ := shm.Fingerprint()
-	fds, err := r.call(proto.OpHello, proto.HelloArgs{Version: proto.Version, ABI: abi}, nil)
-	proto.CloseFDs(fds)
-	if err != nil || len(fds) != 2 {
+	fds, err := r.call(proto.OpHello, proto.HelloArgs{Version: version, ABI: abi}, nil)
+	defer proto.CloseFDs(fds)
+	want := 2
+	if version >= 2 {
+		want = 3
+	}
+	if err != nil || len(fds) != want {
 		r.t.Fatalf("hello: %v, %d descriptors", err, len(fds))
 	}
+	if version < 2 {
+		return shm.Bells{}
+	}
+	m, err := shm.MapShared(fds[2], 0, int64(shm.BellFileLen), unix.PROT_READ|unix.PROT_WRITE, shm.SealSize)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(func() { m.Unmap() })
+	if err := shm.CheckBells(m.Bytes); err != nil {
+		r.t.Fatal(err)
+	}
+	return shm.MapBells(m.Bytes)
 }
 
 // TestProtocolAbuse: requests out of order, malformed, unknown, with
@@ -102,7 +121,7 @@ func TestProtocolAbuse(t *testing.T) {
 	if _, err := r.call(proto.OpAllocPD, nil, nil); !errors.Is(err, proto.ErrProtocol) {
 		t.Fatalf("request before hello: %v", err)
 	}
-	r.hello()
+	r.hello(proto.Version)
 	if _, err := r.call("format_disk", nil, nil); !errors.Is(err, proto.ErrProtocol) {
 		t.Fatalf("unknown op: %v", err)
 	}
@@ -142,10 +161,18 @@ func TestProtocolAbuse(t *testing.T) {
 	if _, err := r.call(proto.OpStats, nil, &st); err != nil || st.Counters[len(st.Counters)-1] != (proto.Counter{Name: "port_rx_frames", Value: 5}) {
 		t.Fatalf("stats: %+v, %v", st, err)
 	}
-	// A client of another layout is turned away at hello.
+	// A client of another layout is turned away at hello, and so is one
+	// of a protocol version the daemon does not speak.
 	other := dial(t, s)
 	if _, err := other.call(proto.OpHello, proto.HelloArgs{Version: proto.Version, ABI: 12345}, nil); !errors.Is(err, proto.ErrProtocol) {
 		t.Fatalf("foreign layout: %v", err)
+	}
+	abi, _ := shm.Fingerprint()
+	for _, v := range []int{proto.MinVersion - 1, proto.Version + 1} {
+		c := dial(t, s)
+		if _, err := c.call(proto.OpHello, proto.HelloArgs{Version: v, ABI: abi}, nil); !errors.Is(err, proto.ErrProtocol) {
+			t.Fatalf("version %d: %v", v, err)
+		}
 	}
 	// The first connection still works.
 	if _, err := r.call(proto.OpQueryDevice, nil, nil); err != nil {
@@ -209,14 +236,29 @@ func qpState(t *testing.T, r *rawClient, h uint32) qp.State {
 // TestHostileRings: a malformed WQE written straight into the ring moves
 // only that QP to ERR and completes as flushed under its WRID; a forged
 // producer index does the same; the server pumps on for everyone else.
+// A version-1 client (no doorbell file: the pump looks at all its QPs)
+// and a version-2 one (which marks its QPs in the doorbell file, and
+// then every slot there is) get the same treatment.
 func TestHostileRings(t *testing.T) {
+	for _, version := range []int{1, 2} {
+		t.Run(fmt.Sprintf("v%d", version), func(t *testing.T) { hostileRings(t, version) })
+	}
+}
+
+func hostileRings(t *testing.T, version int) {
 	s, sim := newServer(t)
 	r := dial(t, s)
-	r.hello()
+	bells := r.hello(version)
+	ring := func(slot uint32) {
+		if bells.Valid() {
+			bells.Ring(slot)
+		}
+	}
 	q, l, rings, cqMem, cql := hostileQP(t, r, sim)
 	sq := shm.NewProducer(l.SQ(rings))
 	sq.Push(&qp.SendWR{WRID: 77, Opcode: qp.WRSend, NumSGE: 1000}) // the library would refuse this
 	sq.Publish()
+	ring(q.Bell)
 	s.Pump()
 	if st := qpState(t, r, q.Handle); st != qp.Err {
 		t.Fatalf("QP in %v after a malformed WQE", st)
@@ -230,6 +272,7 @@ func TestHostileRings(t *testing.T) {
 	// A second QP whose producer index claims more than the ring holds.
 	q2, _, rings2, _, _ := hostileQP(t, r, sim)
 	binary.LittleEndian.PutUint32(rings2[shm.OffSQProd:], 1<<20)
+	ring(q2.Bell)
 	s.Pump()
 	if st := qpState(t, r, q2.Handle); st != qp.Err {
 		t.Fatalf("QP in %v after a forged index", st)
@@ -237,8 +280,74 @@ func TestHostileRings(t *testing.T) {
 	if o := s.Objects(); o.QPs != 2 || o.Clients != 1 {
 		t.Fatalf("objects %+v", o)
 	}
-	// Pumping the broken QP again neither panics nor resurrects it.
+	// Pumping the broken QP again neither panics nor resurrects it; nor
+	// do doorbell bits for every slot, most of them no QP's.
 	s.Pump()
+	for slot := range uint32(shm.BellSlots) {
+		ring(slot)
+	}
 	s.BeforeWait()
 	s.Pump()
+	if st := qpState(t, r, q2.Handle); st != qp.Err {
+		t.Fatalf("QP in %v after all doorbells", st)
+	}
+}
+
+// TestPumpLooksAtRungQPs: with many QPs, a pump looks at the rings of the
+// QPs whose doorbell bits were set, not at every QP: posting to one of
+// 300 QPs costs one look. A version-1 client, which has no doorbell file,
+// gets all its QPs looked at.
+func TestPumpLooksAtRungQPs(t *testing.T) {
+	for _, version := range []int{1, 2} {
+		t.Run(fmt.Sprintf("v%d", version), func(t *testing.T) {
+			s, _ := newServer(t)
+			r := dial(t, s)
+			bells := r.hello(version)
+			var pd proto.Handle
+			r.call(proto.OpAllocPD, nil, &pd)
+			var cq proto.CreateCQResult
+			fds, err := r.call(proto.OpCreateCQ, proto.CreateCQArgs{CQE: 8}, &cq)
+			proto.CloseFDs(fds)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const n = 300
+			var qps []proto.CreateQPResult
+			for range n {
+				var q proto.CreateQPResult
+				fds, err := r.call(proto.OpCreateQP, proto.CreateQPArgs{PD: pd.Handle, SendCQ: cq.Handle, RecvCQ: cq.Handle, MaxSendWR: 1, MaxRecvWR: 1}, &q)
+				proto.CloseFDs(fds)
+				if err != nil {
+					t.Fatal(err)
+				}
+				qps = append(qps, q)
+			}
+			s.Pump()
+			want := 0
+			if version < 2 {
+				want = n
+			}
+			if s.looked != want {
+				t.Fatalf("an idle pump looked at %d QPs, want %d", s.looked, want)
+			}
+			if version < 2 {
+				return
+			}
+			bells.Ring(qps[n/2].Bell)
+			s.Pump()
+			if s.looked != 1 {
+				t.Fatalf("a pump after one doorbell looked at %d QPs", s.looked)
+			}
+			// A destroyed QP's slot is reused by the next QP.
+			if _, err := r.call(proto.OpDestroyQP, proto.Handle{Handle: qps[7].Handle}, nil); err != nil {
+				t.Fatal(err)
+			}
+			var q proto.CreateQPResult
+			fds, err = r.call(proto.OpCreateQP, proto.CreateQPArgs{PD: pd.Handle, SendCQ: cq.Handle, RecvCQ: cq.Handle, MaxSendWR: 1, MaxRecvWR: 1}, &q)
+			proto.CloseFDs(fds)
+			if err != nil || q.Bell != qps[7].Bell {
+				t.Fatalf("new QP in slot %d, want the freed %d (%v)", q.Bell, qps[7].Bell, err)
+			}
+		})
+	}
 }

@@ -21,10 +21,19 @@ import (
 
 	"github.com/softnic/softnic/dataplane"
 	"github.com/softnic/softnic/qp"
+	"github.com/softnic/softnic/recovery"
 )
 
-// Version is the protocol version a client announces at hello.
-const Version = 1
+// Version is the protocol version a client announces at hello. A daemon
+// serves clients of MinVersion to Version: version 2 added the per-QP
+// loss-recovery scheme (create_qp's scheme, set_qp_scheme, query_device's
+// schemes), which a version-1 client never asks for. A version-1 daemon
+// refuses a version-2 client at hello, so a client's scheme request can
+// never be silently ignored by a daemon that does not know it.
+const (
+	Version    = 2
+	MinVersion = 1
+)
 
 // Operations.
 const (
@@ -41,6 +50,7 @@ const (
 	OpModifyQP    = "modify_qp"
 	OpQueryQP     = "query_qp"
 	OpDestroyQP   = "destroy_qp"
+	OpSetQPScheme = "set_qp_scheme" // version 2
 )
 
 // Request is what a client sends.
@@ -63,8 +73,10 @@ type HelloArgs struct {
 	ABI     uint64 `json:"abi"` // shm.Fingerprint of the ring entry layout
 }
 
-// HelloResult comes with two descriptors: the device page (map it
-// read-only) and this client's doorbell eventfd.
+// HelloResult comes with two descriptors, the device page (map it
+// read-only) and this client's doorbell eventfd, and from version 2 on a
+// third: the client's doorbell file (shm.Bells), in which it marks the
+// QPs it published work for.
 type HelloResult struct {
 	Device Device `json:"device"`
 	Client uint64 `json:"client"` // connection number, for logs
@@ -76,7 +88,8 @@ type Device struct {
 	Name        string     `json:"name"`
 	GID         netip.Addr `json:"gid"` // RoCEv2: the port's IP address
 	MAC         [6]byte    `json:"mac"`
-	Scheme      string     `json:"scheme"` // loss recovery
+	Scheme      string     `json:"scheme"`            // loss recovery of QPs that do not ask for one
+	Schemes     []string   `json:"schemes,omitempty"` // the schemes a QP may ask for (version 2)
 	MaxQPWR     int        `json:"max_qp_wr"`
 	MaxCQE      int        `json:"max_cqe"`
 	MaxSGE      int        `json:"max_sge"`
@@ -136,6 +149,10 @@ type CreateQPArgs struct {
 	MaxSendWR int    `json:"max_send_wr"`
 	MaxRecvWR int    `json:"max_recv_wr"`
 	SigAll    bool   `json:"sq_sig_all"`
+	// Scheme is the QP's loss recovery; "" is the daemon's default
+	// (version 2; a softnic extension, like a vendor create_qp_ex
+	// attribute).
+	Scheme string `json:"scheme,omitempty"`
 }
 
 // CreateQPResult comes with the ring memfd (Size bytes, shm.QPLayout for
@@ -146,6 +163,20 @@ type CreateQPResult struct {
 	SQCap  uint32 `json:"sq_cap"`
 	RQCap  uint32 `json:"rq_cap"`
 	Size   int    `json:"size"`
+	Scheme string `json:"scheme"` // the loss recovery the QP runs (version 2)
+	Bell   uint32 `json:"bell"`   // the QP's slot in the doorbell file (version 2)
+}
+
+// SetQPSchemeArgs changes a QP's loss recovery while it is in RESET or
+// INIT (version 2); the result is SchemeResult.
+type SetQPSchemeArgs struct {
+	QP     uint32 `json:"qp"`
+	Scheme string `json:"scheme"` // "" is the daemon's default
+}
+
+// SchemeResult names the loss recovery a QP runs.
+type SchemeResult struct {
+	Scheme string `json:"scheme"`
 }
 
 // ModifyQPArgs is ibv_modify_qp.
@@ -241,6 +272,8 @@ var codes = []struct {
 	{"post_state", dataplane.ErrPostState},
 	{"bad_wr", dataplane.ErrBadWR},
 	{"cq_overflow", dataplane.ErrCQOverflow},
+	{"unknown_scheme", dataplane.ErrUnknownScheme},
+	{"scheme_state", dataplane.ErrSchemeState},
 }
 
 // EncodeError turns err into its wire form.
@@ -367,7 +400,7 @@ func CloseFDs(fds []int) {
 // both modes.
 func DeviceOf(e *dataplane.Engine, name string) Device {
 	return Device{
-		Name: name, GID: e.Addr(), MAC: e.MAC(), Scheme: e.Scheme().Name(),
+		Name: name, GID: e.Addr(), MAC: e.MAC(), Scheme: e.Scheme().Name(), Schemes: recovery.Names(),
 		MaxQPWR: dataplane.MaxWR, MaxCQE: MaxCQE, MaxSGE: qp.MaxSGE, MaxQPRdAtom: dataplane.MaxRdAtomic,
 	}
 }
