@@ -37,7 +37,9 @@ type Options struct {
 	TxDepth int    // -t: work requests in flight
 	MTU     qp.MTU // -m
 	Scheme  string // recovery scheme of both NICs
-	Seed    uint64
+	// Params are the scheme's knobs (zero: the papers' defaults).
+	Params recovery.Params
+	Seed   uint64
 }
 
 // Link describes the embedded fabric's wire, per direction.
@@ -69,7 +71,7 @@ func WriteBWEmbedded(o Options, link Link) (Result, error) {
 	if o.Size <= 0 || o.Iters <= 0 || o.TxDepth <= 0 {
 		return Result{}, errors.New("perftest: size, iterations and tx depth must be positive")
 	}
-	params := recovery.Params{}
+	params := o.Params
 	scheme, err := recovery.New(o.Scheme, params)
 	if err != nil {
 		return Result{}, err
