@@ -353,6 +353,9 @@ func (e *Engine) onProgress(q *QP) {
 	}
 }
 
+// maxRTOBackoffShift caps Config.RTOBackoff at 16 times the timeout.
+const maxRTOBackoffShift = 4
+
 // armRetry starts the retransmission timer if packets are outstanding and
 // it is not running, and keeps its deadline in step with the scheme's
 // timeout for what is in flight now: IRN's RTO_low holds only while at most
@@ -369,7 +372,11 @@ func (e *Engine) armRetry(q *QP) {
 	if !q.retryTimer.Armed() {
 		q.retryStart = e.now
 	}
-	at := q.retryStart + q.sender.Timeout(base, int(q.maxSentPSN.Diff(q.unacked)))
+	rto := q.sender.Timeout(base, int(q.maxSentPSN.Diff(q.unacked)))
+	if e.cfg.RTOBackoff && q.retryLeft < q.retryCnt {
+		rto <<= min(q.retryCnt-q.retryLeft, maxRTOBackoffShift)
+	}
+	at := q.retryStart + rto
 	if !q.retryTimer.Armed() || q.retryTimer.Deadline() != at {
 		e.wheel.Schedule(&q.retryTimer, at)
 	}

@@ -54,6 +54,14 @@ type Config struct {
 	// FetchPenalty is the pipeline stall of a context-cache miss (default
 	// qp.DefaultFetchPenalty, 1 µs, a PCIe read); negative disables it.
 	FetchPenalty time.Duration
+	// RTOBackoff doubles a QP's retransmission timeout after every
+	// timeout (or go-back) without progress, up to 16 times the scheme's,
+	// as TCP does and as ConnectX's adaptive retransmission does: on a
+	// host whose cores the NIC shares, a scheduler pause of milliseconds
+	// would otherwise fire timeout after timeout and spend the QP's whole
+	// retry_cnt (RETRY_EXC_ERR) with nothing lost. Off by default: the
+	// papers' schemes, and the embedded fabric, use fixed timeouts.
+	RTOBackoff bool
 }
 
 const (

@@ -124,6 +124,24 @@ func TestRetryExceeded(t *testing.T) {
 	wantWC(t, p.waitWCs(p.sim.A, p.cqA, 1, time.Second)[0], 3, qp.WCWRFlushErr, qp.WCSend)
 }
 
+// TestRTOBackoff: with Config.RTOBackoff each timeout without progress
+// doubles the next one: a dead path gives up after T+2T+4T+8T.
+func TestRTOBackoff(t *testing.T) {
+	dead := fabric.LinkConfig{Loss: 1}
+	p := newTestPair(t, SimConfig{Seed: 4, AtoB: dead, RTOBackoff: true}, ConnParams{Timeout: 10, RetryCnt: 3})
+	start := p.sim.Now()
+	p.postSend(sendWR(1, qp.WRRDMAWrite, sge(p.mrA, 0, 100)))
+	wantWC(t, p.waitWCs(p.sim.A, p.cqA, 1, 10*time.Second)[0], 1, qp.WCRetryExcErr, qp.WCRDMAWrite)
+	timeout, _ := ackTimeout(10)
+	if c := p.sim.A.Counters(); c.LocalAckTimeout != 4 {
+		t.Fatalf("local_ack_timeout_err %d, want 4", c.LocalAckTimeout)
+	}
+	if took := p.sim.Now() - start; took < 15*timeout || took > 15*timeout+time.Millisecond {
+		t.Fatalf("gave up after %v, want T+2T+4T+8T = %v", took, 15*timeout)
+	}
+
+}
+
 // TestRNR: with no receive posted the responder sends RNR NAKs; once
 // rnr_retry runs out the SEND completes RNR_RETRY_EXC_ERR.
 func TestRNR(t *testing.T) {

@@ -35,6 +35,7 @@ type SimConfig struct {
 	// Config).
 	SRAMBytes    int
 	FetchPenalty time.Duration
+	RTOBackoff   bool // both NICs (see Config)
 }
 
 // Addresses of the simulated hosts, from the benchmarking range.
@@ -59,11 +60,11 @@ func NewSim(cfg SimConfig) (*Sim, error) {
 	if cfg.IPv6 {
 		addrA, addrB = SimAddr6A, SimAddr6B
 	}
-	a, err := NewEngine(Config{MAC: SimMACA, Addr: addrA, Scheme: cfg.SchemeA, SRAMBytes: cfg.SRAMBytes, FetchPenalty: cfg.FetchPenalty}, f.A())
+	a, err := NewEngine(Config{MAC: SimMACA, Addr: addrA, Scheme: cfg.SchemeA, SRAMBytes: cfg.SRAMBytes, FetchPenalty: cfg.FetchPenalty, RTOBackoff: cfg.RTOBackoff}, f.A())
 	if err != nil {
 		return nil, err
 	}
-	b, err := NewEngine(Config{MAC: SimMACB, Addr: addrB, Scheme: cfg.SchemeB, SRAMBytes: cfg.SRAMBytes, FetchPenalty: cfg.FetchPenalty}, f.B())
+	b, err := NewEngine(Config{MAC: SimMACB, Addr: addrB, Scheme: cfg.SchemeB, SRAMBytes: cfg.SRAMBytes, FetchPenalty: cfg.FetchPenalty, RTOBackoff: cfg.RTOBackoff}, f.B())
 	if err != nil {
 		return nil, err
 	}

@@ -47,6 +47,7 @@ type options struct {
 	sram     int
 	penalty  time.Duration
 	busyPoll time.Duration
+	backoff  bool
 	params   recovery.Params // the schemes' knobs (0: the papers' defaults)
 }
 
@@ -58,11 +59,14 @@ type options struct {
 // after a scheduler time slice of milliseconds (softnic-bench write_lat's
 // 99.9th percentile on the two-core testbed is about 3 ms): with the
 // paper's values every such pause fires timeouts, spends the QP's
-// retry_cnt and ends in RETRY_EXC_ERR. The embedded fabric, which models
-// hardware timing, keeps the paper's values (recovery.Default*).
+// retry_cnt and ends in RETRY_EXC_ERR. 1 and 2 ms, doubled after each
+// timeout without progress (--rto-backoff), ride out such a pause with a
+// few retries and still resend a lost retransmission within a few round
+// trips. The embedded fabric, which models hardware timing, keeps the
+// paper's values and fixed timeouts (recovery.Default*).
 const (
-	daemonRTOLow  = 2 * time.Millisecond
-	daemonRTOHigh = 5 * time.Millisecond
+	daemonRTOLow  = 1 * time.Millisecond
+	daemonRTOHigh = 2 * time.Millisecond
 )
 
 func runFlags(o *options) *flag.FlagSet {
@@ -81,6 +85,7 @@ func runFlags(o *options) *flag.FlagSet {
 	fs.DurationVar(&o.busyPoll, "busy-poll", 0, "keep polling this long after the last work before sleeping (latency for a core; 0: sleep after 32 empty polls)")
 	fs.DurationVar(&o.params.RTOLow, "rto-low", daemonRTOLow, "selective schemes' short retransmission timeout, armed with at most --rto-low-packets in flight (IRN RTO_low; the paper's 100µs is for a hardware NIC)")
 	fs.DurationVar(&o.params.RTOHigh, "rto-high", daemonRTOHigh, "selective schemes' retransmission timeout otherwise (IRN RTO_high: the longest round trip; the paper's 320µs is for a hardware NIC)")
+	fs.BoolVar(&o.backoff, "rto-backoff", true, "double a QP's retransmission timeout after each timeout without progress, up to 16x (scheduler pauses on a shared host)")
 	fs.IntVar(&o.params.RTOLowThreshold, "rto-low-packets", recovery.DefaultRTOLowThreshold, "IRN's N: RTO_low applies with at most this many packets in flight")
 	fs.DurationVar(&o.params.NakInterval, "nak-interval", recovery.DefaultNakInterval, "at most one go-back-N NAK per interval")
 	fs.IntVar(&o.params.BDPPackets, "bdp-packets", recovery.DefaultBDPPackets, "selective schemes' cap on packets in flight (IRN BDP-FC) and reorder window")
@@ -272,7 +277,7 @@ func start(o options, log *slog.Logger) (d *daemon, err error) {
 		d.portStats = func() []counter { return collect(p.Stats().All()) }
 		log.Info("UDP port open", "addr", netip.AddrPortFrom(d.addr, 4791), "max_frame", p.MaxFrame())
 	}
-	if d.engine, err = dataplane.NewEngine(dataplane.Config{MAC: mac, Addr: d.addr, Scheme: scheme, SRAMBytes: o.sram, FetchPenalty: fetchPenalty(o.penalty)}, d.port); err != nil {
+	if d.engine, err = dataplane.NewEngine(dataplane.Config{MAC: mac, Addr: d.addr, Scheme: scheme, SRAMBytes: o.sram, FetchPenalty: fetchPenalty(o.penalty), RTOBackoff: o.backoff}, d.port); err != nil {
 		return d, err
 	}
 	if d.cp, err = newControlPlane(d); err != nil {
