@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strconv"
 	"time"
 
@@ -80,18 +81,33 @@ func WriteLossCSV(w io.Writer, rs []LossResult) error {
 // per scheme: the shape of the papers' throughput-vs-loss figures
 // (Improved go-back-N Fig. 6, IRN Fig. 3, FaSR Fig. 7a).
 func PlotLoss(path string, rs []LossResult) error {
+	return PlotLossTitle(path, "RDMA WRITE goodput under random loss (both directions)", rs)
+}
+
+// PlotLossTitle is PlotLoss with its own title.
+func PlotLossTitle(path, title string, rs []LossResult) error {
 	var names []string
 	lines := map[string]plotter.XYs{}
+	based := map[string]bool{}
 	for _, r := range rs {
-		if r.Loss == 0 {
-			continue // no place on a log axis; it is the 1.0 every line is relative to
+		if r.Loss == 0 && r.Gbps > 0 {
+			based[r.Scheme] = true
+		}
+	}
+	for _, r := range rs {
+		if r.Loss == 0 || !based[r.Scheme] {
+			// A lossless point has no place on a log axis: it is the
+			// 1.0 every line is relative to; without it (a failed
+			// testbed run) a scheme has no relative goodput.
+			continue
 		}
 		if _, ok := lines[r.Scheme]; !ok {
 			names = append(names, r.Scheme)
 		}
 		lines[r.Scheme] = append(lines[r.Scheme], plotter.XY{X: r.Loss * 100, Y: r.Relative})
 	}
-	return lineChart(path, "RDMA WRITE goodput under random loss (both directions)", "loss rate (%)",
+	sort.Strings(names) // a scheme's colour is its place in the sorted names
+	return lineChart(path, title, "loss rate (%)",
 		"goodput relative to lossless", false, 1.05, names, lines)
 }
 

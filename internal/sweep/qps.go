@@ -24,10 +24,42 @@ type QPConfig struct {
 	Link    fabric.LinkConfig // rate and delay; Loss is set from Loss
 	Warmup  time.Duration     // simulated
 	Measure time.Duration     // simulated
-	Seed    uint64
+	// MaxMessages, when not 0, also ends the measurement window once that
+	// many messages completed in it, and the warm-up once half as many
+	// completed in it: a bound on the CPU a point costs. Meant for
+	// lossless points, whose rate is steady after a few rounds of the QPs;
+	// a lossy point's rate is set by ACK timeouts of milliseconds and needs
+	// the whole windows.
+	MaxMessages uint64
+	Seed        uint64
 	// Params are the schemes' knobs (zero: defaults).
 	Params recovery.Params
 }
+
+// On-chip budgets for QP contexts and recovery state (QPConfig.SRAM, the
+// daemon's --sram):
+const (
+	// StaRBudget is qp.DefaultCacheBudget: 300 base contexts of 256 B,
+	// StaR's RNIC (CX4-like).
+	StaRBudget = qp.DefaultCacheBudget
+	// FaSRBudget is the FaSR paper's (§V-A): 1.4 MB of its 3.2 MB SRAM
+	// holds QP contexts.
+	FaSRBudget = 1_400_000
+)
+
+// Budgets names the presets of `softnic sweep qps -budget`.
+var Budgets = map[string]int{"star": StaRBudget, "fasr": FaSRBudget}
+
+// SRBytes is the on-chip loss-recovery state n QPs of scheme s need: each
+// QP's sender and receiver halves (OnChipBytes, as the scheme reports them
+// for fresh halves) plus the scheme's shared pools, charged once. It is
+// what the QP sweeps plot against the QP count (FaSR Fig. 8b); it asks the
+// scheme, so every registered scheme is charged by its own accounting.
+func SRBytes(s recovery.Scheme, n int) int {
+	return n*(s.NewSender().OnChipBytes()+s.NewReceiver().OnChipBytes()) + s.SharedOnChipBytes()
+}
+
+func durationNS(ns float64) time.Duration { return time.Duration(ns) }
 
 // DefaultQPLink is StaR's simulation (§4): 100 Gb/s and a 12 µs base RTT.
 var DefaultQPLink = fabric.LinkConfig{RateBps: 100e9, Delay: 6 * time.Microsecond, QueueFrames: 1024}
@@ -133,14 +165,24 @@ func RunQPs(c QPConfig) (QPResult, error) {
 			}
 		}
 	}
-	run := func(d time.Duration) {
-		end := sim.Now() + d
-		sim.RunUntil(func() bool { return repost() || sim.Now() >= end }, d+time.Second)
+	// run runs one window. The simulation goes idle whenever every posted
+	// WRITE has completed (always, with one QP): RunUntil then returns,
+	// after its last look at cond has reposted them, and the window goes
+	// on until its end; only a simulation that stays idle ends it early.
+	run := func(d time.Duration, max uint64) {
+		end, stop := sim.Now()+d, done+max
+		cond := func() bool { return repost() || sim.Now() >= end || (max > 0 && done >= stop) }
+		for !cond() {
+			before, at := done, sim.Now()
+			if sim.RunUntil(cond, d+time.Second) || done == before && sim.Now() == at {
+				return
+			}
+		}
 	}
-	run(c.Warmup)
+	run(c.Warmup, c.MaxMessages/2)
 	startDone, startCache, startRetx := done, sim.B.CacheStats(), sim.A.Counters().Retransmits
 	t0 := sim.Now()
-	run(c.Measure)
+	run(c.Measure, c.MaxMessages)
 	if runErr != nil {
 		return QPResult{}, runErr
 	}
@@ -154,8 +196,7 @@ func RunQPs(c QPConfig) (QPResult, error) {
 		r.HitRate = 1 - float64(r.Misses)/float64(acc)
 	}
 	r.PeakQPs = cs.PeakResident
-	perQP := sa.NewSender().OnChipBytes() + sa.NewReceiver().OnChipBytes()
-	r.SRBytes = c.QPs*perQP + sa.SharedOnChipBytes()
+	r.SRBytes = SRBytes(sa, c.QPs)
 	r.Retransmits = sim.A.Counters().Retransmits - startRetx
 	return r, nil
 }

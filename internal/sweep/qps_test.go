@@ -66,3 +66,27 @@ func TestQPSweepOutput(t *testing.T) {
 		t.Fatalf("CSV: %d rows, %v", len(rows), err)
 	}
 }
+
+// TestQPSweepOneQP: with one QP the simulation goes idle after every
+// completion; the window still runs to its end (it once stopped after the
+// first message), and at 1% loss the rate shows the timeouts.
+func TestQPSweepOneQP(t *testing.T) {
+	c := point(1, 0)
+	c.Link.Delay = time.Microsecond
+	r, err := RunQPs(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Messages < 100 {
+		t.Fatalf("1 QP, lossless: %d messages in %v", r.Messages, c.Measure)
+	}
+	c = point(1, 0.3)
+	c.Measure = 200 * time.Millisecond
+	lossy, err := RunQPs(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lossy.Messages == 0 || lossy.MsgRate > r.MsgRate/2 {
+		t.Fatalf("1 QP, 30%% loss: %+v (lossless %.0f/s)", lossy, r.MsgRate)
+	}
+}

@@ -1,0 +1,207 @@
+#!/usr/bin/env bash
+# sweep-loss.sh: goodput against loss rate on the two-host testbed, every
+# recovery scheme: the testbed counterpart of `softnic sweep loss`.
+#
+# As root with XDP: brings up the namespace testbed (testbed.sh), and for
+# every scheme and loss rate starts a fresh pair of softnic daemons over
+# AF_XDP with --scheme S, runs `softnic-bench write_bw -s 65536 -q 1 -D 3`
+# from host A to host B with the loss injected on the switch in both
+# directions (data and ACKs alike), and reads the NICs' counters with
+# `softnic stats` before and after. Every point runs 3 times, in rounds
+# (round r runs each point once, lossless first), so that a point's runs
+# are spread over the scheme's series: two daemons and two bench processes
+# share this machine's 2 cores, and other load comes in bursts. Then
+# `softnic sweep plot-loss` takes each point's median run, relative to the
+# scheme's lossless median, and draws the plot with the embedded sweep's
+# code.
+#
+# Without root or XDP it says so and runs the embedded sweep
+# (`softnic sweep loss`, simulated time) instead.
+#
+# Output, in $SOFTNIC_SWEEP_OUT (default docs/results):
+#   testbed-loss-runs.csv  one row per run: loss.csv's columns, then rep,
+#                          attempt, seconds, bw_peak_gbps, msg_rate_mpps, sent_pkts,
+#                          rx_dropped_b (frames B's AF_XDP socket had no
+#                          room for), rx_dropped_a, switch_drops (the loss
+#                          rule's count), nic_scheme (from the bench's
+#                          banner), load1, wall_s, status, error
+#   testbed-loss.csv       one row per (scheme, loss), loss.csv's columns:
+#                          scheme, loss (a probability), size, iterations
+#                          (completed in the run), mtu, goodput_gbps,
+#                          relative (to the scheme's lossless median),
+#                          retransmits and ack_timeouts (host A's
+#                          retransmitted_pkts and local_ack_timeout_err)
+#   testbed-loss.png       relative goodput against loss
+#
+# Environment (defaults):
+#   SOFTNIC_SWEEP_SCHEMES        "gbn igbn ..." (every scheme `softnic sweep
+#                                schemes` lists, i.e. recovery.Names())
+#   SOFTNIC_SWEEP_LOSSES         "0 0.01 0.1 0.5 1 2 5" (percent; 0 first)
+#   SOFTNIC_SWEEP_SECONDS        3 (softnic-bench -D per run)
+#   SOFTNIC_SWEEP_LOSSLESS_RUNS  3
+#   SOFTNIC_SWEEP_RUNS           3 (runs of each lossy point)
+#   SOFTNIC_SWEEP_RETRIES        2: a run that fails with an error (softnic-bench
+#                                exit status 1, e.g. RETRY_EXC_ERR, or a daemon
+#                                that died) is run again up to this many times;
+#                                every attempt is a row of the runs CSV
+#   SOFTNIC_SWEEP_RTO            1ms/3200us: the selective schemes' (irn,
+#                                melo, fasr) RTO_low/RTO_high, passed to the
+#                                daemons as --rto-low/--rto-high: ten times
+#                                IRN's 100/320 µs, as this testbed's round
+#                                trip is (about 80 µs typical, milliseconds in
+#                                the tail with four polling processes on two
+#                                cores, against the papers' few µs). With
+#                                "paper" (the schemes' defaults, as the
+#                                embedded loss sweep) most of their runs here
+#                                failed with RETRY_EXC_ERR: seven spurious
+#                                timeouts in a row. LOW/HIGH or one value for
+#                                both. A daemon without --rto-low gets the
+#                                schemes' defaults, with a warning.
+#   SOFTNIC_SWEEP_SIZE           65536
+#   SOFTNIC_SWEEP_MTU            1024 (path MTU; the daemons get 1024 or 2048)
+#   SOFTNIC_SWEEP_OUT            docs/results
+#   SOFTNIC_SWEEP_DAEMON_ARGS    more `softnic run` flags
+#   SOFTNIC_NS_PREFIX            snsweep
+#
+# Time: about (SECONDS + 0.6) s per run plus retries; 5 schemes x 7 points
+# x 3 runs at -D 3 take about 7 minutes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+me=sweep-loss
+# shellcheck source=scripts/sweep-lib.sh
+source scripts/sweep-lib.sh
+
+out=${SOFTNIC_SWEEP_OUT:-docs/results}
+schemes=${SOFTNIC_SWEEP_SCHEMES:-}
+losses=${SOFTNIC_SWEEP_LOSSES:-0 0.01 0.1 0.5 1 2 5}
+secs=${SOFTNIC_SWEEP_SECONDS:-3}
+runs0=${SOFTNIC_SWEEP_LOSSLESS_RUNS:-3}
+runs=${SOFTNIC_SWEEP_RUNS:-3}
+size=${SOFTNIC_SWEEP_SIZE:-65536}
+mtu=${SOFTNIC_SWEEP_MTU:-1024}
+dmtu=$([ "$mtu" -gt 1024 ] && echo 2048 || echo 1024)
+retries=${SOFTNIC_SWEEP_RETRIES:-2}
+rto=${SOFTNIC_SWEEP_RTO:-1ms/3200us}
+
+embedded() {
+	say "$1; running the embedded sweep instead (softnic sweep loss: the in-memory fabric, simulated time)"
+	local args=(-out "$out" -loss "$(echo "$losses" | tr -s ' ' ,)" -s "$size" -m "$mtu")
+	[ -z "$schemes" ] || args+=(-schemes "$(echo "$schemes" | tr -s ' ' ,)")
+	exec go run ./cmd/softnic sweep loss "${args[@]}"
+}
+
+why=$(no_testbed)
+[ -z "$why" ] || embedded "$why"
+case " $losses " in
+*" 0 "*) ;;
+*) say "SOFTNIC_SWEEP_LOSSES must include 0 (goodput is relative to it)"; exit 2 ;;
+esac
+
+sweep_setup
+[ -n "$schemes" ] || schemes=$("$work/softnic" sweep schemes | tr '\n' ' ')
+first=${schemes%% *}
+if ! testbed_up || ! start_daemons --scheme "$first" --mtu "$dmtu"; then
+	sweep_cleanup
+	trap - EXIT
+	embedded "the testbed or the softnic daemons (XDP/AF_XDP) could not start here (log above)"
+fi
+stop_daemons
+rto_flags=
+if [ "$rto" != paper ]; then
+	# (no `| grep -q`: with pipefail, grep's early exit can fail the pipe)
+	run_help=$("$work/softnic" run -h 2>&1 || true)
+	if [[ $run_help == *-rto-low* ]]; then
+		rto_flags="--rto-low ${rto%/*} --rto-high ${rto#*/}"
+	elif [ -n "${SOFTNIC_SWEEP_RTO:-}" ]; then
+		say "SOFTNIC_SWEEP_RTO=$rto: this softnic run has no --rto-low"
+		exit 2
+	else
+		say "warning: this softnic run has no --rto-low: the selective schemes keep their own RTOs (expect RETRY_EXC_ERR)"
+		rto=paper
+	fi
+fi
+
+mkdir -p "$out"
+runs_csv=$out/testbed-loss-runs.csv
+echo "scheme,loss,size,iterations,mtu,goodput_gbps,relative,retransmits,ack_timeouts,rep,attempt,seconds,bw_peak_gbps,msg_rate_mpps,sent_pkts,rx_dropped_b,rx_dropped_a,switch_drops,nic_scheme,load1,wall_s,status,error" >"$runs_csv"
+
+say "schemes: $schemes; loss (%): $losses; write_bw -s $size -q 1 -m $mtu -D $secs; lossless x$runs0, lossy x$runs; RTO $rto; a failed run is tried again up to $retries times"
+say "git $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet 2>/dev/null || echo ' (dirty tree)'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+printf ' %-6s %6s %4s %9s %9s %12s %9s %10s %7s  %s\n' scheme loss% run Gb/s peak retransmits timeouts rx_drop_B wall status >&2
+
+t_all=$(now)
+cur_loss=
+for s in $schemes; do
+	# Rounds: round r runs every point that has an r-th run, lossless
+	# first, so that the repeats of a point are spread over the scheme's
+	# whole series rather than back to back (CPU contention here comes in
+	# bursts).
+	plan=()
+	for r in $(seq $((runs0 > runs ? runs0 : runs))); do
+		for l in $losses; do
+			if [ "$l" = 0 ]; then [ "$r" -le "$runs0" ] || continue; else [ "$r" -le "$runs" ] || continue; fi
+			plan+=("$l $r")
+		done
+	done
+	for step in "${plan[@]}"; do
+		read -r l rep <<<"$step"
+		if [ "$cur_loss" != "$l" ]; then
+			set_loss "$l"
+			cur_loss=$l
+		fi
+		for attempt in $(seq $((retries + 1))); do
+			t0=$(now)
+			load1=$(cut -d' ' -f1 /proc/loadavg)
+			status=ok err='' iters='' gbps='' peak='' rate='' rc=0
+			# shellcheck disable=SC2086 # rto_flags is a flag list
+			if start_daemons --scheme "$s" --mtu "$dmtu" $rto_flags; then
+				stats "$work/a.sock" "$work/a0"
+				stats "$work/b.sock" "$work/b0"
+				d0=$(dropped_on_switch)
+				rm -f "$work/point.csv"
+				bench $((secs + 60)) write_bw -s "$size" -q 1 -m "$mtu" -D "$secs" --report_gbits --scheme "$s" --csv "$work/point.csv" || rc=$?
+				if [ $rc = 0 ]; then
+					iters=$(csv_field "$work/point.csv" iterations)
+					gbps=$(csv_field "$work/point.csv" bw_avg)
+					peak=$(csv_field "$work/point.csv" bw_peak)
+					rate=$(csv_field "$work/point.csv" msg_rate)
+				else
+					status=failed
+					err=$(bench_error)
+					[ $rc != 124 ] && [ $rc != 137 ] || err="time limit ($((secs + 60)) s)${err:+: $err}"
+				fi
+				stats "$work/a.sock" "$work/a1"
+				stats "$work/b.sock" "$work/b1"
+				d1=$(dropped_on_switch)
+				daemons_alive || { status=failed; err="${err:+$err; }a daemon died: $(tail -qn1 "$work/$nsA.log" "$work/$nsB.log" | tr ',"' ';_' | tr '\n' ' ' | cut -c1-200)"; }
+				stop_daemons
+			else
+				status=failed
+				err="daemons did not start"
+				for f in a0 a1 b0 b1; do : >"$work/$f"; done
+				: >"$work/client.out"
+				d0=0 d1=0
+			fi
+			retx=$(delta "$work/a0" "$work/a1" retransmitted_pkts)
+			tmo=$(delta "$work/a0" "$work/a1" local_ack_timeout_err)
+			sent=$(delta "$work/a0" "$work/a1" sent_pkts)
+			dropb=$(delta "$work/b0" "$work/b1" port_rx_dropped)
+			dropa=$(delta "$work/a0" "$work/a1" port_rx_dropped)
+			nic=$(sed -n 's/^ *Recovery scheme *: *\([a-z0-9_-]*\).*/\1/p' "$work/client.out" 2>/dev/null | head -1 || true)
+			[ -z "$nic" ] || [ "$nic" = "$s" ] || say "warning: $s run, but the bench reports recovery scheme $nic"
+			wall=$(since "$t0")
+			prob=$(awk -v p="$l" 'BEGIN { print p / 100 }')
+			echo "$s,$prob,$size,$iters,$mtu,$gbps,,$retx,$tmo,$rep,$attempt,$secs,$peak,$rate,$sent,$dropb,$dropa,$((d1 - d0)),$nic,$load1,$wall,$status,\"$err\"" >>"$runs_csv"
+			printf ' %-6s %6s %4s %9s %9s %12s %9s %10s %7s  %s\n' "$s" "$l" "$rep$([ "$attempt" = 1 ] || echo "#$attempt")" "${gbps:--}" "${peak:--}" "$retx" "$tmo" "$dropb" "$wall" "$status${err:+: $err}" >&2
+			retryable $rc $status || break
+			if [ "$attempt" -le "$retries" ]; then
+				say "running it again (retry $attempt of $retries)"
+			fi
+		done
+	done
+done
+set_loss 0
+say "all runs: $(since "$t_all") s"
+awk -F, 'NR > 1 { n[$1]++; if ($(NF - 1) != "ok") f[$1]++ } END { for (s in n) printf "sweep-loss: %s: %d runs, %d failed\n", s, n[s], f[s] }' "$runs_csv" | sort >&2
+"$work/softnic" sweep plot-loss -in "$runs_csv" -csv "$out/testbed-loss.csv" -out "$out/testbed-loss.png" \
+	-title "RDMA WRITE goodput under loss, two-host testbed (AF_XDP, both directions)"
