@@ -67,6 +67,11 @@ type options struct {
 const (
 	daemonRTOLow  = 1 * time.Millisecond
 	daemonRTOHigh = 2 * time.Millisecond
+	// The NAK interval, for the same reason: igbn's CE timer re-sends a NAK
+	// every interval while the expected PSN waits, and each NAK costs the
+	// requester a go-back and a retry; 500 µs fire several times in one
+	// scheduler pause.
+	daemonNakInterval = 2 * time.Millisecond
 )
 
 func runFlags(o *options) *flag.FlagSet {
@@ -87,7 +92,7 @@ func runFlags(o *options) *flag.FlagSet {
 	fs.DurationVar(&o.params.RTOHigh, "rto-high", daemonRTOHigh, "selective schemes' retransmission timeout otherwise (IRN RTO_high: the longest round trip; the paper's 320µs is for a hardware NIC)")
 	fs.BoolVar(&o.backoff, "rto-backoff", true, "double a QP's retransmission timeout after each timeout without progress, up to 16x (scheduler pauses on a shared host)")
 	fs.IntVar(&o.params.RTOLowThreshold, "rto-low-packets", recovery.DefaultRTOLowThreshold, "IRN's N: RTO_low applies with at most this many packets in flight")
-	fs.DurationVar(&o.params.NakInterval, "nak-interval", recovery.DefaultNakInterval, "at most one go-back-N NAK per interval")
+	fs.DurationVar(&o.params.NakInterval, "nak-interval", daemonNakInterval, "at most one go-back-N NAK per interval, and igbn's CE timer (Improved go-back-N's 500µs is for a hardware NIC)")
 	fs.IntVar(&o.params.BDPPackets, "bdp-packets", recovery.DefaultBDPPackets, "selective schemes' cap on packets in flight (IRN BDP-FC) and reorder window")
 	fs.IntVar(&o.params.MeloPoolBits, "melo-pool-bits", recovery.DefaultMeloPoolBits, "size of each of MELO's two bits pools, bits")
 	fs.IntVar(&o.params.FasrUnits, "fasr-units", recovery.DefaultFasrUnits, "FaSR's level-1 pool: SR state units")

@@ -128,6 +128,16 @@ func qpSweepCmd(args []string) error {
 	return nil
 }
 
+// The loss sweep's retransmission timeouts, IRN's rule (§4.1) applied to
+// the embedded link: RTO_high about twice the longest round trip with one
+// congested link (2 µs each way plus a full 64-frame transmit ring of
+// 1 KiB frames at 25 Gb/s each way: about 50 µs), RTO_low half of it. IRN's
+// own 100/320 µs are that rule on its 40 Gb/s three-tier fabric.
+const (
+	embeddedRTOLow  = 50 * time.Microsecond
+	embeddedRTOHigh = 100 * time.Microsecond
+)
+
 // sweepTimeout is the ACK timeout of the QP sweep's QPs (code 12).
 const sweepTimeout = 16777216 * time.Nanosecond
 
@@ -157,6 +167,8 @@ func lossSweepCmd(args []string) error {
 	mtu := fs.Int("m", 1024, "path MTU")
 	rate := fs.Float64("rate", perftest.DefaultLink.RateBps/1e9, "link rate, Gb/s")
 	delay := fs.Duration("delay", perftest.DefaultLink.Delay, "one-way delay")
+	rtoLow := fs.Duration("rto-low", embeddedRTOLow, "selective schemes' RTO_low (IRN's 100µs is for its 40 Gb/s fabric; see docs/results.md)")
+	rtoHigh := fs.Duration("rto-high", embeddedRTOHigh, "selective schemes' RTO_high: about twice the longest round trip of this link")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -166,8 +178,8 @@ func lossSweepCmd(args []string) error {
 	}
 	link := perftest.DefaultLink
 	link.RateBps, link.Delay = *rate*1e9, *delay
-	fmt.Printf(" loss sweep on the embedded fabric, simulated time: %.0f Gb/s, one-way %v, TX ring %d, MTU %d, %d x %d B, depth %d\n",
-		*rate, *delay, link.Ring, *mtu, *iters, *size, *depth)
+	fmt.Printf(" loss sweep on the embedded fabric, simulated time: %.0f Gb/s, one-way %v, TX ring %d, MTU %d, %d x %d B, depth %d, RTO %v/%v\n",
+		*rate, *delay, link.Ring, *mtu, *iters, *size, *depth, *rtoLow, *rtoHigh)
 	fmt.Printf(" %-6s %7s %9s %9s %12s %9s %8s\n", "scheme", "loss%", "Gb/s", "relative", "retransmits", "timeouts", "CPU")
 	var rs []sweep.LossResult
 	for _, scheme := range strings.Split(*schemes, ",") {
@@ -178,7 +190,7 @@ func lossSweepCmd(args []string) error {
 				return fmt.Errorf("sweep: loss %q: %v", f, err)
 			}
 			r, err := sweep.RunLoss(sweep.LossConfig{Scheme: strings.TrimSpace(scheme), Loss: pct / 100, Size: *size, Iters: *iters,
-				TxDepth: *depth, MTU: m, Link: link, Seed: 1})
+				TxDepth: *depth, MTU: m, Link: link, Seed: 1, Params: recovery.Params{RTOLow: *rtoLow, RTOHigh: *rtoHigh}})
 			if err != nil {
 				return err
 			}

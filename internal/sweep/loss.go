@@ -13,6 +13,7 @@ import (
 
 	"github.com/softnic/softnic/internal/perftest"
 	"github.com/softnic/softnic/qp"
+	"github.com/softnic/softnic/recovery"
 )
 
 // LossConfig is one point of the loss sweep: perftest's write_bw between
@@ -26,6 +27,8 @@ type LossConfig struct {
 	MTU     qp.MTU
 	Link    perftest.Link
 	Seed    uint64
+	// Params are the schemes' knobs (zero: the papers' defaults).
+	Params recovery.Params
 }
 
 // LossResult is one measured point.
@@ -42,7 +45,7 @@ type LossResult struct {
 func RunLoss(c LossConfig) (LossResult, error) {
 	link := c.Link
 	link.Loss = c.Loss
-	r, err := perftest.WriteBWEmbedded(perftest.Options{Size: c.Size, Iters: c.Iters, TxDepth: c.TxDepth, MTU: c.MTU, Scheme: c.Scheme, Seed: c.Seed}, link)
+	r, err := perftest.WriteBWEmbedded(perftest.Options{Size: c.Size, Iters: c.Iters, TxDepth: c.TxDepth, MTU: c.MTU, Scheme: c.Scheme, Seed: c.Seed, Params: c.Params}, link)
 	if err != nil {
 		return LossResult{}, fmt.Errorf("%s at %g%% loss: %w", c.Scheme, c.Loss*100, err)
 	}
