@@ -44,19 +44,19 @@
 #                                exit status 1, e.g. RETRY_EXC_ERR, or a daemon
 #                                that died) is run again up to this many times;
 #                                every attempt is a row of the runs CSV
-#   SOFTNIC_SWEEP_RTO            1ms/3200us: the selective schemes' (irn,
+#   SOFTNIC_SWEEP_RTO            1ms/2ms: the selective schemes' (irn,
 #                                melo, fasr) RTO_low/RTO_high, passed to the
-#                                daemons as --rto-low/--rto-high: ten times
-#                                IRN's 100/320 µs, as this testbed's round
-#                                trip is (about 80 µs typical, milliseconds in
-#                                the tail with four polling processes on two
-#                                cores, against the papers' few µs). With
-#                                "paper" (the schemes' defaults, as the
-#                                embedded loss sweep) most of their runs here
-#                                failed with RETRY_EXC_ERR: seven spurious
-#                                timeouts in a row. LOW/HIGH or one value for
-#                                both. A daemon without --rto-low gets the
-#                                schemes' defaults, with a warning.
+#                                daemons as --rto-low/--rto-high (the
+#                                daemon's defaults, with its --rto-backoff
+#                                and 2 ms --nak-interval; cmd/softnic/run.go
+#                                says why): this testbed's round trip is
+#                                about 80 µs typical and milliseconds in the
+#                                tail with four polling processes on two
+#                                cores, against the papers' few µs. With
+#                                IRN's 100us/320us most runs here failed
+#                                with RETRY_EXC_ERR: seven spurious timeouts
+#                                in a row. LOW/HIGH or one value for both;
+#                                "paper" passes no flag.
 #   SOFTNIC_SWEEP_SIZE           65536
 #   SOFTNIC_SWEEP_MTU            1024 (path MTU; the daemons get 1024 or 2048)
 #   SOFTNIC_SWEEP_OUT            docs/results
@@ -81,7 +81,7 @@ size=${SOFTNIC_SWEEP_SIZE:-65536}
 mtu=${SOFTNIC_SWEEP_MTU:-1024}
 dmtu=$([ "$mtu" -gt 1024 ] && echo 2048 || echo 1024)
 retries=${SOFTNIC_SWEEP_RETRIES:-2}
-rto=${SOFTNIC_SWEEP_RTO:-1ms/3200us}
+rto=${SOFTNIC_SWEEP_RTO:-1ms/2ms}
 
 embedded() {
 	say "$1; running the embedded sweep instead (softnic sweep loss: the in-memory fabric, simulated time)"

@@ -65,7 +65,10 @@ commands:
           in-memory fabric (simulated time), lossless and lossy
   sweep   parameter sweeps on the embedded fabric with CSV and PNG plots:
           softnic sweep qps (StaR's QP-scalability stress test),
-          softnic sweep loss (goodput vs loss rate, every scheme)`)
+          softnic sweep loss (goodput vs loss rate, every scheme),
+          softnic sweep plot-loss|plot-qps (plots from the testbed
+          scripts' CSVs: scripts/sweep-loss.sh, scripts/sweep-qps.sh),
+          softnic sweep schemes (the scheme names)`)
 }
 
 func demo(args []string) error {
