@@ -3,12 +3,15 @@
 # softnic and softnic-bench, brings up the two-host namespace testbed
 # (testbed.sh), starts a softnic daemon on host A and on host B over AF_XDP,
 # runs `softnic-bench write_bw` from A to B lossless and at 1% loss (both
-# directions, on the switch), prints perftest's tables and tears everything
+# directions, on the switch), then once more at 1% with QPs that ask for a
+# selective-repeat scheme (FaSR by default: the daemons run go-back-N for
+# QPs that do not ask), prints perftest's tables and tears everything
 # down. Without root or XDP it says why and runs the embedded demo instead
 # (`softnic demo`: two NICs on the in-memory fabric, simulated time).
 #
 # Environment: SOFTNIC_DEMO_ITERS (default 5000), SOFTNIC_DEMO_SIZE (65536),
-# SOFTNIC_DEMO_MTU (1024), SOFTNIC_DEMO_LOSS (1), SOFTNIC_DEMO_SCHEME (gbn).
+# SOFTNIC_DEMO_MTU (1024), SOFTNIC_DEMO_LOSS (1), SOFTNIC_DEMO_SCHEME (gbn),
+# SOFTNIC_DEMO_COMPARE (fasr; "" skips the comparison run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,10 +20,15 @@ size=${SOFTNIC_DEMO_SIZE:-65536}
 mtu=${SOFTNIC_DEMO_MTU:-1024}
 loss=${SOFTNIC_DEMO_LOSS:-1}
 scheme=${SOFTNIC_DEMO_SCHEME:-gbn}
+compare=${SOFTNIC_DEMO_COMPARE-fasr}
 
 embedded() {
 	echo "demo: $1; running the embedded demo instead" >&2
-	exec go run ./cmd/softnic demo -s "$size" -n "$iters" -m "$mtu" -loss "$loss" -scheme "$scheme"
+	go run ./cmd/softnic demo -s "$size" -n "$iters" -m "$mtu" -loss "$loss" -scheme "$scheme"
+	if [ -n "$compare" ] && [ "$compare" != "$scheme" ]; then
+		go run ./cmd/softnic demo -s "$size" -n "$iters" -m "$mtu" -loss "$loss" -scheme "$compare"
+	fi
+	exit 0
 }
 
 [ "$(id -u)" = 0 ] || embedded "not root (the two-host testbed needs network namespaces and XDP)"
@@ -44,6 +52,10 @@ for pct in 0 "$loss"; do
 	echo " loss ${pct}% (both directions):"
 	bench write_bw -s "$size" -n "$iters" -m "$mtu" --report_gbits
 done
+if [ -n "$compare" ] && [ "$compare" != "$scheme" ]; then
+	echo " loss ${loss}% (both directions), QPs asking for $compare:"
+	bench write_bw -s "$size" -n "$iters" -m "$mtu" --report_gbits --scheme "$compare"
+fi
 bash "$tb" loss 0 >/dev/null
 echo " counters of host A's NIC:"
 "$work/softnic" stats --socket "$work/a.sock" | grep -E 'sent_pkts|rcvd_pkts|retransmitted|rcvd_seq_err|local_ack_timeout' || true
