@@ -325,3 +325,25 @@ func TestFaSRTinyPool(t *testing.T) {
 	poolsIdle(t, "A", m.sim.A)
 	poolsIdle(t, "B", m.sim.B)
 }
+
+// TestCountersEachPools: the pools and the schemes' counters reach the
+// names `softnic stats` and /metrics print, with their values.
+func TestCountersEachPools(t *testing.T) {
+	p := newSchemePair(t, recovery.FaSR, recovery.Params{}, SimConfig{Seed: 3, AtoB: lossyLink(0.05), BtoA: lossyLink(0.05)}, ConnParams{MTU: qp.MTU1024})
+	p.checkWrite(1, 64<<10, false)
+	c := p.sim.B.Counters()
+	got := map[string]uint64{}
+	c.Each(func(name string, v uint64) { got[name] = v })
+	for _, n := range []string{"pool_fasr_sr_units_bytes", "pool_fasr_sr_units_slots", "pool_fasr_sr_units_in_use", "pool_fasr_sr_units_peak",
+		"pool_fasr_bitmap_blocks_bytes", "pool_fasr_bitmap_blocks_exhausted", "sr_rx_fast_path", "sr_rx_slow_path", "sr_pool_fallbacks", "fnak_sent", "rob_in_use"} {
+		if _, ok := got[n]; !ok {
+			t.Errorf("counter %s missing", n)
+		}
+	}
+	if got["pool_fasr_sr_units_slots"] != recovery.DefaultFasrUnits || got["pool_fasr_sr_units_bytes"] != 32*38+4 {
+		t.Errorf("units pool: %d slots, %d bytes", got["pool_fasr_sr_units_slots"], got["pool_fasr_sr_units_bytes"])
+	}
+	if got["pool_fasr_sr_units_peak"] == 0 || got["sr_rx_fast_path"]+got["sr_rx_slow_path"] != c.SRRxFastPath+c.SRRxSlowPath || c.SRRxFastPath+c.SRRxSlowPath == 0 {
+		t.Errorf("no recovery counted at 5%% loss: %v", got)
+	}
+}
