@@ -79,12 +79,12 @@ func (s *fasrScheme) Stats() SchemeStats {
 
 func (s *fasrScheme) NewSender() Sender {
 	p := s.p
-	return &fasrSender{s: s, srUnit: srUnit{s: s, unit: -1}, selSender: selSender{pool: s.blocks, window: s.window(), rtoLow: p.RTOLow,
+	return &fasrSender{srUnit: srUnit{s: s, unit: -1}, selSender: selSender{pool: s.blocks, window: s.window(), rtoLow: p.RTOLow,
 		rtoHigh: p.RTOHigh, lowThreshold: p.RTOLowThreshold, stats: &s.stats, bits: newChain()}}
 }
 
 func (s *fasrScheme) NewReceiver() Receiver {
-	return &fasrReceiver{s: s, srUnit: srUnit{s: s, unit: -1}, window: s.window(), bits: newChain(), gbn: gbnReceiver{nakInterval: s.p.NakInterval}}
+	return &fasrReceiver{srUnit: srUnit{s: s, unit: -1}, window: s.window(), bits: newChain(), gbn: gbnReceiver{nakInterval: s.p.NakInterval}}
 }
 
 // fasrPointerBytes is the SR state pointer FaSR adds to every QPC (§V-A),
@@ -100,7 +100,7 @@ type srUnit struct {
 	s      *fasrScheme
 	unit   int
 	inRec  bool
-	parked bool // evicted while in recovery
+	parked bool // evicted while in recovery (inRec stays set): take a unit again
 }
 
 func (u *srUnit) claim() bool {
@@ -134,8 +134,7 @@ func (u *srUnit) touch() {
 
 // fasrReceiver is FaSR's responder half.
 type fasrReceiver struct {
-	s *fasrScheme
-	srUnit
+	srUnit   // and its scheme, s
 	window   int
 	nxt      qp.PSN // RCV-NXT
 	sackHigh qp.PSN
@@ -154,7 +153,7 @@ func (r *fasrReceiver) Reset(start qp.PSN) {
 }
 
 func (r *fasrReceiver) endRecovery() {
-	if r.inRec || r.parked {
+	if r.inRec {
 		r.release()
 	}
 	r.bits.release(r.s.blocks)
@@ -289,7 +288,7 @@ func (r *fasrReceiver) OnInSequence(_ Time, epsn qp.PSN) {
 	}
 	r.gbn.OnInSequence(0, epsn)
 	r.touch()
-	if !r.inRec && !r.parked {
+	if !r.inRec {
 		r.nxt = epsn
 		return
 	}
@@ -325,7 +324,7 @@ func (r *fasrReceiver) OnInSequence(_ Time, epsn qp.PSN) {
 }
 
 func (r *fasrReceiver) Kept(psn qp.PSN) (bool, bool) {
-	if !(r.inRec || r.parked) || !psn.After(r.nxt) || psn.After(r.sackHigh) {
+	if !r.inRec || !psn.After(r.nxt) || psn.After(r.sackHigh) {
 		return false, false
 	}
 	return r.received(psn), false
@@ -343,8 +342,7 @@ func (r *fasrReceiver) OnEvict() {
 // fasrSender is FaSR's requester half: the shared selective sender with
 // FaSR's reading of lost-cnt.
 type fasrSender struct {
-	s *fasrScheme
-	srUnit
+	srUnit // and its scheme, s
 	selSender
 	sackHigh   qp.PSN
 	lost       int
@@ -353,7 +351,7 @@ type fasrSender struct {
 }
 
 func (f *fasrSender) Reset(start qp.PSN) {
-	if f.inRec || f.parked {
+	if f.inRec {
 		f.release()
 	}
 	f.reset(start)
@@ -379,7 +377,7 @@ func (f *fasrSender) OnAck(_ Time, unacked qp.PSN) qp.PSN {
 	if b != old {
 		f.fnackSpent = false
 	}
-	if (f.inRec || f.parked) && b.After(f.sackHigh) {
+	if f.inRec && b.After(f.sackHigh) {
 		f.release()
 		f.lost, f.overflow = 0, false
 	}
@@ -398,7 +396,7 @@ func (f *fasrSender) OnLostCountSack(now Time, cum, sack qp.PSN, lostCnt int, ov
 		return Resume{}
 	}
 	st := &f.s.stats
-	if !f.inRec && !f.parked {
+	if !f.inRec {
 		if !f.claim() {
 			st.Fallbacks++
 			f.recovery = false
@@ -436,7 +434,7 @@ func (f *fasrSender) OnLostCountSack(now Time, cum, sack qp.PSN, lostCnt int, ov
 
 // OnFNack restarts the retransmissions from UNACK, once per new ACK.
 func (f *fasrSender) OnFNack(_ Time, _, _ qp.PSN, sent qp.PSN) Resume {
-	if f.fnackSpent || !(f.inRec || f.parked) {
+	if f.fnackSpent || !f.inRec {
 		return Resume{}
 	}
 	f.fnackSpent = true
@@ -456,7 +454,7 @@ func (f *fasrSender) OnNak(_ Time, psn, _ qp.PSN) Resume {
 func (f *fasrSender) OnTimeout(now Time, unacked, sent qp.PSN) Resume {
 	f.OnAck(now, unacked)
 	st := &f.s.stats
-	if !(f.inRec || f.parked) || f.lost == 0 && !f.overflow {
+	if !f.inRec || f.lost == 0 && !f.overflow {
 		st.TxFastPath++
 		f.recovery = false
 		return Resume{GoBack: true, GoBackTo: f.base}
