@@ -2,7 +2,10 @@ package dataplane
 
 import (
 	"context"
+	"fmt"
 	"time"
+
+	"github.com/softnic/softnic/dataplane/afxdp/doorbell"
 )
 
 // Waiter is what a poll loop blocks on when its engine is idle: the port's
@@ -26,10 +29,17 @@ type RunConfig struct {
 	// MaxWait bounds one blocking wait (default 10 ms), so that
 	// cancellation is noticed.
 	MaxWait time.Duration
-	// BusyPoll keeps the loop spinning until this long after the last
-	// work, like the kernel's SO_BUSY_POLL: a ping-pong's next packet then
-	// finds the loop awake instead of paying a wake-up, at the price of a
-	// core. 0 sleeps after IdlePolls empty polls.
+	// BusyPoll keeps the loop polling until this long after the last
+	// work before it blocks, like the kernel's SO_BUSY_POLL: a
+	// ping-pong's next packet or doorbell then finds the loop awake
+	// instead of paying a wake-up (a ppoll return, a Go runtime
+	// exitsyscall, often a migration: tens of microseconds on a loaded
+	// two-core host). Past IdlePolls every empty poll yields the processor
+	// (sched_yield), so the loop costs a runnable peer daemon or
+	// application nothing but the yield: on a host with fewer cores than
+	// busy processes they take turns at once instead of waiting for a
+	// time slice, and an idle NIC still blocks after BusyPoll. 0 blocks
+	// after IdlePolls empty polls.
 	BusyPoll time.Duration
 	// Pump, if set, runs on the loop's goroutine after every Poll, outside
 	// the engine lock: the verbs server moves work posted in shared memory
@@ -41,16 +51,21 @@ type RunConfig struct {
 	BeforeWait func()
 }
 
-// Run drives e until ctx ends: poll while there is work, spin a little
-// when there is none, then block in w until the next timer deadline.
-// now is the engine's clock (time since its epoch).
-func (e *Engine) Run(ctx context.Context, w Waiter, now func() time.Duration, rc RunConfig) {
+func (rc RunConfig) withDefaults() RunConfig {
 	if rc.IdlePolls <= 0 {
 		rc.IdlePolls = 32
 	}
 	if rc.MaxWait <= 0 {
 		rc.MaxWait = 10 * time.Millisecond
 	}
+	return rc
+}
+
+// Run drives e until ctx ends: poll while there is work, spin a little
+// when there is none, then block in w until the next timer deadline.
+// now is the engine's clock (time since its epoch).
+func (e *Engine) Run(ctx context.Context, w Waiter, now func() time.Duration, rc RunConfig) {
+	rc = rc.withDefaults()
 	e.SetDoorbell(w.Wake)
 	defer e.SetDoorbell(nil)
 	idle := 0
@@ -65,7 +80,11 @@ func (e *Engine) Run(ctx context.Context, w Waiter, now func() time.Duration, rc
 			idle, lastWork = 0, t
 			continue
 		}
-		if idle++; idle < rc.IdlePolls || t-lastWork < rc.BusyPoll {
+		if idle++; idle < rc.IdlePolls {
+			continue
+		}
+		if t-lastWork < rc.BusyPoll {
+			osYield()
 			continue
 		}
 		idle = 0
@@ -112,28 +131,45 @@ func (c *MonotonicClock) Now() time.Duration { return time.Since(c.start) }
 // RunRealtime runs the Sim against the wall clock instead of jumping from
 // event to event: the fabric's delays and rates then take real time, and
 // other goroutines (a verbs server, a benchmark client) can post work
-// while it runs. rc.Pump and rc.BeforeWait are honoured as in Run; Wake
-// wakes the loop. It returns when ctx ends.
+// while it runs. It polls and waits as Run does (rc's IdlePolls, MaxWait,
+// BusyPoll, Pump and BeforeWait), blocking in ppoll on an eventfd that
+// Wake writes, with a nanosecond timeout: a Go timer shorter than a
+// millisecond would round up to about one. It returns when ctx ends.
 func (s *Sim) RunRealtime(ctx context.Context, rc RunConfig) {
+	bell, err := doorbell.New()
+	if err != nil {
+		panic(fmt.Sprintf("dataplane: RunRealtime: %v", err)) // eventfd(2) failing means no descriptors left
+	}
+	s.bell.Store(bell)
+	defer func() {
+		s.bell.Store(nil)
+		bell.Close()
+	}()
 	ring := s.Wake
 	s.A.SetDoorbell(ring)
 	s.B.SetDoorbell(ring)
 	defer s.A.SetDoorbell(nil)
 	defer s.B.SetDoorbell(nil)
+	stop := context.AfterFunc(ctx, bell.Wake)
+	defer stop()
+	rc = rc.withDefaults()
 	start, base := time.Now(), s.Clock.Now()
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
 	idle := 0
+	var lastWork time.Duration
 	for ctx.Err() == nil {
 		now := base + time.Since(start)
 		s.Clock.Set(now)
 		a, b := s.A.Poll(now), s.B.Poll(now)
 		pumped := rc.Pump != nil && rc.Pump() // every round, busy or not
 		if a || b || pumped {
-			idle = 0
+			idle, lastWork = 0, now
 			continue
 		}
-		if idle++; idle < 32 {
+		if idle++; idle < rc.IdlePolls {
+			continue
+		}
+		if now-lastWork < rc.BusyPoll {
+			osYield()
 			continue
 		}
 		idle = 0
@@ -143,7 +179,7 @@ func (s *Sim) RunRealtime(ctx context.Context, rc RunConfig) {
 				continue
 			}
 		}
-		wait := 10 * time.Millisecond
+		wait := rc.MaxWait
 		if t, ok := s.Fabric.NextDelivery(); ok {
 			wait = min(wait, t-now)
 		}
@@ -152,22 +188,15 @@ func (s *Sim) RunRealtime(ctx context.Context, rc RunConfig) {
 				wait = min(wait, t-now)
 			}
 		}
-		if wait <= 0 {
-			continue
-		}
-		timer.Reset(wait)
-		select {
-		case <-s.bell:
-		case <-timer.C:
-		case <-ctx.Done():
+		if wait > 0 {
+			bell.Wait(wait)
 		}
 	}
 }
 
 // Wake wakes RunRealtime's loop. Safe from any goroutine.
 func (s *Sim) Wake() {
-	select {
-	case s.bell <- struct{}{}:
-	default:
+	if b := s.bell.Load(); b != nil {
+		b.Wake()
 	}
 }

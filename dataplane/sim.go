@@ -3,8 +3,10 @@ package dataplane
 import (
 	"fmt"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
+	"github.com/softnic/softnic/dataplane/afxdp/doorbell"
 	"github.com/softnic/softnic/dataplane/fabric"
 	"github.com/softnic/softnic/qp"
 	"github.com/softnic/softnic/recovery"
@@ -19,7 +21,7 @@ type Sim struct {
 	Clock  *fabric.FakeClock
 	Fabric *fabric.Fabric
 	A, B   *Engine
-	bell   chan struct{} // RunRealtime's doorbell
+	bell   atomic.Pointer[doorbell.Doorbell] // RunRealtime's, while it runs
 }
 
 // SimConfig configures a Sim. Zero links are lossless with no delay.
@@ -68,7 +70,7 @@ func NewSim(cfg SimConfig) (*Sim, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Sim{Clock: clock, Fabric: f, A: a, B: b, bell: make(chan struct{}, 1)}, nil
+	return &Sim{Clock: clock, Fabric: f, A: a, B: b}, nil
 }
 
 // Now is the simulated time.

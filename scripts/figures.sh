@@ -2,17 +2,25 @@
 # figures.sh: the path and transport figures of softnic on the two-host
 # testbed, in one run: the raw AF_XDP frame rate (no transport), RDMA WRITE
 # bandwidth with 64 KiB messages at path MTU 1024 and 2048 over 1 and 4
-# QPs, and 8-byte write latency. Root and XDP needed. Output: the tables,
-# and CSV rows in ${SOFTNIC_FIGURES_CSV:-figures.csv}.
+# QPs, the 8-byte WRITE rate of one QP with one WRITE in flight, 8-byte
+# write, read and send latency, and the kernel's own path on the same
+# hosts (an 8-byte UDP ping-pong) as the baseline. Root and XDP needed.
+# Output: the tables, CSV rows in ${SOFTNIC_FIGURES_CSV:-figures.csv}, and
+# the latency summary (test, t_typical, p99, p99_9 in µs; rows write_lat,
+# read_lat, send_lat, udp) in ${SOFTNIC_LATENCY_CSV:-testbed-latency.csv}.
+# Daemon flags: SOFTNIC_DAEMON_FLAGS (e.g. "--link-rate 5gbit").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "figures: needs root (namespaces, XDP)" >&2; exit 1; }
 scheme=${SOFTNIC_SCHEME:-gbn}
 mtu=2048 # the daemons carry up to 2048; each run picks its own path MTU
 csv=$(realpath -m "${SOFTNIC_FIGURES_CSV:-figures.csv}")
+latcsv=$(realpath -m "${SOFTNIC_LATENCY_CSV:-testbed-latency.csv}")
 dur=${SOFTNIC_FIGURES_SECONDS:-5}
+iters=${SOFTNIC_FIGURES_ITERS:-10000}
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
+rm -f "$csv" # one run per file: the ratios are taken within it
 build
 bash "$tb" up >/dev/null
 ip netns exec "$nsA" ping -c1 -W2 198.18.1.1 >/dev/null
@@ -36,12 +44,24 @@ for m in 1024 2048; do
 		bench write_bw -s 65536 -D "$dur" -m "$m" -q "$q" --report_gbits --csv "$csv"
 	done
 done
-echo "== write_lat 8 B"
-bench write_lat -s 8 -n 10000 --csv "$csv"
+echo "== write_bw 8 B, 1 QP, tx depth 1: one WRITE in flight (${dur} s)"
+bench write_bw -s 8 -q 1 -t 1 -D "$dur" --report_gbits --csv "$csv"
+for t in write_lat read_lat send_lat; do
+	echo "== $t 8 B"
+	bench "$t" -s 8 -n "$iters" --csv "$csv"
+done
 echo "== kernel path baseline, same hosts and switch: 8-byte UDP ping-pong"
 go build -o "$work/udplat" ./scripts/udplat
 ip netns exec "$nsB" "$work/udplat" -listen 198.18.1.1:18600 &
 us=$!
 sleep 0.2
-ip netns exec "$nsA" "$work/udplat" -n 10000 198.18.1.1:18600
+ip netns exec "$nsA" "$work/udplat" -n "$iters" -csv "$csv" 198.18.1.1:18600
 wait "$us" || true
+# The latency summary: the last row of each latency test in this run's CSV.
+awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+	$1 ~ /^(write_lat|read_lat|send_lat|udp)$/ { row[$1] = $col["t_typical"] "," $col["p99"] "," $col["p99_9"] }
+	END { print "test,t_typical,p99,p99_9"
+		n = split("write_lat read_lat send_lat udp", order, " ")
+		for (i = 1; i <= n; i++) if (order[i] in row) print order[i] "," row[order[i]] }' "$csv" >"$latcsv"
+echo "== latency summary (µs), $latcsv"
+column -t -s, "$latcsv"

@@ -28,7 +28,8 @@ build() {
 # its control socket; on failure prints its log and returns 1.
 start_daemon() {
 	ip netns exec "$1" "$work/softnic" run --iface "$2" --ip "$3" --socket "$4" --scheme "$scheme" \
-		--mtu "$([ "$mtu" -gt 1024 ] && echo 2048 || echo 1024)" --metrics "${SOFTNIC_METRICS:-}" --busy-poll "${SOFTNIC_BUSY_POLL:-0s}" >"$work/$1.log" 2>&1 &
+		--mtu "$([ "$mtu" -gt 1024 ] && echo 2048 || echo 1024)" --metrics "${SOFTNIC_METRICS:-}" \
+		${SOFTNIC_BUSY_POLL:+--busy-poll "$SOFTNIC_BUSY_POLL"} ${SOFTNIC_DAEMON_FLAGS:-} >"$work/$1.log" 2>&1 &
 	pids+=($!)
 	for _ in $(seq 100); do
 		[ -S "$4" ] && return 0
@@ -46,9 +47,17 @@ up() {
 	start_daemon "$nsA" a-sw 198.18.0.1 "$work/a.sock" && start_daemon "$nsB" b-sw 198.18.1.1 "$work/b.sock"
 }
 
-# bench ARGS...: softnic-bench server on B, client on A, same arguments.
+# bench ARGS...: softnic-bench server on B, client on A, same arguments,
+# except that only the client writes CSV (--csv FILE), so a row is written
+# once.
 bench() {
-	ip netns exec "$nsB" "$work/softnic-bench" "$@" --socket "$work/b.sock" >"$work/server.out" 2>&1 &
+	local sargs=() skip=0 a
+	for a in "$@"; do
+		if [ "$skip" = 1 ]; then skip=0; continue; fi
+		if [ "$a" = --csv ]; then skip=1; continue; fi
+		sargs+=("$a")
+	done
+	ip netns exec "$nsB" "$work/softnic-bench" "${sargs[@]}" --socket "$work/b.sock" >"$work/server.out" 2>&1 &
 	local server=$!
 	sleep 0.3
 	ip netns exec "$nsA" "$work/softnic-bench" "$@" --socket "$work/a.sock" 198.18.1.1

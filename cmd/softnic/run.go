@@ -65,8 +65,17 @@ type options struct {
 // trips. The embedded fabric, which models hardware timing, keeps the
 // paper's values and fixed timeouts (recovery.Default*).
 const (
-	daemonRTOLow  = 1 * time.Millisecond
-	daemonRTOHigh = 2 * time.Millisecond
+	// daemonBusyPoll is how long the poll loop keeps polling after the
+	// last work before it blocks. A blocked loop pays a wake-up per
+	// packet or doorbell (the ppoll return, the Go runtime's exitsyscall,
+	// often a migration: tens of microseconds, and milliseconds in the
+	// tail, on a loaded two-core host); polling costs a yield per empty
+	// poll, which gives the core away whenever anything else can run. A
+	// ping-pong's next message comes within a round trip; an idle NIC
+	// blocks after 1 ms and then costs nothing.
+	daemonBusyPoll = time.Millisecond
+	daemonRTOLow   = 1 * time.Millisecond
+	daemonRTOHigh  = 2 * time.Millisecond
 	// The NAK interval, for the same reason: igbn's CE timer re-sends a NAK
 	// every interval while the expected PSN waits, and each NAK costs the
 	// requester a go-back and a retry; 500 µs fire several times in one
@@ -87,7 +96,7 @@ func runFlags(o *options) *flag.FlagSet {
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.IntVar(&o.sram, "sram", qp.DefaultCacheBudget, "on-chip SRAM for QP contexts and the scheme's shared pools, bytes (default: 300 contexts of 256 B, StaR's RNIC; 0 = unlimited)")
 	fs.DurationVar(&o.penalty, "fetch-penalty", qp.DefaultFetchPenalty, "pipeline stall of a QP-context cache miss, a PCIe read (0 disables it)")
-	fs.DurationVar(&o.busyPoll, "busy-poll", 0, "keep polling this long after the last work before sleeping (latency for a core; 0: sleep after 32 empty polls)")
+	fs.DurationVar(&o.busyPoll, "busy-poll", daemonBusyPoll, "keep polling this long after the last work before blocking, yielding the CPU between empty polls (0: block after 32 empty polls)")
 	fs.DurationVar(&o.params.RTOLow, "rto-low", daemonRTOLow, "selective schemes' short retransmission timeout, armed with at most --rto-low-packets in flight (IRN RTO_low; the paper's 100µs is for a hardware NIC)")
 	fs.DurationVar(&o.params.RTOHigh, "rto-high", daemonRTOHigh, "selective schemes' retransmission timeout otherwise (IRN RTO_high: the longest round trip; the paper's 320µs is for a hardware NIC)")
 	fs.BoolVar(&o.backoff, "rto-backoff", true, "double a QP's retransmission timeout after each timeout without progress, up to 16x (scheduler pauses on a shared host)")
@@ -180,6 +189,8 @@ func newControlPlane(d *daemon) (controlPlane, error) {
 		SocketPath: d.opts.socket,
 		Logger:     d.log,
 		Wake:       d.port.Wake,
+		Watch:      d.port.Watch,
+		Unwatch:    d.port.Unwatch,
 		SocketMode: 0o660,
 		Name:       "softnic_" + d.ifi.Name,
 		Counters: func(yield func(string, uint64)) {
@@ -194,6 +205,8 @@ func newControlPlane(d *daemon) (controlPlane, error) {
 type port interface {
 	dataplane.Port
 	dataplane.Waiter
+	Watch(fd int) error
+	Unwatch(fd int) error
 	Close() error
 }
 

@@ -454,3 +454,10 @@ func (p *Port) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// Watch makes Wait also wake when fd (another process's eventfd doorbell)
+// is written; safe from any goroutine.
+func (p *Port) Watch(fd int) error { return p.bell.Watch(fd) }
+
+// Unwatch undoes Watch.
+func (p *Port) Unwatch(fd int) error { return p.bell.Unwatch(fd) }

@@ -21,14 +21,15 @@ func main() {
 	listen := flag.String("listen", "", "serve: echo datagrams on this address")
 	n := flag.Int("n", 10000, "round trips")
 	size := flag.Int("s", 8, "datagram size")
+	csvPath := flag.String("csv", "", "append the result to this CSV file (softnic-bench's columns, test \"udp\")")
 	flag.Parse()
-	if err := run(*listen, *n, *size, flag.Arg(0)); err != nil {
+	if err := run(*listen, *n, *size, flag.Arg(0), *csvPath); err != nil {
 		fmt.Fprintln(os.Stderr, "udplat:", err)
 		os.Exit(1)
 	}
 }
 
-func run(listen string, n, size int, server string) error {
+func run(listen string, n, size int, server, csvPath string) error {
 	buf := make([]byte, 65536)
 	if listen != "" {
 		conn, err := net.ListenPacket("udp", listen)
@@ -75,6 +76,10 @@ func run(listen string, n, size int, server string) error {
 	l := perftest.Latencies(samples)
 	fmt.Println(" kernel UDP ping-pong (one-way = round trip / 2)")
 	perftest.PrintLatHeader(os.Stdout)
-	perftest.PrintRow(os.Stdout, perftest.Row{Bytes: size, Iters: n, Lat: &l}, false)
+	row := perftest.Row{Test: "udp", Bytes: size, Iters: n, Lat: &l}
+	perftest.PrintRow(os.Stdout, row, false)
+	if csvPath != "" {
+		return perftest.AppendCSV(csvPath, row)
+	}
 	return nil
 }

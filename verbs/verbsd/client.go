@@ -24,8 +24,8 @@ type client struct {
 	id    uint64
 	conn  *proto.Conn
 	log   *slog.Logger
-	bell  *os.File // doorbell eventfd; the client holds a duplicate
-	bfd   int      // its descriptor number, for SCM_RIGHTS (Fd() would make it blocking)
+	bell  *os.File // doorbell eventfd relayed by a goroutine; nil when watched
+	bfd   int      // the doorbell's descriptor (SCM_RIGHTS; the client holds a duplicate)
 	hello bool
 
 	// bells is the client's doorbell file (protocol version 2): the
@@ -77,23 +77,42 @@ func (s *Server) start(conn *net.UnixConn) error {
 		return fmt.Errorf("doorbell eventfd: %w", err)
 	}
 	c := &client{
-		id: id, conn: proto.NewConn(conn), log: log,
-		bell: os.NewFile(uintptr(bfd), "softnic-doorbell"), bfd: bfd,
+		id: id, conn: proto.NewConn(conn), log: log, bfd: bfd,
 		pds: map[uint32]*pdObj{}, mrs: map[uint32]*mrObj{}, cqs: map[uint32]*cqObj{}, qps: map[uint32]*qpObj{},
+	}
+	// The poll loop watches the doorbell itself where it can (one hop
+	// from the client's ring to the loop); else a goroutine relays it.
+	if s.o.Watch == nil || s.o.Watch(bfd) != nil {
+		c.bell = os.NewFile(uintptr(bfd), "softnic-doorbell")
 	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		c.bell.Close()
+		c.closeBell(s)
 		return errors.New("server closed")
 	}
 	s.clients[c] = struct{}{}
-	s.wg.Add(2)
+	s.wg.Add(1)
+	if c.bell != nil {
+		s.wg.Add(1)
+		go s.doorbell(c)
+	}
 	s.mu.Unlock()
 	log.Info("verbs client connected")
-	go s.doorbell(c)
 	go s.serveClient(c)
 	return nil
+}
+
+// closeBell closes c's doorbell (ending its relay goroutine, if any).
+func (c *client) closeBell(s *Server) {
+	if c.bell != nil {
+		c.bell.Close()
+		return
+	}
+	if s.o.Unwatch != nil {
+		s.o.Unwatch(c.bfd)
+	}
+	unix.Close(c.bfd)
 }
 
 // peerCred is the connecting process's credentials (SO_PEERCRED), for
@@ -567,7 +586,7 @@ func (s *Server) destroyQPLocked(q *qpObj) error {
 // destroyed), MRs, CQs, PDs. Unmapping waits until nothing (engine or
 // pump) can reach the memory.
 func (s *Server) drop(c *client) {
-	c.bell.Close() // ends the doorbell goroutine
+	c.closeBell(s)
 	c.conn.C.Close()
 	s.mu.Lock()
 	delete(s.clients, c)

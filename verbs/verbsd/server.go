@@ -53,6 +53,13 @@ type Options struct {
 	// client's doorbell calls it. Without it, posted work waits for the
 	// loop's next timeout.
 	Wake func()
+	// Watch, if set, adds a client's doorbell eventfd to what the poll
+	// loop's blocking wait wakes on (doorbell.Doorbell.Watch), and
+	// Unwatch removes it: a client's ring then wakes the loop directly,
+	// with no goroutine relaying it to Wake. Without them the server
+	// relays each ring through a goroutine.
+	Watch   func(fd int) error
+	Unwatch func(fd int) error
 	// SocketMode is the socket file's mode (default 0660): only the owner
 	// and the group may create QPs and register memory, never everyone.
 	SocketMode os.FileMode

@@ -19,6 +19,7 @@
 package doorbell
 
 import (
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -27,10 +28,21 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Doorbell is a dataplane.Waiter over a fixed set of file descriptors.
+// Doorbell is a dataplane.Waiter over a fixed set of file descriptors,
+// plus a changing set of other processes' doorbells (Watch).
+//
+// Watched doorbells are the verbs clients' eventfds. They sit in an epoll
+// set whose own fd is one of the fds ppoll waits on, so a client that
+// rings wakes the poll loop directly: one hop, no goroutine relaying the
+// ring (that relay cost a runtime netpoller wake-up, a read and a write
+// per ring). They are registered edge-triggered and never read: every
+// write to an eventfd raises a new edge, and the one epoll_wait after a
+// wake-up consumes them all, whatever the number of clients.
 type Doorbell struct {
 	efd      int
-	fds      []unix.PollFd // the watched fds, then the eventfd last
+	epfd     int // epoll set of watched doorbells
+	events   [16]unix.EpollEvent
+	fds      []unix.PollFd // the port's fds, the epoll set, then the eventfd last
 	sleeping atomic.Bool   // a Wait is in (or entering) ppoll
 	rung     atomic.Bool   // Wake was called since the last Wait began
 	closed   atomic.Bool
@@ -44,12 +56,37 @@ func New(fds ...int) (*Doorbell, error) {
 	if err != nil {
 		return nil, fmt.Errorf("doorbell: eventfd: %w", err)
 	}
-	d := &Doorbell{efd: efd, one: 1}
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		unix.Close(efd)
+		return nil, fmt.Errorf("doorbell: epoll_create1: %w", err)
+	}
+	d := &Doorbell{efd: efd, epfd: epfd, one: 1}
 	for _, fd := range fds {
 		d.fds = append(d.fds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
 	}
+	d.fds = append(d.fds, unix.PollFd{Fd: int32(epfd), Events: unix.POLLIN})
 	d.fds = append(d.fds, unix.PollFd{Fd: int32(efd), Events: unix.POLLIN})
 	return d, nil
+}
+
+// Watch adds fd (an eventfd another process writes) to what Wait wakes
+// on. Safe from any goroutine. The fd stays the caller's: Unwatch it
+// before closing it.
+func (d *Doorbell) Watch(fd int) error {
+	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLET, Fd: int32(fd)}
+	if err := unix.EpollCtl(d.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+		return fmt.Errorf("doorbell: watch fd %d: %w", fd, err)
+	}
+	return nil
+}
+
+// Unwatch removes fd from what Wait wakes on.
+func (d *Doorbell) Unwatch(fd int) error {
+	if err := unix.EpollCtl(d.epfd, unix.EPOLL_CTL_DEL, fd, nil); err != nil {
+		return fmt.Errorf("doorbell: unwatch fd %d: %w", fd, err)
+	}
+	return nil
 }
 
 // Wait blocks until one of the fds is readable, Wake is called, or timeout
@@ -70,7 +107,7 @@ func (d *Doorbell) WaitOut(timeout time.Duration, out bool) {
 	if out {
 		events |= unix.POLLOUT
 	}
-	for i := range len(d.fds) - 1 {
+	for i := range len(d.fds) - 2 {
 		d.fds[i].Events = events
 	}
 	ts := unix.NsecToTimespec(int64(max(timeout, 0)))
@@ -85,6 +122,22 @@ func (d *Doorbell) WaitOut(timeout time.Duration, out bool) {
 		// Reset the counter so the next Wait blocks again. EAGAIN (a
 		// racing read) is harmless.
 		_, _, _ = unix.Syscall(unix.SYS_READ, uintptr(d.efd), uintptr(unsafe.Pointer(&d.drain)), 8)
+	}
+	if d.fds[len(d.fds)-2].Revents&unix.POLLIN != 0 {
+		d.consumeWatched()
+	}
+}
+
+// consumeWatched takes the edges of the watched doorbells that rang, so
+// that the epoll set reads as idle again. The events say nothing the poll
+// loop needs: it looks at every client's doorbell bits anyway.
+func (d *Doorbell) consumeWatched() {
+	for {
+		n, _, errno := unix.Syscall6(unix.SYS_EPOLL_PWAIT, uintptr(d.epfd), uintptr(unsafe.Pointer(&d.events[0])),
+			uintptr(len(d.events)), 0, 0, 0)
+		if errno != 0 || int(n) < len(d.events) {
+			return
+		}
 	}
 }
 
@@ -106,5 +159,5 @@ func (d *Doorbell) Close() error {
 	if d.closed.Swap(true) {
 		return nil
 	}
-	return unix.Close(d.efd)
+	return errors.Join(unix.Close(d.epfd), unix.Close(d.efd))
 }

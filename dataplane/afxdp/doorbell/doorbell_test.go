@@ -99,3 +99,82 @@ func TestNoAllocs(t *testing.T) {
 		t.Errorf("Wake/Wait: %v allocations, want 0", allocs)
 	}
 }
+
+// A watched eventfd (a verbs client's doorbell) wakes a Wait directly, each
+// ring once: the edge is consumed by the Wait it ended, the counter is
+// never read, and an unwatched fd wakes nothing.
+func TestWatch(t *testing.T) {
+	d := newBell(t)
+	efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(efd)
+	if err := d.Watch(efd); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Watch(efd); err == nil {
+		t.Error("watching an fd twice succeeded")
+	}
+	ring := func() {
+		if _, err := unix.Write(efd, []byte{1, 0, 0, 0, 0, 0, 0, 0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 {
+		ring()
+		if got := waited(d, 5*time.Second); got > time.Second {
+			t.Fatalf("ring %d: Wait blocked %v", i, got)
+		}
+		// The edge was consumed, though the eventfd still reads nonzero.
+		if got := waited(d, 20*time.Millisecond); got < 20*time.Millisecond {
+			t.Fatalf("ring %d: the next Wait returned after %v; the ring was not consumed", i, got)
+		}
+	}
+	// A ring during a Wait ends it.
+	done := make(chan struct{})
+	go func() {
+		d.Wait(10 * time.Second)
+		close(done)
+	}()
+	time.Sleep(time.Millisecond)
+	ring()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a watched ring did not end a Wait")
+	}
+	if err := d.Unwatch(efd); err != nil {
+		t.Fatal(err)
+	}
+	ring()
+	if got := waited(d, 20*time.Millisecond); got < 20*time.Millisecond {
+		t.Errorf("an unwatched fd woke a Wait after %v", got)
+	}
+}
+
+// Many doorbells ringing at once need more than one epoll_wait batch.
+func TestWatchMany(t *testing.T) {
+	d := newBell(t)
+	var fds []int
+	for range 40 {
+		efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(efd)
+		if err := d.Watch(efd); err != nil {
+			t.Fatal(err)
+		}
+		fds = append(fds, efd)
+	}
+	for _, fd := range fds {
+		unix.Write(fd, []byte{1, 0, 0, 0, 0, 0, 0, 0})
+	}
+	if got := waited(d, 5*time.Second); got > time.Second {
+		t.Fatalf("Wait blocked %v", got)
+	}
+	if got := waited(d, 20*time.Millisecond); got < 20*time.Millisecond {
+		t.Errorf("the next Wait returned after %v: edges were left", got)
+	}
+}
