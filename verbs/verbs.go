@@ -51,6 +51,7 @@ type (
 	WROpcode  = qp.WROpcode
 	WCOpcode  = qp.WCOpcode
 	WCFlags   = qp.WCFlags
+	SendFlags = qp.SendFlags
 	QPAttr    = dataplane.QPAttr
 	AHAttr    = dataplane.AddressVector
 	ConnParam = dataplane.ConnParams
@@ -102,6 +103,7 @@ const (
 	WCRecv            = qp.WCRecv
 	WCRecvRDMAWithImm = qp.WCRecvRDMAWithImm
 	WCWithImm         = qp.WCWithImm
+	WCSolicited       = qp.WCSolicited // softnic: the message carried the solicited-event bit
 )
 
 // Modify-QP attribute mask bits (IBV_QP_*).
