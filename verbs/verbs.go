@@ -18,6 +18,11 @@
 //     memory writes and reads with no system call, as with a hardware
 //     NIC's user-space verbs. docs/verbs-ipc.md has the protocol.
 //
+// Completion events (CreateCompChannel, CQ.ReqNotify, GetEvent,
+// AckEvents) work in both modes without a system call to arm: a waiter
+// spins briefly, then arms the CQ, polls once more, and blocks on the
+// channel's descriptor (channel.go has the pattern).
+//
 // Control operations go through an internal backend interface; the data
 // path (post and poll) branches on the object instead, so that posting a
 // work request through the variadic API stays allocation-free in both
