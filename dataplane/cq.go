@@ -11,7 +11,7 @@ import (
 type CQ struct {
 	ring     *qp.Ring[qp.WC]
 	overflow bool
-	notify   func() // optional: called when a completion is added
+	notify   func(wc *qp.WC) // optional: called when a completion is added
 }
 
 // ErrCQOverflow reports that completions were lost because the CQ was full
@@ -19,9 +19,10 @@ type CQ struct {
 var ErrCQOverflow = errors.New("dataplane: completion queue overflowed; completions were lost")
 
 // CreateCQ returns a completion queue holding at least depth entries.
-// notify, if not nil, is called (with the engine lock held: it must not
-// call back into the engine) after completions are added.
-func (e *Engine) CreateCQ(depth int, notify func()) (*CQ, error) {
+// notify, if not nil, is called with each completion added (with the
+// engine lock held: it must not call back into the engine, nor keep wc);
+// a completion channel (package verbs) hangs its event on it.
+func (e *Engine) CreateCQ(depth int, notify func(wc *qp.WC)) (*CQ, error) {
 	if depth < 1 || depth > 1<<22 {
 		return nil, errors.New("dataplane: CQ depth must be 1 to 4194304")
 	}
@@ -57,6 +58,6 @@ func (e *Engine) pushWC(cq *CQ, wc qp.WC) {
 	}
 	*slot = wc
 	if cq.notify != nil {
-		cq.notify()
+		cq.notify(slot)
 	}
 }

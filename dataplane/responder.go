@@ -430,6 +430,9 @@ func (e *Engine) completeRecv(q *QP, w *recvWQE, status qp.WCStatus, op qp.WCOpc
 		wc.ImmData = pkt.Imm().Imm()
 		wc.Flags |= qp.WCWithImm
 	}
+	if pkt.BTH().SolicitedEvent() {
+		wc.Flags |= qp.WCSolicited
+	}
 	e.pushWC(q.recvCQ, wc)
 	e.popRecv(q)
 }

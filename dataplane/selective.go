@@ -212,6 +212,9 @@ func (e *Engine) place(q *QP, pkt *bth.Packet, psn qp.PSN, pl *placement) {
 		w.wc.ImmData = pkt.Imm().Imm()
 		w.wc.Flags |= qp.WCWithImm
 	}
+	if pkt.BTH().SolicitedEvent() {
+		w.wc.Flags |= qp.WCSolicited
+	}
 }
 
 // finish runs the in-order actions of the SEND or WRITE packet psn that

@@ -163,6 +163,14 @@ type WCFlags uint8
 const (
 	WCWithImm WCFlags = 1 << 1
 	WCWithInv WCFlags = 1 << 3
+	// WCSolicited marks the receive completion of a message whose last
+	// packet carried the BTH solicited-event bit (the sender's
+	// IBV_SEND_SOLICITED). ibverbs keeps this bit inside the provider's
+	// CQE; softnic shows it in the WC because its completion channels,
+	// in the daemon's pump as in the engine, decide from the WC alone
+	// whether a solicited-only CQ fires. A softnic extension, in a bit
+	// enum ibv_wc_flags leaves free.
+	WCSolicited WCFlags = 1 << 7
 )
 
 // WC is a work completion (struct ibv_wc).

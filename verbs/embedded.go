@@ -1,10 +1,15 @@
 package verbs
 
 import (
+	"fmt"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/softnic/softnic/dataplane"
+	"github.com/softnic/softnic/qp"
 	"github.com/softnic/softnic/verbs/internal/proto"
+	"github.com/softnic/softnic/verbs/internal/shm"
 )
 
 // Embedded is two softnic devices in this process joined by the
@@ -95,10 +100,27 @@ func (b *embedded) regMR(pd *PD, buf []byte, access Access) (*MR, error) {
 func (b *embedded) deregMR(m *MR) error { return b.e.DeregMR(m.mr) }
 
 func (b *embedded) createCQ(cq *CQ, cqe int) error {
-	c, err := b.e.CreateCQ(cqe, nil)
+	cq.notify = shm.Notify{Arm: &cq.words[0], Events: &cq.words[1]}
+	var hook func(*qp.WC)
+	if cq.ch != nil {
+		hook = embeddedNotify(cq)
+	}
+	c, err := b.e.CreateCQ(cqe, hook)
 	cq.ecq = c
 	return err
 }
+
+// createCompChannel: an eventfd the engine's completion hook writes.
+func (b *embedded) createCompChannel(ch *CompChannel) error {
+	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return fmt.Errorf("verbs: completion channel eventfd: %w", err)
+	}
+	ch.fd = fd
+	return nil
+}
+
+func (b *embedded) destroyCompChannel(*CompChannel) error { return nil }
 
 // destroyCQ: the engine keeps no list of CQs; a CQ no QP uses is garbage.
 func (b *embedded) destroyCQ(*CQ) error { return nil }

@@ -41,6 +41,8 @@ func runHelper(role string) error {
 		return peerB(sock, dir)
 	case "flood":
 		return flood(sock, dir)
+	case "chan-wait":
+		return chanWait(sock, dir)
 	}
 	return fmt.Errorf("unknown role %q", role)
 }
@@ -272,4 +274,29 @@ func stats(ctx *Context) map[string]uint64 {
 		}
 	}
 	return m
+}
+
+// chanWait arms a CQ on a completion channel and blocks in GetEvent for
+// ever (the test kills it there).
+func chanWait(sock, dir string) error {
+	ctx, err := Dial(sock)
+	if err != nil {
+		return err
+	}
+	ch, err := ctx.CreateCompChannel()
+	if err != nil {
+		return err
+	}
+	cq, err := ctx.CreateCQWithChannel(16, ch)
+	if err != nil {
+		return err
+	}
+	if err := cq.ReqNotify(false); err != nil {
+		return err
+	}
+	if err := publish(dir, "chan-ready"+os.Getenv("SOFTNIC_ROUND"), nil); err != nil {
+		return err
+	}
+	_, err = ch.GetEvent()
+	return fmt.Errorf("GetEvent returned: %v", err)
 }

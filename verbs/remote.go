@@ -91,6 +91,7 @@ type remote struct {
 	bufs map[*byte]*sharedBuf
 	qps  []*qpRing
 	cqs  []*cqRing
+	chs  []*CompChannel
 	// mrs is the registered regions by lkey, copy-on-write so that
 	// PostRecv reads it without a lock.
 	mrs atomic.Pointer[map[uint32]mrCheck]
@@ -347,7 +348,11 @@ func mapRing(fds []int, size int) (shm.Mapping, error) {
 
 func (r *remote) createCQ(cq *CQ, cqe int) error {
 	var res proto.CreateCQResult
-	fds, err := r.call(proto.OpCreateCQ, proto.CreateCQArgs{CQE: cqe}, nil, &res)
+	args := proto.CreateCQArgs{CQE: cqe}
+	if cq.ch != nil {
+		args.Channel = cq.ch.h
+	}
+	fds, err := r.call(proto.OpCreateCQ, args, nil, &res)
 	if err != nil {
 		return err
 	}
@@ -372,6 +377,7 @@ func (r *remote) createCQ(cq *CQ, cqe int) error {
 	}
 	cq.h = res.Handle
 	cq.ring = &cqRing{mem: m, ring: shm.NewConsumer(l.Ring(m.Bytes)), overflow: l.Overflow(m.Bytes)}
+	cq.notify = l.Notify(m.Bytes)
 	r.mu.Lock()
 	r.cqs = append(r.cqs, cq.ring)
 	r.mu.Unlock()
@@ -387,6 +393,50 @@ func (r *remote) destroyCQ(cq *CQ) error {
 	r.cqs = remove(r.cqs, cq.ring)
 	r.mu.Unlock()
 	return nil
+}
+
+// createCompChannel: the daemon makes the eventfd and passes it; the
+// channel also keeps a duplicate of the connection, which GetEvent polls
+// for the daemon's hangup.
+func (r *remote) createCompChannel(ch *CompChannel) error {
+	var h proto.Handle
+	fds, err := r.call(proto.OpCreateCompChannel, nil, nil, &h)
+	if err != nil {
+		return err
+	}
+	if len(fds) != 1 {
+		proto.CloseFDs(fds)
+		return fmt.Errorf("%w: %d descriptors with a completion channel, want 1", proto.ErrProtocol, len(fds))
+	}
+	hup := -1
+	var derr error
+	raw, err := r.conn.C.SyscallConn()
+	if err == nil {
+		err = raw.Control(func(fd uintptr) { hup, derr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0) })
+	}
+	if err == nil {
+		err = derr
+	}
+	if err != nil {
+		unix.Close(fds[0])
+		r.call(proto.OpDestroyCompChannel, h, nil, nil)
+		return fmt.Errorf("verbs: completion channel: %w", err)
+	}
+	ch.fd, ch.hup, ch.h = fds[0], hup, h.Handle
+	r.mu.Lock()
+	r.chs = append(r.chs, ch)
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *remote) destroyCompChannel(ch *CompChannel) error {
+	_, err := r.call(proto.OpDestroyCompChannel, proto.Handle{Handle: ch.h}, nil, nil)
+	if err == nil || !errors.Is(err, dataplane.ErrBusy) {
+		r.mu.Lock()
+		r.chs = remove(r.chs, ch)
+		r.mu.Unlock()
+	}
+	return err
 }
 
 func (r *remote) createQP(q *QP, attr QPInitAttr) error {
@@ -484,6 +534,19 @@ func (r *remote) close() error {
 	r.closed = true
 	err := r.conn.C.Close()
 	r.callMu.Unlock()
+
+	// Channels first: their GetEvent reads the event words of CQ files
+	// about to be unmapped; a blocked GetEvent returns ErrClosed. (A
+	// channel's lock is taken before r.mu elsewhere, never inside it.)
+	r.mu.Lock()
+	chs := r.chs
+	r.chs = nil
+	r.mu.Unlock()
+	for _, ch := range chs {
+		ch.mu.Lock()
+		ch.shut()
+		ch.mu.Unlock()
+	}
 
 	r.mu.Lock()
 	defer r.mu.Unlock()

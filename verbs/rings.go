@@ -154,6 +154,18 @@ func (c *cqRing) poll(wcs []WC) (int, error) {
 	return 0, nil
 }
 
+// reqNotify arms the CQ in its file (Notify.Request) unless the ring is
+// unmapped.
+func (c *cqRing) reqNotify(n shm.Notify, solicitedOnly bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dead {
+		return ErrClosed
+	}
+	n.Request(solicitedOnly)
+	return nil
+}
+
 func (c *cqRing) unmap() {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -18,6 +18,11 @@
 //     memory writes and reads with no system call, as with a hardware
 //     NIC's user-space verbs. docs/verbs-ipc.md has the protocol.
 //
+// Completion events (CreateCompChannel, CQ.ReqNotify, GetEvent,
+// AckEvents) work in both modes without a system call to arm: a waiter
+// spins briefly, then arms the CQ, polls once more, and blocks on the
+// channel's descriptor (channel.go has the pattern).
+//
 // Control operations go through an internal backend interface; the data
 // path (post and poll) branches on the object instead, so that posting a
 // work request through the variadic API stays allocation-free in both
@@ -33,6 +38,7 @@ import (
 	"github.com/softnic/softnic/dataplane"
 	"github.com/softnic/softnic/qp"
 	"github.com/softnic/softnic/verbs/internal/proto"
+	"github.com/softnic/softnic/verbs/internal/shm"
 )
 
 // The ibverbs types, shared with the dataplane.
@@ -50,6 +56,7 @@ type (
 	WROpcode  = qp.WROpcode
 	WCOpcode  = qp.WCOpcode
 	WCFlags   = qp.WCFlags
+	SendFlags = qp.SendFlags
 	QPAttr    = dataplane.QPAttr
 	AHAttr    = dataplane.AddressVector
 	ConnParam = dataplane.ConnParams
@@ -101,6 +108,7 @@ const (
 	WCRecv            = qp.WCRecv
 	WCRecvRDMAWithImm = qp.WCRecvRDMAWithImm
 	WCWithImm         = qp.WCWithImm
+	WCSolicited       = qp.WCSolicited // softnic: the message carried the solicited-event bit
 )
 
 // Modify-QP attribute mask bits (IBV_QP_*).
@@ -300,9 +308,18 @@ type CQ struct {
 	h     uint32
 	users atomic.Int32 // QPs using the CQ
 	dead  atomic.Bool
+
+	// Completion events (channel.go). notify is the arm and event words:
+	// in the CQ file on a daemon context, in words on an embedded one.
+	ch     *CompChannel
+	notify shm.Notify
+	words  [2]atomic.Uint32
+	taken  uint32 // events GetEvent returned (ch.mu)
+	acked  uint32 // events acknowledged (ch.mu)
 }
 
-// CreateCQ is ibv_create_cq with cqe entries.
+// CreateCQ is ibv_create_cq with cqe entries and no completion channel
+// (CreateCQWithChannel has one).
 func (c *Context) CreateCQ(cqe int) (*CQ, error) {
 	cq := &CQ{ctx: c}
 	if err := c.b.createCQ(cq, cqe); err != nil {
@@ -324,6 +341,9 @@ func (cq *CQ) Poll(wcs []WC) (int, error) {
 }
 
 // Destroy is ibv_destroy_cq; a CQ still used by a QP is busy (EBUSY).
+// So is a CQ whose completion events (GetEvent) are not all
+// acknowledged with AckEvents: where ibv_destroy_cq blocks until they
+// are, Destroy fails with an error that errors.Is dataplane.ErrBusy.
 func (cq *CQ) Destroy() error {
 	if cq.dead.Load() {
 		return ErrClosed
@@ -331,7 +351,11 @@ func (cq *CQ) Destroy() error {
 	if n := cq.users.Load(); n > 0 {
 		return fmt.Errorf("%w: completion queue is used by %d QP queues", dataplane.ErrBusy, n)
 	}
+	if err := cq.detach(); err != nil {
+		return err
+	}
 	if err := cq.ctx.b.destroyCQ(cq); err != nil {
+		cq.attach()
 		return err
 	}
 	cq.dead.Store(true)
@@ -505,8 +529,11 @@ type backend interface {
 	deallocPD(pd uint32) error
 	regMR(pd *PD, buf []byte, access Access) (*MR, error)
 	deregMR(m *MR) error
+	// createCQ makes cq.ch's CQ (cq.ch may be nil) and sets cq.notify.
 	createCQ(cq *CQ, cqe int) error
 	destroyCQ(cq *CQ) error
+	createCompChannel(ch *CompChannel) error
+	destroyCompChannel(ch *CompChannel) error
 	createQP(q *QP, attr QPInitAttr) error
 	modifyQP(q *QP, attr *QPAttr, mask AttrMask) error
 	queryQP(q *QP) (QPAttr, error)

@@ -68,6 +68,16 @@ func TestEmbeddedTables(t *testing.T) {
 		{[]string{"send_lat", "--embedded", "-n", "200", "--ipv6"}, 9, "t_stdev[usec]"},
 		{[]string{"write_bw", "--embedded", "-D", "0.05", "--loss", "0.5", "--delay", "0", "--rate", "0"}, 5, "BW peak"},
 		{[]string{"write_bw", "--embedded", "-n", "400", "-q", "200", "-t", "1", "-s", "8", "--scheme", "igbn"}, 5, "BW peak"},
+		// -e: completion waits block on the CQ's completion channel,
+		// which fires from the Sim's goroutine.
+		{[]string{"write_bw", "--embedded", "-e", "-n", "300"}, 5, "BW peak"},
+		{[]string{"send_bw", "--embedded", "--events", "-n", "300", "--rx-depth", "8"}, 5, "MsgRate"},
+		{[]string{"send_lat", "--embedded", "-e", "-n", "200"}, 9, "t_typical"},
+		{[]string{"read_lat", "--embedded", "-e", "-n", "100"}, 9, "t_typical"},
+		{[]string{"write_lat", "--embedded", "-e", "-n", "100"}, 9, "t_typical"},
+		// Timed: the server's loop, blocked on its channel, must notice
+		// that the client finished.
+		{[]string{"send_lat", "--embedded", "-e", "-D", "0.05"}, 9, "t_typical"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			code, out, errs := bench(t, tc.args...)

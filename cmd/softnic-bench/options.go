@@ -31,6 +31,7 @@ type options struct {
 	txDepth  int
 	rxDepth  int
 	gbits    bool
+	events   bool
 	csv      string
 	port     int
 	socket   string
@@ -127,6 +128,12 @@ flags (perftest names):
                         keeps one WR outstanding on each of 5000 QPs
   -r, --rx-depth N      receive WRs posted per QP, SEND tests (default 512)
   -p, --port N          TCP port of the connection exchange (default 18515)
+  -e, --events          wait for completions by completion events only: arm
+                        the CQ, poll again, block on its completion channel
+                        (perftest's --use_event). Without -e a wait spins
+                        briefly and then blocks on the channel the same way;
+                        write_lat's wait for the peer's write to land in
+                        memory has no completion and spins either way
       --report_gbits    bandwidth in Gb/s rather than MB/s (2^20 B/s)
       --csv FILE        append rows to FILE (bandwidth in Gb/s, times in
                         usec, loss in percent), with a header when new:
@@ -172,6 +179,7 @@ func newFlagSet(o *options) *flagSet {
 	fs.intVar(&o.rxDepth, "r", "rx-depth", perftest.DefaultRxDepth)
 	fs.intVar(&o.port, "p", "port", defaultPort)
 	fs.boolVar(&o.gbits, "", "report_gbits")
+	fs.boolVar(&o.events, "e", "events")
 	fs.stringVar(&o.csv, "csv", "")
 	fs.stringVar(&o.socket, "socket", defaultSocket)
 	fs.boolVar(&o.embedded, "", "embedded")
@@ -343,7 +351,7 @@ func (o *options) checkRaw() error {
 	if o.iface == "" {
 		return usagef("raw needs --iface")
 	}
-	for _, name := range []string{"iters", "all", "qp", "mtu", "tx-depth", "rx-depth", "csv", "report_gbits", "scheme", "socket"} {
+	for _, name := range []string{"iters", "all", "qp", "mtu", "tx-depth", "rx-depth", "csv", "report_gbits", "scheme", "socket", "events"} {
 		if o.set[name] {
 			return usagef("--%s does not apply to raw (it sends for -D seconds, frames of -s payload bytes)", name)
 		}
@@ -385,7 +393,7 @@ func (o *options) checkRaw() error {
 // config turns the options into the measurement's configuration.
 func (o *options) config() perftest.Config {
 	t := o.verbs
-	c := perftest.Config{Test: t, QPs: o.qps, TxDepth: o.txDepth, RxDepth: o.rxDepth, LossPct: o.loss}
+	c := perftest.Config{Test: t, QPs: o.qps, TxDepth: o.txDepth, RxDepth: o.rxDepth, LossPct: o.loss, Events: o.events}
 	c.MTU, _ = qp.MTUFromBytes(o.mtu)
 	size, iters := 65536, 5000
 	if t.IsLatency() {

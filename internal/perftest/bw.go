@@ -42,7 +42,7 @@ func (s *session) bandwidth(ctx context.Context, size int) (Row, error) {
 	}
 	left := s.cfg.Iters // messages not yet posted (-n)
 	meter := newPeakMeter(PeakSpan)
-	w := newWaiter(ctx, s.cfg.Stall, throughputPace)
+	w := s.newWaiter(ctx, s.cfg.Stall, throughputPace)
 	var posted, completed int
 	var last time.Duration
 	posting := true
@@ -113,7 +113,7 @@ func (s *session) bandwidth(ctx context.Context, size int) (Row, error) {
 
 // serveSendBW keeps every QP's receive queue full while the client sends.
 func (s *session) serveSendBW(ctx context.Context, done *atomic.Bool) error {
-	w := newWaiter(ctx, 0, throughputPace) // the client's pace, not ours: no stall limit
+	w := s.newWaiter(ctx, 0, throughputPace) // the client's pace, not ours: no stall limit
 	received := 0
 	for {
 		n, err := s.cq.Poll(s.wcs)

@@ -29,7 +29,7 @@ func (s *session) newLatRun(ctx context.Context) *latRun {
 	if s.cfg.Duration > 0 {
 		n = 1 << 16
 	}
-	return &latRun{s: s, w: newWaiter(ctx, s.cfg.Stall, latencyPace), samples: make([]time.Duration, 0, n), start: time.Now()}
+	return &latRun{s: s, w: s.newWaiter(ctx, s.cfg.Stall, latencyPace), samples: make([]time.Duration, 0, n), start: time.Now()}
 }
 
 // more reports whether iteration k (from 1) should run.
@@ -117,7 +117,7 @@ func (l *latRun) awaitByte(size int, v byte, done *atomic.Bool) (ok bool, err er
 				return false, err
 			}
 		}
-		if err := l.w.wait("the peer's RDMA WRITE"); err != nil {
+		if err := l.w.waitMem("the peer's RDMA WRITE"); err != nil {
 			return false, err
 		}
 	}

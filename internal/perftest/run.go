@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/softnic/softnic/dataplane"
 	"github.com/softnic/softnic/qp"
 	"github.com/softnic/softnic/verbs"
@@ -121,6 +123,13 @@ type Config struct {
 	// Stall ends the run with an error when nothing happened for this
 	// long (a dead peer): default 10 s.
 	Stall time.Duration
+	// Events makes the loops wait for completions by completion events
+	// only (perftest's -e, --use_event): arm the CQ, poll once more, block
+	// on the completion channel, poll. Without it they spin first and
+	// block only once a wait grows long. A local choice: the two sides
+	// need not agree. write_lat's wait for the peer's write to land in
+	// memory has no completion to wait for and spins either way.
+	Events bool
 }
 
 // Defaults, as perftest's where it has them.
@@ -244,6 +253,9 @@ func Run(ctx context.Context, dev Device, conn net.Conn, role Role, cfg Config, 
 	// end them too, not only the measurement loops.
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
+	// And a loop blocked on its completion channel.
+	stopKick := context.AfterFunc(ctx, s.ev.kick)
+	defer stopKick()
 	if err := s.connect(conn); err != nil {
 		return nil, err
 	}
@@ -270,7 +282,9 @@ type session struct {
 	cfg      Config
 	slot     int // bytes per buffer half: the largest size, rounded up
 	pd       *verbs.PD
+	ch       *verbs.CompChannel // the CQ's: the loops block on it (waiter)
 	cq       *verbs.CQ
+	ev       *events
 	qps      []*verbs.QP
 	buf      []byte    // every QP's buffer, one after the other
 	mr       *verbs.MR // buf, registered once, as perftest does without --mr_per_qp
@@ -289,6 +303,11 @@ func newSession(dev Device, role Role, cfg Config) (*session, error) {
 		return nil, errors.New("perftest: device without a context or a memory allocator")
 	}
 	s := &session{dev: dev, role: role, cfg: cfg, wcs: make([]verbs.WC, 64)}
+	wake, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return nil, fmt.Errorf("perftest: eventfd: %w", err)
+	}
+	s.ev = &events{wake: wake, only: cfg.Events}
 	if err := s.setup(); err != nil {
 		_ = s.close()
 		return nil, err
@@ -342,9 +361,13 @@ func (s *session) setup() (err error) {
 		rxDepth = cfg.RxDepth
 	}
 	depth := cfg.QPs * (cfg.TxDepth + rxDepth)
-	if s.cq, err = dev.Ctx.CreateCQ(depth); err != nil {
+	if s.ch, err = dev.Ctx.CreateCompChannel(); err != nil {
+		return fmt.Errorf("perftest: create completion channel: %w", err)
+	}
+	if s.cq, err = dev.Ctx.CreateCQWithChannel(depth, s.ch); err != nil {
 		return fmt.Errorf("perftest: create CQ of %d: %w", depth, err)
 	}
+	s.ev.ch, s.ev.cq = s.ch, s.cq
 	// One buffer and one region for all QPs, each QP with its own slice.
 	region := 2 * s.slot
 	if s.buf, err = dev.AllocBuf(cfg.QPs * region); err != nil {
@@ -498,6 +521,7 @@ func (s *session) serve(ctx context.Context, conn net.Conn, size int) (Row, erro
 	go func() {
 		p, err := cm.Sync(conn, nil)
 		done.Store(true)
+		s.ev.kick() // a loop blocked on the channel looks at done
 		end <- result{p, err}
 	}()
 	var loopErr error
@@ -573,7 +597,13 @@ func (s *session) close() error {
 		errs = append(errs, q.Destroy())
 	}
 	if s.cq != nil {
-		errs = append(errs, s.cq.Destroy())
+		errs = append(errs, s.cq.Destroy()) // the waiters acknowledged every event they took
+	}
+	if s.ch != nil {
+		errs = append(errs, s.ch.Destroy())
+	}
+	if s.ev != nil {
+		s.ev.close()
 	}
 	if s.mr != nil {
 		errs = append(errs, s.mr.Dereg())
@@ -584,6 +614,6 @@ func (s *session) close() error {
 	if s.dev.FreeBuf != nil && s.buf != nil {
 		errs = append(errs, s.dev.FreeBuf(s.buf))
 	}
-	s.qps, s.cq, s.mr, s.buf, s.bufs, s.pd = nil, nil, nil, nil, nil, nil
+	s.qps, s.cq, s.ch, s.mr, s.buf, s.bufs, s.pd = nil, nil, nil, nil, nil, nil, nil
 	return errors.Join(errs...)
 }

@@ -27,6 +27,7 @@ type client struct {
 	bell  *os.File // doorbell eventfd relayed by a goroutine; nil when watched
 	bfd   int      // the doorbell's descriptor (SCM_RIGHTS; the client holds a duplicate)
 	hello bool
+	vers  int // protocol version announced at hello
 
 	// bells is the client's doorbell file (protocol version 2): the
 	// pump looks only at the QPs whose bits the client set. A version-1
@@ -41,6 +42,16 @@ type client struct {
 	mrs  map[uint32]*mrObj
 	cqs  map[uint32]*cqObj
 	qps  map[uint32]*qpObj
+	chs  map[uint32]*chanObj
+}
+
+// chanObj is a client's completion channel (version 3): an eventfd the
+// client holds a duplicate of. The pump writes it when a CQ of the
+// channel that the client armed gets a qualifying completion.
+type chanObj struct {
+	h     uint32
+	fd    int
+	users int // CQs using it
 }
 
 type pdObj struct {
@@ -78,7 +89,7 @@ func (s *Server) start(conn *net.UnixConn) error {
 	}
 	c := &client{
 		id: id, conn: proto.NewConn(conn), log: log, bfd: bfd,
-		pds: map[uint32]*pdObj{}, mrs: map[uint32]*mrObj{}, cqs: map[uint32]*cqObj{}, qps: map[uint32]*qpObj{},
+		pds: map[uint32]*pdObj{}, mrs: map[uint32]*mrObj{}, cqs: map[uint32]*cqObj{}, qps: map[uint32]*qpObj{}, chs: map[uint32]*chanObj{},
 	}
 	// The poll loop watches the doorbell itself where it can (one hop
 	// from the client's ring to the loop); else a goroutine relays it.
@@ -257,7 +268,12 @@ func (s *Server) handle(c *client, req *proto.Request, fds []int) (any, reply, e
 			return nil, reply{}, err
 		}
 		return s.setQPScheme(c, a)
-	case proto.OpQueryQP, proto.OpDeallocPD, proto.OpDeregMR, proto.OpDestroyCQ, proto.OpDestroyQP:
+	case proto.OpCreateCompChannel:
+		if c.vers < 3 {
+			return nil, reply{}, fmt.Errorf("%w: %s needs protocol version 3", proto.ErrProtocol, req.Op)
+		}
+		return s.createCompChannel(c)
+	case proto.OpQueryQP, proto.OpDeallocPD, proto.OpDeregMR, proto.OpDestroyCQ, proto.OpDestroyQP, proto.OpDestroyCompChannel:
 		if err := args(&h); err != nil {
 			return nil, reply{}, err
 		}
@@ -273,6 +289,8 @@ func (s *Server) handle(c *client, req *proto.Request, fds []int) (any, reply, e
 		return nil, reply{}, s.deregMR(c, h.Handle)
 	case proto.OpDestroyCQ:
 		return nil, reply{}, s.destroyCQ(c, h.Handle)
+	case proto.OpDestroyCompChannel:
+		return nil, reply{}, s.destroyCompChannel(c, h.Handle)
 	default: // proto.OpDestroyQP
 		return nil, reply{}, s.destroyQP(c, h.Handle)
 	}
@@ -289,6 +307,7 @@ func (s *Server) hello(c *client, a proto.HelloArgs) (any, reply, error) {
 		return nil, reply{}, fmt.Errorf("%w: second hello", proto.ErrProtocol)
 	}
 	res := proto.HelloResult{Device: proto.DeviceOf(s.e, s.o.Name), Client: c.id}
+	c.vers = a.Version
 	if a.Version < 2 {
 		c.hello = true
 		return res, reply{fds: []int{s.devFD, c.bfd}}, nil
@@ -392,7 +411,57 @@ func (s *Server) deregMR(c *client, h uint32) error {
 	return err
 }
 
+// createCompChannel makes a completion channel's eventfd; the daemon
+// keeps its descriptor (the pump writes it) and passes a duplicate.
+func (s *Server) createCompChannel(c *client) (any, reply, error) {
+	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return nil, reply{}, fmt.Errorf("completion channel eventfd: %w", err)
+	}
+	s.mu.Lock()
+	ch := &chanObj{h: c.handle(), fd: fd}
+	c.chs[ch.h] = ch
+	s.mu.Unlock()
+	return proto.Handle{Handle: ch.h}, reply{fds: []int{fd}}, nil
+}
+
+func (s *Server) destroyCompChannel(c *client, h uint32) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch := c.chs[h]
+	if ch == nil {
+		return badHandle("completion channel", h)
+	}
+	if ch.users > 0 {
+		return fmt.Errorf("%w: completion channel is used by %d CQs", dataplane.ErrBusy, ch.users)
+	}
+	delete(c.chs, h)
+	unix.Close(ch.fd) // the pump writes it only under s.mu, for a CQ that uses it
+	return nil
+}
+
 func (s *Server) createCQ(c *client, a proto.CreateCQArgs) (any, reply, error) {
+	var ch *chanObj
+	if a.Channel != 0 {
+		s.mu.Lock()
+		if ch = c.chs[a.Channel]; ch != nil {
+			ch.users++ // pinned while the CQ is made
+		}
+		s.mu.Unlock()
+		if ch == nil {
+			return nil, reply{}, badHandle("completion channel", a.Channel)
+		}
+	}
+	res, out, err := s.createCQChan(c, a, ch)
+	if err != nil && ch != nil {
+		s.mu.Lock()
+		ch.users--
+		s.mu.Unlock()
+	}
+	return res, out, err
+}
+
+func (s *Server) createCQChan(c *client, a proto.CreateCQArgs, ch *chanObj) (any, reply, error) {
 	ecq, err := s.e.CreateCQ(a.CQE, nil)
 	if err != nil {
 		return nil, reply{}, err
@@ -406,7 +475,8 @@ func (s *Server) createCQ(c *client, a proto.CreateCQArgs) (any, reply, error) {
 		return nil, reply{}, err
 	}
 	l.Init(mem)
-	cq := &cqObj{owner: c, ecq: ecq, mem: shm.Mapping{Mem: mem, Bytes: mem}, ring: shm.NewProducer(l.Ring(mem)), layout: l}
+	cq := &cqObj{owner: c, ecq: ecq, mem: shm.Mapping{Mem: mem, Bytes: mem}, ring: shm.NewProducer(l.Ring(mem)), layout: l,
+		ch: ch, notify: l.Notify(mem)}
 	s.mu.Lock()
 	cq.h = c.handle()
 	c.cqs[cq.h] = cq
@@ -428,6 +498,9 @@ func (s *Server) destroyCQ(c *client, h uint32) error {
 	}
 	delete(c.cqs, h)
 	s.cqs = remove(s.cqs, cq)
+	if cq.ch != nil {
+		cq.ch.users--
+	}
 	s.mu.Unlock()
 	cq.mem.Unmap()
 	return nil
@@ -611,6 +684,10 @@ func (s *Server) drop(c *client) {
 		s.cqs = remove(s.cqs, cq)
 		maps = append(maps, cq.mem)
 		delete(c.cqs, h)
+	}
+	for h, ch := range c.chs {
+		unix.Close(ch.fd) // no CQ of c is left for the pump to signal it
+		delete(c.chs, h)
 	}
 	for h, pd := range c.pds {
 		if err := s.e.DeallocPD(pd.id); err != nil {

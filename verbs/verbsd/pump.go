@@ -3,6 +3,8 @@ package verbsd
 import (
 	"errors"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/softnic/softnic/dataplane"
 	"github.com/softnic/softnic/qp"
 	"github.com/softnic/softnic/verbs/internal/shm"
@@ -43,6 +45,10 @@ type cqObj struct {
 	layout   shm.CQLayout
 	users    int  // QPs using it
 	overflow bool // a completion was lost; the flag in the ring is set
+	// ch is the completion channel the CQ's events go to (nil: none);
+	// notify is the arm and event words in the CQ file.
+	ch     *chanObj
+	notify shm.Notify
 }
 
 // Pump moves work and completions between the clients' shared rings and
@@ -307,6 +313,9 @@ func (s *Server) moveCompletions(c *cqObj) bool {
 		}
 		if pushed > 0 {
 			c.ring.Publish()
+			if c.ch != nil {
+				s.notify(c, n)
+			}
 		}
 		moved = moved || n > 0
 		if n < pumpBatch {
@@ -314,6 +323,30 @@ func (s *Server) moveCompletions(c *cqObj) bool {
 		}
 	}
 }
+
+// notify fires c's completion event if the client armed c for one of
+// the n completions just published (s.mu held). The arm word is read
+// after the ring's producer index was stored: a client that armed after
+// that store polls again and finds the completions itself (Notify). The
+// eventfd is written only for an armed CQ: a client that does not wait
+// for events costs one atomic load per batch, and no system call.
+func (s *Server) notify(c *cqObj, n int) {
+	armed, solicitedOnly := c.notify.Armed()
+	if !armed {
+		return
+	}
+	sol := !solicitedOnly
+	for i := 0; i < n && !sol; i++ {
+		sol = shm.Solicited(&s.wcBatch[i])
+	}
+	if c.notify.Trigger(sol) {
+		// EAGAIN (the counter is saturated) means an event is pending
+		// anyway.
+		unix.Write(c.ch.fd, eventValue[:])
+	}
+}
+
+var eventValue = [8]byte{1} // eventfd adds this little-endian 1
 
 func (s *Server) cqOverflow(c *cqObj) {
 	if c.overflow {

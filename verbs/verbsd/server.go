@@ -291,6 +291,7 @@ func (s *Server) Close() error {
 // Objects counts what the server holds for its clients.
 type Objects struct {
 	Clients, PDs, MRs, CQs, QPs int
+	Channels                    int // completion channels
 }
 
 // Objects returns the current counts, over all clients.
@@ -303,6 +304,7 @@ func (s *Server) Objects() Objects {
 		o.MRs += len(c.mrs)
 		o.CQs += len(c.cqs)
 		o.QPs += len(c.qps)
+		o.Channels += len(c.chs)
 	}
 	return o
 }

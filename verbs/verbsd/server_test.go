@@ -351,3 +351,54 @@ func TestPumpLooksAtRungQPs(t *testing.T) {
 		})
 	}
 }
+
+// TestCompChannelProtocol: completion channels are version 3: an older
+// client is refused them; a CQ cannot name another connection's channel
+// (or none); a channel a CQ uses is busy; the channel's eventfd comes
+// with create_comp_channel and the pump writes it only for an armed CQ.
+func TestCompChannelProtocol(t *testing.T) {
+	s, _ := newServer(t)
+	old := dial(t, s)
+	old.hello(2)
+	if _, err := old.call(proto.OpCreateCompChannel, nil, nil); !errors.Is(err, proto.ErrProtocol) {
+		t.Fatalf("create_comp_channel from a version-2 client: %v", err)
+	}
+	r := dial(t, s)
+	r.hello(proto.Version)
+	var ch proto.Handle
+	fds, err := r.call(proto.OpCreateCompChannel, nil, &ch)
+	if err != nil || len(fds) != 1 {
+		t.Fatalf("create_comp_channel: %v, %d descriptors", err, len(fds))
+	}
+	defer proto.CloseFDs(fds)
+	if _, err := old.call(proto.OpCreateCQ, proto.CreateCQArgs{CQE: 4, Channel: ch.Handle}, nil); !errors.Is(err, proto.ErrBadHandle) {
+		t.Fatalf("CQ on another connection's channel: %v", err)
+	}
+	if _, err := old.call(proto.OpDestroyCompChannel, ch, nil); !errors.Is(err, proto.ErrBadHandle) {
+		t.Fatalf("destroying another connection's channel: %v", err)
+	}
+	if _, err := r.call(proto.OpCreateCQ, proto.CreateCQArgs{CQE: 4, Channel: 999}, nil); !errors.Is(err, proto.ErrBadHandle) {
+		t.Fatalf("CQ on no channel: %v", err)
+	}
+	var cq proto.CreateCQResult
+	cqFDs, err := r.call(proto.OpCreateCQ, proto.CreateCQArgs{CQE: 4, Channel: ch.Handle}, &cq)
+	proto.CloseFDs(cqFDs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.call(proto.OpDestroyCompChannel, ch, nil); !errors.Is(err, dataplane.ErrBusy) {
+		t.Fatalf("destroying a channel a CQ uses: %v", err)
+	}
+	if got := s.Objects(); got.Channels != 1 || got.CQs != 1 {
+		t.Fatalf("server holds %+v", got)
+	}
+	if _, err := r.call(proto.OpDestroyCQ, proto.Handle{Handle: cq.Handle}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.call(proto.OpDestroyCompChannel, ch, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Objects(); got.Channels != 0 || got.CQs != 0 {
+		t.Fatalf("server holds %+v", got)
+	}
+}

@@ -29,9 +29,13 @@ import (
 // loss-recovery scheme (create_qp's scheme, set_qp_scheme, query_device's
 // schemes), which a version-1 client never asks for. A version-1 daemon
 // refuses a version-2 client at hello, so a client's scheme request can
-// never be silently ignored by a daemon that does not know it.
+// never be silently ignored by a daemon that does not know it. Version 3
+// added completion channels (create_comp_channel, destroy_comp_channel,
+// create_cq's channel) and the CQ file's arm and event words; older
+// clients never send them, and a daemon of version 3 serves them as
+// before.
 const (
-	Version    = 2
+	Version    = 3
 	MinVersion = 1
 )
 
@@ -51,6 +55,9 @@ const (
 	OpQueryQP     = "query_qp"
 	OpDestroyQP   = "destroy_qp"
 	OpSetQPScheme = "set_qp_scheme" // version 2
+
+	OpCreateCompChannel  = "create_comp_channel"  // version 3
+	OpDestroyCompChannel = "destroy_comp_channel" // version 3
 )
 
 // Request is what a client sends.
@@ -131,7 +138,15 @@ type RegMRResult struct {
 // CreateCQArgs asks for a CQ of at least CQE entries.
 type CreateCQArgs struct {
 	CQE int `json:"cqe"`
+	// Channel is the handle of the completion channel the CQ's events go
+	// to (version 3); 0: none.
+	Channel uint32 `json:"channel,omitempty"`
 }
+
+// CreateCompChannel's result is a Handle and comes with one descriptor:
+// the channel's eventfd, which the daemon's pump writes when a CQ of the
+// channel that the client armed (in the CQ file) gets a qualifying
+// completion. destroy_comp_channel takes the Handle (version 3).
 
 // CreateCQResult comes with the ring memfd (Size bytes, shm.CQLayout for
 // Cap entries).

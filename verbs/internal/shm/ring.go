@@ -38,10 +38,16 @@ const (
 	offCQCap       = 0x08
 	offCQEntrySize = 0x0C
 	offCQEntries   = 0x10
-	OffCQProd      = 0x40 // daemon: completions published
-	OffCQCons      = 0x80 // client: completions consumed
-	OffCQOverflow  = 0xC0 // daemon: nonzero once a completion was lost
-	cqHeaderSize   = 0x100
+	// The completion channel's words (protocol version 3) share the
+	// header line, which nothing else writes after Init: zero in a file
+	// of a daemon or client that predates them, so the line's layout,
+	// and Version, stay as they were. See Notify.
+	OffCQArm      = 0x20 // client: ReqNotify's arm word; daemon clears it when it fires
+	OffCQEvents   = 0x24 // daemon: events fired
+	OffCQProd     = 0x40 // daemon: completions published
+	OffCQCons     = 0x80 // client: completions consumed
+	OffCQOverflow = 0xC0 // daemon: nonzero once a completion was lost
+	cqHeaderSize  = 0x100
 
 	// Device page.
 	OffNeedWakeup = 0x40 // daemon: nonzero while the poll loop sleeps
@@ -183,6 +189,15 @@ func (l CQLayout) Ring(mem []byte) Ring[qp.WC] {
 
 // Overflow is the CQ file's overflow flag.
 func (l CQLayout) Overflow(mem []byte) *atomic.Uint32 { return word(mem, OffCQOverflow) }
+
+// Notify is the CQ file's completion-channel words.
+func (l CQLayout) Notify(mem []byte) Notify {
+	_ = mem[OffCQEvents+3]
+	return Notify{
+		Arm:    (*atomic.Uint32)(unsafe.Pointer(&mem[OffCQArm])),
+		Events: (*atomic.Uint32)(unsafe.Pointer(&mem[OffCQEvents])),
+	}
+}
 
 // InitDevicePage writes the device page header (daemon).
 func InitDevicePage(mem []byte) {
