@@ -210,10 +210,20 @@ func (e *Engine) onNak(q *QP, psn qp.PSN, code bth.NakCode) {
 		e.cnt.RcvdBadResponse++
 		return
 	}
+	before := q.unacked
 	e.acknowledge(q, psn)
 	if q.state == qp.Err {
 		return
 	}
+	// retry_cnt counts stalls: a NAK that acknowledged new packets moved
+	// the connection forward, restored the budget as an ACK does
+	// (onProgress), and does not spend it. Only a NAK that brings no
+	// progress (the responder still waits at the same PSN) is a retry.
+	// IBA §9.7.5.1.3 decrements the counter per NAK-triggered retry; a
+	// retry_cnt of 7 then ends a transfer behind a hop whose queue drops
+	// every go-back's burst again, though each NAK shows the responder
+	// moving on (docs/transport.md, "Retries count stalls").
+	progressed := q.unacked != before
 	if code == bth.NakPSNSeqError {
 		e.cnt.RcvdSeqErr++
 		if q.ooo {
@@ -233,7 +243,14 @@ func (e *Engine) onNak(q *QP, psn qp.PSN, code bth.NakCode) {
 		if q.nakHeld == psn+1 {
 			return
 		}
-		if !e.countRetry(q) {
+		// The requests that followed an RNR-NAKed one reach the
+		// responder out of sequence and draw a sequence NAK for the
+		// PSN the requester already waits to resend (onRNRNak): the
+		// same news, not a new stall.
+		if q.rnrWait {
+			return
+		}
+		if !progressed && !e.countRetry(q) {
 			return
 		}
 		q.nakHeld = psn + 1

@@ -374,9 +374,15 @@ func TestIGBNSendTwice(t *testing.T) {
 
 // TestDuplicateNaksSpendOneRetry: a burst of identical PSN-sequence NAKs
 // (a busy responder's queue, or its NAK-interval repeats) makes one
-// go-back and spends one retry, not one per copy; a NAK after the NAKed
-// packet went out again counts anew.
+// go-back and spends at most one retry, not one per copy: none when the
+// NAK acknowledged new packets (the first here acknowledges the message's
+// FIRST packet), one when it names the oldest unacknowledged PSN.
 func TestDuplicateNaksSpendOneRetry(t *testing.T) {
+	t.Run("progress", func(t *testing.T) { testDuplicateNaks(t, bth.RCWriteMiddle, 0) })
+	t.Run("stall", func(t *testing.T) { testDuplicateNaks(t, bth.RCWriteFirst, 1) })
+}
+
+func testDuplicateNaks(t *testing.T, drop bth.Opcode, wantRetries uint64) {
 	var nak []byte
 	back := lossyLink(0)
 	back.Drop = func(frame []byte) bool {
@@ -388,7 +394,7 @@ func TestDuplicateNaksSpendOneRetry(t *testing.T) {
 		return false
 	}
 	link := lossyLink(0)
-	link.Drop = dropFirst(bth.RCWriteMiddle, 1)
+	link.Drop = dropFirst(drop, 1)
 	p := newTestPair(t, SimConfig{Seed: 23, AtoB: link, BtoA: back}, ConnParams{MTU: qp.MTU1024, RetryCnt: 2, RetryCntSet: true, Timeout: 14})
 	wr := sendWR(1, qp.WRRDMAWrite, sge(p.mrA, 0, 16<<10))
 	wr.RemoteAddr, wr.RKey = p.mrB.Addr, p.mrB.RKey
@@ -403,8 +409,8 @@ func TestDuplicateNaksSpendOneRetry(t *testing.T) {
 	}
 	p.sim.A.mu.Unlock()
 	after := p.sim.A.Counters()
-	if after.RcvdSeqErr-before.RcvdSeqErr != 10 || after.CompleterRetry-before.CompleterRetry != 1 {
-		t.Fatalf("10 NAKs: rcvd_seq_err +%d, retries +%d (want +10, +1)", after.RcvdSeqErr-before.RcvdSeqErr, after.CompleterRetry-before.CompleterRetry)
+	if after.RcvdSeqErr-before.RcvdSeqErr != 10 || after.CompleterRetry-before.CompleterRetry != wantRetries {
+		t.Fatalf("10 NAKs: rcvd_seq_err +%d, retries +%d (want +10, +%d)", after.RcvdSeqErr-before.RcvdSeqErr, after.CompleterRetry-before.CompleterRetry, wantRetries)
 	}
 	wantWC(t, p.waitWCs(p.sim.A, p.cqA, 1, time.Second)[0], 1, qp.WCSuccess, qp.WCRDMAWrite)
 }

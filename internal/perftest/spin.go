@@ -155,11 +155,7 @@ func (w *waiter) wait(what string) error {
 // them), but never sleeps (see waiter).
 func (w *waiter) waitMem(what string) error {
 	w.begin()
-	if w.idle < w.pace.yield {
-		w.spinYield()
-	} else {
-		unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
-	}
+	w.spinYield()
 	return w.check(what)
 }
 
@@ -170,9 +166,16 @@ func (w *waiter) begin() {
 	w.idle++
 }
 
+// spinYield spins for the pace's first polls, then yields: to the
+// process's other goroutines (an embedded NIC's poll loop), and to other
+// threads and processes (sched_yield(2): the daemon's poll loop, the
+// peer's). runtime.Gosched alone keeps the core when the process has no
+// other goroutine to run, and a daemon woken on that core then waits for
+// the kernel's time slice: milliseconds in the latency tail.
 func (w *waiter) spinYield() {
 	if w.idle >= w.pace.spin {
 		runtime.Gosched()
+		unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 	}
 }
 
