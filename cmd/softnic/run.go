@@ -320,8 +320,19 @@ func (d *daemon) run(ctx context.Context) {
 		}
 	}()
 	clock := dataplane.NewMonotonicClock()
-	d.engine.Run(ctx, d.port, clock.Now, dataplane.RunConfig{Pump: d.cp.Pump, BeforeWait: d.cp.BeforeWait, BusyPoll: d.opts.busyPoll})
+	d.engine.Run(ctx, d.port, clock.Now, dataplane.RunConfig{Pump: d.cp.Pump, BeforeWait: d.cp.BeforeWait, BusyPoll: d.opts.busyPoll, IdlePolls: idlePolls(d.opts.busyPoll)})
 	d.log.Info("stopping")
+}
+
+// idlePolls is how many empty polls the loop spins through before it
+// yields (busy polling) or blocks: with busy polling, a few, so that a
+// peer daemon or application on the same core runs soon; without, the
+// engine's default.
+func idlePolls(busyPoll time.Duration) int {
+	if busyPoll > 0 {
+		return 4
+	}
+	return 0
 }
 
 // shutdown undoes start, in reverse: control socket and metrics first (no
