@@ -548,9 +548,9 @@ func ensureSocketDir(path string) error {
 		return nil
 	case err == nil:
 		return fmt.Errorf("control socket directory %s is not a directory", dir)
-	case !errors.Is(err, os.ErrNotExist):
-		return fmt.Errorf("control socket directory: %w", err)
 	}
+	// Missing, or another error (a parent that is a file, no search
+	// permission): MkdirAll makes it or names the part it cannot make.
 	// The directories MkdirAll will make, to give them their mode after
 	// the umask took its share.
 	var missing []string
