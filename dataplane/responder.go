@@ -16,7 +16,8 @@ import (
 // passed, so a rejected packet changes nothing. Everything the responder
 // sends back (ACK, NAK, READ responses, atomic ACKs) goes through one
 // ordered queue per QP, because the requester relies on responses
-// arriving in PSN order; consecutive ACKs coalesce in that queue.
+// arriving in PSN order; consecutive ACKs coalesce in that queue (but
+// each copy of an ST pair gets its own, ackDuplicate).
 
 // recvWQE is a posted receive work request. With out-of-order placement
 // the last packet of its message may arrive before the others: its
@@ -387,8 +388,30 @@ func (e *Engine) duplicate(q *QP, pkt *bth.Packet, psn qp.PSN) {
 			}
 		}
 	default: // SEND or WRITE: acknowledge again (C9-105)
-		e.queueAck(q, q.ePSN.Prev())
+		e.ackDuplicate(q, psn)
 	}
+}
+
+// ackDuplicate acknowledges a duplicate SEND or WRITE packet again. Like
+// any ACK it folds into an ACK still waiting in the response queue, except
+// when it repeats the most recent request and that request's own ACK is
+// the one waiting: then it gets an ACK frame of its own. That is what
+// Improved go-back-N's ST needs (the last packet of a message goes out
+// twice so that one lost ACK does not cost a timeout): on a real port both
+// copies usually arrive in one receive batch, before the first ACK is out,
+// and one coalesced ACK would leave the requester as exposed to its loss
+// as with a single copy. A go-back-N resend of many duplicates still
+// costs one extra ACK at most, for the one that repeats the latest PSN.
+// READ and atomic duplicates keep their own rules (duplicate).
+func (e *Engine) ackDuplicate(q *QP, psn qp.PSN) {
+	latest := q.ePSN.Prev()
+	if psn == latest && q.respQ.Len() > 0 {
+		if tail := q.respQ.At(q.respQ.Tail() - 1); tail.kind == respAck && tail.psn == latest {
+			e.pushResp(q, respItem{kind: respAck, psn: latest})
+			return
+		}
+	}
+	e.queueAck(q, latest)
 }
 
 // newResource takes the oldest slot of the resources ring.

@@ -111,9 +111,18 @@ type daemonProc struct {
 // left it running.
 func startDaemon(t *testing.T, tb *netns.Testbed, host string, args ...string) *daemonProc {
 	t.Helper()
+	return startDaemonIn(t, tb, host, nil, args...)
+}
+
+// startDaemonIn is startDaemon with the daemon run by wrap, a command
+// that ends by exec'ing its arguments (so the process is still the
+// daemon's).
+func startDaemonIn(t *testing.T, tb *netns.Testbed, host string, wrap []string, args ...string) *daemonProc {
+	t.Helper()
 	bin := softnicBinary(t)
 	d := &daemonProc{t: t, out: &syncBuffer{}, exited: make(chan struct{})}
-	d.cmd = exec.Command("ip", append([]string{"netns", "exec", tb.NS(host), bin, "run"}, args...)...)
+	argv := append(append(append([]string{"netns", "exec", tb.NS(host)}, wrap...), bin, "run"), args...)
+	d.cmd = exec.Command("ip", argv...)
 	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -470,5 +479,113 @@ func TestDaemonErrors(t *testing.T) {
 	}
 	if err := d.signal(syscall.SIGTERM); err != nil {
 		t.Fatalf("SIGTERM: %v", err)
+	}
+}
+
+// TestDaemonDefaultSocket: the README's `softnic run --iface IFACE`, with
+// no --socket, on a host without /run/softnic: the daemon makes the
+// directory (0755) and serves on /run/softnic/softnic.sock. The host's
+// /run is shared, so the daemon runs in a private mount namespace in
+// which a temporary directory is mounted on /run.
+func TestDaemonDefaultSocket(t *testing.T) {
+	tb := requireDaemon(t)
+	for _, tool := range []string{"unshare", "mount"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("skipping: needs %s (util-linux) for a private mount namespace", tool)
+		}
+	}
+	run := t.TempDir() // the daemon's /run
+	os.Chmod(run, 0o755)
+	wrap := []string{"unshare", "--mount", "--propagation", "private", "sh", "-c", `mount --bind "$0" /run && exec "$@"`, run}
+	d := startDaemonIn(t, tb, netns.HostA, wrap, "--iface", tb.A.Iface, "--metrics", "")
+	socket := filepath.Join(run, "softnic", "softnic.sock") // /run/softnic/softnic.sock in the daemon's namespace
+	d.waitReady(socket)
+	if fi, err := os.Stat(filepath.Dir(socket)); err != nil || fi.Mode().Perm() != 0o755 || fi.Sys().(*syscall.Stat_t).Uid != 0 {
+		t.Errorf("socket directory: %v, mode %v; want root's, 0755", err, fi.Mode())
+	}
+	if !strings.Contains(d.out.String(), "socket=/run/softnic/softnic.sock") {
+		t.Errorf("the daemon did not use the default socket:\n%s", d.out.String())
+	}
+	if err := d.signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("SIGTERM: %v\n%s", err, d.out.String())
+	}
+	if _, err := os.Lstat(socket); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("control socket left behind: %v", err)
+	}
+	if x := xdpOn(t, tb, netns.HostA, tb.A.Iface); x != "" {
+		t.Errorf("XDP program left on %s: %s", tb.A.Iface, x)
+	}
+}
+
+// TestDaemonSocketDirMissing: a --socket whose directory and its parent
+// are missing gets them, mode 0755.
+func TestDaemonSocketDirMissing(t *testing.T) {
+	tb := requireDaemon(t)
+	dir := t.TempDir()
+	socket := filepath.Join(dir, "missing", "dir", "s.sock")
+	d := startDaemon(t, tb, netns.HostB, "--iface", tb.B.Iface, "--socket", socket, "--metrics", "")
+	d.waitReady(socket)
+	for _, sub := range []string{"missing", "missing/dir"} {
+		if fi, err := os.Stat(filepath.Join(dir, sub)); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o755 {
+			t.Errorf("%s: %v, mode %v; want a directory, 0755", sub, err, fi.Mode())
+		}
+	}
+	if err := d.signal(syscall.SIGINT); err != nil {
+		t.Fatalf("SIGINT: %v\n%s", err, d.out.String())
+	}
+}
+
+// TestDaemonStartFailures: a start-up that fails, before XDP is attached
+// or after, exits with status 1 and one line "softnic: ...", never
+// panics, and leaves no XDP program on the interface and no socket.
+func TestDaemonStartFailures(t *testing.T) {
+	tb := requireDaemon(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	os.WriteFile(file, nil, 0o644)
+	inA := []string{"ip", "netns", "exec", tb.A.NS}
+	for _, tc := range []struct {
+		name        string
+		socket      string
+		metrics     string
+		want        string
+		afterAttach bool
+	}{
+		{"socket path is a file", file, "", "softnic: control socket path " + file + " exists and is not a socket", false},
+		{"socket directory cannot be made", filepath.Join(file, "sub", "s.sock"), "", "softnic: create control socket directory: mkdir " + file + ": not a directory", false},
+		// The verbs server binds in a temporary directory beside the
+		// socket: a path this long does not fit a sockaddr_un.
+		{"socket path too long", filepath.Join(dir, strings.Repeat("d", 100), "s.sock"), "", "softnic: verbsd: listen:", true},
+		// Not an address of A's namespace: the metrics listener, the
+		// last thing started, cannot bind.
+		{"metrics cannot listen", filepath.Join(dir, "m.sock"), "198.18.255.254:9479", "softnic: metrics: listen tcp 198.18.255.254:9479", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, level := range []string{"info", "error"} {
+				out, code := runSoftnic(t, inA, "run", "--iface", tb.A.Iface, "--socket", tc.socket, "--metrics", tc.metrics, "--log-level", level)
+				var errLines []string
+				for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+					if strings.HasPrefix(l, "softnic: ") {
+						errLines = append(errLines, l)
+					}
+				}
+				if code != 1 || len(errLines) != 1 || !strings.HasPrefix(errLines[0], tc.want) ||
+					strings.Contains(out, "panic") || strings.Contains(out, "goroutine ") {
+					t.Errorf("log level %s: exit %d, output:\n%s\nwant exit 1 and one line starting %q", level, code, out, tc.want)
+				}
+				if level == "error" && len(errLines) == 1 && out != errLines[0]+"\n" {
+					t.Errorf("log level error: output %q, want only the error line", out)
+				}
+				if attached := strings.Contains(out, "XDP steering program attached"); level == "info" && attached != tc.afterAttach {
+					t.Errorf("failed after XDP was attached: %v, want %v:\n%s", attached, tc.afterAttach, out)
+				}
+				if x := xdpOn(t, tb, netns.HostA, tb.A.Iface); x != "" {
+					t.Fatalf("XDP program left on %s after a failed start: %s", tb.A.Iface, x)
+				}
+				if fi, err := os.Lstat(tc.socket); err == nil && fi.Mode().Type() == os.ModeSocket {
+					t.Errorf("the failed daemon left its socket %s", tc.socket)
+				}
+			}
+		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/softnic/softnic/internal/perftest"
 	"github.com/softnic/softnic/qp"
@@ -48,9 +49,16 @@ func main() {
 		// The flag package printed the problem and the flags.
 		os.Exit(2)
 	default:
-		fmt.Fprintln(os.Stderr, "softnic:", err)
+		fmt.Fprintln(os.Stderr, "softnic:", oneLine(err))
 		os.Exit(1)
 	}
+}
+
+// oneLine puts an error on one line: shutdown's joins one error per
+// failed step (errors.Join), one per line, and any error ends in a
+// one-line "softnic: ..." on stderr.
+func oneLine(err error) string {
+	return strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", "; ")
 }
 
 func usage() {

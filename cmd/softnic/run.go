@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -185,7 +186,7 @@ type controlPlane interface {
 // stats RPC reports the port's and the XDP program's counters after the
 // engine's.
 func newControlPlane(d *daemon) (controlPlane, error) {
-	return verbsd.New(d.engine, verbsd.Options{
+	s, err := verbsd.New(d.engine, verbsd.Options{
 		SocketPath: d.opts.socket,
 		Logger:     d.log,
 		Wake:       d.port.Wake,
@@ -199,6 +200,12 @@ func newControlPlane(d *daemon) (controlPlane, error) {
 			}
 		},
 	})
+	if err != nil {
+		// Not s: a nil *Server in the interface is not a nil interface,
+		// and shutdown would call its Close.
+		return nil, err
+	}
+	return s, nil
 }
 
 // port is what the daemon needs of either port kind.
@@ -224,6 +231,7 @@ type daemon struct {
 	engine    *dataplane.Engine
 	cp        controlPlane
 	metrics   *http.Server
+	ran       bool // run was called: shutdown reports the final counters
 }
 
 // start checks the environment, then brings the daemon up in dependency
@@ -260,7 +268,11 @@ func start(o options, log *slog.Logger) (d *daemon, err error) {
 	}
 	// The socket comes before the interface: a second daemon started by
 	// mistake must be turned away before it touches the first one's XDP
-	// program.
+	// program, and a socket directory that cannot be made fails here
+	// rather than after XDP is attached.
+	if err := ensureSocketDir(o.socket); err != nil {
+		return d, err
+	}
 	if err := checkControlFree(o.socket); err != nil {
 		return d, err
 	}
@@ -298,9 +310,13 @@ func start(o options, log *slog.Logger) (d *daemon, err error) {
 	if d.engine, err = dataplane.NewEngine(dataplane.Config{MAC: mac, Addr: d.addr, Scheme: scheme, SRAMBytes: o.sram, FetchPenalty: fetchPenalty(o.penalty), RTOBackoff: o.backoff}, d.port); err != nil {
 		return d, err
 	}
-	if d.cp, err = newControlPlane(d); err != nil {
+	// Fields are set only from values known not to be nil, so that
+	// shutdown's nil checks hold for interfaces too.
+	cp, err := newControlPlane(d)
+	if err != nil {
 		return d, err
 	}
+	d.cp = cp
 	if o.metrics != "" {
 		if d.metrics, err = serveMetrics(o.metrics, d.snapshot, log); err != nil {
 			return d, fmt.Errorf("metrics: %w", err)
@@ -314,6 +330,7 @@ func start(o options, log *slog.Logger) (d *daemon, err error) {
 // run drives the engine until ctx ends, with the control plane serving
 // beside it.
 func (d *daemon) run(ctx context.Context) {
+	d.ran = true
 	go func() {
 		if err := d.cp.Serve(ctx); err != nil {
 			d.log.Error("control plane stopped", "err", err)
@@ -337,28 +354,43 @@ func idlePolls(busyPoll time.Duration) int {
 
 // shutdown undoes start, in reverse: control socket and metrics first (no
 // new clients), then the XDP program (frames go back to the kernel), the
-// port, and the program's maps. It is safe on a partly started daemon.
+// port, and the program's maps. It is safe on a partly started daemon:
+// each step runs only for what start set up, and a step that fails, even
+// by panicking, does not keep the later ones (the XDP program's detachment
+// above all) from running.
 func (d *daemon) shutdown() error {
 	var errs []error
+	step := func(what string, f func() error) {
+		defer func() {
+			if r := recover(); r != nil {
+				errs = append(errs, fmt.Errorf("%s: panic: %v", what, r))
+			}
+		}()
+		if err := f(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", what, err))
+		}
+	}
 	if d.cp != nil {
-		errs = append(errs, d.cp.Close())
+		step("control socket", d.cp.Close)
 	}
 	if d.metrics != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		errs = append(errs, d.metrics.Shutdown(ctx))
-		cancel()
+		step("metrics", func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			return d.metrics.Shutdown(ctx)
+		})
 	}
-	if d.engine != nil {
-		d.logCounters()
+	if d.engine != nil && d.ran {
+		step("counters", func() error { d.logCounters(); return nil })
 	}
 	if d.link != nil {
-		errs = append(errs, d.link.Close())
+		step("XDP detach", d.link.Close)
 	}
 	if d.port != nil {
-		errs = append(errs, d.port.Close())
+		step("port", d.port.Close)
 	}
 	if d.steer != nil {
-		errs = append(errs, d.steer.Close())
+		step("XDP program", d.steer.Close)
 	}
 	*d = daemon{opts: d.opts, log: d.log}
 	return errors.Join(errs...)
@@ -524,6 +556,46 @@ func parseQueues(s string) ([]int, error) {
 		qs = append(qs, q)
 	}
 	return qs, nil
+}
+
+// ensureSocketDir creates the control socket's directory if it is
+// missing, with any missing parents, mode 0755 whatever the umask (owned
+// by the daemon's user, root), as systemd's RuntimeDirectory= would: the
+// default /run/softnic does not exist on a fresh host, and clients of
+// other users must be able to reach the socket (whose own mode, 0660,
+// is what guards it). An existing directory is left as it is.
+func ensureSocketDir(path string) error {
+	dir := filepath.Dir(path)
+	fi, err := os.Stat(dir)
+	switch {
+	case err == nil && fi.IsDir():
+		return nil
+	case err == nil:
+		return fmt.Errorf("control socket directory %s is not a directory", dir)
+	}
+	// Missing, or another error (a parent that is a file, no search
+	// permission): MkdirAll makes it or names the part it cannot make.
+	// The directories MkdirAll will make, to give them their mode after
+	// the umask took its share.
+	var missing []string
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); !errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		missing = append(missing, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create control socket directory: %w", err)
+	}
+	for _, d := range missing {
+		if err := os.Chmod(d, 0o755); err != nil {
+			return fmt.Errorf("create control socket directory: %w", err)
+		}
+	}
+	return nil
 }
 
 // checkControlFree turns a second daemon away before it touches the

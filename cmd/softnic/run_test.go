@@ -2,15 +2,18 @@ package main
 
 import (
 	"context"
-	"github.com/softnic/softnic/dataplane"
-	"github.com/softnic/softnic/verbs/verbsd"
 	"io"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/softnic/softnic/dataplane"
+	"github.com/softnic/softnic/verbs/verbsd"
 )
 
 // These tests need no privileges; the daemon as a whole is tested as root
@@ -112,3 +115,104 @@ func TestParseQueues(t *testing.T) {
 		}
 	}
 }
+
+// TestEnsureSocketDir: a socket whose directory is missing gets it, and
+// its missing parents, mode 0755 whatever the umask; an existing
+// directory keeps its mode; a parent that is a file is a one-line error.
+func TestEnsureSocketDir(t *testing.T) {
+	dir := t.TempDir()
+	old := syscall.Umask(0o077)
+	defer syscall.Umask(old)
+	sock := filepath.Join(dir, "missing", "softnic", "softnic.sock")
+	if err := ensureSocketDir(sock); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{filepath.Join(dir, "missing"), filepath.Dir(sock)} {
+		if fi, err := os.Stat(d); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o755 {
+			t.Errorf("%s: %v %v, want a directory of mode 0755", d, fi.Mode(), err)
+		}
+	}
+	if _, err := os.Lstat(sock); !os.IsNotExist(err) {
+		t.Errorf("the socket itself was made: %v", err)
+	}
+	// A socket path in the same directory again, and in an existing
+	// directory of another mode: nothing changes.
+	if err := ensureSocketDir(sock); err != nil {
+		t.Fatal(err)
+	}
+	private := filepath.Join(dir, "private")
+	os.Mkdir(private, 0o700)
+	if err := ensureSocketDir(filepath.Join(private, "s.sock")); err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(private); fi.Mode().Perm() != 0o700 {
+		t.Errorf("an existing directory's mode changed to %v", fi.Mode().Perm())
+	}
+	file := filepath.Join(dir, "file")
+	os.WriteFile(file, nil, 0o644)
+	for _, bad := range []string{filepath.Join(file, "s.sock"), filepath.Join(file, "sub", "s.sock")} {
+		err := ensureSocketDir(bad)
+		if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), file) {
+			t.Errorf("socket %s under a regular file: %v, want a one-line error naming %s", bad, err, file)
+		}
+	}
+}
+
+// stubPort is a port that is no wire: enough for newControlPlane.
+type stubPort struct {
+	dataplane.Port
+	closed int
+}
+
+func (*stubPort) Wait(time.Duration) {}
+func (*stubPort) Wake()              {}
+func (p *stubPort) Close() error     { p.closed++; return nil }
+
+// TestPartialStartShutdown: a control plane that cannot start leaves the
+// daemon's interface nil, not a nil *verbsd.Server (the typed nil that
+// made shutdown panic), and shutdown undoes any prefix of start, a
+// panicking step included, without stopping at it.
+func TestPartialStartShutdown(t *testing.T) {
+	sim, err := dataplane.NewSim(dataplane.SimConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := &stubPort{Port: sim.Fabric.A()}
+	// Longer than a unix socket address holds: listen fails.
+	long := filepath.Join(t.TempDir(), strings.Repeat("x", 120), "softnic.sock")
+	d := &daemon{opts: options{socket: long}, log: quiet, ifi: &net.Interface{Name: "test0"}, port: sp, engine: sim.A}
+	if err := ensureSocketDir(long); err != nil {
+		t.Fatal(err)
+	}
+	cp, err := newControlPlane(d)
+	if err == nil {
+		cp.Close()
+		t.Fatal("a control socket path of 120+ bytes was accepted")
+	}
+	if cp != nil {
+		t.Fatalf("failed newControlPlane returned a non-nil %T", cp)
+	}
+	if err := d.shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	if sp.closed != 1 || d.port != nil || d.engine != nil {
+		t.Fatalf("port closed %d times, daemon %+v after shutdown", sp.closed, d)
+	}
+	if err := (&daemon{log: quiet}).shutdown(); err != nil {
+		t.Fatalf("shutdown of a daemon that started nothing: %v", err)
+	}
+	// A step that panics is reported, and the port is still closed.
+	sp.closed = 0
+	d = &daemon{log: quiet, port: sp, cp: panicky{}}
+	err = d.shutdown()
+	if err == nil || !strings.Contains(err.Error(), "control socket: panic") || sp.closed != 1 {
+		t.Fatalf("panicking control plane: %v, port closed %d times", err, sp.closed)
+	}
+	if line := oneLine(err); strings.Contains(line, "\n") {
+		t.Errorf("oneLine(%q) = %q", err, line)
+	}
+}
+
+type panicky struct{ controlPlane }
+
+func (panicky) Close() error { panic("boom") }
