@@ -166,6 +166,8 @@ type stubPort struct {
 
 func (*stubPort) Wait(time.Duration) {}
 func (*stubPort) Wake()              {}
+func (*stubPort) Watch(int) error    { return nil }
+func (*stubPort) Unwatch(int) error  { return nil }
 func (p *stubPort) Close() error     { p.closed++; return nil }
 
 // TestPartialStartShutdown: a control plane that cannot start leaves the
