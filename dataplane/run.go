@@ -26,8 +26,9 @@ type RunConfig struct {
 	// flow, short enough not to starve the kernel's own packet work on a
 	// small machine.
 	IdlePolls int
-	// MaxWait bounds one blocking wait (default 10 ms), so that
-	// cancellation is noticed.
+	// MaxWait bounds one blocking wait (default 1 s). Cancellation wakes
+	// the loop at once, so it only bounds how stale the loop's view can
+	// get of anything that does not ring (an idle NIC wakes this often).
 	MaxWait time.Duration
 	// BusyPoll keeps the loop polling until this long after the last
 	// work before it blocks, like the kernel's SO_BUSY_POLL: a
@@ -56,7 +57,7 @@ func (rc RunConfig) withDefaults() RunConfig {
 		rc.IdlePolls = 32
 	}
 	if rc.MaxWait <= 0 {
-		rc.MaxWait = 10 * time.Millisecond
+		rc.MaxWait = time.Second
 	}
 	return rc
 }
@@ -68,6 +69,8 @@ func (e *Engine) Run(ctx context.Context, w Waiter, now func() time.Duration, rc
 	rc = rc.withDefaults()
 	e.SetDoorbell(w.Wake)
 	defer e.SetDoorbell(nil)
+	stop := context.AfterFunc(ctx, w.Wake)
+	defer stop()
 	idle := 0
 	var lastWork time.Duration
 	for ctx.Err() == nil {
