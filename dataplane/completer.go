@@ -337,6 +337,7 @@ func (e *Engine) goBack(q *QP, psn qp.PSN) {
 // onProgress runs when unacked moved: fresh retry budget, restarted
 // timer, and a cursor that never points at acknowledged PSNs.
 func (e *Engine) onProgress(q *QP) {
+	e.rttAcked(q)
 	q.retryLeft, q.rnrLeft = q.retryCnt, q.rnrRetry
 	q.impliedAt = 0
 	if q.nakHeld != 0 && (q.nakHeld - 1).Before(q.unacked) {
@@ -372,7 +373,8 @@ func (e *Engine) armRetry(q *QP) {
 	if !q.retryTimer.Armed() {
 		q.retryStart = e.now
 	}
-	rto := q.sender.Timeout(base, int(q.maxSentPSN.Diff(q.unacked)))
+	rto := q.sender.Timeout(base, int(q.maxSentPSN.Diff(q.unacked)), q.rtt)
+	e.noteRTO(rto)
 	if e.cfg.RTOBackoff && q.retryLeft < q.retryCnt {
 		rto <<= min(q.retryCnt-q.retryLeft, maxRTOBackoffShift)
 	}
