@@ -296,6 +296,7 @@ func (e *Engine) onRetryTimeout(q *QP, now time.Duration) {
 		return
 	}
 	e.cnt.LocalAckTimeout++
+	e.rttTimedOut(q)
 	if !e.countRetry(q) {
 		return
 	}
@@ -354,7 +355,8 @@ func (e *Engine) onProgress(q *QP) {
 	}
 }
 
-// maxRTOBackoffShift caps Config.RTOBackoff at 16 times the timeout.
+// maxRTOBackoffShift caps Config.RTOBackoff, and Karn's backoff of an
+// adaptive RTO, at 16 times the timeout.
 const maxRTOBackoffShift = 4
 
 // armRetry starts the retransmission timer if packets are outstanding and
@@ -375,9 +377,11 @@ func (e *Engine) armRetry(q *QP) {
 	}
 	rto := q.sender.Timeout(base, int(q.maxSentPSN.Diff(q.unacked)), q.rtt)
 	e.noteRTO(rto)
+	shift := q.rttBackoff // Karn (adaptive RTO): until the next sample
 	if e.cfg.RTOBackoff && q.retryLeft < q.retryCnt {
-		rto <<= min(q.retryCnt-q.retryLeft, maxRTOBackoffShift)
+		shift = max(shift, q.retryCnt-q.retryLeft)
 	}
+	rto <<= min(shift, maxRTOBackoffShift)
 	at := q.retryStart + rto
 	if !q.retryTimer.Armed() || q.retryTimer.Deadline() != at {
 		e.wheel.Schedule(&q.retryTimer, at)

@@ -128,6 +128,7 @@ type hwContext struct {
 	rtt        recovery.RTT  // the round-trip estimate (Config.RTO adaptive; rtt.go)
 	rttPSN     qp.PSN        // p+1: PSN p, sent once at rttSentAt, is being timed; 0: none
 	rttSentAt  time.Duration
+	rttBackoff uint8 // Karn: timeouts since the last sample, each doubling the RTO (adaptive)
 
 	// Responder (responder.go).
 	ePSN    qp.PSN
@@ -425,7 +426,7 @@ func (e *Engine) resetQP(q *QP) {
 	q.msg = respMsg{}
 	q.msn = 0
 	q.nextRecvSN, q.recvSN = 0, 0
-	q.rtt, q.rttPSN = recovery.RTT{}, 0 // a new connection, perhaps a new path
+	q.rtt, q.rttPSN, q.rttBackoff = recovery.RTT{}, 0, 0 // a new connection, perhaps a new path
 	clear(q.stash)
 	e.releaseScheme(q)
 	for i := range q.res {

@@ -23,7 +23,8 @@ import (
 // from a retransmitted packet, nor from an acknowledgement that a
 // retransmission of an earlier packet released. The state is three words
 // of the on-chip context (rttOnChipBytes) and costs nothing per packet
-// but a compare.
+// but a compare. A timeout backs the RTO off until the next sample
+// (Karn's algorithm, rttTimedOut), on top of Config.RTOBackoff.
 
 // RTOMode says where retransmission timeouts come from.
 type RTOMode uint8
@@ -61,8 +62,8 @@ func ParseRTOMode(s string) (RTOMode, error) {
 
 // rttOnChipBytes is what the estimate adds to an adaptive QP's on-chip
 // context, as a NIC would keep it: SRTT and RTTVAR in 4 bytes of
-// nanoseconds each, the timed PSN in 3 and its send time in 4, one flag
-// byte.
+// nanoseconds each, the timed PSN in 3 and its send time in 4, one byte
+// for the valid flag and Karn's backoff.
 const rttOnChipBytes = 4 + 4 + 3 + 4 + 1
 
 // rttSent: psn went out for the first time; respond says its receipt will
@@ -88,8 +89,19 @@ func (e *Engine) rttAcked(q *QP) {
 		return
 	}
 	q.rtt.Sample(e.now - q.rttSentAt)
-	q.rttPSN = 0
+	q.rttPSN, q.rttBackoff = 0, 0
 	e.cnt.RTTSamples++
+}
+
+// rttTimedOut: the retransmission timer fired. Karn's algorithm (RFC 6298
+// §5.5, §5.7): the RTO doubles and stays doubled, over later packets too,
+// until a packet sent once is acknowledged and gives a sample. Without it
+// a path that got slower than the RTO would never be measured again:
+// every timed packet would time out, be resent and lose its sample.
+func (e *Engine) rttTimedOut(q *QP) {
+	if e.cfg.RTO == RTOAdaptive && q.rttBackoff < maxRTOBackoffShift {
+		q.rttBackoff++
+	}
 }
 
 // noteRTO keeps the engine's smallest and largest retransmission timeout
