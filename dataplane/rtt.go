@@ -49,6 +49,15 @@ func (m RTOMode) String() string {
 	return fmt.Sprintf("RTOMode(%d)", uint8(m))
 }
 
+// Set parses s (flag.Value).
+func (m *RTOMode) Set(s string) error {
+	v, err := ParseRTOMode(s)
+	if err == nil {
+		*m = v
+	}
+	return err
+}
+
 // ParseRTOMode reads "fixed" or "adaptive".
 func ParseRTOMode(s string) (RTOMode, error) {
 	switch s {
