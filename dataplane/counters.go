@@ -35,6 +35,7 @@ type Counters struct {
 	// Round-trip estimation (Config.RTO adaptive; rtt.go).
 	RTTSamples     uint64 // rtt_samples: round-trip samples taken
 	RTTKarnSkipped uint64 // rtt_karn_skipped: timed PSNs dropped by Karn's rule (resent before acknowledged)
+	RTTSampleNs    uint64 // rtt_sample_ns_sum: the samples' sum (with rtt_samples, their mean)
 	RTOMinNs       uint64 // rto_min_ns: smallest retransmission timeout armed (before backoff)
 	RTOMaxNs       uint64 // rto_max_ns: largest
 
@@ -112,7 +113,7 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"req_remote_invalid_request", c.ReqRemoteInvalid}, {"resp_remote_invalid_request", c.RespInvalidReq},
 		{"resp_local_length_error", c.RespLocalLength}, {"seq_nak_sent", c.SeqNakSent},
 		{"acks_sent", c.AcksSent}, {"retransmitted_pkts", c.Retransmits},
-		{"rtt_samples", c.RTTSamples}, {"rtt_karn_skipped", c.RTTKarnSkipped},
+		{"rtt_samples", c.RTTSamples}, {"rtt_karn_skipped", c.RTTKarnSkipped}, {"rtt_sample_ns_sum", c.RTTSampleNs},
 		{"rto_min_ns", c.RTOMinNs}, {"rto_max_ns", c.RTOMaxNs},
 		{"ooo_kept", c.OOOKept}, {"ooo_discarded", c.OOODiscarded}, {"sack_nak_sent", c.SackNakSent},
 		{"rcvd_sack_nak", c.RcvdSackNak}, {"ooo_responses", c.OOOResponses},

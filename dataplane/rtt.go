@@ -97,9 +97,11 @@ func (e *Engine) rttAcked(q *QP) {
 	if q.rttPSN == 0 || !(q.rttPSN - 1).Before(q.unacked) {
 		return
 	}
-	q.rtt.Sample(e.now - q.rttSentAt)
+	m := max(e.now-q.rttSentAt, 0)
+	q.rtt.Sample(m)
 	q.rttPSN, q.rttBackoff = 0, 0
 	e.cnt.RTTSamples++
+	e.cnt.RTTSampleNs += uint64(m)
 }
 
 // rttTimedOut: the retransmission timer fired. Karn's algorithm (RFC 6298

@@ -85,8 +85,8 @@ func TestRTTKarn(t *testing.T) {
 			// Lossless again: a sample of the same round trip.
 			p.sim.Fabric.SetLink(fabric.AtoB, delayLink(oneWay))
 			p.checkWrite(4, 100, false)
-			if a := p.sim.A.Counters(); a.RTTSamples != 2 {
-				t.Fatalf("%d samples, want 2", a.RTTSamples)
+			if a := p.sim.A.Counters(); a.RTTSamples != 2 || a.RTTSampleNs != uint64(2*rtt) {
+				t.Fatalf("%d samples summing to %d ns, want 2 of %v", a.RTTSamples, a.RTTSampleNs, rtt)
 			}
 			if r := p.sim.A.QPRTT(p.qa); r.SRTT != rtt {
 				t.Fatalf("SRTT %v, want %v", r.SRTT, rtt)
@@ -216,7 +216,7 @@ func TestRTTFixedUnchanged(t *testing.T) {
 	names := map[string]bool{}
 	c := ad.sim.A.Counters()
 	c.Each(func(name string, _ uint64) { names[name] = true })
-	for _, n := range []string{"rtt_samples", "rtt_karn_skipped", "rto_min_ns", "rto_max_ns"} {
+	for _, n := range []string{"rtt_samples", "rtt_karn_skipped", "rtt_sample_ns_sum", "rto_min_ns", "rto_max_ns"} {
 		if !names[n] {
 			t.Fatalf("counter %s missing", n)
 		}
