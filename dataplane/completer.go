@@ -313,6 +313,7 @@ func (e *Engine) onRetryTimeout(q *QP, now time.Duration) {
 		return
 	}
 	e.cnt.LocalAckTimeout++
+	e.rttTimedOut(q)
 	if !e.countRetry(q) {
 		return
 	}
@@ -354,6 +355,7 @@ func (e *Engine) goBack(q *QP, psn qp.PSN) {
 // onProgress runs when unacked moved: fresh retry budget, restarted
 // timer, and a cursor that never points at acknowledged PSNs.
 func (e *Engine) onProgress(q *QP) {
+	e.rttAcked(q)
 	q.retryLeft, q.rnrLeft = q.retryCnt, q.rnrRetry
 	q.impliedAt = 0
 	if q.nakHeld != 0 && (q.nakHeld - 1).Before(q.unacked) {
@@ -370,7 +372,8 @@ func (e *Engine) onProgress(q *QP) {
 	}
 }
 
-// maxRTOBackoffShift caps Config.RTOBackoff at 16 times the timeout.
+// maxRTOBackoffShift caps Config.RTOBackoff, and Karn's backoff of an
+// adaptive RTO, at 16 times the timeout.
 const maxRTOBackoffShift = 4
 
 // armRetry starts the retransmission timer if packets are outstanding and
@@ -389,10 +392,13 @@ func (e *Engine) armRetry(q *QP) {
 	if !q.retryTimer.Armed() {
 		q.retryStart = e.now
 	}
-	rto := q.sender.Timeout(base, int(q.maxSentPSN.Diff(q.unacked)))
+	rto := q.sender.Timeout(base, int(q.maxSentPSN.Diff(q.unacked)), q.rtt)
+	e.noteRTO(rto)
+	shift := q.rttBackoff // Karn (adaptive RTO): until the next sample
 	if e.cfg.RTOBackoff && q.retryLeft < q.retryCnt {
-		rto <<= min(q.retryCnt-q.retryLeft, maxRTOBackoffShift)
+		shift = max(shift, q.retryCnt-q.retryLeft)
 	}
+	rto <<= min(shift, maxRTOBackoffShift)
 	at := q.retryStart + rto
 	if !q.retryTimer.Armed() || q.retryTimer.Deadline() != at {
 		e.wheel.Schedule(&q.retryTimer, at)

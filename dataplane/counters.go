@@ -32,6 +32,13 @@ type Counters struct {
 	AcksSent         uint64 // acks_sent
 	Retransmits      uint64 // retransmitted_pkts
 
+	// Round-trip estimation (Config.RTO adaptive; rtt.go).
+	RTTSamples     uint64 // rtt_samples: round-trip samples taken
+	RTTKarnSkipped uint64 // rtt_karn_skipped: timed PSNs dropped by Karn's rule (resent before acknowledged)
+	RTTSampleNs    uint64 // rtt_sample_ns_sum: the samples' sum (with rtt_samples, their mean)
+	RTOMinNs       uint64 // rto_min_ns: smallest retransmission timeout armed (before backoff)
+	RTOMaxNs       uint64 // rto_max_ns: largest
+
 	// Out-of-order placement (selective.go; IRN).
 	OOOKept      uint64 // ooo_kept: requests kept ahead of the expected PSN
 	OOODiscarded uint64 // ooo_discarded: requests ahead of the expected PSN that failed their checks, dropped without a NAK
@@ -106,6 +113,8 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"req_remote_invalid_request", c.ReqRemoteInvalid}, {"resp_remote_invalid_request", c.RespInvalidReq},
 		{"resp_local_length_error", c.RespLocalLength}, {"seq_nak_sent", c.SeqNakSent},
 		{"acks_sent", c.AcksSent}, {"retransmitted_pkts", c.Retransmits},
+		{"rtt_samples", c.RTTSamples}, {"rtt_karn_skipped", c.RTTKarnSkipped}, {"rtt_sample_ns_sum", c.RTTSampleNs},
+		{"rto_min_ns", c.RTOMinNs}, {"rto_max_ns", c.RTOMaxNs},
 		{"ooo_kept", c.OOOKept}, {"ooo_discarded", c.OOODiscarded}, {"sack_nak_sent", c.SackNakSent},
 		{"rcvd_sack_nak", c.RcvdSackNak}, {"ooo_responses", c.OOOResponses},
 		{"fnak_sent", c.FNakSent}, {"rcvd_fnak", c.RcvdFNak},

@@ -62,6 +62,10 @@ type Config struct {
 	// retry_cnt (RETRY_EXC_ERR) with nothing lost. Off by default: the
 	// papers' schemes, and the embedded fabric, use fixed timeouts.
 	RTOBackoff bool
+	// RTO chooses the retransmission timeouts: RTOFixed (the default)
+	// takes the scheme's fixed values, RTOAdaptive derives them from each
+	// QP's measured round trip (rtt.go, docs/recovery.md).
+	RTO RTOMode
 }
 
 const (

@@ -125,6 +125,10 @@ type hwContext struct {
 	stPending  qp.PSN        // p+1: ST's second copy of packet p waits for ring space; 0: none
 	nextRecvSN uint32        // receive WQE sequence number of the next SEND or WRITE with immediate (IRN §5.3.2)
 	retryStart time.Duration // when the running retransmission timer was started
+	rtt        recovery.RTT  // the round-trip estimate (Config.RTO adaptive; rtt.go)
+	rttPSN     qp.PSN        // p+1: PSN p, sent once at rttSentAt, is being timed; 0: none
+	rttSentAt  time.Duration
+	rttBackoff uint8 // Karn: timeouts since the last sample, each doubling the RTO (adaptive)
 
 	// Responder (responder.go).
 	ePSN    qp.PSN
@@ -142,6 +146,7 @@ var poisoned = hwContext{
 	sqStart: 0xBAD0BAD, nextPSN: 0xBADBAD, cur: 0xBAD0BAD, curPSN: 0xBADBAD, maxSentPSN: 0xBADBAD,
 	unacked: 0x0BAD0B, ePSN: 0xBADBAD, msn: 0xBAD, msg: respMsg{active: true, off: 0xBAD}, resNext: 0,
 	nextRecvSN: 0xBADBAD, recvSN: 0xBAD0BA, retryStart: -time.Hour,
+	rtt: recovery.RTT{SRTT: time.Hour, RTTVar: time.Hour, Valid: true}, rttPSN: 0xBADBAD, rttSentAt: -time.Hour,
 }
 
 // QPN is the queue pair number.
@@ -188,7 +193,11 @@ func (e *Engine) applyScheme(q *QP, scheme recovery.Scheme) {
 	q.sender = scheme.NewSender()
 	q.receiver = scheme.NewReceiver()
 	sr := q.sender.OnChipBytes() + q.receiver.OnChipBytes()
-	e.cache.SetSize(&q.cache, e.cfg.QPContextBytes+sr, sr)
+	base := e.cfg.QPContextBytes
+	if e.cfg.RTO == RTOAdaptive {
+		base += rttOnChipBytes
+	}
+	e.cache.SetSize(&q.cache, base+sr, sr)
 }
 
 // releaseScheme gives back what q's halves hold of the scheme's shared
@@ -417,6 +426,7 @@ func (e *Engine) resetQP(q *QP) {
 	q.msg = respMsg{}
 	q.msn = 0
 	q.nextRecvSN, q.recvSN = 0, 0
+	q.rtt, q.rttPSN, q.rttBackoff = recovery.RTT{}, 0, 0 // a new connection, perhaps a new path
 	clear(q.stash)
 	e.releaseScheme(q)
 	for i := range q.res {

@@ -292,6 +292,7 @@ func (e *Engine) sendPacket(q *QP, w *sendWQE, psn qp.PSN, copies int) bool {
 	last := i == n-1
 	var t txPacket
 	var ok bool
+	respond := true // the responder answers this packet at once (RTT timing)
 	switch w.wr.Opcode {
 	case qp.WRRDMARead:
 		// A retried READ asks only for what is missing (IBA §9.7.5.1.4).
@@ -363,6 +364,7 @@ func (e *Engine) sendPacket(q *QP, w *sendWQE, psn qp.PSN, copies int) bool {
 		} else {
 			q.noAck++
 		}
+		respond = ackReq
 	}
 	dup := copies == 1 && q.stPending == psn+1
 	if copies == 0 {
@@ -380,7 +382,9 @@ func (e *Engine) sendPacket(q *QP, w *sendWQE, psn qp.PSN, copies int) bool {
 	}
 	if psn.Before(q.maxSentPSN) {
 		e.cnt.Retransmits++
+		e.rttResent(q, psn)
 	} else {
+		e.rttSent(q, psn, respond)
 		q.maxSentPSN = psn.Next()
 		if w.wr.Opcode == qp.WRRDMARead && !q.ooo {
 			q.maxSentPSN = w.lastPSN.Next()

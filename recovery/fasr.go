@@ -358,12 +358,12 @@ func (f *fasrSender) Reset(start qp.PSN) {
 	f.lost, f.overflow, f.fnackSpent = 0, false, false
 }
 
-func (f *fasrSender) Window() int                       { return f.window }
-func (f *fasrSender) Copies(bool) int                   { return 1 }
-func (f *fasrSender) NextRetransmit() (qp.PSN, bool)    { return f.nextRetransmit() }
-func (f *fasrSender) Retransmitted(psn qp.PSN)          { f.retransmitted(psn) }
-func (f *fasrSender) Timeout(b Time, inflight int) Time { return f.timeout(b, inflight) }
-func (f *fasrSender) OnChipBytes() int                  { return 0 }
+func (f *fasrSender) Window() int                                { return f.window }
+func (f *fasrSender) Copies(bool) int                            { return 1 }
+func (f *fasrSender) NextRetransmit() (qp.PSN, bool)             { return f.nextRetransmit() }
+func (f *fasrSender) Retransmitted(psn qp.PSN)                   { f.retransmitted(psn) }
+func (f *fasrSender) Timeout(b Time, inflight int, rtt RTT) Time { return f.timeout(b, inflight, rtt) }
+func (f *fasrSender) OnChipBytes() int                           { return 0 }
 
 func (f *fasrSender) OnEvict() {
 	f.selSender.evict()

@@ -40,7 +40,18 @@ func (*gbnSender) OnNak(_ Time, psn, _ qp.PSN) Resume            { return Resume
 func (*gbnSender) OnTimeout(_ Time, unacked, _ qp.PSN) Resume {
 	return Resume{GoBack: true, GoBackTo: unacked}
 }
-func (*gbnSender) Timeout(base time.Duration, _ int) time.Duration { return base }
+
+// Timeout is the negotiated local ACK timeout; once the path is measured,
+// RFC 6298's RTO when that is longer. IBA's timeout is the least a
+// requester waits, so it stays the floor: adapting makes go-back-N wait
+// longer on a slow path (no spurious go-backs of a whole window), never
+// shorter than the QP asked for.
+func (*gbnSender) Timeout(base time.Duration, _ int, rtt RTT) time.Duration {
+	if !rtt.Valid {
+		return base
+	}
+	return max(base, rtt.RTO())
+}
 
 // gbnReceiver remembers only whether a NAK is outstanding for the current
 // expected PSN and when it went out: 4 bytes of timestamp and a flag in a

@@ -62,7 +62,7 @@ func TestGBNSender(t *testing.T) {
 	if _, ok := snd.NextRetransmit(); ok || snd.Window() != 0 || snd.Copies(true) != 1 {
 		t.Fatal("gbn sender retransmits selectively, windows or duplicates")
 	}
-	if d := snd.Timeout(time.Millisecond, 1000); d != time.Millisecond {
+	if d := snd.Timeout(time.Millisecond, 1000, RTT{}); d != time.Millisecond {
 		t.Fatalf("timeout %v", d)
 	}
 }

@@ -274,12 +274,11 @@ func (s *irnSender) Retransmitted(psn qp.PSN) {
 }
 
 // Timeout is RTO_low with at most N packets in flight, RTO_high otherwise
-// (§3.1); neither is longer than the QP's own ACK timeout.
-func (s *irnSender) Timeout(base time.Duration, inflight int) time.Duration {
-	if inflight <= s.lowThreshold {
-		return min(s.rtoLow, base)
-	}
-	return min(s.rtoHigh, base)
+// (§3.1): the fixed values, or IRN's rule on the QP's round-trip estimate
+// (RTT.RTOLow, RTT.RTOHigh); neither is longer than the QP's own ACK
+// timeout.
+func (s *irnSender) Timeout(base time.Duration, inflight int, rtt RTT) time.Duration {
+	return rtoFor(rtt, base, s.rtoLow, s.rtoHigh, inflight, s.lowThreshold)
 }
 
 func (s *irnSender) OnChipBytes() int {

@@ -154,7 +154,7 @@ func TestIRNTimeoutChoice(t *testing.T) {
 		{Params{}, 64 * us, 100, 64 * us},
 	} {
 		snd, _ := newIRN(t, tc.p)
-		if got := snd.Timeout(tc.base, tc.inflight); got != tc.want {
+		if got := snd.Timeout(tc.base, tc.inflight, RTT{}); got != tc.want {
 			t.Errorf("%+v base %v inflight %d: %v, want %v", tc.p, tc.base, tc.inflight, got, tc.want)
 		}
 	}

@@ -96,7 +96,7 @@ func (m *meloSender) NextRetransmit() (qp.PSN, bool)                      { retu
 func (m *meloSender) Retransmitted(psn qp.PSN)                            { m.retransmitted(psn) }
 func (m *meloSender) OnChipBytes() int                                    { return meloSenderOnChipBytes }
 func (m *meloSender) OnEvict()                                            { m.evict() }
-func (m *meloSender) Timeout(b Time, inflight int) Time                   { return m.timeout(b, inflight) }
+func (m *meloSender) Timeout(b Time, inflight int, rtt RTT) Time          { return m.timeout(b, inflight, rtt) }
 func (m *meloSender) OnSack(_ Time, f, t qp.PSN, k SackKind, sent qp.PSN) { m.sack(f, t, k, sent) }
 
 // OnNak is the receiver's go-back-N NAK: it dropped a packet for want of

@@ -199,8 +199,10 @@ type Sender interface {
 	// again.
 	Retransmitted(psn qp.PSN)
 	// Timeout is the retransmission timeout to arm with inflight packets
-	// outstanding; base is the QP's negotiated ACK timeout.
-	Timeout(base time.Duration, inflight int) time.Duration
+	// outstanding; base is the QP's negotiated ACK timeout and rtt the
+	// QP's round-trip estimate (without a sample, rtt.Valid false, the
+	// scheme's fixed timeouts apply).
+	Timeout(base time.Duration, inflight int, rtt RTT) time.Duration
 	// OnChipBytes is the per-QP on-chip state this half needs.
 	OnChipBytes() int
 }

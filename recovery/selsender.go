@@ -256,11 +256,8 @@ func (s *selSender) retransmitted(psn qp.PSN) {
 	}
 }
 
-func (s *selSender) timeout(base time.Duration, inflight int) time.Duration {
-	if inflight <= s.lowThreshold {
-		return min(s.rtoLow, base)
-	}
-	return min(s.rtoHigh, base)
+func (s *selSender) timeout(base time.Duration, inflight int, rtt RTT) time.Duration {
+	return rtoFor(rtt, base, s.rtoLow, s.rtoHigh, inflight, s.lowThreshold)
 }
 
 // evict returns the chain's blocks; they come back on the next access.

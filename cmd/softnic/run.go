@@ -49,6 +49,7 @@ type options struct {
 	penalty  time.Duration
 	busyPoll time.Duration
 	backoff  bool
+	rto      dataplane.RTOMode
 	params   recovery.Params // the schemes' knobs (0: the papers' defaults)
 }
 
@@ -63,8 +64,11 @@ type options struct {
 // retry_cnt and ends in RETRY_EXC_ERR. 1 and 2 ms, doubled after each
 // timeout without progress (--rto-backoff), ride out such a pause with a
 // few retries and still resend a lost retransmission within a few round
-// trips. The embedded fabric, which models hardware timing, keeps the
-// paper's values and fixed timeouts (recovery.Default*).
+// trips. With --rto adaptive (the default) they are only where a QP starts:
+// after its first round-trip sample its timeouts follow its path
+// (docs/recovery.md, "Timeouts that follow the path"). The embedded
+// fabric, which models hardware timing, keeps the paper's values and fixed
+// timeouts (recovery.Default*).
 const (
 	// daemonBusyPoll is how long the poll loop keeps polling after the
 	// last work before it blocks. A blocked loop pays a wake-up per
@@ -98,8 +102,10 @@ func runFlags(o *options) *flag.FlagSet {
 	fs.IntVar(&o.sram, "sram", qp.DefaultCacheBudget, "on-chip SRAM for QP contexts and the scheme's shared pools, bytes (default: 300 contexts of 256 B, StaR's RNIC; 0 = unlimited)")
 	fs.DurationVar(&o.penalty, "fetch-penalty", qp.DefaultFetchPenalty, "pipeline stall of a QP-context cache miss, a PCIe read (0 disables it)")
 	fs.DurationVar(&o.busyPoll, "busy-poll", daemonBusyPoll, "keep polling this long after the last work before blocking, yielding the CPU between empty polls (0: block after 32 empty polls)")
-	fs.DurationVar(&o.params.RTOLow, "rto-low", daemonRTOLow, "selective schemes' short retransmission timeout, armed with at most --rto-low-packets in flight (IRN RTO_low; the paper's 100µs is for a hardware NIC)")
-	fs.DurationVar(&o.params.RTOHigh, "rto-high", daemonRTOHigh, "selective schemes' retransmission timeout otherwise (IRN RTO_high: the longest round trip; the paper's 320µs is for a hardware NIC)")
+	o.rto = dataplane.RTOAdaptive
+	fs.Var(&o.rto, "rto", "retransmission timeouts: adaptive (from each QP's measured round trip, RFC 6298 and IRN's rule; --rto-low/--rto-high until its first sample, go-back-N never below the QP's ACK timeout) or fixed (--rto-low/--rto-high, go-back-N the QP's ACK timeout)")
+	fs.DurationVar(&o.params.RTOLow, "rto-low", daemonRTOLow, "selective schemes' short retransmission timeout, armed with at most --rto-low-packets in flight (IRN RTO_low; the paper's 100µs is for a hardware NIC); with --rto adaptive, until a QP's first round-trip sample")
+	fs.DurationVar(&o.params.RTOHigh, "rto-high", daemonRTOHigh, "selective schemes' retransmission timeout otherwise (IRN RTO_high: the longest round trip; the paper's 320µs is for a hardware NIC); with --rto adaptive, until a QP's first round-trip sample")
 	fs.BoolVar(&o.backoff, "rto-backoff", true, "double a QP's retransmission timeout after each timeout without progress, up to 16x (scheduler pauses on a shared host)")
 	fs.IntVar(&o.params.RTOLowThreshold, "rto-low-packets", recovery.DefaultRTOLowThreshold, "IRN's N: RTO_low applies with at most this many packets in flight")
 	fs.DurationVar(&o.params.NakInterval, "nak-interval", daemonNakInterval, "at most one go-back-N NAK per interval, and igbn's CE timer (Improved go-back-N's 500µs is for a hardware NIC)")
@@ -307,7 +313,7 @@ func start(o options, log *slog.Logger) (d *daemon, err error) {
 		d.portStats = func() []counter { return collect(p.Stats().All()) }
 		log.Info("UDP port open", "addr", netip.AddrPortFrom(d.addr, 4791), "max_frame", p.MaxFrame())
 	}
-	if d.engine, err = dataplane.NewEngine(dataplane.Config{MAC: mac, Addr: d.addr, Scheme: scheme, SRAMBytes: o.sram, FetchPenalty: fetchPenalty(o.penalty), RTOBackoff: o.backoff}, d.port); err != nil {
+	if d.engine, err = dataplane.NewEngine(dataplane.Config{MAC: mac, Addr: d.addr, Scheme: scheme, SRAMBytes: o.sram, FetchPenalty: fetchPenalty(o.penalty), RTOBackoff: o.backoff, RTO: o.rto}, d.port); err != nil {
 		return d, err
 	}
 	// Fields are set only from values known not to be nil, so that
@@ -323,7 +329,7 @@ func start(o options, log *slog.Logger) (d *daemon, err error) {
 		}
 	}
 	log.Info("softnic running", "iface", o.iface, "mac", d.ifi.HardwareAddr.String(), "gid", d.addr,
-		"port", o.port, "mtu", o.mtu, "scheme", o.scheme, "sram", o.sram, "fetch_penalty", o.penalty, "socket", o.socket, "metrics", o.metrics)
+		"port", o.port, "mtu", o.mtu, "scheme", o.scheme, "rto", o.rto.String(), "sram", o.sram, "fetch_penalty", o.penalty, "socket", o.socket, "metrics", o.metrics)
 	return d, nil
 }
 

@@ -218,3 +218,23 @@ func TestPartialStartShutdown(t *testing.T) {
 type panicky struct{ controlPlane }
 
 func (panicky) Close() error { panic("boom") }
+
+// TestRTOFlag: the daemon's timeouts are adaptive unless --rto fixed
+// (or a config file) says otherwise.
+func TestRTOFlag(t *testing.T) {
+	o, err := parseRun([]string{"--iface", "x"})
+	if err != nil || o.rto != dataplane.RTOAdaptive || o.params.RTOLow != daemonRTOLow || o.params.RTOHigh != daemonRTOHigh {
+		t.Fatalf("defaults: rto %v, %v/%v (%v)", o.rto, o.params.RTOLow, o.params.RTOHigh, err)
+	}
+	if o, err = parseRun([]string{"--iface", "x", "--rto", "fixed"}); err != nil || o.rto != dataplane.RTOFixed {
+		t.Fatalf("--rto fixed: %v (%v)", o.rto, err)
+	}
+	conf := filepath.Join(t.TempDir(), "softnic.conf")
+	os.WriteFile(conf, []byte("iface = x\nrto = fixed\n"), 0o644)
+	if o, err = parseRun([]string{"--config", conf}); err != nil || o.rto != dataplane.RTOFixed {
+		t.Fatalf("rto = fixed in a config file: %v (%v)", o.rto, err)
+	}
+	if _, err := parseRun([]string{"--iface", "x", "--rto", "sometimes"}); err == nil {
+		t.Fatal("--rto sometimes accepted")
+	}
+}
