@@ -121,7 +121,7 @@ func rttFollowsDelay(t *testing.T, scheme string) {
 	p := newRTTPair(t, scheme, RTOAdaptive, 10*time.Microsecond, 14)
 	run(p, 1)
 	r := p.sim.A.QPRTT(p.qa)
-	fast := recovery.RTT{SRTT: 20 * time.Microsecond, Valid: true}
+	fast := recovery.RTT{SRTT: 20 * time.Microsecond, MinRTT: 20 * time.Microsecond, Valid: true}
 	if !near(r.SRTT, fast.SRTT, 10*time.Nanosecond) || !near(r.RTOFew, fast.RTOLow(), 100*time.Nanosecond) || !near(r.RTOMany, fast.RTOHigh(), 100*time.Nanosecond) {
 		t.Fatalf("10 µs link: %+v, want SRTT 20µs, RTO_low %v, RTO_high %v", r, fast.RTOLow(), fast.RTOHigh())
 	}
@@ -137,7 +137,7 @@ func rttFollowsDelay(t *testing.T, scheme string) {
 	run(p, 200) // converged
 	a := p.sim.A.Counters()
 	r = p.sim.A.QPRTT(p.qa)
-	slow := recovery.RTT{SRTT: 400 * time.Microsecond, Valid: true}
+	slow := recovery.RTT{SRTT: 400 * time.Microsecond, MinRTT: 20 * time.Microsecond, Valid: true}
 	if !near(r.SRTT, slow.SRTT, 20*time.Microsecond) || !near(r.RTOFew, slow.RTOLow(), 100*time.Microsecond) || r.RTOFew != r.RTOLow() || r.RTOMany != r.RTOHigh() {
 		t.Fatalf("200 µs link: %+v, want SRTT about 400µs and RTO_low about %v", r, slow.RTOLow())
 	}

@@ -14,6 +14,10 @@ import "time"
 type RTT struct {
 	SRTT   time.Duration
 	RTTVar time.Duration
+	// MinRTT is the least sample: the path's round trip without a queue,
+	// which IRN's multipliers scale (SRTT already holds the queue they
+	// allow for).
+	MinRTT time.Duration
 	Valid  bool // at least one sample was taken
 }
 
@@ -24,10 +28,18 @@ type RTT struct {
 // exactly at its fixed point (4·24 µs + 4.096 µs = 100 µs).
 const RTTGranularity = 4096 * time.Nanosecond
 
-// Multipliers of SRTT in IRN's two timeouts (IRN §3.1, §4.1), fitted to
-// the paper's default scenario: a 24 µs base round trip (a 120 KB BDP at
-// 40 Gb/s over six 2 µs hops) gives RTO_low = 4·24 + 4.096 ≈ 100 µs and
-// RTO_high = 13·24 + 4.096 ≈ 316 µs, the paper's 100 and "about 320" µs.
+// Multipliers of the base round trip in IRN's two timeouts (IRN §3.1,
+// §4.1), fitted to the paper's default scenario: a 24 µs base round trip
+// (a 120 KB BDP at 40 Gb/s over six 2 µs hops) gives RTO_low = 4·24 +
+// 4.096 ≈ 100 µs and RTO_high = 13·24 + 4.096 ≈ 316 µs, the paper's 100
+// and "about 320" µs. They scale MinRTT, the base round trip: the paper's
+// 13 allows for one congested link's queue on top of it, and a software
+// NIC's SRTT under load already holds that queue (a QP that keeps the
+// BDP cap in flight measures the cap's drain time), so 13·SRTT came out
+// at several milliseconds on the testbed and stalled every lost
+// retransmission that long. Neither timeout is below SRTT + margin,
+// RFC 6298's RTO, so a path that got slower than its minimum is still
+// followed.
 const (
 	rttLowFactor  = 4
 	rttHighFactor = 13
@@ -40,9 +52,10 @@ func (r *RTT) Sample(m time.Duration) {
 		m = 0
 	}
 	if !r.Valid {
-		r.SRTT, r.RTTVar, r.Valid = m, m/2, true
+		r.SRTT, r.RTTVar, r.MinRTT, r.Valid = m, m/2, m, true
 		return
 	}
+	r.MinRTT = min(r.MinRTT, m)
 	d := r.SRTT - m
 	if d < 0 {
 		d = -d
@@ -58,12 +71,13 @@ func (r RTT) margin() time.Duration { return max(RTTGranularity, 4*r.RTTVar) }
 // without RFC 6298's 1 s minimum (a datacenter path is microseconds).
 func (r RTT) RTO() time.Duration { return r.SRTT + r.margin() }
 
-// RTOLow is IRN's RTO_low (§3.1) for this path: 4·SRTT + max(G, 4·RTTVAR).
-func (r RTT) RTOLow() time.Duration { return rttLowFactor*r.SRTT + r.margin() }
+// RTOLow is IRN's RTO_low (§3.1) for this path:
+// max(4·MinRTT, SRTT) + max(G, 4·RTTVAR).
+func (r RTT) RTOLow() time.Duration { return max(rttLowFactor*r.MinRTT, r.SRTT) + r.margin() }
 
 // RTOHigh is IRN's RTO_high (§4.1, "the maximum round trip with one
-// congested link") for this path: 13·SRTT + max(G, 4·RTTVAR).
-func (r RTT) RTOHigh() time.Duration { return rttHighFactor*r.SRTT + r.margin() }
+// congested link") for this path: max(13·MinRTT, SRTT) + max(G, 4·RTTVAR).
+func (r RTT) RTOHigh() time.Duration { return max(rttHighFactor*r.MinRTT, r.SRTT) + r.margin() }
 
 // rtoFor is a selective scheme's two timeouts: the fixed ones until
 // the path has been measured, then IRN's rule on the estimate; either way

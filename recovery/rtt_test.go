@@ -44,7 +44,7 @@ func TestRTTSample(t *testing.T) {
 // TestRTTIRNFixedPoint: on IRN's default path (a 24 µs round trip, no
 // variation) the rule gives the paper's RTO_low and RTO_high.
 func TestRTTIRNFixedPoint(t *testing.T) {
-	r := RTT{SRTT: 24 * time.Microsecond, Valid: true}
+	r := RTT{SRTT: 24 * time.Microsecond, MinRTT: 24 * time.Microsecond, Valid: true}
 	if got := r.RTOLow(); got < 99*time.Microsecond || got > 101*time.Microsecond {
 		t.Fatalf("RTO_low %v, want about %v", got, DefaultRTOLow)
 	}
@@ -66,7 +66,7 @@ func TestRTTIRNFixedPoint(t *testing.T) {
 // ACK timeout, go-back-N RFC 6298's RTO floored by it.
 func TestTimeoutAdaptive(t *testing.T) {
 	p := Params{RTOLow: 100 * time.Microsecond, RTOHigh: 320 * time.Microsecond, RTOLowThreshold: 3}
-	path := RTT{SRTT: 50 * time.Microsecond, RTTVar: 5 * time.Microsecond, Valid: true}
+	path := RTT{SRTT: 50 * time.Microsecond, RTTVar: 5 * time.Microsecond, MinRTT: 50 * time.Microsecond, Valid: true}
 	low, high := path.RTOLow(), path.RTOHigh() // 220 µs, 670 µs
 	for _, name := range Names() {
 		s, err := New(name, p)
