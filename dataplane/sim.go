@@ -36,6 +36,10 @@ type SimConfig struct {
 	SRAMBytes    int
 	FetchPenalty time.Duration
 	RTOBackoff   bool // both NICs (see Config)
+	// LinkRate and LinkBurst pace both NICs' transmission (see Config);
+	// the fabric's links have their own rate (LinkConfig.RateBps).
+	LinkRate  uint64
+	LinkBurst int
 }
 
 // Addresses of the simulated hosts, from the benchmarking range.
@@ -60,11 +64,13 @@ func NewSim(cfg SimConfig) (*Sim, error) {
 	if cfg.IPv6 {
 		addrA, addrB = SimAddr6A, SimAddr6B
 	}
-	a, err := NewEngine(Config{MAC: SimMACA, Addr: addrA, Scheme: cfg.SchemeA, SRAMBytes: cfg.SRAMBytes, FetchPenalty: cfg.FetchPenalty, RTOBackoff: cfg.RTOBackoff}, f.A())
+	a, err := NewEngine(Config{MAC: SimMACA, Addr: addrA, Scheme: cfg.SchemeA, SRAMBytes: cfg.SRAMBytes, FetchPenalty: cfg.FetchPenalty, RTOBackoff: cfg.RTOBackoff,
+		LinkRate: cfg.LinkRate, LinkBurst: cfg.LinkBurst}, f.A())
 	if err != nil {
 		return nil, err
 	}
-	b, err := NewEngine(Config{MAC: SimMACB, Addr: addrB, Scheme: cfg.SchemeB, SRAMBytes: cfg.SRAMBytes, FetchPenalty: cfg.FetchPenalty, RTOBackoff: cfg.RTOBackoff}, f.B())
+	b, err := NewEngine(Config{MAC: SimMACB, Addr: addrB, Scheme: cfg.SchemeB, SRAMBytes: cfg.SRAMBytes, FetchPenalty: cfg.FetchPenalty, RTOBackoff: cfg.RTOBackoff,
+		LinkRate: cfg.LinkRate, LinkBurst: cfg.LinkBurst}, f.B())
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +91,9 @@ func (s *Sim) Step() bool {
 	// before now waits for a later event (frames for an engine whose
 	// pipeline is stalled on a context fetch wait for the fetch, its
 	// NextDeadline): take the earliest event after now, per port, so that
-	// one engine's stall never delays the other's frames.
+	// one engine's stall never delays the other's frames. An engine's
+	// NextDeadline includes the moment its emulated link takes frames
+	// again (Config.LinkRate).
 	var next time.Duration
 	ok := false
 	consider := func(t time.Duration, armed bool) {
