@@ -351,3 +351,34 @@ func TestRunLinkSpin(t *testing.T) {
 		}
 	}
 }
+
+// TestLinkPacesRetransmissions: under loss, retransmissions and the
+// selective schemes' extra ACKs pass the bucket too; no frame of either
+// direction breaks it.
+func TestLinkPacesRetransmissions(t *testing.T) {
+	const rate = 2e9
+	for _, scheme := range []string{recovery.GBN, recovery.IRN} {
+		tapA, tapB := &linkTap{}, &linkTap{}
+		atob, btoa := lossyLink(0.02), lossyLink(0.02)
+		atob.Drop, btoa.Drop = tapA.drop, tapB.drop
+		p := newSchemePair(t, scheme, recovery.Params{}, SimConfig{Seed: 9, AtoB: atob, BtoA: btoa, LinkRate: rate}, ConnParams{MTU: qp.MTU1024})
+		tapA.clock, tapB.clock = p.sim.Clock, p.sim.Clock
+		for i := 0; i < 8; i++ {
+			wr := sendWR(uint64(i), qp.WRRDMAWrite, sge(p.mrA, 0, 256<<10))
+			wr.RemoteAddr, wr.RKey = p.mrB.Addr, p.mrB.RKey
+			p.postSend(wr)
+		}
+		for _, wc := range p.waitWCs(p.sim.A, p.cqA, 8, time.Second) {
+			if wc.Status != qp.WCSuccess {
+				t.Fatalf("%s: completion %+v", scheme, wc)
+			}
+		}
+		a := p.sim.A.Counters()
+		if a.Retransmits == 0 || a.LinkPaced == 0 {
+			t.Fatalf("%s: retransmitted %d, link_paced %d: want both", scheme, a.Retransmits, a.LinkPaced)
+		}
+		burst := defaultLinkBurst(rate, p.sim.A.port.MaxFrame())
+		checkConforms(t, tapA, rate, burst, p.sim.A.port.MaxFrame())
+		checkConforms(t, tapB, rate, burst, p.sim.B.port.MaxFrame())
+	}
+}
