@@ -21,6 +21,9 @@ type Counters struct {
 	LocalAckTimeout  uint64 // local_ack_timeout_err
 	ImpliedNakSeqErr uint64 // implied_nak_seq_err
 	TxRingFull       uint64 // tx_ring_full: a packet waited because the port's transmit ring was full
+	LinkPaced        uint64 // link_paced: transmit rounds the emulated link rate ended (Config.LinkRate), not counted in tx_ring_full
+	LinkPacedNs      uint64 // link_paced_ns: time packets waited for the emulated link's bucket
+	TxWireBytes      uint64 // tx_wire_bytes: wire time of the frames sent, bytes: padded to 64, with FCS, preamble and gap (WireBytes)
 	RDMASends        uint64 // rdma_sends: messages sent
 	RDMARecvs        uint64 // rdma_recvs: messages received
 	ReqRemoteAccess  uint64 // req_remote_access_errors: REM_ACCESS NAKs received
@@ -108,7 +111,8 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"rcvd_seq_err", c.RcvdSeqErr}, {"retry_exceeded_err", c.RetryExceededErr},
 		{"rnr_nak_retry_err", c.RNRNakRetryErr}, {"completer_retry_err", c.CompleterRetry},
 		{"local_ack_timeout_err", c.LocalAckTimeout}, {"implied_nak_seq_err", c.ImpliedNakSeqErr},
-		{"tx_ring_full", c.TxRingFull}, {"rdma_sends", c.RDMASends}, {"rdma_recvs", c.RDMARecvs},
+		{"tx_ring_full", c.TxRingFull}, {"link_paced", c.LinkPaced}, {"link_paced_ns", c.LinkPacedNs},
+		{"tx_wire_bytes", c.TxWireBytes}, {"rdma_sends", c.RDMASends}, {"rdma_recvs", c.RDMARecvs},
 		{"req_remote_access_errors", c.ReqRemoteAccess}, {"resp_remote_access_errors", c.RespRemoteAccess},
 		{"req_remote_invalid_request", c.ReqRemoteInvalid}, {"resp_remote_invalid_request", c.RespInvalidReq},
 		{"resp_local_length_error", c.RespLocalLength}, {"seq_nak_sent", c.SeqNakSent},

@@ -264,24 +264,27 @@ func TestModifyQP(t *testing.T) {
 // TestSteadyStateAllocs proves the data path does not allocate: posting,
 // segmenting, transmitting, receiving, placing, acknowledging and
 // completing a 64 KiB WRITE and an 8-byte SEND cost zero allocations
-// once warm, under every scheme.
+// once warm, under every scheme, with and without an emulated link rate.
 func TestSteadyStateAllocs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("allocation count is checked in the full run")
 	}
 	for _, scheme := range recovery.Names() {
 		for _, loss := range []float64{0, 0.01} {
-			t.Run(fmt.Sprintf("%s/loss%v", scheme, loss), func(t *testing.T) { steadyStateAllocs(t, scheme, loss) })
+			t.Run(fmt.Sprintf("%s/loss%v", scheme, loss), func(t *testing.T) { steadyStateAllocs(t, scheme, loss, 0) })
 		}
+		// Every frame paced by the link's bucket (5 Gbit/s on a 25 Gbit/s
+		// fabric), retransmissions included.
+		t.Run(scheme+"/loss0.01/paced", func(t *testing.T) { steadyStateAllocs(t, scheme, 0.01, 5e9) })
 	}
 }
 
 // steadyStateAllocs: with loss, the selective schemes' recovery (pools,
 // SACKs, the reorder buffer, FNACKs) allocates nothing either.
-func steadyStateAllocs(t *testing.T, scheme string, loss float64) {
+func steadyStateAllocs(t *testing.T, scheme string, loss float64, linkRate uint64) {
 	{
 		{
-			p := newSchemePair(t, scheme, recovery.Params{}, SimConfig{Seed: 14, AtoB: lossyLink(loss), BtoA: lossyLink(loss)}, ConnParams{MTU: qp.MTU1024})
+			p := newSchemePair(t, scheme, recovery.Params{}, SimConfig{Seed: 14, AtoB: lossyLink(loss), BtoA: lossyLink(loss), LinkRate: linkRate}, ConnParams{MTU: qp.MTU1024})
 			write := []qp.SendWR{sendWR(1, qp.WRRDMAWrite, sge(p.mrA, 0, 64<<10))}
 			write[0].RemoteAddr, write[0].RKey = p.mrB.Addr, p.mrB.RKey
 			send := []qp.SendWR{sendWR(2, qp.WRSend, sge(p.mrA, 0, 8))}
@@ -311,6 +314,9 @@ func steadyStateAllocs(t *testing.T, scheme string, loss float64) {
 			}
 			if c := p.sim.A.Counters(); loss > 0 && c.Retransmits == 0 {
 				t.Fatalf("no retransmission at %v%% loss: the lossy rounds did not exercise recovery", loss*100)
+			}
+			if c := p.sim.A.Counters(); linkRate > 0 && (c.LinkPaced == 0 || c.LinkPacedNs == 0) {
+				t.Fatal("the link never held a packet back: the rounds did not exercise pacing")
 			}
 		}
 	}

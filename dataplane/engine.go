@@ -66,6 +66,17 @@ type Config struct {
 	// takes the scheme's fixed values, RTOAdaptive derives them from each
 	// QP's measured round trip (rtt.go, docs/recovery.md).
 	RTO RTOMode
+	// LinkRate, in bits/s, paces everything the engine transmits as an
+	// Ethernet link of that rate would (link.go): every frame counts with
+	// its padding to 64 bytes, FCS, preamble and inter-frame gap. Below
+	// what the hosts sustain it makes the emulated link the bottleneck.
+	// 0, the default, is unlimited: the port's own speed.
+	LinkRate uint64
+	// LinkBurst is the token bucket's depth in bytes of wire time, what
+	// the link may send back to back after an idle spell (plus the frame
+	// that empties it). 0: the larger of 16 of the port's largest frames
+	// and 20 µs at LinkRate (defaultLinkBurst).
+	LinkBurst int
 }
 
 const (
@@ -99,7 +110,11 @@ type Engine struct {
 	rxBatch   [][]byte
 	rxNext    int // rxBatch[rxNext:rxN] still wait: a context miss stalled the pipeline
 	rxN       int
-	txStall   bool // the port's transmit ring was full this round
+	txStall   bool // the port's transmit ring was full, or the link's bucket empty, this round
+
+	link      linkBucket    // the emulated link (Config.LinkRate)
+	pacing    bool          // packets wait on the link's bucket since pacedFrom
+	pacedFrom time.Duration // (for link_paced_ns)
 
 	cache     *qp.Cache
 	busyUntil time.Duration // the pipeline is stalled on a context fetch until then
@@ -139,6 +154,14 @@ func NewEngine(cfg Config, port Port) (*Engine, error) {
 	case cfg.FetchPenalty < 0:
 		cfg.FetchPenalty = 0
 	}
+	switch {
+	case cfg.LinkRate > maxLinkRate:
+		return nil, fmt.Errorf("dataplane: link rate %d bit/s is above %g", cfg.LinkRate, float64(maxLinkRate))
+	case cfg.LinkBurst < 0 || cfg.LinkBurst > maxLinkBurst:
+		return nil, fmt.Errorf("dataplane: link burst %d bytes is not in [0, %d]", cfg.LinkBurst, maxLinkBurst)
+	case cfg.LinkRate > 0 && cfg.LinkBurst == 0:
+		cfg.LinkBurst = defaultLinkBurst(cfg.LinkRate, port.MaxFrame())
+	}
 	shared := cfg.Scheme.SharedOnChipBytes()
 	if cfg.SRAMBytes != 0 && cfg.SRAMBytes < shared+cfg.QPContextBytes {
 		return nil, fmt.Errorf("dataplane: %d bytes of SRAM do not hold the %s scheme's %d-byte shared pools and one %d-byte QP context",
@@ -156,6 +179,7 @@ func NewEngine(cfg Config, port Port) (*Engine, error) {
 		qps:     map[uint32]*QP{},
 		nextQP:  0x10, // QPN 0 and 1 are the special QPs of IBA §10.2.5
 		rxBatch: make([][]byte, cfg.RxBatch),
+		link:    newLinkBucket(cfg.LinkRate, cfg.LinkBurst),
 		ready:   make([]*QP, 0, 64),
 	}, nil
 }
@@ -271,14 +295,26 @@ func (e *Engine) CacheStats() qp.CacheStats {
 }
 
 // Busy reports whether some QP has packets it could send right now (it is
-// false when the only work left waits on timers or the peer).
+// false when the only work left waits on timers, the peer or the emulated
+// link's bucket).
 func (e *Engine) Busy() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.readyLen() > 0 || e.rxNext < e.rxN
+	return e.readyLen() > 0 && e.link.open(e.now) || e.rxNext < e.rxN
 }
 
-// NextDeadline is when the earliest timer fires.
+// linkWait is how long after now the packets waiting on the emulated
+// link's bucket may go, if any wait.
+func (e *Engine) linkWait(now time.Duration) (time.Duration, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	t, ok := e.pacedUntil()
+	return t - now, ok
+}
+
+// NextDeadline is when the earliest timer fires, or, if packets wait on
+// the emulated link (Config.LinkRate), when its bucket has tokens again,
+// whichever comes first.
 // While the pipeline is stalled on a context fetch nothing can happen
 // before the fetch ends, timers included: that is the next deadline.
 func (e *Engine) NextDeadline() (time.Duration, bool) {
@@ -287,7 +323,19 @@ func (e *Engine) NextDeadline() (time.Duration, bool) {
 	if e.stalled() {
 		return e.busyUntil, true
 	}
-	return e.wheel.NextDeadline()
+	d, ok := e.wheel.NextDeadline()
+	if t, paced := e.pacedUntil(); paced && (!ok || t < d) {
+		d, ok = t, true
+	}
+	return d, ok
+}
+
+// pacedUntil is when the link's bucket opens, if packets wait on it.
+func (e *Engine) pacedUntil() (time.Duration, bool) {
+	if e.readyLen() == 0 || e.link.open(e.now) {
+		return 0, false
+	}
+	return e.link.openAt(), true
 }
 
 // receive checks one frame in the fixed order of rxe_recv.c and hands it on.
@@ -383,10 +431,20 @@ func (e *Engine) scheduleIfReady(q *QP) {
 	}
 }
 
-// transmit gives each ready QP a burst in turn until every QP is done or
-// the port's ring is full, and returns the packets sent.
+// transmit gives each ready QP a burst in turn until every QP is done,
+// the port's ring is full or the link's bucket is empty, and returns the
+// packets sent.
 func (e *Engine) transmit() int {
 	e.txStall = false
+	if e.pacing && e.link.open(e.now) {
+		// The wait on the link ended when the bucket opened, whenever
+		// this poll came.
+		e.cnt.LinkPacedNs += uint64(e.link.openAt() - e.pacedFrom)
+		e.pacing = false
+	}
+	if e.readyLen() > 0 && !e.linkOpen() {
+		return 0 // nobody loses their place in the ready list
+	}
 	total := 0
 	for e.readyLen() > 0 && !e.txStall && !e.stalled() {
 		// One pass over the QPs that are ready now; QPs that still have
@@ -431,9 +489,38 @@ type txPacket struct {
 	info    *bth.OpInfo
 }
 
+// linkOpen reports whether the emulated link takes a frame now; if not,
+// the round ends (counted once per round in link_paced).
+func (e *Engine) linkOpen() bool {
+	if e.link.open(e.now) {
+		return true
+	}
+	if !e.txStall {
+		e.txStall = true
+		e.cnt.LinkPaced++
+	}
+	if !e.pacing {
+		e.pacing, e.pacedFrom = true, e.now
+	}
+	return false
+}
+
+// toWire queues the first n bytes of the last TxBuffer on the port and
+// the emulated link.
+func (e *Engine) toWire(n int) {
+	e.port.Transmit(n)
+	e.link.take(e.now, n)
+	e.cnt.SentPkts++
+	e.cnt.TxWireBytes += uint64(WireBytes(n))
+}
+
 // beginTx takes a transmit buffer and writes Ethernet/IP/UDP and the BTH.
-// It returns false when the port's ring is full.
+// It returns false when the port's ring is full or the link's bucket is
+// empty.
 func (e *Engine) beginTx(q *QP, op bth.Opcode, psn qp.PSN, ackReq bool, payloadLen int) (txPacket, bool) {
+	if !e.linkOpen() {
+		return txPacket{}, false
+	}
 	buf := e.port.TxBuffer()
 	if buf == nil {
 		e.txStall = true
@@ -460,21 +547,22 @@ func (e *Engine) beginTx(q *QP, op bth.Opcode, psn qp.PSN, ackReq bool, payloadL
 
 // endTx seals the frame (ICRC, IPv6 UDP checksum) and queues it copies
 // times (Improved go-back-N's ST sends a message's last packet twice). It
-// returns how many went out: fewer when the ring filled up, and the caller
-// keeps the rest pending.
+// returns how many went out: fewer when the ring filled up or the link's
+// bucket emptied, and the caller keeps the rest pending.
 func (e *Engine) endTx(q *QP, t *txPacket, copies int) int {
 	bth.FinishFrame(t.frame, &q.hdr)
-	e.port.Transmit(len(t.frame))
-	e.cnt.SentPkts++
+	e.toWire(len(t.frame))
 	for c := 1; c < copies; c++ {
+		if !e.linkOpen() {
+			return c
+		}
 		buf := e.port.TxBuffer()
 		if buf == nil {
 			e.txStall = true
 			return c
 		}
 		copy(buf, t.frame)
-		e.port.Transmit(len(t.frame))
-		e.cnt.SentPkts++
+		e.toWire(len(t.frame))
 	}
 	return copies
 }

@@ -39,6 +39,10 @@ type SimConfig struct {
 	FetchPenalty time.Duration
 	RTOBackoff   bool    // both NICs (see Config)
 	RTO          RTOMode // both NICs (see Config)
+	// LinkRate and LinkBurst pace both NICs' transmission (see Config);
+	// the fabric's links have their own rate (LinkConfig.RateBps).
+	LinkRate  uint64
+	LinkBurst int
 }
 
 // Addresses of the simulated hosts, from the benchmarking range.
@@ -63,11 +67,13 @@ func NewSim(cfg SimConfig) (*Sim, error) {
 	if cfg.IPv6 {
 		addrA, addrB = SimAddr6A, SimAddr6B
 	}
-	a, err := NewEngine(Config{MAC: SimMACA, Addr: addrA, Scheme: cfg.SchemeA, SRAMBytes: cfg.SRAMBytes, FetchPenalty: cfg.FetchPenalty, RTOBackoff: cfg.RTOBackoff, RTO: cfg.RTO}, f.A())
+	a, err := NewEngine(Config{MAC: SimMACA, Addr: addrA, Scheme: cfg.SchemeA, SRAMBytes: cfg.SRAMBytes, FetchPenalty: cfg.FetchPenalty, RTOBackoff: cfg.RTOBackoff, RTO: cfg.RTO,
+		LinkRate: cfg.LinkRate, LinkBurst: cfg.LinkBurst}, f.A())
 	if err != nil {
 		return nil, err
 	}
-	b, err := NewEngine(Config{MAC: SimMACB, Addr: addrB, Scheme: cfg.SchemeB, SRAMBytes: cfg.SRAMBytes, FetchPenalty: cfg.FetchPenalty, RTOBackoff: cfg.RTOBackoff, RTO: cfg.RTO}, f.B())
+	b, err := NewEngine(Config{MAC: SimMACB, Addr: addrB, Scheme: cfg.SchemeB, SRAMBytes: cfg.SRAMBytes, FetchPenalty: cfg.FetchPenalty, RTOBackoff: cfg.RTOBackoff, RTO: cfg.RTO,
+		LinkRate: cfg.LinkRate, LinkBurst: cfg.LinkBurst}, f.B())
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +94,9 @@ func (s *Sim) Step() bool {
 	// before now waits for a later event (frames for an engine whose
 	// pipeline is stalled on a context fetch wait for the fetch, its
 	// NextDeadline): take the earliest event after now, per port, so that
-	// one engine's stall never delays the other's frames.
+	// one engine's stall never delays the other's frames. An engine's
+	// NextDeadline includes the moment its emulated link takes frames
+	// again (Config.LinkRate).
 	var next time.Duration
 	ok := false
 	consider := func(t time.Duration, armed bool) {

@@ -162,14 +162,26 @@ func (p *printer) daemonCounters(before, after []verbs.Counter) {
 	p.printCounters("this NIC during the run (all its QPs)", delta)
 }
 
+// rxDropCounters are where received frames are dropped for want of room:
+// the daemon's port (AF_XDP: RX ring full, fill ring empty, other drops;
+// UDP: the socket's receive buffer) and the engine's own queues. Each
+// that the NIC reports is printed, 0 included, so that a lossless run
+// shows that nothing was dropped.
+var rxDropCounters = []string{"port_rx_ring_full", "port_rx_fill_ring_empty_descs", "port_rx_dropped",
+	"port_rx_socket_drops", "resp_queue_full", "rob_full"}
+
 func (p *printer) printCounters(what string, v map[string]uint64) {
-	var parts []string
-	for _, name := range lossCounters {
-		if n, ok := v[name]; ok {
-			parts = append(parts, fmt.Sprintf("%s %d", name, n))
+	line := func(names []string) string {
+		var parts []string
+		for _, name := range names {
+			if n, ok := v[name]; ok {
+				parts = append(parts, fmt.Sprintf("%s %d", name, n))
+			}
 		}
+		return strings.Join(parts, ", ")
 	}
-	fmt.Fprintf(p.out, " %s: %s\n", what, strings.Join(parts, ", "))
+	fmt.Fprintf(p.out, " %s: %s\n", what, line(lossCounters))
+	fmt.Fprintf(p.out, "   receive drops: %s\n", line(rxDropCounters))
 }
 
 func (p *printer) finish(err error) error {

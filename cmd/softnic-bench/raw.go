@@ -139,6 +139,10 @@ func runRaw(ctx context.Context, o *options, out io.Writer) error {
 		lost := float64(res.Sent.Frames) - float64(res.Received.Frames)
 		fmt.Fprintf(out, " lost      %.3f%% of the frames sent\n", 100*max(lost, 0)/float64(res.Sent.Frames))
 	}
+	// The socket was opened for this run: its kernel counters are the run's.
+	st := port.Stats()
+	fmt.Fprintf(out, " receive drops: rx_ring_full %d, rx_fill_ring_empty_descs %d, rx_dropped %d\n",
+		st.RxRingFull, st.RxFillRingEmpty, st.RxDropped)
 	perftest.PrintRule(out)
 	return nil
 }

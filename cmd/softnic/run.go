@@ -51,6 +51,9 @@ type options struct {
 	backoff  bool
 	rto      dataplane.RTOMode
 	params   recovery.Params // the schemes' knobs (0: the papers' defaults)
+	// The emulated link (dataplane.Config.LinkRate, LinkBurst).
+	linkRate  linkRate
+	linkBurst byteCount
 }
 
 // The daemon's retransmission timeouts. IRN sets RTO_high to the longest
@@ -113,6 +116,8 @@ func runFlags(o *options) *flag.FlagSet {
 	fs.IntVar(&o.params.MeloPoolBits, "melo-pool-bits", recovery.DefaultMeloPoolBits, "size of each of MELO's two bits pools, bits")
 	fs.IntVar(&o.params.FasrUnits, "fasr-units", recovery.DefaultFasrUnits, "FaSR's level-1 pool: SR state units")
 	fs.IntVar(&o.params.FasrBlocks, "fasr-blocks", recovery.DefaultFasrBlocks, "FaSR's level-2 pool: 16-bit bitmap blocks")
+	fs.Var(&o.linkRate, "link-rate", "emulated link: pace all transmission as an Ethernet link of this `rate` would, each frame with its padding, FCS, preamble and gap (tc units bit, kbit, mbit, gbit, e.g. 5Gbit; counters link_paced, link_paced_ns; default 0: unlimited)")
+	fs.Var(&o.linkBurst, "link-burst", "emulated link's burst: `bytes` of wire time it sends back to back after an idle spell (default 0: the larger of 16 full frames and 20µs at --link-rate)")
 	fs.String("config", "", "config file: one `key = value` per line with the keys of these flags; flags override it")
 	return fs
 }
@@ -313,7 +318,8 @@ func start(o options, log *slog.Logger) (d *daemon, err error) {
 		d.portStats = func() []counter { return collect(p.Stats().All()) }
 		log.Info("UDP port open", "addr", netip.AddrPortFrom(d.addr, 4791), "max_frame", p.MaxFrame())
 	}
-	if d.engine, err = dataplane.NewEngine(dataplane.Config{MAC: mac, Addr: d.addr, Scheme: scheme, SRAMBytes: o.sram, FetchPenalty: fetchPenalty(o.penalty), RTOBackoff: o.backoff, RTO: o.rto}, d.port); err != nil {
+	if d.engine, err = dataplane.NewEngine(dataplane.Config{MAC: mac, Addr: d.addr, Scheme: scheme, SRAMBytes: o.sram, FetchPenalty: fetchPenalty(o.penalty), RTOBackoff: o.backoff, RTO: o.rto,
+		LinkRate: uint64(o.linkRate), LinkBurst: int(o.linkBurst)}, d.port); err != nil {
 		return d, err
 	}
 	// Fields are set only from values known not to be nil, so that

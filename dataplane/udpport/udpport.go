@@ -137,6 +137,10 @@ type Stats struct {
 	TxErrors     uint64 // datagrams the kernel refused (no route, too big), dropped
 	TxBadFrames  uint64 // frames that were not IP/UDP of the port's family, dropped
 	Syscalls     uint64 // sendmmsg and recvmmsg calls
+	// RxSocketDrops are the datagrams the kernel dropped at the socket,
+	// its receive buffer full (sk_drops, from getsockopt SO_MEMINFO): the
+	// UDP port's RX ring full.
+	RxSocketDrops uint64
 }
 
 // All yields every counter as (metric name, value) in a fixed order.
@@ -150,6 +154,7 @@ func (s Stats) All() iter.Seq2[string, uint64] {
 			{"rx_empty_polls", s.RxEmptyPolls}, {"tx_ring_full", s.TxRingFull},
 			{"rx_truncated", s.RxTruncated}, {"tx_errors", s.TxErrors},
 			{"tx_bad_frames", s.TxBadFrames}, {"syscalls", s.Syscalls},
+			{"rx_socket_drops", s.RxSocketDrops},
 		} {
 			if !yield(c.name, c.v) {
 				return
@@ -424,18 +429,36 @@ func (p *Port) Wait(timeout time.Duration) {
 // goroutine.
 func (p *Port) Wake() { p.bell.Wake() }
 
-// Stats returns the port's counters; safe from any goroutine.
+// Stats returns the port's counters; safe from any goroutine while the
+// port is open.
 func (p *Port) Stats() Stats {
 	return Stats{
-		RxFrames:     p.st.rxFrames.Load(),
-		TxFrames:     p.st.txFrames.Load(),
-		RxEmptyPolls: p.st.rxEmptyPolls.Load(),
-		TxRingFull:   p.st.txRingFull.Load(),
-		RxTruncated:  p.st.rxTruncated.Load(),
-		TxErrors:     p.st.txErrors.Load(),
-		TxBadFrames:  p.st.txBadFrames.Load(),
-		Syscalls:     p.st.syscalls.Load(),
+		RxSocketDrops: p.socketDrops(),
+		RxFrames:      p.st.rxFrames.Load(),
+		TxFrames:      p.st.txFrames.Load(),
+		RxEmptyPolls:  p.st.rxEmptyPolls.Load(),
+		TxRingFull:    p.st.txRingFull.Load(),
+		RxTruncated:   p.st.rxTruncated.Load(),
+		TxErrors:      p.st.txErrors.Load(),
+		TxBadFrames:   p.st.txBadFrames.Load(),
+		Syscalls:      p.st.syscalls.Load(),
 	}
+}
+
+// socketDrops reads the kernel's count of datagrams the socket dropped
+// (SK_MEMINFO_DROPS; 0 if the kernel does not say).
+func (p *Port) socketDrops() uint64 {
+	if p.fd < 0 {
+		return 0
+	}
+	var mi [unix.SK_MEMINFO_VARS]uint32
+	n := uint32(unsafe.Sizeof(mi))
+	_, _, errno := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(p.fd), unix.SOL_SOCKET, unix.SO_MEMINFO,
+		uintptr(unsafe.Pointer(&mi)), uintptr(unsafe.Pointer(&n)), 0)
+	if errno != 0 || n <= unix.SK_MEMINFO_DROPS*4 {
+		return 0
+	}
+	return uint64(mi[unix.SK_MEMINFO_DROPS])
 }
 
 // Close closes the socket. The poll loop must have stopped.

@@ -5,6 +5,7 @@ package udpport
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -206,5 +207,44 @@ func TestOpenErrors(t *testing.T) {
 			p.Close()
 			t.Errorf("Open(%+v) succeeded", c)
 		}
+	}
+}
+
+// TestSocketDropsCounted overflows B's receive buffer (B does not read)
+// and finds the kernel's drops in B's stats.
+func TestSocketDropsCounted(t *testing.T) {
+	tb := netns.NewTestbed(t)
+	a, b := openPorts(t, tb, false)
+	if s := b.Stats(); s.RxSocketDrops != 0 {
+		t.Fatalf("B dropped %d datagrams before any was sent", s.RxSocketDrops)
+	}
+	h := bth.FrameHeader{Src: a.LocalAddr(), Dst: b.LocalAddr(), SrcPort: 0xc0de}
+	var tmpl [1200]byte
+	n := buildFrame(tmpl[:], &h, 7, 1024)
+	// 4 MiB of buffer (8 MiB as the kernel counts, with each datagram's
+	// overhead) hold a few thousand datagrams: send many more.
+	for range 40000 {
+		buf := a.TxBuffer()
+		if buf == nil {
+			a.Flush()
+			buf = a.TxBuffer()
+		}
+		copy(buf, tmpl[:n])
+		a.Transmit(n)
+	}
+	a.Flush()
+	deadline := time.Now().Add(5 * time.Second)
+	for b.Stats().RxSocketDrops == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if s := b.Stats(); s.RxSocketDrops == 0 {
+		t.Fatalf("no socket drops counted; A %+v, B %+v", a.Stats(), s)
+	}
+	var names []string
+	for name := range b.Stats().All() {
+		names = append(names, name)
+	}
+	if !slices.Contains(names, "rx_socket_drops") {
+		t.Errorf("Stats.All names %v lack rx_socket_drops", names)
 	}
 }
