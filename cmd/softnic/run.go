@@ -54,6 +54,9 @@ type options struct {
 	// The emulated link (dataplane.Config.LinkRate, LinkBurst).
 	linkRate  linkRate
 	linkBurst byteCount
+	// modelRate is the line rate of the NIC being modelled: hardware
+	// costs are scaled by modelRate/linkRate (emulationScale).
+	modelRate linkRate
 }
 
 // The daemon's retransmission timeouts. IRN sets RTO_high to the longest
@@ -117,6 +120,7 @@ func runFlags(o *options) *flag.FlagSet {
 	fs.IntVar(&o.params.FasrUnits, "fasr-units", recovery.DefaultFasrUnits, "FaSR's level-1 pool: SR state units")
 	fs.IntVar(&o.params.FasrBlocks, "fasr-blocks", recovery.DefaultFasrBlocks, "FaSR's level-2 pool: 16-bit bitmap blocks")
 	fs.Var(&o.linkRate, "link-rate", "emulated link: pace all transmission as an Ethernet link of this `rate` would, each frame with its padding, FCS, preamble and gap (tc units bit, kbit, mbit, gbit, e.g. 5Gbit; counters link_paced, link_paced_ns; default 0: unlimited)")
+	fs.Var(&o.modelRate, "model-rate", "line `rate` of the NIC being modelled (e.g. 100Gbit, StaR's): with --link-rate, hardware costs (--fetch-penalty) are scaled by model-rate/link-rate, so that a context fetch lasts as many packet times on the emulated link as on the modelled one (default 0: no scaling)")
 	fs.Var(&o.linkBurst, "link-burst", "emulated link's burst: `bytes` of wire time it sends back to back after an idle spell (default 0: the larger of 16 full frames and 20µs at --link-rate)")
 	fs.String("config", "", "config file: one `key = value` per line with the keys of these flags; flags override it")
 	return fs
@@ -149,6 +153,8 @@ func parseRun(args []string) (options, error) {
 		return o, fmt.Errorf("run: --mtu %d: want 1024 or 2048 (a 4096-byte path MTU does not fit a UMEM chunk)", o.mtu)
 	case o.socket == "":
 		return o, errors.New("run: --socket is required")
+	case o.modelRate != 0 && o.linkRate == 0:
+		return o, errors.New("run: --model-rate needs --link-rate: the scale is model-rate/link-rate")
 	}
 	return o, nil
 }
@@ -318,7 +324,7 @@ func start(o options, log *slog.Logger) (d *daemon, err error) {
 		d.portStats = func() []counter { return collect(p.Stats().All()) }
 		log.Info("UDP port open", "addr", netip.AddrPortFrom(d.addr, 4791), "max_frame", p.MaxFrame())
 	}
-	if d.engine, err = dataplane.NewEngine(dataplane.Config{MAC: mac, Addr: d.addr, Scheme: scheme, SRAMBytes: o.sram, FetchPenalty: fetchPenalty(o.penalty), RTOBackoff: o.backoff, RTO: o.rto,
+	if d.engine, err = dataplane.NewEngine(dataplane.Config{MAC: mac, Addr: d.addr, Scheme: scheme, SRAMBytes: o.sram, FetchPenalty: fetchPenalty(scaled(o.penalty, o.emulationScale())), RTOBackoff: o.backoff, RTO: o.rto,
 		LinkRate: uint64(o.linkRate), LinkBurst: int(o.linkBurst)}, d.port); err != nil {
 		return d, err
 	}
@@ -335,7 +341,8 @@ func start(o options, log *slog.Logger) (d *daemon, err error) {
 		}
 	}
 	log.Info("softnic running", "iface", o.iface, "mac", d.ifi.HardwareAddr.String(), "gid", d.addr,
-		"port", o.port, "mtu", o.mtu, "scheme", o.scheme, "rto", o.rto.String(), "sram", o.sram, "fetch_penalty", o.penalty, "socket", o.socket, "metrics", o.metrics)
+		"port", o.port, "mtu", o.mtu, "scheme", o.scheme, "rto", o.rto.String(), "sram", o.sram, "fetch_penalty", scaled(o.penalty, o.emulationScale()),
+		"link_rate", o.linkRate.String(), "model_rate", o.modelRate.String(), "emulation_scale", o.emulationScale(), "socket", o.socket, "metrics", o.metrics)
 	return d, nil
 }
 
@@ -629,6 +636,25 @@ func checkControlFree(path string) error {
 		}
 	}
 	return nil
+}
+
+// emulationScale is how much longer a hardware cost lasts on the emulated
+// link than on the modelled NIC: modelRate/linkRate (1 without
+// --model-rate). StaR's 1 µs context fetch lasts about 11 frames of 1 KiB
+// (or about 120 8-byte WRITEs) at 100 Gb/s; at --link-rate 5gbit the same
+// number of packet times is 20 µs, so that the fetch weighs on the
+// emulated link as it does on the real one, and not as a speck beside a
+// software NIC's microseconds per packet.
+func (o options) emulationScale() float64 {
+	if o.modelRate == 0 || o.linkRate == 0 {
+		return 1
+	}
+	return float64(o.modelRate) / float64(o.linkRate)
+}
+
+// scaled is d times scale.
+func scaled(d time.Duration, scale float64) time.Duration {
+	return time.Duration(float64(d)*scale + 0.5)
 }
 
 // fetchPenalty maps the flag (0 disables) to the engine's convention

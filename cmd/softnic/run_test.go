@@ -238,3 +238,25 @@ func TestRTOFlag(t *testing.T) {
 		t.Fatal("--rto sometimes accepted")
 	}
 }
+
+// TestEmulationScale: --model-rate scales the fetch penalty by
+// model-rate/link-rate, and needs --link-rate.
+func TestEmulationScale(t *testing.T) {
+	o, err := parseRun([]string{"--iface", "x", "--link-rate", "5gbit", "--model-rate", "100gbit"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := o.emulationScale(); s != 20 {
+		t.Fatalf("scale %v, want 20", s)
+	}
+	if d := scaled(time.Microsecond, o.emulationScale()); d != 20*time.Microsecond {
+		t.Fatalf("1µs scaled to %v, want 20µs", d)
+	}
+	o, err = parseRun([]string{"--iface", "x", "--link-rate", "5gbit"})
+	if err != nil || o.emulationScale() != 1 {
+		t.Fatalf("no --model-rate: scale %v, %v; want 1", o.emulationScale(), err)
+	}
+	if _, err := parseRun([]string{"--iface", "x", "--model-rate", "100gbit"}); err == nil || !strings.Contains(err.Error(), "--link-rate") {
+		t.Fatalf("--model-rate alone: %v, want an error naming --link-rate", err)
+	}
+}
