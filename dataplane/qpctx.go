@@ -125,6 +125,8 @@ type hwContext struct {
 	stPending  qp.PSN        // p+1: ST's second copy of packet p waits for ring space; 0: none
 	nextRecvSN uint32        // receive WQE sequence number of the next SEND or WRITE with immediate (IRN §5.3.2)
 	retryStart time.Duration // when the running retransmission timer was started
+	lastAckReq qp.PSN        // the furthest packet sent with AckReq (or answered at once: READ, atomic)
+	ackReqOut  bool          // lastAckReq is set
 	rtt        recovery.RTT  // the round-trip estimate (Config.RTO adaptive; rtt.go)
 	rttPSN     qp.PSN        // p+1: PSN p, sent once at rttSentAt, is being timed; 0: none
 	rttSentAt  time.Duration
@@ -427,6 +429,7 @@ func (e *Engine) resetQP(q *QP) {
 	q.msn = 0
 	q.nextRecvSN, q.recvSN = 0, 0
 	q.rtt, q.rttPSN, q.rttBackoff = recovery.RTT{}, 0, 0 // a new connection, perhaps a new path
+	q.ackReqOut = false
 	clear(q.stash)
 	e.releaseScheme(q)
 	for i := range q.res {
