@@ -408,6 +408,9 @@ func (e *Engine) armRetry(q *QP) {
 		q.retryStart = e.now
 	}
 	rto := q.sender.Timeout(base, int(q.maxSentPSN.Diff(q.unacked)), q.rtt)
+	if q.rtt.Valid && e.cfg.RTOMin > 0 {
+		rto = max(rto, min(e.cfg.RTOMin, base)) // Config.RTOMin, never past the ACK timeout
+	}
 	e.noteRTO(rto)
 	shift := q.rttBackoff // Karn (adaptive RTO): until the next sample
 	if e.cfg.RTOBackoff && q.retryLeft < q.retryCnt {

@@ -66,6 +66,12 @@ type Config struct {
 	// takes the scheme's fixed values, RTOAdaptive derives them from each
 	// QP's measured round trip (rtt.go, docs/recovery.md).
 	RTO RTOMode
+	// RTOMin is the least adaptive timeout (0: none), like Linux TCP's
+	// rto_min: a software NIC shares its host's cores, and a scheduler
+	// pause longer than a few round trips (a time slice, a migration)
+	// would otherwise fire a timeout with nothing lost. The papers'
+	// hardware NICs need none, and the embedded fabric has none.
+	RTOMin time.Duration
 	// LinkRate, in bits/s, paces everything the engine transmits as an
 	// Ethernet link of that rate would (link.go): every frame counts with
 	// its padding to 64 bytes, FCS, preamble and inter-frame gap. Below

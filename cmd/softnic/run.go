@@ -50,6 +50,7 @@ type options struct {
 	busyPoll time.Duration
 	backoff  bool
 	rto      dataplane.RTOMode
+	rtoMin   time.Duration
 	params   recovery.Params // the schemes' knobs (0: the papers' defaults)
 	// The emulated link (dataplane.Config.LinkRate, LinkBurst).
 	linkRate  linkRate
@@ -85,8 +86,16 @@ const (
 	// ping-pong's next message comes within a round trip; an idle NIC
 	// blocks after 1 ms and then costs nothing.
 	daemonBusyPoll = time.Millisecond
-	daemonRTOLow   = 1 * time.Millisecond
-	daemonRTOHigh  = 2 * time.Millisecond
+	// daemonRTOMin floors the adaptive timeouts, as TCP's rto_min does.
+	// On the two-core testbed ACKs now and then come milliseconds late
+	// (the host's scheduler: a few times a second, whatever the rate):
+	// lossless irn runs timed out about three times a second with a
+	// 500 µs floor, once a second with 2 ms, never with 5 ms in the runs
+	// that picked it (docs/recovery.md). A lost retransmission waits this
+	// long, which is what it costs at 1 % loss.
+	daemonRTOMin  = 5 * time.Millisecond
+	daemonRTOLow  = 1 * time.Millisecond
+	daemonRTOHigh = 2 * time.Millisecond
 	// The NAK interval, for the same reason: igbn's CE timer re-sends a NAK
 	// every interval while the expected PSN waits, and each NAK costs the
 	// requester a go-back and a retry; 500 µs fire several times in one
@@ -110,6 +119,7 @@ func runFlags(o *options) *flag.FlagSet {
 	fs.DurationVar(&o.busyPoll, "busy-poll", daemonBusyPoll, "keep polling this long after the last work before blocking, yielding the CPU between empty polls (0: block after 32 empty polls)")
 	o.rto = dataplane.RTOAdaptive
 	fs.Var(&o.rto, "rto", "retransmission timeouts: adaptive (from each QP's measured round trip, RFC 6298 and IRN's rule; --rto-low/--rto-high until its first sample, go-back-N never below the QP's ACK timeout) or fixed (--rto-low/--rto-high, go-back-N the QP's ACK timeout)")
+	fs.DurationVar(&o.rtoMin, "rto-min", daemonRTOMin, "with --rto adaptive, the least retransmission timeout, like TCP's rto_min (scheduler pauses on a shared host; 0: none)")
 	fs.DurationVar(&o.params.RTOLow, "rto-low", daemonRTOLow, "selective schemes' short retransmission timeout, armed with at most --rto-low-packets in flight (IRN RTO_low; the paper's 100µs is for a hardware NIC); with --rto adaptive, until a QP's first round-trip sample")
 	fs.DurationVar(&o.params.RTOHigh, "rto-high", daemonRTOHigh, "selective schemes' retransmission timeout otherwise (IRN RTO_high: the longest round trip; the paper's 320µs is for a hardware NIC); with --rto adaptive, until a QP's first round-trip sample")
 	fs.BoolVar(&o.backoff, "rto-backoff", true, "double a QP's retransmission timeout after each timeout without progress, up to 16x (scheduler pauses on a shared host)")
@@ -324,7 +334,7 @@ func start(o options, log *slog.Logger) (d *daemon, err error) {
 		d.portStats = func() []counter { return collect(p.Stats().All()) }
 		log.Info("UDP port open", "addr", netip.AddrPortFrom(d.addr, 4791), "max_frame", p.MaxFrame())
 	}
-	if d.engine, err = dataplane.NewEngine(dataplane.Config{MAC: mac, Addr: d.addr, Scheme: scheme, SRAMBytes: o.sram, FetchPenalty: fetchPenalty(scaled(o.penalty, o.emulationScale())), RTOBackoff: o.backoff, RTO: o.rto,
+	if d.engine, err = dataplane.NewEngine(dataplane.Config{MAC: mac, Addr: d.addr, Scheme: scheme, SRAMBytes: o.sram, FetchPenalty: fetchPenalty(scaled(o.penalty, o.emulationScale())), RTOBackoff: o.backoff, RTO: o.rto, RTOMin: o.rtoMin,
 		LinkRate: uint64(o.linkRate), LinkBurst: int(o.linkBurst)}, d.port); err != nil {
 		return d, err
 	}
