@@ -44,19 +44,19 @@
 #                                exit status 1, e.g. RETRY_EXC_ERR, or a daemon
 #                                that died) is run again up to this many times;
 #                                every attempt is a row of the runs CSV
-#   SOFTNIC_SWEEP_RTO            1ms/2ms: the selective schemes' (irn,
-#                                melo, fasr) RTO_low/RTO_high, passed to the
-#                                daemons as --rto-low/--rto-high (the
-#                                daemon's defaults, with its --rto-backoff
-#                                and 2 ms --nak-interval; cmd/softnic/run.go
-#                                says why): this testbed's round trip is
-#                                about 80 µs typical and milliseconds in the
-#                                tail with four polling processes on two
-#                                cores, against the papers' few µs. With
-#                                IRN's 100us/320us most runs here failed
-#                                with RETRY_EXC_ERR: seven spurious timeouts
-#                                in a row. LOW/HIGH or one value for both;
-#                                "paper" passes no flag.
+#   SOFTNIC_SWEEP_LINK_RATE      1.5gbit: the daemons' --link-rate, the
+#                                emulated link, below what the two hosts
+#                                sustain (about 2.3-2.6 Gb/s of 64 KiB WRITEs
+#                                on this 2-core machine), so that the link is
+#                                the bottleneck and a lossless run drops
+#                                nothing at the receiver; "" leaves it
+#                                unlimited
+#   SOFTNIC_SWEEP_RTO            "" (default): the daemon's own timeouts
+#                                (--rto adaptive, --rto-min 5ms; docs/
+#                                recovery.md). LOW/HIGH or one value: fixed
+#                                RTO_low/RTO_high (--rto fixed --rto-low LOW
+#                                --rto-high HIGH); "paper": fixed at the
+#                                schemes' defaults (IRN's 100/320 µs).
 #   SOFTNIC_SWEEP_SIZE           65536
 #   SOFTNIC_SWEEP_MTU            1024 (path MTU; the daemons get 1024 or 2048)
 #   SOFTNIC_SWEEP_OUT            docs/results
@@ -81,7 +81,8 @@ size=${SOFTNIC_SWEEP_SIZE:-65536}
 mtu=${SOFTNIC_SWEEP_MTU:-1024}
 dmtu=$([ "$mtu" -gt 1024 ] && echo 2048 || echo 1024)
 retries=${SOFTNIC_SWEEP_RETRIES:-2}
-rto=${SOFTNIC_SWEEP_RTO:-1ms/2ms}
+rto=${SOFTNIC_SWEEP_RTO:-}
+link_rate=${SOFTNIC_SWEEP_LINK_RATE-1.5gbit}
 
 embedded() {
 	say "$1; running the embedded sweep instead (softnic sweep loss: the in-memory fabric, simulated time)"
@@ -107,25 +108,18 @@ if ! testbed_up || ! start_daemons --scheme "$first" --mtu "$dmtu"; then
 fi
 stop_daemons
 rto_flags=
-if [ "$rto" != paper ]; then
-	# (no `| grep -q`: with pipefail, grep's early exit can fail the pipe)
-	run_help=$("$work/softnic" run -h 2>&1 || true)
-	if [[ $run_help == *-rto-low* ]]; then
-		rto_flags="--rto-low ${rto%/*} --rto-high ${rto#*/}"
-	elif [ -n "${SOFTNIC_SWEEP_RTO:-}" ]; then
-		say "SOFTNIC_SWEEP_RTO=$rto: this softnic run has no --rto-low"
-		exit 2
-	else
-		say "warning: this softnic run has no --rto-low: the selective schemes keep their own RTOs (expect RETRY_EXC_ERR)"
-		rto=paper
-	fi
-fi
+case "$rto" in
+"") rto="the daemon's (adaptive, --rto-min 5ms)" ;;
+paper) rto_flags="--rto fixed --rto-low 100us --rto-high 320us" ;;
+*) rto_flags="--rto fixed --rto-low ${rto%/*} --rto-high ${rto#*/}" ;;
+esac
+[ -z "$link_rate" ] || rto_flags="$rto_flags --link-rate $link_rate"
 
 mkdir -p "$out"
 runs_csv=$out/testbed-loss-runs.csv
 echo "scheme,loss,size,iterations,mtu,goodput_gbps,relative,retransmits,ack_timeouts,rep,attempt,seconds,bw_peak_gbps,msg_rate_mpps,sent_pkts,rx_dropped_b,rx_dropped_a,switch_drops,nic_scheme,load1,wall_s,status,error" >"$runs_csv"
 
-say "schemes: $schemes; loss (%): $losses; write_bw -s $size -q 1 -m $mtu -D $secs; lossless x$runs0, lossy x$runs; RTO $rto; a failed run is tried again up to $retries times"
+say "schemes: $schemes; loss (%): $losses; write_bw -s $size -q 1 -m $mtu -D $secs; lossless x$runs0, lossy x$runs; RTO $rto; link rate ${link_rate:-unlimited}; a failed run is tried again up to $retries times"
 say "git $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet 2>/dev/null || echo ' (dirty tree)'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 printf ' %-6s %6s %4s %9s %9s %12s %9s %10s %7s  %s\n' scheme loss% run Gb/s peak retransmits timeouts rx_drop_B wall status >&2
 
@@ -185,8 +179,8 @@ for s in $schemes; do
 			retx=$(delta "$work/a0" "$work/a1" retransmitted_pkts)
 			tmo=$(delta "$work/a0" "$work/a1" local_ack_timeout_err)
 			sent=$(delta "$work/a0" "$work/a1" sent_pkts)
-			dropb=$(delta "$work/b0" "$work/b1" port_rx_dropped)
-			dropa=$(delta "$work/a0" "$work/a1" port_rx_dropped)
+			dropb=$(($(delta "$work/b0" "$work/b1" port_rx_dropped) + $(delta "$work/b0" "$work/b1" port_rx_ring_full) + $(delta "$work/b0" "$work/b1" port_rx_fill_ring_empty_descs)))
+			dropa=$(($(delta "$work/a0" "$work/a1" port_rx_dropped) + $(delta "$work/a0" "$work/a1" port_rx_ring_full) + $(delta "$work/a0" "$work/a1" port_rx_fill_ring_empty_descs)))
 			nic=$(sed -n 's/^ *Recovery scheme *: *\([a-z0-9_-]*\).*/\1/p' "$work/client.out" 2>/dev/null | head -1 || true)
 			[ -z "$nic" ] || [ "$nic" = "$s" ] || say "warning: $s run, but the bench reports recovery scheme $nic"
 			wall=$(since "$t0")

@@ -39,7 +39,19 @@
 #   SOFTNIC_SWEEP_SECONDS   3 (softnic-bench -D per run)
 #   SOFTNIC_SWEEP_SRAM      76800 (the daemons' --sram: StaR's 300 contexts;
 #                           1400000 for FaSR's budget)
-#   SOFTNIC_SWEEP_FETCH_PENALTY_NS  1000 (--fetch-penalty)
+#   SOFTNIC_SWEEP_FETCH_PENALTY_NS  1000 (--fetch-penalty: StaR's 1 µs on the
+#                           modelled NIC)
+#   SOFTNIC_SWEEP_LINK_RATE 10gbit and SOFTNIC_SWEEP_MODEL_RATE 100gbit: the
+#                           emulation scale (`softnic run --link-rate L
+#                           --model-rate M`): the penalty lasts as many
+#                           packet times on the emulated L link as the
+#                           1 µs fetch does on StaR's 100 Gb/s NIC (about
+#                           120 minimum-size frames), i.e. M/L = 10 times
+#                           longer, 10 µs. A 1 µs stall is a speck beside
+#                           a software NIC's microseconds per packet, and
+#                           the knee stays soft; scaled, the collapse of
+#                           StaR Fig. 1 shows. The CSVs' fetch_penalty_ns
+#                           is the scaled penalty. "" for either: none.
 #   SOFTNIC_SWEEP_MTU       2048 (path MTU; the embedded sweep's 4096 does
 #                           not fit the daemon's UMEM chunks)
 #   SOFTNIC_SWEEP_RTO       67108864ns: the daemons' --rto-low and --rto-high,
@@ -81,6 +93,10 @@ mtu=${SOFTNIC_SWEEP_MTU:-2048}
 limit=${SOFTNIC_SWEEP_LIMIT:-120}
 retries=${SOFTNIC_SWEEP_RETRIES:-2}
 rto=${SOFTNIC_SWEEP_RTO:-67108864ns}
+link_rate=${SOFTNIC_SWEEP_LINK_RATE-10gbit}
+model_rate=${SOFTNIC_SWEEP_MODEL_RATE-100gbit}
+scale_flags=
+[ -z "$link_rate" ] || [ -z "$model_rate" ] || scale_flags="--link-rate $link_rate --model-rate $model_rate"
 dmtu=$([ "$mtu" -gt 1024 ] && echo 2048 || echo 1024)
 
 embedded() {
@@ -101,27 +117,32 @@ if [ "$rto" != paper ]; then
 	# (no `| grep -q`: with pipefail, grep's early exit can fail the pipe)
 	run_help=$("$work/softnic" run -h 2>&1 || true)
 	if [[ $run_help == *-rto-low* ]]; then
-		rto_flags="--rto-low $rto --rto-high $rto"
+		rto_flags="--rto fixed --rto-low $rto --rto-high $rto"
 	else
 		say "warning: this softnic run has no --rto-low: the selective schemes keep their own RTOs"
 		rto=paper
 	fi
 fi
 # shellcheck disable=SC2086 # rto_flags is a flag list
-daemon_flags() { echo --scheme "$1" --mtu "$dmtu" --sram "$sram" --fetch-penalty "${penalty}ns" $rto_flags; }
+daemon_flags() { echo --scheme "$1" --mtu "$dmtu" --sram "$sram" --fetch-penalty "${penalty}ns" $rto_flags $scale_flags; }
 # shellcheck disable=SC2046
 if ! testbed_up || ! start_daemons $(daemon_flags "${schemes%% *}"); then
 	sweep_cleanup
 	trap - EXIT
 	embedded "the testbed or the softnic daemons (XDP/AF_XDP) could not start here (log above)"
 fi
+# The scale the daemon applied (its start-up log says), and the penalty it
+# stalls for.
+scale=$(sed -n 's/.*emulation_scale=\([0-9.]*\).*/\1/p' "$work/$nsA.log" | head -1)
+scale=${scale:-1}
+penalty_eff=$(awk -v p="$penalty" -v s="$scale" 'BEGIN { printf "%d", p * s + 0.5 }')
 stop_daemons
 
 mkdir -p "$out"
 runs_csv=$out/$prefix-runs.csv
 echo "scheme,qps,size,loss,sram_bytes,fetch_penalty_ns,messages,msg_rate,goodput_gbps,cache_misses,hit_rate,peak_resident_qps,sr_bytes,retransmits,ack_timeouts,misses_a,hit_rate_a,peak_resident_a,attempt,seconds,nic_scheme,load1,wall_s,status,error" >"$runs_csv"
 
-say "schemes: $schemes; QPs: $qplist; sizes: $sizes; loss (%): $losses; write_bw -t 1 -m $mtu -D $secs; --sram $sram --fetch-penalty ${penalty}ns, RTO $rto"
+say "schemes: $schemes; QPs: $qplist; sizes: $sizes; loss (%): $losses; write_bw -t 1 -m $mtu -D $secs; --sram $sram --fetch-penalty ${penalty}ns x emulation scale $scale (${scale_flags:-none}) = ${penalty_eff}ns, RTO $rto"
 say "git $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet 2>/dev/null || echo ' (dirty tree)'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 printf ' %-6s %5s %5s %5s %11s %9s %7s %6s %8s %8s %7s  %s\n' scheme size loss% QPs msgs/s Gb/s hit_B peak_B retx timeouts wall status >&2
 
@@ -191,7 +212,7 @@ for s in $schemes; do
 					retx=$(delta "$work/a0" "$work/a1" retransmitted_pkts)
 					tmo=$(delta "$work/a0" "$work/a1" local_ack_timeout_err)
 					wall=$(since "$t0")
-					echo "$s,$n,$size,$prob,$sram,$penalty,$msgs,$rate,$gbps,$missb,$hitb,$peakb,,$retx,$tmo,$missa,$hita,$peaka,$attempt,$secs,$nic,$load1,$wall,$status,\"$err\"" >>"$runs_csv"
+					echo "$s,$n,$size,$prob,$sram,$penalty_eff,$msgs,$rate,$gbps,$missb,$hitb,$peakb,,$retx,$tmo,$missa,$hita,$peaka,$attempt,$secs,$nic,$load1,$wall,$status,\"$err\"" >>"$runs_csv"
 					printf ' %-6s %5s %5s %5s %11s %9s %7s %6s %8s %8s %7s  %s\n' "$s" "$size" "$l" "$n$([ "$attempt" = 1 ] || echo "#$attempt")" "${rate:--}" "${gbps:--}" "${hitb:--}" "$peakb" "$retx" "$tmo" "$wall" "$status${err:+: $err}" >&2
 					if [ $status = skipped ] || ! retryable $rc $status; then
 						break
