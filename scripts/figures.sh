@@ -7,7 +7,10 @@
 # hosts (an 8-byte UDP ping-pong) as the baseline. Root and XDP needed.
 # Output: the tables, CSV rows in ${SOFTNIC_FIGURES_CSV:-figures.csv}, and
 # the latency summary (test, t_typical, p99, p99_9 in µs; rows write_lat,
-# read_lat, send_lat, udp) in ${SOFTNIC_LATENCY_CSV:-testbed-latency.csv}.
+# read_lat, send_lat, udp, udp_blocking) in
+# ${SOFTNIC_LATENCY_CSV:-testbed-latency.csv}. "udp" polls its socket as
+# softnic's loops poll (the same waiting policy; the stricter baseline
+# here), "udp_blocking" blocks in recv.
 # Daemon flags: SOFTNIC_DAEMON_FLAGS (e.g. "--link-rate 5gbit").
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -50,18 +53,20 @@ for t in write_lat read_lat send_lat; do
 	echo "== $t 8 B"
 	bench "$t" -s 8 -n "$iters" --csv "$csv"
 done
-echo "== kernel path baseline, same hosts and switch: 8-byte UDP ping-pong"
 go build -o "$work/udplat" ./scripts/udplat
-ip netns exec "$nsB" "$work/udplat" -listen 198.18.1.1:18600 &
-us=$!
-sleep 0.2
-ip netns exec "$nsA" "$work/udplat" -n "$iters" -csv "$csv" 198.18.1.1:18600
-wait "$us" || true
+for busy in true false; do
+	echo "== kernel path baseline, same hosts and switch: 8-byte UDP ping-pong ($([ $busy = true ] && echo "recv polled" || echo "blocking recv"))"
+	ip netns exec "$nsB" "$work/udplat" -busy=$busy -listen 198.18.1.1:18600 &
+	us=$!
+	sleep 0.2
+	ip netns exec "$nsA" "$work/udplat" -busy=$busy -n "$iters" -csv "$csv" 198.18.1.1:18600
+	wait "$us" || true
+done
 # The latency summary: the last row of each latency test in this run's CSV.
 awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
-	$1 ~ /^(write_lat|read_lat|send_lat|udp)$/ { row[$1] = $col["t_typical"] "," $col["p99"] "," $col["p99_9"] }
+	$1 ~ /^(write_lat|read_lat|send_lat|udp|udp_blocking)$/ { row[$1] = $col["t_typical"] "," $col["p99"] "," $col["p99_9"] }
 	END { print "test,t_typical,p99,p99_9"
-		n = split("write_lat read_lat send_lat udp", order, " ")
+		n = split("write_lat read_lat send_lat udp udp_blocking", order, " ")
 		for (i = 1; i <= n; i++) if (order[i] in row) print order[i] "," row[order[i]] }' "$csv" >"$latcsv"
 echo "== latency summary (µs), $latcsv"
 column -t -s, "$latcsv"

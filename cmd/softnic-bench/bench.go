@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -35,6 +37,7 @@ func runVerbs(ctx context.Context, o *options, out io.Writer) error {
 		_, err := perftest.RunEmbedded(ctx, cfg, perftest.Fabric{Link: o.link(), Scheme: o.scheme, Seed: o.seed, IPv6: o.ipv6}, hooks)
 		return p.finish(err)
 	}
+	oneProc()
 	dev, closeDev, err := openDaemon(o.socket)
 	if err != nil {
 		return err
@@ -195,4 +198,17 @@ func (p *printer) finish(err error) error {
 		return fmt.Errorf("csv: %w", p.csvErr)
 	}
 	return nil
+}
+
+// oneProc runs a daemon-mode measurement on one Go P, as perftest's
+// loops run on one thread: the loop is one goroutine, and with a second P
+// the runtime keeps a thread spinning for work that never comes, which on
+// a two-core host takes the core a NIC's poll loop needs (write_lat 8 B on
+// the testbed: t_typical 22-28 µs with two Ps, 16-20 µs with one). A
+// GOMAXPROCS in the environment wins. The embedded mode keeps its Ps: its
+// NICs' poll loop is a goroutine of this process.
+func oneProc() {
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(1)
+	}
 }

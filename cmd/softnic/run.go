@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -179,6 +180,16 @@ func runCmd(args []string) error {
 		return fmt.Errorf("run: --log-level %q: %w", o.logLevel, err)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	// One P: the NIC is one poll-mode goroutine and the control plane is
+	// light; a second P keeps a runtime thread spinning for work, which
+	// on a host with few cores takes a core from the application or the
+	// peer (write_lat 8 B on the testbed: t_typical 16-20 µs with two Ps
+	// in daemon and bench, 14-16 µs with one). The poll loop lets the
+	// control plane's goroutines run between polls (Engine.Run). A
+	// GOMAXPROCS in the environment wins.
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(1)
+	}
 	d, err := start(o, log)
 	if err != nil {
 		return err
