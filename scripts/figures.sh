@@ -69,4 +69,4 @@ awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
 		n = split("write_lat read_lat send_lat udp udp_blocking", order, " ")
 		for (i = 1; i <= n; i++) if (order[i] in row) print order[i] "," row[order[i]] }' "$csv" >"$latcsv"
 echo "== latency summary (µs), $latcsv"
-column -t -s, "$latcsv"
+tr , "\t" <"$latcsv"
