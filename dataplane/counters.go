@@ -23,6 +23,7 @@ type Counters struct {
 	TxRingFull       uint64 // tx_ring_full: a packet waited because the port's transmit ring was full
 	LinkPaced        uint64 // link_paced: transmit rounds the emulated link rate ended (Config.LinkRate), not counted in tx_ring_full
 	LinkPacedNs      uint64 // link_paced_ns: time packets waited for the emulated link's bucket
+	LinkDelayDrops   uint64 // link_delay_drops: received frames the link's delay line had no room for
 	TxWireBytes      uint64 // tx_wire_bytes: wire time of the frames sent, bytes: padded to 64, with FCS, preamble and gap (WireBytes)
 	RDMASends        uint64 // rdma_sends: messages sent
 	RDMARecvs        uint64 // rdma_recvs: messages received
@@ -111,7 +112,7 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"rcvd_seq_err", c.RcvdSeqErr}, {"retry_exceeded_err", c.RetryExceededErr},
 		{"rnr_nak_retry_err", c.RNRNakRetryErr}, {"completer_retry_err", c.CompleterRetry},
 		{"local_ack_timeout_err", c.LocalAckTimeout}, {"implied_nak_seq_err", c.ImpliedNakSeqErr},
-		{"tx_ring_full", c.TxRingFull}, {"link_paced", c.LinkPaced}, {"link_paced_ns", c.LinkPacedNs},
+		{"tx_ring_full", c.TxRingFull}, {"link_paced", c.LinkPaced}, {"link_paced_ns", c.LinkPacedNs}, {"link_delay_drops", c.LinkDelayDrops},
 		{"tx_wire_bytes", c.TxWireBytes}, {"rdma_sends", c.RDMASends}, {"rdma_recvs", c.RDMARecvs},
 		{"req_remote_access_errors", c.ReqRemoteAccess}, {"resp_remote_access_errors", c.RespRemoteAccess},
 		{"req_remote_invalid_request", c.ReqRemoteInvalid}, {"resp_remote_invalid_request", c.RespInvalidReq},

@@ -271,20 +271,22 @@ func TestSteadyStateAllocs(t *testing.T) {
 	}
 	for _, scheme := range recovery.Names() {
 		for _, loss := range []float64{0, 0.01} {
-			t.Run(fmt.Sprintf("%s/loss%v", scheme, loss), func(t *testing.T) { steadyStateAllocs(t, scheme, loss, 0) })
+			t.Run(fmt.Sprintf("%s/loss%v", scheme, loss), func(t *testing.T) { steadyStateAllocs(t, scheme, loss, 0, 0) })
 		}
 		// Every frame paced by the link's bucket (5 Gbit/s on a 25 Gbit/s
 		// fabric), retransmissions included.
-		t.Run(scheme+"/loss0.01/paced", func(t *testing.T) { steadyStateAllocs(t, scheme, 0.01, 5e9) })
+		t.Run(scheme+"/loss0.01/paced", func(t *testing.T) { steadyStateAllocs(t, scheme, 0.01, 5e9, 0) })
+		// Every received frame held in the link's delay line.
+		t.Run(scheme+"/loss0.01/delayed", func(t *testing.T) { steadyStateAllocs(t, scheme, 0.01, 5e9, 20*time.Microsecond) })
 	}
 }
 
 // steadyStateAllocs: with loss, the selective schemes' recovery (pools,
 // SACKs, the reorder buffer, FNACKs) allocates nothing either.
-func steadyStateAllocs(t *testing.T, scheme string, loss float64, linkRate uint64) {
+func steadyStateAllocs(t *testing.T, scheme string, loss float64, linkRate uint64, delay time.Duration) {
 	{
 		{
-			p := newSchemePair(t, scheme, recovery.Params{}, SimConfig{Seed: 14, AtoB: lossyLink(loss), BtoA: lossyLink(loss), LinkRate: linkRate}, ConnParams{MTU: qp.MTU1024})
+			p := newSchemePair(t, scheme, recovery.Params{}, SimConfig{Seed: 14, AtoB: lossyLink(loss), BtoA: lossyLink(loss), LinkRate: linkRate, LinkDelay: delay}, ConnParams{MTU: qp.MTU1024})
 			write := []qp.SendWR{sendWR(1, qp.WRRDMAWrite, sge(p.mrA, 0, 64<<10))}
 			write[0].RemoteAddr, write[0].RKey = p.mrB.Addr, p.mrB.RKey
 			send := []qp.SendWR{sendWR(2, qp.WRSend, sge(p.mrA, 0, 8))}

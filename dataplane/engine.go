@@ -83,6 +83,13 @@ type Config struct {
 	// that empties it). 0: the larger of 16 of the port's largest frames
 	// and 20 µs at LinkRate (defaultLinkBurst).
 	LinkBurst int
+	// LinkDelay holds every received frame this long before the engine
+	// sees it: the emulated link's one-way propagation delay (link_delay.go),
+	// so that a path between two hosts on one machine has a datacenter's
+	// bandwidth-delay product. 0, the default: none. LinkDelaySlots is
+	// the delay line's capacity in frames (DefaultLinkDelaySlots).
+	LinkDelay      time.Duration
+	LinkDelaySlots int
 }
 
 const (
@@ -119,6 +126,7 @@ type Engine struct {
 	txStall   bool // the port's transmit ring was full, or the link's bucket empty, this round
 
 	link      linkBucket    // the emulated link (Config.LinkRate)
+	delay     *delayLine    // its propagation delay (Config.LinkDelay); nil: none
 	pacing    bool          // packets wait on the link's bucket since pacedFrom
 	pacedFrom time.Duration // (for link_paced_ns)
 
@@ -168,12 +176,20 @@ func NewEngine(cfg Config, port Port) (*Engine, error) {
 	case cfg.LinkRate > 0 && cfg.LinkBurst == 0:
 		cfg.LinkBurst = defaultLinkBurst(cfg.LinkRate, port.MaxFrame())
 	}
+	switch {
+	case cfg.LinkDelay < 0 || cfg.LinkDelay > time.Second:
+		return nil, fmt.Errorf("dataplane: link delay %v is not in [0, 1s]", cfg.LinkDelay)
+	case cfg.LinkDelaySlots < 0:
+		return nil, fmt.Errorf("dataplane: %d link delay slots", cfg.LinkDelaySlots)
+	case cfg.LinkDelaySlots == 0:
+		cfg.LinkDelaySlots = DefaultLinkDelaySlots
+	}
 	shared := cfg.Scheme.SharedOnChipBytes()
 	if cfg.SRAMBytes != 0 && cfg.SRAMBytes < shared+cfg.QPContextBytes {
 		return nil, fmt.Errorf("dataplane: %d bytes of SRAM do not hold the %s scheme's %d-byte shared pools and one %d-byte QP context",
 			cfg.SRAMBytes, cfg.Scheme.Name(), shared, cfg.QPContextBytes)
 	}
-	return &Engine{
+	e := &Engine{
 		cache:   qp.NewCache(cfg.SRAMBytes, shared, cfg.FetchPenalty),
 		cfg:     cfg,
 		port:    port,
@@ -187,7 +203,12 @@ func NewEngine(cfg Config, port Port) (*Engine, error) {
 		rxBatch: make([][]byte, cfg.RxBatch),
 		link:    newLinkBucket(cfg.LinkRate, cfg.LinkBurst),
 		ready:   make([]*QP, 0, 64),
-	}, nil
+	}
+	if cfg.LinkDelay > 0 {
+		e.delay = newDelayLine(port, cfg.LinkDelay, cfg.LinkDelaySlots, cfg.RxBatch, &e.now)
+		e.port = e.delay
+	}
+	return e, nil
 }
 
 // Addr is the engine's local address.
@@ -213,6 +234,9 @@ func (e *Engine) Counters() Counters {
 	c.SRAMSharedBytes, c.SRAMBudget = uint64(s.SharedBytes), uint64(s.Budget)
 	if e.rob != nil {
 		c.ROBInUse, c.ROBPeak = uint64(e.rob.inUse), uint64(e.rob.peak)
+	}
+	if e.delay != nil {
+		c.LinkDelayDrops = e.delay.drops
 	}
 	e.schemeStats(&c)
 	return c
@@ -315,7 +339,19 @@ func (e *Engine) linkWait(now time.Duration) (time.Duration, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	t, ok := e.pacedUntil()
+	if due, held := e.delayedUntil(); held && (!ok || due < t) {
+		t, ok = due, true
+	}
 	return t - now, ok
+}
+
+// delayedUntil is when the next frame held by the link's delay line is
+// due, if it holds one.
+func (e *Engine) delayedUntil() (time.Duration, bool) {
+	if e.delay == nil {
+		return 0, false
+	}
+	return e.delay.nextDue()
 }
 
 // NextDeadline is when the earliest timer fires, or, if packets wait on
@@ -331,6 +367,9 @@ func (e *Engine) NextDeadline() (time.Duration, bool) {
 	}
 	d, ok := e.wheel.NextDeadline()
 	if t, paced := e.pacedUntil(); paced && (!ok || t < d) {
+		d, ok = t, true
+	}
+	if t, held := e.delayedUntil(); held && (!ok || t < d) {
 		d, ok = t, true
 	}
 	return d, ok

@@ -43,6 +43,10 @@ type SimConfig struct {
 	// the fabric's links have their own rate (LinkConfig.RateBps).
 	LinkRate  uint64
 	LinkBurst int
+	// LinkDelay holds each NIC's received frames (see Config), on top of
+	// the fabric's own delay.
+	LinkDelay      time.Duration
+	LinkDelaySlots int
 }
 
 // Addresses of the simulated hosts, from the benchmarking range.
@@ -68,12 +72,12 @@ func NewSim(cfg SimConfig) (*Sim, error) {
 		addrA, addrB = SimAddr6A, SimAddr6B
 	}
 	a, err := NewEngine(Config{MAC: SimMACA, Addr: addrA, Scheme: cfg.SchemeA, SRAMBytes: cfg.SRAMBytes, FetchPenalty: cfg.FetchPenalty, RTOBackoff: cfg.RTOBackoff, RTO: cfg.RTO,
-		LinkRate: cfg.LinkRate, LinkBurst: cfg.LinkBurst}, f.A())
+		LinkRate: cfg.LinkRate, LinkBurst: cfg.LinkBurst, LinkDelay: cfg.LinkDelay, LinkDelaySlots: cfg.LinkDelaySlots}, f.A())
 	if err != nil {
 		return nil, err
 	}
 	b, err := NewEngine(Config{MAC: SimMACB, Addr: addrB, Scheme: cfg.SchemeB, SRAMBytes: cfg.SRAMBytes, FetchPenalty: cfg.FetchPenalty, RTOBackoff: cfg.RTOBackoff, RTO: cfg.RTO,
-		LinkRate: cfg.LinkRate, LinkBurst: cfg.LinkBurst}, f.B())
+		LinkRate: cfg.LinkRate, LinkBurst: cfg.LinkBurst, LinkDelay: cfg.LinkDelay, LinkDelaySlots: cfg.LinkDelaySlots}, f.B())
 	if err != nil {
 		return nil, err
 	}

@@ -59,6 +59,9 @@ type options struct {
 	// modelRate is the line rate of the NIC being modelled: hardware
 	// costs are scaled by modelRate/linkRate (emulationScale).
 	modelRate linkRate
+	// linkDelay is the emulated link's one-way delay, applied on receive
+	// (dataplane.Config.LinkDelay).
+	linkDelay time.Duration
 }
 
 // The daemon's retransmission timeouts. IRN sets RTO_high to the longest
@@ -131,6 +134,7 @@ func runFlags(o *options) *flag.FlagSet {
 	fs.IntVar(&o.params.FasrUnits, "fasr-units", recovery.DefaultFasrUnits, "FaSR's level-1 pool: SR state units")
 	fs.IntVar(&o.params.FasrBlocks, "fasr-blocks", recovery.DefaultFasrBlocks, "FaSR's level-2 pool: 16-bit bitmap blocks")
 	fs.Var(&o.linkRate, "link-rate", "emulated link: pace all transmission as an Ethernet link of this `rate` would, each frame with its padding, FCS, preamble and gap (tc units bit, kbit, mbit, gbit, e.g. 5Gbit; counters link_paced, link_paced_ns; default 0: unlimited)")
+	fs.DurationVar(&o.linkDelay, "link-delay", 0, "emulated link's one-way propagation delay: every received frame is held this long before the NIC sees it, so that two hosts a few µs apart have a datacenter path's bandwidth-delay product (set it on both hosts; counter link_delay_drops; default 0: none)")
 	fs.Var(&o.modelRate, "model-rate", "line `rate` of the NIC being modelled (e.g. 100Gbit, StaR's): with --link-rate, hardware costs (--fetch-penalty) are scaled by model-rate/link-rate, so that a context fetch lasts as many packet times on the emulated link as on the modelled one (default 0: no scaling)")
 	fs.Var(&o.linkBurst, "link-burst", "emulated link's burst: `bytes` of wire time it sends back to back after an idle spell (default 0: the larger of 16 full frames and 20µs at --link-rate)")
 	fs.String("config", "", "config file: one `key = value` per line with the keys of these flags; flags override it")
@@ -346,7 +350,7 @@ func start(o options, log *slog.Logger) (d *daemon, err error) {
 		log.Info("UDP port open", "addr", netip.AddrPortFrom(d.addr, 4791), "max_frame", p.MaxFrame())
 	}
 	if d.engine, err = dataplane.NewEngine(dataplane.Config{MAC: mac, Addr: d.addr, Scheme: scheme, SRAMBytes: o.sram, FetchPenalty: fetchPenalty(scaled(o.penalty, o.emulationScale())), RTOBackoff: o.backoff, RTO: o.rto, RTOMin: o.rtoMin,
-		LinkRate: uint64(o.linkRate), LinkBurst: int(o.linkBurst)}, d.port); err != nil {
+		LinkRate: uint64(o.linkRate), LinkBurst: int(o.linkBurst), LinkDelay: o.linkDelay}, d.port); err != nil {
 		return d, err
 	}
 	// Fields are set only from values known not to be nil, so that
@@ -363,7 +367,7 @@ func start(o options, log *slog.Logger) (d *daemon, err error) {
 	}
 	log.Info("softnic running", "iface", o.iface, "mac", d.ifi.HardwareAddr.String(), "gid", d.addr,
 		"port", o.port, "mtu", o.mtu, "scheme", o.scheme, "rto", o.rto.String(), "sram", o.sram, "fetch_penalty", scaled(o.penalty, o.emulationScale()),
-		"link_rate", o.linkRate.String(), "model_rate", o.modelRate.String(), "emulation_scale", o.emulationScale(), "socket", o.socket, "metrics", o.metrics)
+		"link_rate", o.linkRate.String(), "link_delay", o.linkDelay, "model_rate", o.modelRate.String(), "emulation_scale", o.emulationScale(), "socket", o.socket, "metrics", o.metrics)
 	return d, nil
 }
 
