@@ -550,24 +550,37 @@ func TestDaemonStartFailures(t *testing.T) {
 		metrics     string
 		want        string
 		afterAttach bool
+		extra       []string // more flags
 	}{
-		{"socket path is a file", file, "", "softnic: control socket path " + file + " exists and is not a socket", false},
-		{"socket directory cannot be made", filepath.Join(file, "sub", "s.sock"), "", "softnic: create control socket directory: mkdir " + file + ": not a directory", false},
+		{"socket path is a file", file, "", "softnic: control socket path " + file + " exists and is not a socket", false, nil},
+		{"socket directory cannot be made", filepath.Join(file, "sub", "s.sock"), "", "softnic: create control socket directory: mkdir " + file + ": not a directory", false, nil},
 		// The verbs server binds in a temporary directory beside the
 		// socket: a path this long does not fit a sockaddr_un.
-		{"socket path too long", filepath.Join(dir, strings.Repeat("d", 100), "s.sock"), "", "softnic: verbsd: listen:", true},
+		{"socket path too long", filepath.Join(dir, strings.Repeat("d", 100), "s.sock"), "", "softnic: verbsd: listen:", true, nil},
 		// Not an address of A's namespace: the metrics listener, the
 		// last thing started, cannot bind.
-		{"metrics cannot listen", filepath.Join(dir, "m.sock"), "198.18.255.254:9479", "softnic: metrics: listen tcp 198.18.255.254:9479", true},
+		{"metrics cannot listen", filepath.Join(dir, "m.sock"), "198.18.255.254:9479", "softnic: metrics: listen tcp 198.18.255.254:9479", true, nil},
+		// A veth has one RX queue: queue 7 is refused before XDP is
+		// attached, in one line (not one per bind mode tried).
+		{"no such queue", filepath.Join(dir, "q.sock"), "", "softnic: --queues 7: " + tb.A.Iface + " has 1 RX queue (0), no queue 7", false, []string{"--queues", "7"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, level := range []string{"info", "error"} {
-				out, code := runSoftnic(t, inA, "run", "--iface", tb.A.Iface, "--socket", tc.socket, "--metrics", tc.metrics, "--log-level", level)
-				var errLines []string
+				args := append([]string{"run", "--iface", tb.A.Iface, "--socket", tc.socket, "--metrics", tc.metrics, "--log-level", level}, tc.extra...)
+				out, code := runSoftnic(t, inA, args...)
+				var errLines, other []string
 				for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
-					if strings.HasPrefix(l, "softnic: ") {
+					switch {
+					case strings.HasPrefix(l, "softnic: "):
 						errLines = append(errLines, l)
+					case !strings.HasPrefix(l, "time="):
+						// Neither the error nor a log record: the
+						// rest of a multi-line error.
+						other = append(other, l)
 					}
+				}
+				if len(other) > 0 {
+					t.Errorf("log level %s: lines that are neither the error nor a log record: %q", level, other)
 				}
 				if code != 1 || len(errLines) != 1 || !strings.HasPrefix(errLines[0], tc.want) ||
 					strings.Contains(out, "panic") || strings.Contains(out, "goroutine ") {

@@ -323,11 +323,17 @@ func start(o options, log *slog.Logger) (d *daemon, err error) {
 	copy(mac[:], d.ifi.HardwareAddr)
 	switch o.port {
 	case "afxdp":
-		if err := d.attachXDP(); err != nil {
-			return d, err
-		}
+		// Queues the interface does not have are refused before XDP
+		// is attached, in one line (binding them fails with EINVAL in
+		// every bind mode, which says nothing of why).
 		queues, err := parseQueues(o.queues)
 		if err != nil {
+			return d, err
+		}
+		if err := afxdp.CheckQueues(o.iface, queues); err != nil {
+			return d, fmt.Errorf("--queues %s: %w", o.queues, err)
+		}
+		if err := d.attachXDP(); err != nil {
 			return d, err
 		}
 		p, err := afxdp.Open(afxdp.Config{Interface: o.iface, Queues: queues, FrameSize: frameSize, XSKMap: d.steer.XSKMap})

@@ -202,9 +202,11 @@ func Open(cfg Config) (p *Port, err error) {
 		return nil, fmt.Errorf("afxdp: %w", err)
 	}
 	if len(cfg.Queues) == 0 {
-		for q := range rxQueues(cfg.Interface) {
+		for q := range RXQueues(cfg.Interface) {
 			cfg.Queues = append(cfg.Queues, q)
 		}
+	} else if err := CheckQueues(cfg.Interface, cfg.Queues); err != nil {
+		return nil, fmt.Errorf("afxdp: %w", err)
 	}
 	p = &Port{
 		cfg:      cfg,

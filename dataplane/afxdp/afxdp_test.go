@@ -4,11 +4,14 @@ package afxdp
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/softnic/softnic/bpf"
 	"github.com/softnic/softnic/bth"
@@ -360,10 +363,25 @@ func TestOpenErrors(t *testing.T) {
 		{Config{Interface: "lo", RingSize: 100}, "RingSize"},
 		{Config{Interface: "lo", NumFrames: 10}, "NumFrames"},
 		{Config{Interface: "softnic-nonexistent0"}, "no such network interface"},
+		// Loopback has one queue: 7 is refused before any socket is
+		// made, in one line.
+		{Config{Interface: "lo", Queues: []int{0, 7}}, "afxdp: lo has 1 RX queue (0), no queue 7"},
 	} {
-		if _, err := Open(c.cfg); err == nil || !bytes.Contains([]byte(err.Error()), []byte(c.want)) {
-			t.Errorf("Open(%+v) = %v, want an error about %s", c.cfg, err, c.want)
+		if _, err := Open(c.cfg); err == nil || !bytes.Contains([]byte(err.Error()), []byte(c.want)) || bytes.Contains([]byte(err.Error()), []byte("\n")) {
+			t.Errorf("Open(%+v) = %v, want a one-line error about %s", c.cfg, err, c.want)
 		}
+	}
+}
+
+// TestLineJoin: the bind modes' errors are reported on one line, and
+// errors.Is still finds each of them (bind's EBUSY retry depends on it).
+func TestLineJoin(t *testing.T) {
+	err := fmt.Errorf("bind: %w", lineJoin{fmt.Errorf("flags 0xc: %w", unix.EINVAL), fmt.Errorf("flags 0x2: %w", unix.EBUSY)})
+	if got, want := err.Error(), "bind: flags 0xc: invalid argument; flags 0x2: device or resource busy"; got != want {
+		t.Errorf("%q, want %q", got, want)
+	}
+	if !errors.Is(err, unix.EBUSY) || !errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EPERM) {
+		t.Error("errors.Is does not see the joined errors")
 	}
 }
 

@@ -176,13 +176,31 @@ func (x *xsk) bind(ifindex, queue int) error {
 				break // the queue has a socket: no other mode helps
 			}
 		}
-		err := fmt.Errorf("bind AF_XDP socket to ifindex %d queue %d: %w", ifindex, queue, errors.Join(errs...))
+		err := fmt.Errorf("bind AF_XDP socket to ifindex %d queue %d: %w", ifindex, queue, lineJoin(errs))
 		if !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
 			return err
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// lineJoin is errors.Join on one line: the errors of the bind modes
+// tried, separated by "; " rather than newlines, so that the error a
+// command prints is one line. errors.Is and errors.As see each of them.
+type lineJoin []error
+
+func (e lineJoin) Error() string {
+	s := ""
+	for i, err := range e {
+		if i > 0 {
+			s += "; "
+		}
+		s += err.Error()
+	}
+	return s
+}
+
+func (e lineJoin) Unwrap() []error { return e }
 
 // refill moves RX chunks from rxSpare into the fill ring, as many as fit,
 // and publishes them with one index store. It returns how many it moved.
