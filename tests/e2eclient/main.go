@@ -11,8 +11,10 @@
 // responder, which posts receives and owns the memory the requester
 // targets. Each step is four TCP barriers (cm.Sync): agree on the step,
 // "prepared" (the responder's receives are posted and its memory set),
-// "requester done", and the two verdicts. Between them the data moves
-// only over RoCEv2, through the daemons.
+// "requester done" (which carries the requester's outcome: the responder
+// judges its memory only after a requester that succeeded), and the two
+// verdicts. Between them the data moves only over RoCEv2, through the
+// daemons.
 //
 // The memory region of each side has the same layout, M being the largest
 // size rounded up to 64:
@@ -337,8 +339,12 @@ func fill(b []byte, seed uint64) {
 }
 
 // check reports the first byte of got that differs from the pattern of
-// seed, and any guard byte after it that is no longer poison.
+// seed, and any guard byte after it that is no longer poison. got and
+// guardBytes are memory the daemon writes into: they are copied once and
+// judged from the copy, so that a write landing during the check cannot
+// make the message contradict itself ("is 0x51, want 0x51").
 func check(what string, got []byte, seed uint64, guardBytes []byte) error {
+	got, guardBytes = slices.Clone(got), slices.Clone(guardBytes)
 	want := make([]byte, len(got))
 	fill(want, seed)
 	for i := range got {
@@ -441,12 +447,23 @@ func (s *side) respond(op string, size int, v stepValues) error {
 		}
 	}
 	// The requester's completion means the data is placed here (an RC
-	// ACK follows placement); its "done" says it has it.
-	if err := s.barrier("requester done"); err != nil {
+	// ACK follows placement); its "done" says whether it has it. If it
+	// has not (no completion in time, an error completion), what it sent
+	// may still be on its way, retransmitted, and land here while this
+	// side looks: the memory says nothing then, and is not judged.
+	got, err := s.sync(doneMessage(nil))
+	if err != nil {
+		return err
+	}
+	requesterErr, err := parseDone(got)
+	if err != nil {
 		return err
 	}
 	if stepErr != nil {
 		return stepErr
+	}
+	if requesterErr != "" {
+		return fmt.Errorf("%s not checked here: the requester failed (%s)", op, requesterErr)
 	}
 	target := binary.LittleEndian.Uint64(s.buf[s.atomic:])
 	switch op {
@@ -497,10 +514,45 @@ func (s *side) request(op string, size int, v stepValues) error {
 	if stepErr == nil {
 		stepErr = s.checkRequest(op, size, v)
 	}
-	if err := s.barrier("requester done"); err != nil {
+	got, err := s.sync(doneMessage(stepErr))
+	if err != nil {
+		return err
+	}
+	if _, err := parseDone(got); err != nil {
 		return err
 	}
 	return stepErr
+}
+
+// The "requester done" barrier carries the requester's outcome: the
+// responder judges its memory only after a requester that succeeded.
+const (
+	requesterDone   = "requester done"
+	requesterFailed = "requester failed: "
+)
+
+// doneMessage is what a side sends at the "requester done" barrier: the
+// responder, and a requester that succeeded, "requester done"; a
+// requester that failed, "requester failed: " and why.
+func doneMessage(requestErr error) []byte {
+	if requestErr != nil {
+		return []byte(requesterFailed + requestErr.Error())
+	}
+	return []byte(requesterDone)
+}
+
+// parseDone reads the peer's message at the "requester done" barrier:
+// the requester's error ("" if it succeeded), or an error if the peer is
+// at another point of the plan.
+func parseDone(got []byte) (requesterErr string, err error) {
+	switch msg := string(got); {
+	case msg == requesterDone:
+		return "", nil
+	case strings.HasPrefix(msg, requesterFailed):
+		return strings.TrimPrefix(msg, requesterFailed), nil
+	default:
+		return "", fmt.Errorf("out of step: this side is at %q, the peer at %q (run both with the same plan)", requesterDone, msg)
+	}
 }
 
 // workRequests are the signaled work requests of a step. CMP_AND_SWP is
