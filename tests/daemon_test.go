@@ -438,9 +438,29 @@ func TestDaemonErrors(t *testing.T) {
 		out, code := runSoftnic(t, nil)
 		expect(t, out, code, 2, "usage: softnic <command>")
 	})
+	// A bad command line exits with status 2, as softnic-bench's does,
+	// whether the flag package catches it or parseRun does.
+	t.Run("unknown flag", func(t *testing.T) {
+		out, code := runSoftnic(t, inA, "run", "--iface", tb.A.Iface, "--colour", "blue", "--socket", socket)
+		expect(t, out, code, 2, "flag provided but not defined: -colour")
+	})
+	t.Run("flag value of the wrong kind", func(t *testing.T) {
+		out, code := runSoftnic(t, inA, "run", "--iface", tb.A.Iface, "--mtu", "many", "--socket", socket)
+		expect(t, out, code, 2, `invalid value "many" for flag -mtu`)
+	})
 	t.Run("bad flag value", func(t *testing.T) {
 		out, code := runSoftnic(t, inA, "run", "--iface", tb.A.Iface, "--mtu", "4096", "--socket", socket)
-		expect(t, out, code, 1, "--mtu 4096")
+		expect(t, out, code, 2, "softnic: run: --mtu 4096: want 1024 or 2048")
+		if strings.Count(out, "\n") != 1 {
+			t.Errorf("output %q, want one line", out)
+		}
+	})
+	t.Run("stats: unknown flag", func(t *testing.T) {
+		out, code := runSoftnic(t, nil, "stats", "--colour", "blue")
+		expect(t, out, code, 2, "flag provided but not defined: -colour")
+		if strings.Contains(out, "softnic: flag provided") {
+			t.Errorf("the flag error printed twice:\n%s", out)
+		}
 	})
 	t.Run("no such interface", func(t *testing.T) {
 		out, code := runSoftnic(t, inA, "run", "--iface", "nosuch0", "--socket", socket)

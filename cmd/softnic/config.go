@@ -12,7 +12,9 @@ import (
 // value` per line, keys named like the flags without dashes, `#` starting
 // a comment line, blank lines ignored. A flag given on the command line
 // (set in fs already) wins over the file, so a deployment's file holds the
-// defaults and an operator can still override one thing by hand.
+// defaults and an operator can still override one thing by hand. What the
+// file says wrongly is a usage error (exit status 2), as on the command
+// line; a file that cannot be read is a failure (1).
 func applyConfigFile(fs *flag.FlagSet, path string) error {
 	f, err := os.Open(path)
 	if err != nil {
@@ -30,16 +32,16 @@ func applyConfigFile(fs *flag.FlagSet, path string) error {
 		key, value, ok := strings.Cut(text, "=")
 		key, value = strings.TrimSpace(key), strings.TrimSpace(value)
 		if !ok || key == "" {
-			return fmt.Errorf("config %s:%d: want `key = value`, got %q", path, line, text)
+			return usagef("config %s:%d: want `key = value`, got %q", path, line, text)
 		}
 		if key == "config" || fs.Lookup(key) == nil {
-			return fmt.Errorf("config %s:%d: unknown key %q", path, line, key)
+			return usagef("config %s:%d: unknown key %q", path, line, key)
 		}
 		if explicit[key] {
 			continue
 		}
 		if err := fs.Set(key, value); err != nil {
-			return fmt.Errorf("config %s:%d: %s: %w", path, line, key, err)
+			return usagef("config %s:%d: %s: %w", path, line, key, err)
 		}
 	}
 	if err := sc.Err(); err != nil {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -31,7 +32,11 @@ func main() {
 	case "sweep":
 		err = sweepCmd(os.Args[2:])
 	case "demo":
-		if err := demo(os.Args[2:]); err != nil {
+		switch err := demo(os.Args[2:]); {
+		case err == nil, errors.Is(err, flag.ErrHelp):
+		case errors.Is(err, errUsage):
+			os.Exit(2)
+		default:
 			fmt.Fprintln(os.Stderr, "softnic demo:", err)
 			os.Exit(1)
 		}
@@ -42,16 +47,49 @@ func main() {
 		usage()
 		os.Exit(2)
 	}
+	os.Exit(exitStatus(err, os.Stderr))
+}
+
+// exitStatus reports a command's error on stderr, in one line, and
+// returns the exit status: 0 for none (or -h), 2 for a bad command line,
+// as softnic-bench and most Unix tools, 1 for a failure.
+func exitStatus(err error, stderr io.Writer) int {
 	switch {
-	case err == nil:
-	case errors.Is(err, flag.ErrHelp):
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
 	case errors.Is(err, errUsage):
 		// The flag package printed the problem and the flags.
-		os.Exit(2)
+		return 2
+	case errors.As(err, new(usageError)):
+		fmt.Fprintln(stderr, "softnic:", oneLine(err))
+		return 2
 	default:
-		fmt.Fprintln(os.Stderr, "softnic:", oneLine(err))
-		os.Exit(1)
+		fmt.Fprintln(stderr, "softnic:", oneLine(err))
+		return 1
 	}
+}
+
+// usageError is a bad command line the flag package let through: a value
+// of the wrong kind (--mtu 4096), a flag missing, an argument too many.
+// It exits with status 2; failures of a run exit with 1.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+// parseFlags parses args into fs: flag.ErrHelp for -h, errUsage for
+// anything else the flag package rejected (it printed the problem and
+// the flags).
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return errUsage
 }
 
 // oneLine puts an error on one line: shutdown's joins one error per
@@ -91,7 +129,7 @@ func demo(args []string) error {
 	delay := fs.Duration("delay", perftest.DefaultLink.Delay, "one-way propagation delay")
 	seed := fs.Uint64("seed", 1, "seed of the fabric's loss")
 	gbits := fs.Bool("report_gbits", true, "report Gb/s rather than MB/s")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	m, err := qp.MTUFromBytes(*mtu)

@@ -46,6 +46,7 @@ type options struct {
 	metrics  string
 	queues   string
 	logLevel string
+	level    slog.Level // logLevel, parsed
 	sram     int
 	penalty  time.Duration
 	busyPoll time.Duration
@@ -145,31 +146,37 @@ func runFlags(o *options) *flag.FlagSet {
 func parseRun(args []string) (options, error) {
 	var o options
 	fs := runFlags(&o)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return o, err
-		}
-		return o, errUsage
+	if err := parseFlags(fs, args); err != nil {
+		return o, err
 	}
 	if fs.NArg() > 0 {
-		return o, fmt.Errorf("run: unexpected argument %q", fs.Arg(0))
+		return o, usagef("run: unexpected argument %q", fs.Arg(0))
 	}
 	if path := fs.Lookup("config").Value.String(); path != "" {
 		if err := applyConfigFile(fs, path); err != nil {
 			return o, err
 		}
 	}
+	// Values the flag package let through: usage errors (exit status 2)
+	// as much as its own, whether from the command line or the config
+	// file.
 	switch {
 	case o.iface == "":
-		return o, errors.New("run: --iface is required")
+		return o, usagef("run: --iface is required")
 	case o.port != "afxdp" && o.port != "udp":
-		return o, fmt.Errorf("run: --port %q: want afxdp or udp", o.port)
+		return o, usagef("run: --port %q: want afxdp or udp", o.port)
 	case o.mtu != 1024 && o.mtu != 2048:
-		return o, fmt.Errorf("run: --mtu %d: want 1024 or 2048 (a 4096-byte path MTU does not fit a UMEM chunk)", o.mtu)
+		return o, usagef("run: --mtu %d: want 1024 or 2048 (a 4096-byte path MTU does not fit a UMEM chunk)", o.mtu)
 	case o.socket == "":
-		return o, errors.New("run: --socket is required")
+		return o, usagef("run: --socket is required")
 	case o.modelRate != 0 && o.linkRate == 0:
-		return o, errors.New("run: --model-rate needs --link-rate: the scale is model-rate/link-rate")
+		return o, usagef("run: --model-rate needs --link-rate: the scale is model-rate/link-rate")
+	}
+	if err := o.level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return o, usagef("run: --log-level %q: want debug, info, warn or error", o.logLevel)
+	}
+	if _, err := parseQueues(o.queues); err != nil {
+		return o, usagef("run: %w", err)
 	}
 	return o, nil
 }
@@ -179,11 +186,7 @@ func runCmd(args []string) error {
 	if err != nil {
 		return err
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
-		return fmt.Errorf("run: --log-level %q: %w", o.logLevel, err)
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: o.level}))
 	// One P: the NIC is one poll-mode goroutine and the control plane is
 	// light; a second P keeps a runtime thread spinning for work, which
 	// on a host with few cores takes a core from the application or the

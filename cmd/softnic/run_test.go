@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -258,5 +260,39 @@ func TestEmulationScale(t *testing.T) {
 	}
 	if _, err := parseRun([]string{"--iface", "x", "--model-rate", "100gbit"}); err == nil || !strings.Contains(err.Error(), "--link-rate") {
 		t.Fatalf("--model-rate alone: %v, want an error naming --link-rate", err)
+	}
+}
+
+// TestExitStatus: a bad command line exits with status 2, as
+// softnic-bench's does, when parseRun catches it as when the flag package
+// does (tests/daemon_test.go's TestDaemonErrors runs those), on the
+// command line or in a config file; a failure of the run exits with 1;
+// each says what is wrong in one line.
+func TestExitStatus(t *testing.T) {
+	conf := filepath.Join(t.TempDir(), "softnic.conf")
+	os.WriteFile(conf, []byte("iface = x\nmtu = 4096\n"), 0o644)
+	for _, args := range [][]string{
+		{}, {"--iface", "x", "--mtu", "4096"}, {"--iface", "x", "--port", "dpdk"}, {"--iface", "x", "extra"},
+		{"--iface", "x", "--log-level", "loud"}, {"--iface", "x", "--queues", "a"},
+		{"--iface", "x", "--model-rate", "100gbit"}, {"--config", conf},
+	} {
+		_, err := parseRun(args)
+		var stderr strings.Builder
+		if code := exitStatus(err, &stderr); code != 2 || strings.Count(stderr.String(), "\n") > 1 {
+			t.Errorf("run %q: %v: exit %d, stderr %q; want 2 and at most one line", args, err, code, stderr.String())
+		}
+	}
+	if _, err := parseRun([]string{"--config", filepath.Join(t.TempDir(), "missing.conf")}); exitStatus(err, io.Discard) != 1 {
+		t.Errorf("a config file that cannot be read: %v, want exit 1", err)
+	}
+	if err := statsCmd([]string{"extra"}); exitStatus(err, io.Discard) != 2 {
+		t.Errorf("stats extra: %v, want exit 2", err)
+	}
+	var stderr strings.Builder
+	if code := exitStatus(fmt.Errorf("no such interface %q", "nosuch0"), &stderr); code != 1 || stderr.String() != "softnic: no such interface \"nosuch0\"\n" {
+		t.Errorf("a failed run: exit %d, stderr %q", code, stderr.String())
+	}
+	if code := exitStatus(flag.ErrHelp, io.Discard); code != 0 {
+		t.Errorf("-h: exit %d", code)
 	}
 }

@@ -29,11 +29,11 @@ type counter struct {
 func statsCmd(args []string) error {
 	flags := flag.NewFlagSet("stats", flag.ContinueOnError)
 	socket := flags.String("socket", defaultSocket, "control socket of the daemon")
-	if err := flags.Parse(args); err != nil {
+	if err := parseFlags(flags, args); err != nil {
 		return err
 	}
 	if flags.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", flags.Arg(0))
+		return usagef("stats: unexpected argument %q", flags.Arg(0))
 	}
 	counters, err := queryStats(*socket)
 	if err != nil {

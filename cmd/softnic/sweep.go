@@ -60,7 +60,7 @@ func qpSweepCmd(args []string) error {
 	penalty := fs.Duration("fetch-penalty", qp.DefaultFetchPenalty, "context-cache miss stall")
 	measure := fs.Duration("measure", 40*time.Millisecond, "measurement window per point (simulated), after a 20 ms warm-up")
 	maxMsgs := fs.Uint64("max-msgs", 200000, "lossless points: end the measurement window after this many messages (the warm-up after half as many); 0: never. Lossy points always run the whole windows")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	set := map[string]bool{}
@@ -169,7 +169,7 @@ func lossSweepCmd(args []string) error {
 	delay := fs.Duration("delay", perftest.DefaultLink.Delay, "one-way delay")
 	rtoLow := fs.Duration("rto-low", embeddedRTOLow, "selective schemes' RTO_low (IRN's 100µs is for its 40 Gb/s fabric; see docs/results.md)")
 	rtoHigh := fs.Duration("rto-high", embeddedRTOHigh, "selective schemes' RTO_high: about twice the longest round trip of this link")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	m, err := qp.MTUFromBytes(*mtu)
@@ -224,7 +224,7 @@ func plotLossCmd(args []string) error {
 	csvOut := fs.String("csv", "", "write the merged rows here, in loss.csv's columns")
 	out := fs.String("out", "", "PNG to draw (required)")
 	title := fs.String("title", "RDMA WRITE goodput under random loss (both directions)", "plot title")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *in == "" || *out == "" {
@@ -288,7 +288,7 @@ func plotQPsCmd(args []string) error {
 	out := fs.String("out", "results", "directory for the CSV and the plots")
 	prefix := fs.String("prefix", "testbed-qps", "file names: <prefix>.csv, <prefix>_msgrate_<size>B.png, <prefix>_sr_bytes.png")
 	note := fs.String("note", "", "appended to the plots' titles")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *in == "" {
