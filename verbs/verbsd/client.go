@@ -370,6 +370,11 @@ func (s *Server) regMR(c *client, a proto.RegMRArgs, fd int) (any, reply, error)
 	if a.Length == 0 {
 		return nil, reply{}, dataplane.ErrEmptyMR
 	}
+	// The client library checks the flags too, but a client need not use
+	// it; refuse before mapping anything.
+	if err := dataplane.CheckAccess(a.Access); err != nil {
+		return nil, reply{}, err
+	}
 	mem, err := shm.MapShared(fd, a.Offset, a.Length, unix.PROT_READ|unix.PROT_WRITE, unix.F_SEAL_SHRINK)
 	if err != nil {
 		return nil, reply{}, err

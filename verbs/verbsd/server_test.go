@@ -402,3 +402,44 @@ func TestCompChannelProtocol(t *testing.T) {
 		t.Fatalf("server holds %+v", got)
 	}
 }
+
+// TestRegMRAccessFlags: the daemon itself refuses what ibv_reg_mr
+// refuses with EINVAL, for a client that skips the library's check:
+// access bits softnic does not define, and remote write or atomic
+// without local write. Nothing is registered; defined flags still work.
+func TestRegMRAccessFlags(t *testing.T) {
+	s, _ := newServer(t)
+	r := dial(t, s)
+	r.hello(proto.Version)
+	var pd proto.Handle
+	if _, err := r.call(proto.OpAllocPD, nil, &pd); err != nil {
+		t.Fatal(err)
+	}
+	fd, mem, err := shm.Create("region", 4096, shm.SealSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	defer unix.Munmap(mem)
+	for _, access := range []qp.Access{
+		0xffff,
+		qp.AccessLocalWrite | 1<<4, // IBV_ACCESS_MW_BIND: softnic has no memory windows
+		1 << 31,
+		qp.AccessRemoteWrite,
+		qp.AccessRemoteAtomic,
+		qp.AccessRemoteRead | qp.AccessRemoteWrite,
+	} {
+		_, err := r.call(proto.OpRegMR, proto.RegMRArgs{PD: pd.Handle, Addr: 4096, Length: 4096, Access: access}, nil, fd)
+		if !errors.Is(err, dataplane.ErrBadAccess) {
+			t.Errorf("reg_mr with access %#x: %v; want ErrBadAccess", uint32(access), err)
+		}
+	}
+	if n := s.Objects().MRs; n != 0 {
+		t.Fatalf("%d regions registered with refused flags", n)
+	}
+	for _, access := range []qp.Access{0, qp.AccessRemoteRead, qp.AccessDefined} {
+		if _, err := r.call(proto.OpRegMR, proto.RegMRArgs{PD: pd.Handle, Addr: 4096, Length: 4096, Access: access}, nil, fd); err != nil {
+			t.Errorf("reg_mr with access %#x: %v", uint32(access), err)
+		}
+	}
+}
