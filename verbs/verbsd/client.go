@@ -109,7 +109,7 @@ func (s *Server) start(conn *net.UnixConn) error {
 		go s.doorbell(c)
 	}
 	s.mu.Unlock()
-	log.Info("verbs client connected")
+	log.Debug("verbs client connected")
 	go s.serveClient(c)
 	return nil
 }
@@ -708,7 +708,7 @@ func (s *Server) drop(c *client) {
 	for i := range maps {
 		maps[i].Unmap()
 	}
-	c.log.Info("verbs client gone; its objects are destroyed", "qps", n.qps, "mrs", n.mrs, "cqs", n.cqs, "pds", n.pds)
+	c.log.Debug("verbs client gone; its objects are destroyed", "qps", n.qps, "mrs", n.mrs, "cqs", n.cqs, "pds", n.pds)
 }
 
 func remove[T comparable](s []T, v T) []T {
