@@ -51,10 +51,13 @@ func addrOf(b []byte) uint64 { return uint64(uintptr(unsafe.Pointer(unsafe.Slice
 func keyIndex(key uint32) uint32 { return key >> 8 }
 
 var (
-	ErrBadPD     = errors.New("dataplane: no such protection domain")
-	ErrBadMR     = errors.New("dataplane: no such memory region")
-	ErrEmptyMR   = errors.New("dataplane: memory region has no bytes")
-	ErrBadAccess = errors.New("dataplane: remote write or atomic access needs local write (IBA C10-?; ibv_reg_mr EINVAL)")
+	ErrBadPD   = errors.New("dataplane: no such protection domain")
+	ErrBadMR   = errors.New("dataplane: no such memory region")
+	ErrEmptyMR = errors.New("dataplane: memory region has no bytes")
+	// ErrBadAccess is ibv_reg_mr's EINVAL for access flags: a bit
+	// softnic does not define, or remote write or atomic access without
+	// local write. CheckAccess's errors wrap it and say which.
+	ErrBadAccess = errors.New("dataplane: invalid memory region access flags (ibv_reg_mr: EINVAL)")
 	ErrBusy      = errors.New("dataplane: resource still in use")
 )
 
@@ -171,8 +174,8 @@ func (e *Engine) RegMR(pd uint32, buf []byte, addr uint64, access qp.Access) (*M
 	if len(buf) == 0 {
 		return nil, ErrEmptyMR
 	}
-	if access&(qp.AccessRemoteWrite|qp.AccessRemoteAtomic) != 0 && access&qp.AccessLocalWrite == 0 {
-		return nil, ErrBadAccess
+	if err := CheckAccess(access); err != nil {
+		return nil, err
 	}
 	if addr == 0 {
 		addr = addrOf(buf)
@@ -202,6 +205,21 @@ func (e *Engine) RegMR(pd uint32, buf []byte, addr uint64, access qp.Access) (*M
 	e.mrs[idx] = m
 	e.pds[pd]++
 	return m, nil
+}
+
+// CheckAccess is ibv_reg_mr's check of a region's access flags: only
+// flags softnic defines (qp.AccessDefined), and remote write or remote
+// atomic only with local write (a peer could otherwise change memory the
+// owner registered as read-only for itself). Its errors wrap
+// ErrBadAccess.
+func CheckAccess(access qp.Access) error {
+	if bad := access &^ qp.AccessDefined; bad != 0 {
+		return fmt.Errorf("%w: undefined access bits %#x", ErrBadAccess, uint32(bad))
+	}
+	if access&(qp.AccessRemoteWrite|qp.AccessRemoteAtomic) != 0 && access&qp.AccessLocalWrite == 0 {
+		return fmt.Errorf("%w: remote write or remote atomic access needs local write", ErrBadAccess)
+	}
+	return nil
 }
 
 // DeregMR invalidates m's keys; later accesses with them fail.

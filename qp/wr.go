@@ -10,6 +10,10 @@ const (
 	AccessRemoteWrite  Access = 1 << 1
 	AccessRemoteRead   Access = 1 << 2
 	AccessRemoteAtomic Access = 1 << 3
+
+	// AccessDefined is every flag softnic defines; ibv_reg_mr refuses
+	// others (EINVAL).
+	AccessDefined = AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic
 )
 
 // MaxSGE is the most scatter/gather entries one work request carries. A

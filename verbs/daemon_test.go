@@ -340,3 +340,62 @@ func readIO(t *testing.T) (uint64, bool) {
 	}
 	return n, true
 }
+
+// TestRegMRAccess: in both modes RegMR refuses, as ibv_reg_mr does with
+// EINVAL, access bits softnic does not define and remote write or atomic
+// without local write; on a daemon context the library refuses before
+// asking the daemon (the daemon checks too: verbsd's
+// TestRegMRAccessFlags).
+func TestRegMRAccess(t *testing.T) {
+	bad := []Access{0xffff, AccessLocalWrite | 1<<4, 1 << 31, AccessRemoteWrite, AccessRemoteAtomic, AccessRemoteRead | AccessRemoteAtomic}
+	good := []Access{0, AccessRemoteRead, AccessLocalWrite | AccessRemoteWrite, AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic}
+	check := func(t *testing.T, ctx *Context, buf []byte, remote bool) {
+		pd, err := ctx.AllocPD()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range bad {
+			_, err := pd.RegMR(buf, a)
+			if !errors.Is(err, dataplane.ErrBadAccess) {
+				t.Errorf("RegMR with access %#x: %v; want ErrBadAccess", uint32(a), err)
+			}
+			var re *proto.RemoteError
+			if remote && errors.As(err, &re) {
+				t.Errorf("RegMR with access %#x went to the daemon: %v", uint32(a), err)
+			}
+		}
+		for _, a := range good {
+			mr, err := pd.RegMR(buf, a)
+			if err != nil {
+				t.Errorf("RegMR with access %#x: %v", uint32(a), err)
+				continue
+			}
+			if err := mr.Dereg(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Run("embedded", func(t *testing.T) {
+		m, err := NewEmbedded(dataplane.SimConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, m.A, make([]byte, 4096), false)
+	})
+	t.Run("daemon", func(t *testing.T) {
+		d := startDaemons(t, dataplane.SimConfig{}, false)
+		ctx, err := Dial(d.sockA)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ctx.Close()
+		buf, err := ctx.AllocBuf(4096)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, ctx, buf, true)
+		if n := d.a.Objects().MRs; n != 0 {
+			t.Fatalf("%d regions left registered", n)
+		}
+	})
+}

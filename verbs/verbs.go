@@ -276,9 +276,16 @@ func (m *MR) SGE(off, length int) SGE {
 // RegMR is ibv_reg_mr: buf becomes reachable by the NIC with access. The
 // region's address (MR.Addr) is the address of buf in this process, in
 // both modes, so peers name it as they would an ibverbs region.
+//
+// As ibv_reg_mr, it refuses (EINVAL: an error wrapping
+// dataplane.ErrBadAccess) access bits softnic does not define, and
+// remote write or remote atomic access without local write.
 func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
 	if pd.dead {
 		return nil, ErrClosed
+	}
+	if err := dataplane.CheckAccess(access); err != nil {
+		return nil, err
 	}
 	m, err := pd.ctx.b.regMR(pd, buf, access)
 	if err != nil {

@@ -109,7 +109,7 @@ func (s *Server) start(conn *net.UnixConn) error {
 		go s.doorbell(c)
 	}
 	s.mu.Unlock()
-	log.Info("verbs client connected")
+	log.Debug("verbs client connected")
 	go s.serveClient(c)
 	return nil
 }
@@ -369,6 +369,11 @@ func (s *Server) regMR(c *client, a proto.RegMRArgs, fd int) (any, reply, error)
 	}
 	if a.Length == 0 {
 		return nil, reply{}, dataplane.ErrEmptyMR
+	}
+	// The client library checks the flags too, but a client need not use
+	// it; refuse before mapping anything.
+	if err := dataplane.CheckAccess(a.Access); err != nil {
+		return nil, reply{}, err
 	}
 	mem, err := shm.MapShared(fd, a.Offset, a.Length, unix.PROT_READ|unix.PROT_WRITE, unix.F_SEAL_SHRINK)
 	if err != nil {
@@ -703,7 +708,7 @@ func (s *Server) drop(c *client) {
 	for i := range maps {
 		maps[i].Unmap()
 	}
-	c.log.Info("verbs client gone; its objects are destroyed", "qps", n.qps, "mrs", n.mrs, "cqs", n.cqs, "pds", n.pds)
+	c.log.Debug("verbs client gone; its objects are destroyed", "qps", n.qps, "mrs", n.mrs, "cqs", n.cqs, "pds", n.pds)
 }
 
 func remove[T comparable](s []T, v T) []T {

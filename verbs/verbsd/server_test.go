@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"path/filepath"
 	"sync"
@@ -32,11 +33,17 @@ type rawClient struct {
 
 func newServer(t *testing.T) (*Server, *dataplane.Sim) {
 	t.Helper()
+	return newServerLog(t, nil)
+}
+
+// newServerLog is newServer with log as the server's logger (nil: none).
+func newServerLog(t *testing.T, log *slog.Logger) (*Server, *dataplane.Sim) {
+	t.Helper()
 	sim, err := dataplane.NewSim(dataplane.SimConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(sim.A, Options{SocketPath: filepath.Join(t.TempDir(), "v.sock"), Wake: sim.Wake,
+	s, err := New(sim.A, Options{SocketPath: filepath.Join(t.TempDir(), "v.sock"), Wake: sim.Wake, Logger: log,
 		Counters: func(yield func(string, uint64)) { yield("port_rx_frames", 5) }})
 	if err != nil {
 		t.Fatal(err)
@@ -400,5 +407,102 @@ func TestCompChannelProtocol(t *testing.T) {
 	}
 	if got := s.Objects(); got.Channels != 0 || got.CQs != 0 {
 		t.Fatalf("server holds %+v", got)
+	}
+}
+
+// TestRegMRAccessFlags: the daemon itself refuses what ibv_reg_mr
+// refuses with EINVAL, for a client that skips the library's check:
+// access bits softnic does not define, and remote write or atomic
+// without local write. Nothing is registered; defined flags still work.
+func TestRegMRAccessFlags(t *testing.T) {
+	s, _ := newServer(t)
+	r := dial(t, s)
+	r.hello(proto.Version)
+	var pd proto.Handle
+	if _, err := r.call(proto.OpAllocPD, nil, &pd); err != nil {
+		t.Fatal(err)
+	}
+	fd, mem, err := shm.Create("region", 4096, shm.SealSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	defer unix.Munmap(mem)
+	for _, access := range []qp.Access{
+		0xffff,
+		qp.AccessLocalWrite | 1<<4, // IBV_ACCESS_MW_BIND: softnic has no memory windows
+		1 << 31,
+		qp.AccessRemoteWrite,
+		qp.AccessRemoteAtomic,
+		qp.AccessRemoteRead | qp.AccessRemoteWrite,
+	} {
+		_, err := r.call(proto.OpRegMR, proto.RegMRArgs{PD: pd.Handle, Addr: 4096, Length: 4096, Access: access}, nil, fd)
+		if !errors.Is(err, dataplane.ErrBadAccess) {
+			t.Errorf("reg_mr with access %#x: %v; want ErrBadAccess", uint32(access), err)
+		}
+	}
+	if n := s.Objects().MRs; n != 0 {
+		t.Fatalf("%d regions registered with refused flags", n)
+	}
+	for _, access := range []qp.Access{0, qp.AccessRemoteRead, qp.AccessDefined} {
+		if _, err := r.call(proto.OpRegMR, proto.RegMRArgs{PD: pd.Handle, Addr: 4096, Length: 4096, Access: access}, nil, fd); err != nil {
+			t.Errorf("reg_mr with access %#x: %v", uint32(access), err)
+		}
+	}
+}
+
+// levelCounter is a slog handler that counts records by level.
+type levelCounter struct {
+	mu sync.Mutex
+	n  map[slog.Level]int
+	// msgs are the messages of records at Info or above.
+	msgs []string
+}
+
+func (h *levelCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (h *levelCounter) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *levelCounter) WithGroup(string) slog.Handler            { return h }
+func (h *levelCounter) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.n[r.Level]++
+	if r.Level >= slog.LevelInfo {
+		h.msgs = append(h.msgs, r.Level.String()+" "+r.Message)
+	}
+	return nil
+}
+
+// TestConnectionLogQuiet: a client that connects in a loop cannot flood
+// the daemon's log at its default level: a well-behaved connection
+// (hello, an object, close) logs nothing at Info or above, only at
+// Debug.
+func TestConnectionLogQuiet(t *testing.T) {
+	h := &levelCounter{n: map[slog.Level]int{}}
+	s, _ := newServerLog(t, slog.New(h))
+	const cycles = 50
+	for range cycles {
+		c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: s.SocketPath(), Net: "unixpacket"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &rawClient{t: t, c: proto.NewConn(c)}
+		r.hello(proto.Version)
+		if _, err := r.call(proto.OpAllocPD, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+	}
+	// Close waits for every connection's goroutine, whose teardown
+	// (and its log line) runs before it ends.
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.msgs) != 0 {
+		t.Errorf("%d records at Info or above over %d connections, e.g. %q", len(h.msgs), cycles, h.msgs[0])
+	}
+	if h.n[slog.LevelDebug] < 2*cycles {
+		t.Errorf("%d Debug records over %d connections; want connect and teardown of each", h.n[slog.LevelDebug], cycles)
 	}
 }
