@@ -173,7 +173,7 @@ func fuzzReply(c *net.UnixConn, resp *proto.Response) (bool, error) {
 	c.SetReadDeadline(time.Now().Add(fuzzReplyTTL))
 	n, oobn, flags, _, err := c.ReadMsgUnix(buf, oob)
 	if oobn > 0 {
-		proto.CloseFDs(parseRightsForTest(oob[:oobn]))
+		proto.CloseFDs(proto.ParseRights(oob[:oobn]))
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
@@ -193,20 +193,6 @@ func fuzzReply(c *net.UnixConn, resp *proto.Response) (bool, error) {
 		*resp = r
 	}
 	return true, nil
-}
-
-func parseRightsForTest(oob []byte) []int {
-	msgs, err := unix.ParseSocketControlMessage(oob)
-	if err != nil {
-		return nil
-	}
-	var fds []int
-	for i := range msgs {
-		if r, err := unix.ParseUnixRights(&msgs[i]); err == nil {
-			fds = append(fds, r...)
-		}
-	}
-	return fds
 }
 
 // fuzzCall sends one request and reads its response.

@@ -371,7 +371,7 @@ func (c *Conn) Send(v any, fds ...int) error {
 func (c *Conn) Recv(v any) (fds []int, err error) {
 	n, oobn, flags, _, err := c.C.ReadMsgUnix(c.buf, c.oob)
 	if oobn > 0 {
-		fds = parseRights(c.oob[:oobn])
+		fds = ParseRights(c.oob[:oobn])
 	}
 	if err != nil {
 		return fds, err
@@ -388,7 +388,8 @@ func (c *Conn) Recv(v any) (fds []int, err error) {
 	return fds, nil
 }
 
-func parseRights(oob []byte) []int {
+// ParseRights returns the descriptors an SCM_RIGHTS control message carries.
+func ParseRights(oob []byte) []int {
 	msgs, err := unix.ParseSocketControlMessage(oob)
 	if err != nil {
 		return nil
