@@ -159,6 +159,10 @@ var (
 	// object of this connection: objects of other processes cannot be
 	// named at all.
 	ErrBadHandle = proto.ErrBadHandle
+	// ErrLimit: a daemon refused the request because it would exceed a
+	// per-client limit; the error's message names the limit and the
+	// softnic run flag that raises it.
+	ErrLimit = proto.ErrLimit
 	// ErrNotShared is RegMR on a daemon context with memory that did not
 	// come from AllocBuf: the daemon can only reach memory it can map.
 	ErrNotShared = errors.New("verbs: RegMR on a daemon context needs memory from Context.AllocBuf (the daemon maps the region from shared memory)")

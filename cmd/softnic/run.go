@@ -63,6 +63,9 @@ type options struct {
 	// linkDelay is the emulated link's one-way delay, applied on receive
 	// (dataplane.Config.LinkDelay).
 	linkDelay time.Duration
+	// limits bound what one verbs client may make the daemon hold
+	// (verbsd.Limits; -1: no limit).
+	limits verbsd.Limits
 }
 
 // The daemon's retransmission timeouts. IRN sets RTO_high to the longest
@@ -138,6 +141,14 @@ func runFlags(o *options) *flag.FlagSet {
 	fs.DurationVar(&o.linkDelay, "link-delay", 0, "emulated link's one-way propagation delay: every received frame is held this long before the NIC sees it, so that two hosts a few µs apart have a datacenter path's bandwidth-delay product (set it on both hosts; counter link_delay_drops; default 0: none)")
 	fs.Var(&o.modelRate, "model-rate", "line `rate` of the NIC being modelled (e.g. 100Gbit, StaR's): with --link-rate, hardware costs (--fetch-penalty) are scaled by model-rate/link-rate, so that a context fetch lasts as many packet times on the emulated link as on the modelled one (default 0: no scaling)")
 	fs.Var(&o.linkBurst, "link-burst", "emulated link's burst: `bytes` of wire time it sends back to back after an idle spell (default 0: the larger of 16 full frames and 20µs at --link-rate)")
+	fs.IntVar(&o.limits.ConnsPerUID, "max-conns-per-uid", verbsd.DefaultConnsPerUID, "verbs connections one uid may have open at once (-1: no limit)")
+	fs.IntVar(&o.limits.PDs, "max-pds", verbsd.DefaultPDs, "protection domains per verbs connection (-1: no limit)")
+	fs.IntVar(&o.limits.QPs, "max-qps", verbsd.DefaultQPs, "QPs per verbs connection (-1: no limit beyond the protocol's 65536)")
+	fs.IntVar(&o.limits.CQs, "max-cqs", verbsd.DefaultCQs, "CQs per verbs connection (-1: no limit)")
+	fs.IntVar(&o.limits.MRs, "max-mrs", verbsd.DefaultMRs, "memory regions per verbs connection (-1: no limit)")
+	fs.IntVar(&o.limits.Channels, "max-channels", verbsd.DefaultChannels, "completion channels per verbs connection (-1: no limit)")
+	fs.Int64Var(&o.limits.RingBytes, "max-ring-bytes", verbsd.DefaultRingBytes, "bytes of QP and CQ rings the daemon allocates per verbs connection (-1: no limit)")
+	fs.Int64Var(&o.limits.MRBytes, "max-mr-bytes", verbsd.DefaultMRBytes, "bytes of client memory the daemon maps for one verbs connection's memory regions (-1: no limit)")
 	fs.String("config", "", "config file: one `key = value` per line with the keys of these flags; flags override it")
 	return fs
 }
@@ -231,6 +242,7 @@ type controlPlane interface {
 // stats RPC reports the port's and the XDP program's counters after the
 // engine's.
 func newControlPlane(d *daemon) (controlPlane, error) {
+	var s *verbsd.Server // set before Serve, so before any stats RPC
 	s, err := verbsd.New(d.engine, verbsd.Options{
 		SocketPath: d.opts.socket,
 		Logger:     d.log,
@@ -243,7 +255,9 @@ func newControlPlane(d *daemon) (controlPlane, error) {
 			for _, c := range d.extraCounters() {
 				yield(c.name, c.value)
 			}
+			s.LimitCounters(yield)
 		},
+		Limits: d.opts.limits,
 	})
 	if err != nil {
 		// Not s: a nil *Server in the interface is not a nil interface,

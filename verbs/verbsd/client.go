@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -22,6 +23,7 @@ import (
 // can name these objects.
 type client struct {
 	id    uint64
+	uid   uint32 // SO_PEERCRED, for the per-uid connection limit
 	conn  *proto.Conn
 	log   *slog.Logger
 	bell  *os.File // doorbell eventfd relayed by a goroutine; nil when watched
@@ -43,6 +45,10 @@ type client struct {
 	cqs  map[uint32]*cqObj
 	qps  map[uint32]*qpObj
 	chs  map[uint32]*chanObj
+
+	// ringBytes and mrBytes are what the connection holds against
+	// Limits.RingBytes and Limits.MRBytes (Server.mu).
+	ringBytes, mrBytes int64
 }
 
 // chanObj is a client's completion channel (version 3): an eventfd the
@@ -60,10 +66,11 @@ type pdObj struct {
 }
 
 type mrObj struct {
-	h   uint32
-	pd  *pdObj
-	m   *dataplane.MR
-	mem shm.Mapping
+	h    uint32
+	pd   *pdObj
+	m    *dataplane.MR
+	mem  shm.Mapping
+	size int64 // counted in client.mrBytes
 }
 
 // handle returns a fresh handle (Server.mu held). Handles are never
@@ -79,16 +86,35 @@ func (s *Server) start(conn *net.UnixConn) error {
 	if err != nil {
 		return err
 	}
+	// The per-uid connection limit, counted before anything is made.
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return errors.New("server closed")
+	}
+	if n := s.perUID[cred.Uid]; s.lim.ConnsPerUID >= 0 && n >= s.lim.ConnsPerUID {
+		s.mu.Unlock()
+		s.connRefusals.Add(1)
+		err := fmt.Errorf("%w: %d connections per uid (softnic run --max-conns-per-uid)", proto.ErrLimit, s.lim.ConnsPerUID)
+		s.refuseLog.warn(s.log, time.Second, "verbs client refused", "pid", cred.Pid, "uid", cred.Uid, "err", err)
+		s.refuse(conn, err)
+		return nil
+	}
+	s.perUID[cred.Uid]++
+	s.mu.Unlock()
 	id := s.nextClient.Add(1)
 	log := s.log.With("client", id, "pid", cred.Pid, "uid", cred.Uid, "gid", cred.Gid)
 	// One eventfd per client: a client that reads its own doorbell (and
 	// so swallows wakeups) delays only itself.
 	bfd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
+		s.mu.Lock()
+		s.unUID(cred.Uid)
+		s.mu.Unlock()
 		return fmt.Errorf("doorbell eventfd: %w", err)
 	}
 	c := &client{
-		id: id, conn: proto.NewConn(conn), log: log, bfd: bfd,
+		id: id, uid: cred.Uid, conn: proto.NewConn(conn), log: log, bfd: bfd,
 		pds: map[uint32]*pdObj{}, mrs: map[uint32]*mrObj{}, cqs: map[uint32]*cqObj{}, qps: map[uint32]*qpObj{}, chs: map[uint32]*chanObj{},
 	}
 	// The poll loop watches the doorbell itself where it can (one hop
@@ -98,6 +124,7 @@ func (s *Server) start(conn *net.UnixConn) error {
 	}
 	s.mu.Lock()
 	if s.closed {
+		s.unUID(cred.Uid)
 		s.mu.Unlock()
 		c.closeBell(s)
 		return errors.New("server closed")
@@ -112,6 +139,43 @@ func (s *Server) start(conn *net.UnixConn) error {
 	log.Debug("verbs client connected")
 	go s.serveClient(c)
 	return nil
+}
+
+// unUID forgets one connection of uid (Server.mu held).
+func (s *Server) unUID(uid uint32) {
+	if s.perUID[uid]--; s.perUID[uid] <= 0 {
+		delete(s.perUID, uid)
+	}
+}
+
+// maxRefusing bounds the refused connections being answered at once;
+// beyond it a refused connection is closed without a reply.
+const maxRefusing = 64
+
+// refuse answers a refused connection's first request (its hello) with
+// err, then closes it: the client's Dial then fails with an error naming
+// the limit rather than with a bare hang-up. The answer waits at most a
+// second for the request, in its own goroutine, so that a silent client
+// holds neither the accept loop nor a descriptor for long.
+func (s *Server) refuse(conn *net.UnixConn, err error) {
+	if s.refusing.Add(1) > maxRefusing {
+		s.refusing.Add(-1)
+		conn.Close()
+		return
+	}
+	go func() {
+		defer s.refusing.Add(-1)
+		defer conn.Close()
+		conn.SetDeadline(time.Now().Add(time.Second))
+		pc := proto.NewConn(conn)
+		var req proto.Request
+		fds, rerr := pc.Recv(&req)
+		proto.CloseFDs(fds)
+		if rerr != nil {
+			return
+		}
+		pc.Send(proto.Response{ID: req.ID, Error: proto.EncodeError(err)})
+	}()
 }
 
 // closeBell closes c's doorbell (ending its relay goroutine, if any).
@@ -234,7 +298,7 @@ func (s *Server) handle(c *client, req *proto.Request, fds []int) (any, reply, e
 	case proto.OpStats:
 		return s.stats(), reply{}, nil
 	case proto.OpAllocPD:
-		return s.allocPD(c), reply{}, nil
+		return s.allocPD(c)
 	case proto.OpRegMR:
 		var a proto.RegMRArgs
 		if err := args(&a); err != nil {
@@ -334,12 +398,15 @@ func (s *Server) stats() proto.StatsResult {
 	return res
 }
 
-func (s *Server) allocPD(c *client) proto.Handle {
+func (s *Server) allocPD(c *client) (any, reply, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.count(len(c.pds), s.lim.PDs, "PDs", "max-pds"); err != nil {
+		return nil, reply{}, err
+	}
 	pd := &pdObj{h: c.handle(), id: s.e.AllocPD()}
 	c.pds[pd.h] = pd
-	return proto.Handle{Handle: pd.h}
+	return proto.Handle{Handle: pd.h}, reply{}, nil
 }
 
 func (s *Server) deallocPD(c *client, h uint32) error {
@@ -375,6 +442,15 @@ func (s *Server) regMR(c *client, a proto.RegMRArgs, fd int) (any, reply, error)
 	if err := dataplane.CheckAccess(a.Access); err != nil {
 		return nil, reply{}, err
 	}
+	s.mu.Lock()
+	err := s.count(len(c.mrs), s.lim.MRs, "MRs", "max-mrs")
+	if err == nil {
+		err = s.bytes(c.mrBytes, a.Length, s.lim.MRBytes, "registered memory", "max-mr-bytes")
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return nil, reply{}, err
+	}
 	mem, err := shm.MapShared(fd, a.Offset, a.Length, unix.PROT_READ|unix.PROT_WRITE, unix.F_SEAL_SHRINK)
 	if err != nil {
 		return nil, reply{}, err
@@ -391,8 +467,9 @@ func (s *Server) regMR(c *client, a proto.RegMRArgs, fd int) (any, reply, error)
 		mem.Unmap()
 		return nil, reply{}, err
 	}
-	mr := &mrObj{h: c.handle(), pd: pd, m: m, mem: mem}
+	mr := &mrObj{h: c.handle(), pd: pd, m: m, mem: mem, size: a.Length}
 	c.mrs[mr.h] = mr
+	c.mrBytes += mr.size
 	return proto.RegMRResult{Handle: mr.h, LKey: m.LKey, RKey: m.RKey}, reply{}, nil
 }
 
@@ -408,6 +485,7 @@ func (s *Server) deregMR(c *client, h uint32) error {
 	err := s.e.DeregMR(mr.m)
 	if err == nil {
 		delete(c.mrs, h)
+		c.mrBytes -= mr.size
 	}
 	s.mu.Unlock()
 	if err == nil {
@@ -419,6 +497,12 @@ func (s *Server) deregMR(c *client, h uint32) error {
 // createCompChannel makes a completion channel's eventfd; the daemon
 // keeps its descriptor (the pump writes it) and passes a duplicate.
 func (s *Server) createCompChannel(c *client) (any, reply, error) {
+	s.mu.Lock()
+	err := s.count(len(c.chs), s.lim.Channels, "completion channels", "max-channels")
+	s.mu.Unlock()
+	if err != nil {
+		return nil, reply{}, err
+	}
 	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
 		return nil, reply{}, fmt.Errorf("completion channel eventfd: %w", err)
@@ -467,24 +551,39 @@ func (s *Server) createCQ(c *client, a proto.CreateCQArgs) (any, reply, error) {
 }
 
 func (s *Server) createCQChan(c *client, a proto.CreateCQArgs, ch *chanObj) (any, reply, error) {
+	// The limits first, before the engine allocates its ring: the cost is
+	// the ring file and the engine's ring behind it. A depth the engine
+	// refuses has no layout and is refused by the engine below.
+	l, lerr := shm.NewCQLayout(a.CQE)
+	var cost int64
+	s.mu.Lock()
+	err := s.count(len(c.cqs), s.lim.CQs, "CQs", "max-cqs")
+	if err == nil && lerr == nil {
+		cost = int64(l.Size) + int64(l.Cap)*wcSize
+		err = s.bytes(c.ringBytes, cost, s.lim.RingBytes, "QP and CQ rings", "max-ring-bytes")
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return nil, reply{}, err
+	}
 	ecq, err := s.e.CreateCQ(a.CQE, nil)
 	if err != nil {
 		return nil, reply{}, err
 	}
-	l, err := shm.NewCQLayout(a.CQE)
-	if err != nil {
-		return nil, reply{}, err
+	if lerr != nil {
+		return nil, reply{}, lerr
 	}
 	fd, mem, err := shm.Create("softnic-cq", l.Size, shm.SealAll)
 	if err != nil {
 		return nil, reply{}, err
 	}
 	l.Init(mem)
-	cq := &cqObj{owner: c, ecq: ecq, mem: shm.Mapping{Mem: mem, Bytes: mem}, ring: shm.NewProducer(l.Ring(mem)), layout: l,
+	cq := &cqObj{owner: c, ecq: ecq, cost: cost, mem: shm.Mapping{Mem: mem, Bytes: mem}, ring: shm.NewProducer(l.Ring(mem)), layout: l,
 		ch: ch, notify: l.Notify(mem)}
 	s.mu.Lock()
 	cq.h = c.handle()
 	c.cqs[cq.h] = cq
+	c.ringBytes += cost
 	s.cqs = append(s.cqs, cq)
 	s.mu.Unlock()
 	return proto.CreateCQResult{Handle: cq.h, Cap: l.Cap, Size: l.Size}, reply{fds: []int{fd}, owned: []int{fd}}, nil
@@ -502,6 +601,7 @@ func (s *Server) destroyCQ(c *client, h uint32) error {
 		return fmt.Errorf("%w: completion queue is used by %d QP queues", dataplane.ErrBusy, cq.users)
 	}
 	delete(c.cqs, h)
+	c.ringBytes -= cq.cost
 	s.cqs = remove(s.cqs, cq)
 	if cq.ch != nil {
 		cq.ch.users--
@@ -529,6 +629,16 @@ func (s *Server) createQP(c *client, a proto.CreateQPArgs) (any, reply, error) {
 	}
 	if err == nil && len(c.free) == 0 && len(c.slots) >= shm.BellSlots {
 		err = fmt.Errorf("verbsd: a connection has at most %d QPs", shm.BellSlots)
+	}
+	if err == nil {
+		err = s.count(len(c.qps), s.lim.QPs, "QPs", "max-qps")
+	}
+	// The rings' cost, if the sizes make rings at all (else the engine
+	// refuses them below).
+	var cost int64
+	if l, lerr := shm.NewQPLayout(a.MaxSendWR, a.MaxRecvWR); err == nil && lerr == nil {
+		cost = int64(l.Size)
+		err = s.bytes(c.ringBytes, cost, s.lim.RingBytes, "QP and CQ rings", "max-ring-bytes")
 	}
 	var eq *dataplane.QP
 	if err == nil {
@@ -558,7 +668,7 @@ func (s *Server) createQP(c *client, a proto.CreateQPArgs) (any, reply, error) {
 		return nil, reply{}, err
 	}
 	l.Init(mem)
-	q := &qpObj{h: c.handle(), owner: c, pd: pd, eq: eq, sendCQ: scq, recvCQ: rcq, sigAll: a.SigAll,
+	q := &qpObj{h: c.handle(), owner: c, pd: pd, cost: cost, eq: eq, sendCQ: scq, recvCQ: rcq, sigAll: a.SigAll,
 		mem: shm.Mapping{Mem: mem, Bytes: mem}, sq: shm.NewConsumer(l.SQ(mem)), rq: shm.NewConsumer(l.RQ(mem))}
 	if n := len(c.free); n > 0 {
 		q.slot, c.free = c.free[n-1], c.free[:n-1]
@@ -568,6 +678,7 @@ func (s *Server) createQP(c *client, a proto.CreateQPArgs) (any, reply, error) {
 		c.slots = append(c.slots, q)
 	}
 	c.qps[q.h] = q
+	c.ringBytes += cost
 	s.qps = append(s.qps, q)
 	s.byQPN[eq.QPN()] = q
 	return proto.CreateQPResult{Handle: q.h, QPN: eq.QPN(), SQCap: l.SQCap, RQCap: l.RQCap, Size: l.Size,
@@ -644,6 +755,7 @@ func (s *Server) destroyQPLocked(q *qpObj) error {
 		return err
 	}
 	delete(q.owner.qps, q.h)
+	q.owner.ringBytes -= q.cost
 	s.qps = remove(s.qps, q)
 	delete(s.byQPN, q.eq.QPN())
 	q.owner.slots[q.slot] = nil
@@ -668,6 +780,7 @@ func (s *Server) drop(c *client) {
 	c.conn.C.Close()
 	s.mu.Lock()
 	delete(s.clients, c)
+	s.unUID(c.uid)
 	var maps []shm.Mapping
 	n := struct{ qps, mrs, cqs, pds int }{len(c.qps), len(c.mrs), len(c.cqs), len(c.pds)}
 	errAttr := dataplane.QPAttr{State: qp.Err}
@@ -684,11 +797,13 @@ func (s *Server) drop(c *client) {
 		}
 		maps = append(maps, mr.mem)
 		delete(c.mrs, h)
+		c.mrBytes -= mr.size
 	}
 	for h, cq := range c.cqs {
 		s.cqs = remove(s.cqs, cq)
 		maps = append(maps, cq.mem)
 		delete(c.cqs, h)
+		c.ringBytes -= cq.cost
 	}
 	for h, ch := range c.chs {
 		unix.Close(ch.fd) // no CQ of c is left for the pump to signal it

@@ -18,6 +18,7 @@ import (
 type qpObj struct {
 	h              uint32
 	owner          *client
+	cost           int64 // ring bytes, counted in client.ringBytes
 	pd             *pdObj
 	eq             *dataplane.QP
 	sendCQ, recvCQ *cqObj
@@ -39,6 +40,7 @@ type qpObj struct {
 type cqObj struct {
 	h        uint32
 	owner    *client
+	cost     int64 // ring bytes (file and engine ring), counted in client.ringBytes
 	ecq      *dataplane.CQ
 	mem      shm.Mapping
 	ring     shm.Producer[qp.WC]

@@ -68,6 +68,8 @@ type Options struct {
 	// Counters, if set, adds counters after the engine's in the stats RPC
 	// (the daemon's port and XDP counters).
 	Counters func(yield func(name string, v uint64))
+	// Limits bound what one client may hold (zero fields: defaults).
+	Limits Limits
 }
 
 // pumpBatch is how many entries one engine call moves: the daemon's own
@@ -94,6 +96,13 @@ type Server struct {
 	wg         sync.WaitGroup
 	nextClient atomic.Uint64
 
+	lim Limits
+	// limitRefusals counts requests refused for a per-connection limit,
+	// connRefusals connections refused for the per-uid limit.
+	limitRefusals, connRefusals atomic.Uint64
+	refusing                    atomic.Int32 // refused connections still being answered
+	acceptLog, refuseLog        rateLog
+
 	// mu guards everything below and the objects of every client. Pump
 	// holds it on the poll goroutine; RPC handlers hold it around engine
 	// calls, never across socket I/O or mapping changes. Order: mu, then
@@ -101,6 +110,7 @@ type Server struct {
 	mu      sync.Mutex
 	closed  bool
 	clients map[*client]struct{}
+	perUID  map[uint32]int    // open connections by uid
 	qps     []*qpObj          // every client's QPs
 	byQPN   map[uint32]*qpObj // the same, by QPN: whom a completion retires
 	pending []*qpObj          // QPs with work an engine queue had no room for
@@ -138,7 +148,8 @@ func New(e *dataplane.Engine, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{e: e, o: o, log: o.Logger, wake: o.Wake, abi: abi, clients: map[*client]struct{}{}, byQPN: map[uint32]*qpObj{}}
+	s := &Server{e: e, o: o, log: o.Logger, wake: o.Wake, abi: abi, lim: o.Limits.withDefaults(),
+		clients: map[*client]struct{}{}, perUID: map[uint32]int{}, byQPN: map[uint32]*qpObj{}}
 	if s.wake == nil {
 		s.wake = func() {}
 	}
@@ -233,9 +244,12 @@ func removeStale(path string, log *slog.Logger) error {
 func (s *Server) Serve(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() { s.ln.Close() })
 	defer stop()
+	var backoff time.Duration
 	for {
 		conn, err := s.ln.AcceptUnix()
-		if err != nil {
+		if err == nil {
+			backoff = 0
+		} else {
 			if errors.Is(err, net.ErrClosed) || ctx.Err() != nil {
 				return nil
 			}
@@ -244,14 +258,21 @@ func (s *Server) Serve(ctx context.Context) error {
 				continue
 			}
 			if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
-				s.log.Warn("verbs socket: out of descriptors", "err", err)
-				time.Sleep(10 * time.Millisecond)
+				// The connection waits in the backlog; back off (up to a
+				// second) until a client leaves, warning once a second.
+				s.acceptLog.warn(s.log, time.Second, "verbs socket: out of descriptors", "err", err)
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				select {
+				case <-time.After(backoff):
+				case <-ctx.Done():
+					return nil
+				}
 				continue
 			}
 			return fmt.Errorf("verbsd: accept: %w", err)
 		}
 		if err := s.start(conn); err != nil {
-			s.log.Warn("verbs client refused", "err", err)
+			s.refuseLog.warn(s.log, time.Second, "verbs client refused", "err", err)
 			conn.Close()
 		}
 	}
@@ -308,6 +329,35 @@ func (s *Server) Objects() Objects {
 	}
 	return o
 }
+
+// LimitStats counts refusals for the per-client limits.
+type LimitStats struct {
+	// Requests refused for a per-connection limit.
+	Requests uint64
+	// Connections refused for the per-uid limit.
+	Conns uint64
+}
+
+// LimitStats returns the refusal counts so far.
+func (s *Server) LimitStats() LimitStats {
+	return LimitStats{Requests: s.limitRefusals.Load(), Conns: s.connRefusals.Load()}
+}
+
+// LimitCounters yields the refusal counts as counters, for
+// Options.Counters: client_limit_refusals (requests refused for a
+// per-connection limit) and client_conn_refusals (connections refused for
+// the per-uid limit). A nil Server yields zeros.
+func (s *Server) LimitCounters(yield func(name string, v uint64)) {
+	var st LimitStats
+	if s != nil {
+		st = s.LimitStats()
+	}
+	yield("client_limit_refusals", st.Requests)
+	yield("client_conn_refusals", st.Conns)
+}
+
+// Limits returns the limits in force (defaults filled in).
+func (s *Server) Limits() Limits { return s.lim }
 
 // SocketPath is where the server listens.
 func (s *Server) SocketPath() string { return s.o.SocketPath }

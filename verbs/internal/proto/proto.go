@@ -262,6 +262,9 @@ var (
 	ErrClosed = errors.New("verbs: object already destroyed")
 	// ErrProtocol: a malformed or out-of-order message.
 	ErrProtocol = errors.New("verbs: control protocol error")
+	// ErrLimit: the request would exceed one of the daemon's per-client
+	// limits (the message names it and the flag that raises it).
+	ErrLimit = errors.New("verbs: limit")
 )
 
 // codes maps sentinels to wire codes, most specific first.
@@ -272,6 +275,7 @@ var codes = []struct {
 	{"bad_handle", ErrBadHandle},
 	{"closed", ErrClosed},
 	{"protocol", ErrProtocol},
+	{"limit", ErrLimit},
 	{"bad_pd", dataplane.ErrBadPD},
 	{"bad_mr", dataplane.ErrBadMR},
 	{"empty_mr", dataplane.ErrEmptyMR},

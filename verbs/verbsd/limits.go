@@ -1,0 +1,121 @@
+package verbsd
+
+import (
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/softnic/softnic/qp"
+	"github.com/softnic/softnic/verbs/internal/proto"
+)
+
+// Limits bound what one client can make the daemon hold, so that one
+// permitted user cannot exhaust the daemon's descriptors or memory for
+// the others. A zero field takes its default; a negative one means no
+// limit. The defaults and their reasons are in docs/verbs-ipc.md.
+type Limits struct {
+	// ConnsPerUID is how many connections one uid (SO_PEERCRED) may
+	// have open at once.
+	ConnsPerUID int
+	// Per connection: protection domains, QPs, CQs, memory regions and
+	// completion channels.
+	PDs, QPs, CQs, MRs, Channels int
+	// RingBytes bounds the memory the daemon allocates for one
+	// connection: its QP ring files, its CQ ring files and the engine's
+	// own completion ring behind each CQ.
+	RingBytes int64
+	// MRBytes bounds the client memory the daemon maps for one
+	// connection's memory regions (address space and page tables; the
+	// pages are the client's).
+	MRBytes int64
+}
+
+// Default limits.
+const (
+	DefaultConnsPerUID = 64
+	DefaultPDs         = 4096
+	DefaultQPs         = 16384 // softnic-bench -q goes to 16384 (cm.MaxQPs) on one connection
+	DefaultCQs         = 1024
+	DefaultMRs         = 4096
+	DefaultChannels    = 1024
+	DefaultRingBytes   = 2 << 30
+	DefaultMRBytes     = 64 << 30
+)
+
+// withDefaults fills zero fields.
+func (l Limits) withDefaults() Limits {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&l.ConnsPerUID, DefaultConnsPerUID)
+	def(&l.PDs, DefaultPDs)
+	def(&l.QPs, DefaultQPs)
+	def(&l.CQs, DefaultCQs)
+	def(&l.MRs, DefaultMRs)
+	def(&l.Channels, DefaultChannels)
+	if l.RingBytes == 0 {
+		l.RingBytes = DefaultRingBytes
+	}
+	if l.MRBytes == 0 {
+		l.MRBytes = DefaultMRBytes
+	}
+	return l
+}
+
+// wcSize is the size of one entry of the engine's completion ring.
+const wcSize = int64(unsafe.Sizeof(qp.WC{}))
+
+// limitErr is the error for an exceeded limit: it names the limit and the
+// flag that raises it.
+func limitErr(n int64, what, flag string) error {
+	return fmt.Errorf("%w: %d %s per connection (softnic run --%s)", proto.ErrLimit, n, what, flag)
+}
+
+// count checks that a connection holding have objects may make one more
+// (Server.mu held), counting a refusal.
+func (s *Server) count(have, max int, what, flag string) error {
+	if max < 0 || have < max {
+		return nil
+	}
+	s.limitRefusals.Add(1)
+	return limitErr(int64(max), what, flag)
+}
+
+// bytes checks that a connection holding have bytes may add more.
+func (s *Server) bytes(have, more, max int64, what, flag string) error {
+	if max < 0 || (more <= max && have <= max-more) {
+		return nil
+	}
+	s.limitRefusals.Add(1)
+	return fmt.Errorf("%w: %d bytes of %s per connection (softnic run --%s); this connection holds %d and asked for %d more",
+		proto.ErrLimit, max, what, flag, have, more)
+}
+
+// rateLog logs a repeated warning at most once per interval, with how
+// many it suppressed in between.
+type rateLog struct {
+	mu         sync.Mutex
+	last       time.Time
+	suppressed int
+}
+
+func (r *rateLog) warn(log *slog.Logger, every time.Duration, msg string, args ...any) {
+	r.mu.Lock()
+	now := time.Now()
+	if !r.last.IsZero() && now.Sub(r.last) < every {
+		r.suppressed++
+		r.mu.Unlock()
+		return
+	}
+	n := r.suppressed
+	r.last, r.suppressed = now, 0
+	r.mu.Unlock()
+	if n > 0 {
+		args = append(args, "suppressed", n)
+	}
+	log.Warn(msg, args...)
+}
