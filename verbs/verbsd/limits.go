@@ -104,8 +104,11 @@ type rateLog struct {
 }
 
 func (r *rateLog) warn(log *slog.Logger, every time.Duration, msg string, args ...any) {
+	r.warnAt(time.Now(), log, every, msg, args...)
+}
+
+func (r *rateLog) warnAt(now time.Time, log *slog.Logger, every time.Duration, msg string, args ...any) {
 	r.mu.Lock()
-	now := time.Now()
 	if !r.last.IsZero() && now.Sub(r.last) < every {
 		r.suppressed++
 		r.mu.Unlock()

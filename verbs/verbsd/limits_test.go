@@ -1,0 +1,441 @@
+package verbsd
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/softnic/softnic/dataplane"
+	"github.com/softnic/softnic/verbs/internal/proto"
+	"github.com/softnic/softnic/verbs/internal/shm"
+)
+
+// newServerLimits is newServer with limits.
+func newServerLimits(t *testing.T, lim Limits) *Server {
+	t.Helper()
+	sim, err := dataplane.NewSim(dataplane.SimConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(sim.A, Options{SocketPath: filepath.Join(t.TempDir(), "v.sock"), Wake: sim.Wake, Limits: lim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { s.Serve(ctx) })
+	t.Cleanup(func() { s.Close(); cancel(); wg.Wait() })
+	return s
+}
+
+// waitFor polls until cond holds (the server drops a client on its own
+// goroutine after the hang-up); the deadline only bounds a broken test.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// wantLimit checks that err is a limit refusal naming flag.
+func wantLimit(t *testing.T, what string, err error, flag string) {
+	t.Helper()
+	if !errors.Is(err, proto.ErrLimit) {
+		t.Fatalf("%s: %v; want a limit error", what, err)
+	}
+	if !strings.HasPrefix(err.Error(), "verbs: limit: ") || !strings.Contains(err.Error(), "(softnic run --"+flag) {
+		t.Fatalf("%s: %q does not name the limit and --%s", what, err, flag)
+	}
+}
+
+// ok fails the test on err and closes the descriptors a call returned.
+func ok(t *testing.T, what string, fds []int, err error) {
+	t.Helper()
+	proto.CloseFDs(fds)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// usage is what the server counts against c's byte limits.
+func usage(s *Server, c uint64) (ring, mr int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for cl := range s.clients {
+		if cl.id == c {
+			return cl.ringBytes, cl.mrBytes
+		}
+	}
+	return -1, -1
+}
+
+// helloID opens r's session and returns its client id.
+func (r *rawClient) helloID() uint64 {
+	abi, _ := shm.Fingerprint()
+	var res proto.HelloResult
+	fds, err := r.call(proto.OpHello, proto.HelloArgs{Version: proto.Version, ABI: abi}, &res)
+	ok(r.t, "hello", fds, err)
+	return res.Client
+}
+
+func TestLimitObjects(t *testing.T) {
+	const n = 3
+	s := newServerLimits(t, Limits{PDs: n, QPs: n, CQs: n, MRs: n, Channels: n})
+	a := dial(t, s)
+	a.helloID()
+	region, mem, err := shm.Create("limits-region", 4096, shm.SealSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(region)
+	defer unix.Munmap(mem)
+
+	refused := uint64(0)
+	refuse := func(what, flag string, fds []int, err error) {
+		t.Helper()
+		proto.CloseFDs(fds)
+		wantLimit(t, what, err, flag)
+		refused++
+		if got := s.LimitStats().Requests; got != refused {
+			t.Fatalf("%s: %d refusals counted, want %d", what, got, refused)
+		}
+	}
+	var pds, cqs, qps, mrs, chs []uint32
+	for range n {
+		var h proto.Handle
+		fds, err := a.call(proto.OpAllocPD, nil, &h)
+		ok(t, "alloc_pd", fds, err)
+		pds = append(pds, h.Handle)
+	}
+	fds, err := a.call(proto.OpAllocPD, nil, nil)
+	refuse("alloc_pd", "max-pds", fds, err)
+	for range n {
+		var h proto.Handle
+		fds, err := a.call(proto.OpCreateCompChannel, nil, &h)
+		ok(t, "create_comp_channel", fds, err)
+		chs = append(chs, h.Handle)
+	}
+	fds, err = a.call(proto.OpCreateCompChannel, nil, nil)
+	refuse("create_comp_channel", "max-channels", fds, err)
+	for range n {
+		var res proto.CreateCQResult
+		fds, err := a.call(proto.OpCreateCQ, proto.CreateCQArgs{CQE: 16}, &res)
+		ok(t, "create_cq", fds, err)
+		cqs = append(cqs, res.Handle)
+	}
+	fds, err = a.call(proto.OpCreateCQ, proto.CreateCQArgs{CQE: 16}, nil)
+	refuse("create_cq", "max-cqs", fds, err)
+	for range n {
+		var res proto.CreateQPResult
+		fds, err := a.call(proto.OpCreateQP, proto.CreateQPArgs{PD: pds[0], SendCQ: cqs[0], RecvCQ: cqs[0], MaxSendWR: 4, MaxRecvWR: 4}, &res)
+		ok(t, "create_qp", fds, err)
+		qps = append(qps, res.Handle)
+	}
+	fds, err = a.call(proto.OpCreateQP, proto.CreateQPArgs{PD: pds[0], SendCQ: cqs[0], RecvCQ: cqs[0], MaxSendWR: 4, MaxRecvWR: 4}, nil)
+	refuse("create_qp", "max-qps", fds, err)
+	for range n {
+		var res proto.RegMRResult
+		fds, err := a.call(proto.OpRegMR, proto.RegMRArgs{PD: pds[0], Addr: 4096, Length: 4096}, &res, region)
+		ok(t, "reg_mr", fds, err)
+		mrs = append(mrs, res.Handle)
+	}
+	fds, err = a.call(proto.OpRegMR, proto.RegMRArgs{PD: pds[0], Addr: 4096, Length: 4096}, nil, region)
+	refuse("reg_mr", "max-mrs", fds, err)
+
+	// Another client, meanwhile, is served as usual.
+	b := dial(t, s)
+	b.helloID()
+	var pd proto.Handle
+	fds, err = b.call(proto.OpAllocPD, nil, &pd)
+	ok(t, "second client: alloc_pd", fds, err)
+	var cq proto.CreateCQResult
+	fds, err = b.call(proto.OpCreateCQ, proto.CreateCQArgs{CQE: 16}, &cq)
+	ok(t, "second client: create_cq", fds, err)
+	fds, err = b.call(proto.OpCreateQP, proto.CreateQPArgs{PD: pd.Handle, SendCQ: cq.Handle, RecvCQ: cq.Handle, MaxSendWR: 4, MaxRecvWR: 4}, nil)
+	ok(t, "second client: create_qp", fds, err)
+	fds, err = b.call(proto.OpRegMR, proto.RegMRArgs{PD: pd.Handle, Addr: 4096, Length: 4096}, nil, region)
+	ok(t, "second client: reg_mr", fds, err)
+	fds, err = b.call(proto.OpCreateCompChannel, nil, nil)
+	ok(t, "second client: create_comp_channel", fds, err)
+	if got := s.LimitStats().Requests; got != refused {
+		t.Fatalf("%d refusals counted, want %d", got, refused)
+	}
+
+	// A destroyed object makes room for another.
+	for _, step := range []struct {
+		destroy, create string
+		h               uint32
+		args            any
+		fd              []int
+	}{
+		{proto.OpDestroyQP, proto.OpCreateQP, qps[n-1], proto.CreateQPArgs{PD: pds[0], SendCQ: cqs[0], RecvCQ: cqs[0], MaxSendWR: 4, MaxRecvWR: 4}, nil},
+		{proto.OpDeregMR, proto.OpRegMR, mrs[n-1], proto.RegMRArgs{PD: pds[0], Addr: 4096, Length: 4096}, []int{region}},
+		{proto.OpDestroyCQ, proto.OpCreateCQ, cqs[n-1], proto.CreateCQArgs{CQE: 16}, nil},
+		{proto.OpDestroyCompChannel, proto.OpCreateCompChannel, chs[n-1], nil, nil},
+		{proto.OpDeallocPD, proto.OpAllocPD, pds[n-1], nil, nil},
+	} {
+		fds, err := a.call(step.destroy, proto.Handle{Handle: step.h}, nil)
+		ok(t, step.destroy, fds, err)
+		fds, err = a.call(step.create, step.args, nil, step.fd...)
+		ok(t, step.create+" after "+step.destroy, fds, err)
+	}
+
+	// The counters are in Options.Counters' form too.
+	got := map[string]uint64{}
+	s.LimitCounters(func(name string, v uint64) { got[name] = v })
+	if got["client_limit_refusals"] != refused || got["client_conn_refusals"] != 0 {
+		t.Fatalf("LimitCounters: %v", got)
+	}
+}
+
+func TestLimitBytes(t *testing.T) {
+	const ringMax, mrMax = 1 << 20, 3 * 4096
+	s := newServerLimits(t, Limits{RingBytes: ringMax, MRBytes: mrMax})
+	a := dial(t, s)
+	id := a.helloID()
+	var pd proto.Handle
+	fds, err := a.call(proto.OpAllocPD, nil, &pd)
+	ok(t, "alloc_pd", fds, err)
+
+	// A deep CQ, as one client made 200 of to take 33 GB: refused before
+	// anything is allocated.
+	fds, err = a.call(proto.OpCreateCQ, proto.CreateCQArgs{CQE: proto.MaxCQE}, nil)
+	proto.CloseFDs(fds)
+	wantLimit(t, "create_cq of MaxCQE", err, "max-ring-bytes")
+	// The engine's own bounds still apply first.
+	fds, err = a.call(proto.OpCreateCQ, proto.CreateCQArgs{CQE: proto.MaxCQE + 1}, nil)
+	proto.CloseFDs(fds)
+	if err == nil || errors.Is(err, proto.ErrLimit) {
+		t.Fatalf("create_cq beyond MaxCQE: %v", err)
+	}
+	var cq proto.CreateCQResult
+	fds, err = a.call(proto.OpCreateCQ, proto.CreateCQArgs{CQE: 64}, &cq)
+	ok(t, "create_cq of 64", fds, err)
+	ringCQ, _ := usage(s, id)
+	if ringCQ <= int64(cq.Size) {
+		t.Fatalf("a CQ with a %d-byte file counts %d bytes", cq.Size, ringCQ)
+	}
+	// QPs until the rings are spent.
+	var qps []uint32
+	for {
+		var res proto.CreateQPResult
+		fds, err := a.call(proto.OpCreateQP, proto.CreateQPArgs{PD: pd.Handle, SendCQ: cq.Handle, RecvCQ: cq.Handle, MaxSendWR: 256, MaxRecvWR: 256}, &res)
+		proto.CloseFDs(fds)
+		if err != nil {
+			wantLimit(t, "create_qp", err, "max-ring-bytes")
+			break
+		}
+		qps = append(qps, res.Handle)
+		if len(qps) > ringMax/4096 {
+			t.Fatalf("%d QPs and no limit", len(qps))
+		}
+	}
+	if ring, _ := usage(s, id); ring > ringMax || len(qps) == 0 {
+		t.Fatalf("%d QPs, %d ring bytes counted, limit %d", len(qps), ring, ringMax)
+	}
+	for _, h := range qps {
+		fds, err := a.call(proto.OpDestroyQP, proto.Handle{Handle: h}, nil)
+		ok(t, "destroy_qp", fds, err)
+	}
+	if ring, _ := usage(s, id); ring != ringCQ {
+		t.Fatalf("after destroying the QPs, %d ring bytes counted; want the CQ's %d", ring, ringCQ)
+	}
+	fds, err = a.call(proto.OpDestroyCQ, proto.Handle{Handle: cq.Handle}, nil)
+	ok(t, "destroy_cq", fds, err)
+	if ring, _ := usage(s, id); ring != 0 {
+		t.Fatalf("after destroying everything, %d ring bytes counted", ring)
+	}
+
+	// Registered memory.
+	region, mem, err := shm.Create("limits-region", 4*4096, shm.SealSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(region)
+	defer unix.Munmap(mem)
+	fds, err = a.call(proto.OpRegMR, proto.RegMRArgs{PD: pd.Handle, Addr: 4096, Length: 4 * 4096}, nil, region)
+	proto.CloseFDs(fds)
+	wantLimit(t, "reg_mr beyond the limit", err, "max-mr-bytes")
+	var mr proto.RegMRResult
+	fds, err = a.call(proto.OpRegMR, proto.RegMRArgs{PD: pd.Handle, Addr: 4096, Length: 2 * 4096}, &mr, region)
+	ok(t, "reg_mr", fds, err)
+	fds, err = a.call(proto.OpRegMR, proto.RegMRArgs{PD: pd.Handle, Addr: 4096, Length: 2 * 4096}, nil, region)
+	proto.CloseFDs(fds)
+	wantLimit(t, "second reg_mr", err, "max-mr-bytes")
+	fds, err = a.call(proto.OpRegMR, proto.RegMRArgs{PD: pd.Handle, Addr: 4096, Length: 4096}, nil, region)
+	ok(t, "reg_mr of the rest", fds, err)
+	fds, err = a.call(proto.OpDeregMR, proto.Handle{Handle: mr.Handle}, nil)
+	ok(t, "dereg_mr", fds, err)
+	if _, m := usage(s, id); m != 4096 {
+		t.Fatalf("%d registered bytes counted, want 4096", m)
+	}
+	if got := s.LimitStats().Requests; got != 4 {
+		t.Fatalf("%d refusals counted, want 4", got)
+	}
+}
+
+func TestLimitConnsPerUID(t *testing.T) {
+	const n = 3
+	s := newServerLimits(t, Limits{ConnsPerUID: n})
+	var conns []*rawClient
+	for range n {
+		r := dial(t, s)
+		r.helloID()
+		conns = append(conns, r)
+	}
+	// The next connection of this uid (the test's own) is answered with
+	// the limit and hung up.
+	extra := dial(t, s)
+	abi, _ := shm.Fingerprint()
+	fds, err := extra.call(proto.OpHello, proto.HelloArgs{Version: proto.Version, ABI: abi}, nil)
+	proto.CloseFDs(fds)
+	wantLimit(t, "hello over the per-uid limit", err, "max-conns-per-uid")
+	if !strings.Contains(err.Error(), "3 connections per uid") {
+		t.Fatalf("%q does not name the limit", err)
+	}
+	var resp proto.Response
+	if _, err := extra.c.Recv(&resp); !errors.Is(err, io.EOF) {
+		t.Fatalf("refused connection not closed: %v", err)
+	}
+	if st := s.LimitStats(); st.Conns != 1 || st.Requests != 0 {
+		t.Fatalf("refusals %+v, want one connection", st)
+	}
+	// The admitted connections are served.
+	var pd proto.Handle
+	fds, err = conns[0].call(proto.OpAllocPD, nil, &pd)
+	ok(t, "alloc_pd", fds, err)
+	// One leaves: room for another.
+	conns[1].c.C.Close()
+	waitFor(t, "the client to be dropped", func() bool { return s.Objects().Clients == n-1 })
+	again := dial(t, s)
+	again.helloID()
+	if st := s.LimitStats(); st.Conns != 1 {
+		t.Fatalf("refusals %+v after a client left", st)
+	}
+}
+
+// A client that says nothing after being refused is hung up on, and the
+// accept loop serves others meanwhile.
+func TestLimitConnsSilent(t *testing.T) {
+	s := newServerLimits(t, Limits{ConnsPerUID: 1})
+	a := dial(t, s)
+	a.helloID()
+	silent := dial(t, s)
+	waitFor(t, "the refusal", func() bool { return s.LimitStats().Conns == 1 })
+	var resp proto.Response
+	if _, err := silent.c.Recv(&resp); !errors.Is(err, io.EOF) {
+		t.Fatalf("silent refused connection: %v", err)
+	}
+	waitFor(t, "the refusal to end", func() bool { return s.refusing.Load() == 0 })
+}
+
+// softnicMaps counts this process's mappings of the daemon's ring files
+// and of name.
+func softnicMaps(t *testing.T, name string) (rings, named int) {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for l := range bytes.Lines(b) {
+		switch {
+		case bytes.Contains(l, []byte("memfd:softnic-qp")), bytes.Contains(l, []byte("memfd:softnic-cq")):
+			rings++
+		case bytes.Contains(l, []byte("memfd:"+name)):
+			named++
+		}
+	}
+	return
+}
+
+// TestDropReleasesMemory: everything a client made the daemon map (QP and
+// CQ rings, its regions) is unmapped, and every object and byte counted
+// is gone, when the client leaves without destroying anything.
+func TestDropReleasesMemory(t *testing.T) {
+	s := newServerLimits(t, Limits{})
+	const name = "drop-region"
+	region, mem, err := shm.Create(name, 1<<16, shm.SealSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(region)
+	defer unix.Munmap(mem)
+	rings0, named0 := softnicMaps(t, name)
+	fds0 := countFDs()
+
+	a := dial(t, s)
+	id := a.helloID()
+	var pd proto.Handle
+	fds, err := a.call(proto.OpAllocPD, nil, &pd)
+	ok(t, "alloc_pd", fds, err)
+	const cqs, qpsPerCQ, mrs = 20, 10, 20
+	for range cqs {
+		var ch proto.Handle
+		fds, err := a.call(proto.OpCreateCompChannel, nil, &ch)
+		ok(t, "create_comp_channel", fds, err)
+		var cq proto.CreateCQResult
+		fds, err = a.call(proto.OpCreateCQ, proto.CreateCQArgs{CQE: 1024, Channel: ch.Handle}, &cq)
+		ok(t, "create_cq", fds, err)
+		for range qpsPerCQ {
+			fds, err := a.call(proto.OpCreateQP, proto.CreateQPArgs{PD: pd.Handle, SendCQ: cq.Handle, RecvCQ: cq.Handle, MaxSendWR: 64, MaxRecvWR: 64}, nil)
+			ok(t, "create_qp", fds, err)
+		}
+	}
+	for range mrs {
+		fds, err := a.call(proto.OpRegMR, proto.RegMRArgs{PD: pd.Handle, Addr: 1 << 20, Length: 1 << 16}, nil, region)
+		ok(t, "reg_mr", fds, err)
+	}
+	want := Objects{Clients: 1, PDs: 1, MRs: mrs, CQs: cqs, QPs: cqs * qpsPerCQ, Channels: cqs}
+	if got := s.Objects(); got != want {
+		t.Fatalf("server holds %+v, want %+v", got, want)
+	}
+	rings, named := softnicMaps(t, name)
+	if rings-rings0 != cqs+cqs*qpsPerCQ || named-named0 != mrs {
+		t.Fatalf("daemon maps %d rings and %d regions, want %d and %d", rings-rings0, named-named0, cqs+cqs*qpsPerCQ, mrs)
+	}
+	if ring, m := usage(s, id); ring <= 0 || m != mrs<<16 {
+		t.Fatalf("counted %d ring bytes and %d registered bytes", ring, m)
+	}
+
+	a.c.C.Close()
+	waitFor(t, "the client's objects to go", func() bool { return s.Objects() == Objects{} })
+	if rings, named := softnicMaps(t, name); rings != rings0 || named != named0 {
+		t.Fatalf("after the client left, %d ring and %d region mappings remain (before: %d, %d)", rings, named, rings0, named0)
+	}
+	if n := countFDs(); n != fds0 {
+		t.Fatalf("%d descriptors open after the client left, %d before it came", n, fds0)
+	}
+	s.mu.Lock()
+	uids := len(s.perUID)
+	s.mu.Unlock()
+	if uids != 0 {
+		t.Fatalf("%d uids still counted", uids)
+	}
+}
+
+func TestRateLog(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	var r rateLog
+	t0 := time.Unix(1000, 0)
+	for i := range 100 {
+		r.warnAt(t0.Add(time.Duration(i)*10*time.Millisecond), log, time.Second, "out of descriptors")
+	}
+	r.warnAt(t0.Add(2*time.Second), log, time.Second, "out of descriptors")
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 || strings.Contains(lines[0], "suppressed") || !strings.Contains(lines[1], "suppressed=99") {
+		t.Fatalf("log:\n%s", buf.String())
+	}
+}
