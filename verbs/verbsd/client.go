@@ -774,13 +774,12 @@ func (s *Server) destroyQPLocked(q *qpObj) error {
 // drop tears down everything c created, in dependency order: QPs (moved
 // to ERR first, which stops their timers and flushes their queues, then
 // destroyed), MRs, CQs, PDs. Unmapping waits until nothing (engine or
-// pump) can reach the memory.
+// pump) can reach the memory; c leaves s.clients last, so that a count of
+// no clients means their memory is released.
 func (s *Server) drop(c *client) {
 	c.closeBell(s)
 	c.conn.C.Close()
 	s.mu.Lock()
-	delete(s.clients, c)
-	s.unUID(c.uid)
 	var maps []shm.Mapping
 	n := struct{ qps, mrs, cqs, pds int }{len(c.qps), len(c.mrs), len(c.cqs), len(c.pds)}
 	errAttr := dataplane.QPAttr{State: qp.Err}
@@ -823,6 +822,12 @@ func (s *Server) drop(c *client) {
 	for i := range maps {
 		maps[i].Unmap()
 	}
+	// The client counts (Objects, the per-uid limit) until its memory
+	// is unmapped.
+	s.mu.Lock()
+	delete(s.clients, c)
+	s.unUID(c.uid)
+	s.mu.Unlock()
 	c.log.Debug("verbs client gone; its objects are destroyed", "qps", n.qps, "mrs", n.mrs, "cqs", n.cqs, "pds", n.pds)
 }
 
