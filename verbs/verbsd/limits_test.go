@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -437,5 +438,59 @@ func TestRateLog(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	if len(lines) != 2 || strings.Contains(lines[0], "suppressed") || !strings.Contains(lines[1], "suppressed=99") {
 		t.Fatalf("log:\n%s", buf.String())
+	}
+}
+
+// TestAcceptOutOfDescriptors: when accept fails for lack of descriptors
+// the loop backs off and warns at most once a second (not every 10 ms),
+// and the waiting connection is served once descriptors are free again.
+func TestAcceptOutOfDescriptors(t *testing.T) {
+	h := &levelCounter{n: map[slog.Level]int{}}
+	s, _ := newServerLog(t, slog.New(h))
+	warnings := func() int {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		n := 0
+		for _, m := range h.msgs {
+			if strings.Contains(m, "out of descriptors") {
+				n++
+			}
+		}
+		return n
+	}
+	var old unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	restore := sync.OnceFunc(func() {
+		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
+			t.Error(err)
+		}
+	})
+	defer restore()
+	// The client's socket takes the last descriptor the process may open;
+	// the server's accept then has none.
+	lim := old
+	lim.Cur = uint64(countFDs()) + 1
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		t.Skipf("cannot lower RLIMIT_NOFILE: %v", err)
+	}
+	start := time.Now()
+	c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: s.SocketPath(), Net: "unixpacket"})
+	if err != nil {
+		restore()
+		t.Fatal(err)
+	}
+	defer c.Close()
+	waitFor(t, "the accept loop to run out of descriptors", func() bool { return warnings() > 0 })
+	// Let the loop fail a while longer.
+	time.Sleep(300 * time.Millisecond)
+	restore()
+	r := &rawClient{t: t, c: proto.NewConn(c)}
+	r.hello(proto.Version)
+	// At most one warning a second (and the first at once): a loop that
+	// warned at every failure would have logged dozens.
+	if n, most := warnings(), 1+int(time.Since(start)/time.Second); n > most {
+		t.Fatalf("%d out-of-descriptor warnings in %v", n, time.Since(start))
 	}
 }
