@@ -634,7 +634,7 @@ func (s *Server) createQP(c *client, a proto.CreateQPArgs) (any, reply, error) {
 		err = s.count(len(c.qps), s.lim.QPs, "QPs", "max-qps")
 	}
 	// The rings' cost, if the sizes make rings at all (else the engine
-	// refuses them below).
+	// refuses them below), checked before the engine creates anything.
 	var cost int64
 	if l, lerr := shm.NewQPLayout(a.MaxSendWR, a.MaxRecvWR); err == nil && lerr == nil {
 		cost = int64(l.Size)

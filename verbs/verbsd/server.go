@@ -20,6 +20,11 @@
 // When a connection ends, however the client ended, the server destroys
 // its QPs, CQs, MRs and PDs and unmaps its memory.
 //
+// Options.Limits bound what one client can make the daemon hold:
+// connections per uid, and objects and ring and region bytes per
+// connection. A request beyond a limit fails with proto.ErrLimit
+// (verbs.ErrLimit) naming it, and is counted (LimitStats).
+//
 // The protocol and the ring layout are in docs/verbs-ipc.md.
 package verbsd
 
