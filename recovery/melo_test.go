@@ -444,3 +444,38 @@ func TestMELOSplitOldestHole(t *testing.T) {
 		t.Fatalf("holes %v, want %v", holes, want)
 	}
 }
+
+// TestSelSenderLateAck: under reordering a selective acknowledgement can
+// name a PSN before the first one the sender's bits record; the chain
+// grows at its head to record it rather than resend a packet the receiver
+// holds (docs/recovery.md, "Reordering is not loss").
+func TestSelSenderLateAck(t *testing.T) {
+	s := newMeloScheme(t, Params{})
+	snd := meloTx(s)
+	const start = qp.PSN(0xFFFFF0) // across the wrap
+	snd.Reset(start)
+	sent := start.Add(60)
+	for _, p := range []uint32{40, 50, 20, 5} {
+		snd.OnSack(0, start.Add(p), start.Add(p), Received, sent)
+	}
+	if st := s.Stats(); st.SenderUnrecorded != 0 {
+		t.Fatalf("%d acknowledgements not recorded", st.SenderUnrecorded)
+	}
+	for _, p := range []uint32{5, 20, 40, 50} {
+		if !snd.acked(start.Add(p)) {
+			t.Fatalf("%d not recorded", p)
+		}
+	}
+	got := drain(snd)
+	if len(got) != 51-4 {
+		t.Fatalf("resent %d packets, want %d: %x", len(got), 51-4, got)
+	}
+	for _, p := range got {
+		if snd.acked(p) {
+			t.Fatalf("resent %#x, acknowledged", p)
+		}
+	}
+	if got := snd.OnAck(0, sent); got != sent || s.Stats().Pools[1].InUse != 0 {
+		t.Fatalf("all acknowledged: %#x, %+v", got, s.Stats().Pools[1])
+	}
+}

@@ -288,6 +288,35 @@ func (c *chain) set(p *BlockPool, psn qp.PSN) bool {
 	return true
 }
 
+// prepend grows a non-empty chain at its head, a whole block at a time,
+// until psn is in it; it fails, changing nothing, if the pool cannot
+// supply the blocks or the bits are in host memory. Only a sender needs it:
+// under reordering the acknowledgement of a PSN before the first one it
+// recorded in bits comes late (docs/recovery.md, "Reordering is not loss").
+func (c *chain) prepend(p *BlockPool, psn qp.PSN) bool {
+	if !c.fill(p) || c.n == 0 {
+		return false
+	}
+	d := int(c.first.Diff(psn))
+	if d <= 0 {
+		return true
+	}
+	need := (d + p.blockBits - 1) / p.blockBits
+	if need > p.Free() {
+		p.stats.Exhausted++
+		return false
+	}
+	for ; need > 0; need-- {
+		b, _ := p.alloc()
+		p.words[b] = 0
+		p.next[b] = c.head
+		c.head = b
+		c.n++
+		c.first = c.first.Add(uint32(-p.blockBits) & qp.PSNMask)
+	}
+	return true
+}
+
 // advance returns the head blocks that lie wholly before psn.
 func (c *chain) advance(p *BlockPool, psn qp.PSN) {
 	c.fill(p)

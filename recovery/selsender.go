@@ -122,6 +122,10 @@ func (s *selSender) mark(psn qp.PSN) bool {
 
 func (s *selSender) setBit(p qp.PSN) bool {
 	fresh := s.bits.empty()
+	if !fresh && p.Before(s.bits.first) && !s.bits.prepend(s.pool, p) {
+		s.stats.SenderUnrecorded++
+		return false
+	}
 	if !s.bits.set(s.pool, p) {
 		s.stats.SenderUnrecorded++
 		return false
