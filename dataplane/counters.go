@@ -67,6 +67,7 @@ type Counters struct {
 	SRFallbacks        uint64 // sr_pool_fallbacks: recoveries that fell back to go-back-N, pools empty
 	SRPoolDrops        uint64 // sr_pool_drops: packets dropped for want of pool blocks or units
 	SRMiddleDrops      uint64 // sr_middle_drops: MELO retransmissions needing a middle block, dropped
+	SRMiddleFills      uint64 // sr_middle_fills: MELO packets kept in a middle block (reordering is not loss)
 	SRFNacksTaken      uint64 // sr_fnacks_taken: FNACKs that restarted a sender's round
 	SRLostCntOverflows uint64 // sr_lost_cnt_overflows
 	SRSenderUnrecorded uint64 // sr_sender_unrecorded: selective ACKs a sender could not record (resent instead)
@@ -128,7 +129,7 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"sr_rx_fast_path", c.SRRxFastPath}, {"sr_rx_slow_path", c.SRRxSlowPath},
 		{"sr_tx_fast_path", c.SRTxFastPath}, {"sr_tx_slow_path", c.SRTxSlowPath},
 		{"sr_pool_fallbacks", c.SRFallbacks}, {"sr_pool_drops", c.SRPoolDrops},
-		{"sr_middle_drops", c.SRMiddleDrops}, {"sr_fnacks_taken", c.SRFNacksTaken},
+		{"sr_middle_drops", c.SRMiddleDrops}, {"sr_middle_fills", c.SRMiddleFills}, {"sr_fnacks_taken", c.SRFNacksTaken},
 		{"sr_lost_cnt_overflows", c.SRLostCntOverflows}, {"sr_sender_unrecorded", c.SRSenderUnrecorded},
 		{"rcvd_malformed", c.RcvdMalformed}, {"rcvd_icrc_err", c.RcvdICRCErr},
 		{"rcvd_unknown_qpn", c.RcvdUnknownQPN}, {"rcvd_bad_addr", c.RcvdBadAddr},

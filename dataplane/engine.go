@@ -257,6 +257,7 @@ func (e *Engine) schemeStats(c *Counters) {
 		c.SRFallbacks += st.Fallbacks
 		c.SRPoolDrops += st.PoolDrops
 		c.SRMiddleDrops += st.MiddleDrops
+		c.SRMiddleFills += st.MiddleFills
 		c.SRFNacksTaken += st.FNacksTaken
 		c.SRLostCntOverflows += st.LostCntOverflows
 		c.SRSenderUnrecorded += st.SenderUnrecorded

@@ -164,10 +164,17 @@ func (r *meloReceiver) OnOutOfSequence(now Time, epsn, psn qp.PSN, _ bool) RxAct
 	case r.bits.get(r.s.rx, psn):
 		return RxAction{} // a duplicate
 	case r.bits.inMiddle(r.s.rx, psn):
-		r.s.stats.MiddleDrops++
+		// §3.2.3 drops it, taking it for a retransmission that overtook
+		// a lost one; under reordering it is as often an original that
+		// was delayed, and dropping it costs a timeout and a round. Its
+		// block is in the chain already: walking to it costs cycles, not
+		// bits, so it is kept (docs/recovery.md, "Reordering is not loss").
+		r.s.stats.MiddleFills++
+	}
+	if !r.bits.set(r.s.rx, psn) { // inside the chain: no block needed
+		r.s.stats.MiddleDrops++ // stranded in host memory, say
 		return RxAction{}
 	}
-	r.bits.set(r.s.rx, psn) // inside the chain: no block needed
 	r.fill(psn)
 	return RxAction{Keep: true}
 }

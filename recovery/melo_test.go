@@ -116,8 +116,9 @@ func TestMELOReceiverWrap(t *testing.T) {
 }
 
 // TestMELOReceiverBlocks: blocks go back as RCV.NXT passes them, all of
-// them when the episode ends; a packet that needs a middle block is
-// dropped and counted; packets beyond the window are dropped quietly.
+// them when the episode ends; a packet that needs a middle block is kept
+// and counted (reordering is not loss: docs/recovery.md); packets beyond
+// the window are dropped quietly.
 func TestMELOReceiverBlocks(t *testing.T) {
 	s := newMeloScheme(t, Params{BDPPackets: 64})
 	r := meloRx(s)
@@ -132,14 +133,14 @@ func TestMELOReceiverBlocks(t *testing.T) {
 	inUse(1)
 	wantRx(t, r.OnOutOfSequence(0, 0, 17, false), keepNakHoles, "17 (block 2)")
 	inUse(3)
-	wantRx(t, r.OnOutOfSequence(0, 0, 10, false), dropQuiet, "10 (block 1, in the middle)")
-	if st := s.Stats(); st.MiddleDrops != 1 {
-		t.Fatalf("middle drops %d", st.MiddleDrops)
+	wantRx(t, r.OnOutOfSequence(0, 0, 10, false), keepOnly, "10 (block 1, in the middle)")
+	if st := s.Stats(); st.MiddleDrops != 0 || st.MiddleFills != 1 {
+		t.Fatalf("middle drops %d, fills %d", st.MiddleDrops, st.MiddleFills)
 	}
-	if k, _ := r.Kept(10); k {
-		t.Fatal("a packet dropped from the middle is kept")
+	if k, _ := r.Kept(10); !k {
+		t.Fatal("a packet kept in the middle is not kept")
 	}
-	wantHoles(t, r, 17, Hole{3, 14}, Hole{0, 2})
+	wantHoles(t, r, 17, Hole{11, 6}, Hole{3, 7}, Hole{0, 2})
 	wantRx(t, r.OnOutOfSequence(0, 0, 5, false), keepOnly, "5 (head block)")
 	wantRx(t, r.OnOutOfSequence(0, 0, 16, false), keepOnly, "16 (tail block)")
 	wantRx(t, r.OnOutOfSequence(0, 0, 64, false), dropQuiet, "beyond the window")
@@ -148,8 +149,9 @@ func TestMELOReceiverBlocks(t *testing.T) {
 	inUse(3)
 	r.OnInSequence(0, 8) // block 0 (0-7) is behind RCV.NXT
 	inUse(2)
-	// Now block 1 is the head: 10 is no longer in the middle.
-	wantRx(t, r.OnOutOfSequence(0, 8, 10, false), keepOnly, "10 in the head block")
+	// Now block 1 is the head: 9 is in it.
+	wantRx(t, r.OnOutOfSequence(0, 8, 9, false), keepOnly, "9 in the head block")
+	wantRx(t, r.OnOutOfSequence(0, 8, 10, false), dropQuiet, "a copy of 10")
 	r.OnInSequence(0, 16)
 	inUse(1)
 	r.OnInSequence(0, 18) // past RCV.HIGH: the episode is over
@@ -164,7 +166,7 @@ func TestMELOReceiverBlocks(t *testing.T) {
 	wantHoles(t, r, 20, Hole{18, 2})
 	r.Reset(500)
 	inUse(0)
-	if st := s.Stats(); st.MiddleDrops != 1 || st.PoolDrops != 0 || st.Pools[0].Allocs != st.Pools[0].Frees {
+	if st := s.Stats(); st.MiddleDrops != 0 || st.MiddleFills != 1 || st.PoolDrops != 0 || st.Pools[0].Allocs != st.Pools[0].Frees {
 		t.Fatalf("%+v", st)
 	}
 }

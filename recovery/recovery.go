@@ -286,6 +286,7 @@ type SchemeStats struct {
 	// middle of a chain (§3.2.3); FaSR: the same case answered by an
 	// FNACK (§III-D).
 	MiddleDrops uint64
+	MiddleFills uint64 // MELO packets kept in a middle block (reordering)
 	FNacksSent  uint64
 	FNacksTaken uint64 // FNACKs that restarted the sender's round
 	// LostCntOverflows counts recoveries whose lost-cnt overflowed.
