@@ -278,8 +278,21 @@ func (r *fasrReceiver) OnOutOfSequence(now Time, epsn, psn qp.PSN, _ bool) RxAct
 	if r.fallback {
 		return r.drop(now, psn)
 	}
+	// It fills a hole other than RCV-NXT: a retransmission that overtook
+	// a lost one, or an original that reordering delayed. The receiver
+	// cannot tell them apart, so it keeps it (its bit lies inside the
+	// chain: no block is taken) and still says FNACK; the sender acts on
+	// the FNACK only if it had resent that PSN (docs/recovery.md,
+	// "Reordering is not loss").
+	if !r.slow() || !r.bits.set(r.s.blocks, psn) {
+		st.FNacksSent++
+		return RxAction{FNack: true}
+	}
+	if !r.overflow && r.lost > 1 {
+		r.lost--
+	}
 	st.FNacksSent++
-	return RxAction{FNack: true}
+	return RxAction{Keep: true, FNack: true}
 }
 
 func (r *fasrReceiver) OnInSequence(_ Time, epsn qp.PSN) {
@@ -432,9 +445,12 @@ func (f *fasrSender) OnLostCountSack(now Time, cum, sack qp.PSN, lostCnt int, ov
 	return Resume{}
 }
 
-// OnFNack restarts the retransmissions from UNACK, once per new ACK.
-func (f *fasrSender) OnFNack(_ Time, _, _ qp.PSN, sent qp.PSN) Resume {
-	if f.fnackSpent || !f.inRec {
+// OnFNack restarts the retransmissions from UNACK, once per new ACK, and
+// only when psn was resent in this round: then the PSNs resent before it
+// and still missing are taken as lost. An FNACK for a PSN not resent is
+// an original that reordering delayed, not a sign of loss.
+func (f *fasrSender) OnFNack(_ Time, _, psn qp.PSN, sent qp.PSN) Resume {
+	if f.fnackSpent || !f.inRec || !f.recovery || !psn.Before(f.rtxNext) {
 		return Resume{}
 	}
 	f.fnackSpent = true
