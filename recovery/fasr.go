@@ -25,9 +25,11 @@ import "github.com/softnic/softnic/qp"
 //   - Every out-of-order packet is answered by a SACK with RCV-NXT, its
 //     PSN and lost-cnt (overflow in the opcode, §IV-D).
 //   - FNACK (§III-D): a packet between RCV-NXT and sack-high that fills a
-//     hole other than RCV-NXT is a retransmission that overtook a lost one;
-//     it is dropped and answered by an FNACK, on which the sender restarts
-//     its retransmissions from UNACK, once until a new ACK.
+//     hole other than RCV-NXT is a retransmission that overtook a lost one,
+//     or a reordered original: it is kept (lost-cnt falls) and answered by
+//     an FNACK, on which the sender restarts its retransmissions from
+//     UNACK only if it had resent that PSN, once until a new ACK
+//     (docs/recovery.md, "Reordering is not loss").
 //   - Sender (§III-B2): lost-cnt from the SACKs tells a lost packet from a
 //     lost SACK: a gap between the new SACK and sack-high is retransmitted
 //     only when lost-cnt grew. RTO: lost-cnt above 1 resends UNACK and the

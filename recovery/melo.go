@@ -18,8 +18,10 @@ import "github.com/softnic/softnic/qp"
 //     first and last bit in use. Blocks go back as RCV.NXT passes them and
 //     when the connection's context is evicted (§3.2.5).
 //   - A packet that needs a block in the middle of its chain (it fills a
-//     hole other than at the front or the end: a retransmission overtook a
-//     lost one) is dropped; the timeout recovers (§3.2.3).
+//     hole other than at the front or the end) is dropped in §3.2.3, taken
+//     for a retransmission that overtook a lost one; here it is kept, as
+//     reordering delays originals too and the block is in the chain
+//     already (docs/recovery.md, "Reordering is not loss").
 //   - A packet that gets no bits is dropped and recovered go-back-N
 //     (§3.2.5): the receiver NAKs the expected PSN, at most once per NAK
 //     interval, and the sender goes back to it.

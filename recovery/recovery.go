@@ -282,11 +282,11 @@ type SchemeStats struct {
 	// bits"), and packets dropped for want of bits.
 	Fallbacks uint64
 	PoolDrops uint64
-	// MELO: retransmissions dropped because they needed a block in the
-	// middle of a chain (§3.2.3); FaSR: the same case answered by an
-	// FNACK (§III-D).
+	// MELO: packets needing a block in the middle of a chain (§3.2.3),
+	// kept (MiddleFills: reordering is not loss, docs/recovery.md) or,
+	// when their bits are stranded in host memory, dropped (MiddleDrops).
 	MiddleDrops uint64
-	MiddleFills uint64 // MELO packets kept in a middle block (reordering)
+	MiddleFills uint64
 	FNacksSent  uint64
 	FNacksTaken uint64 // FNACKs that restarted the sender's round
 	// LostCntOverflows counts recoveries whose lost-cnt overflowed.
