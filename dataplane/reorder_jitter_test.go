@@ -36,7 +36,10 @@ func jitterLink(jitter time.Duration, loss float64) fabric.LinkConfig {
 // docs/recovery.md, "Reordering is not loss".
 func TestReorderingIsNotLoss(t *testing.T) {
 	seeds := 10
-	if testing.Short() {
+	switch {
+	case raceOn:
+		seeds = 1 // the race detector makes gbn's runs take ~15 s each
+	case testing.Short():
 		seeds = 2
 	}
 	const (
