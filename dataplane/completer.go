@@ -396,7 +396,7 @@ func (e *Engine) armRetry(q *QP) {
 	if q.unacked == q.maxSentPSN {
 		return
 	}
-	if !q.ackReqOut || q.lastAckReq.Before(q.unacked) {
+	if !q.ackReqOutstanding() {
 		e.wheel.Stop(&q.retryTimer)
 		return
 	}

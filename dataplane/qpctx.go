@@ -526,3 +526,7 @@ var rnrTimerTable = [32]time.Duration{
 
 // RNRDelay returns the delay an RNR timer code stands for.
 func RNRDelay(code uint8) time.Duration { return rnrTimerTable[code&31] }
+
+// ackReqOutstanding reports whether a packet that asks for an
+// acknowledgement is out and not yet acknowledged (lastAckReq).
+func (q *QP) ackReqOutstanding() bool { return q.ackReqOut && !q.lastAckReq.Before(q.unacked) }

@@ -380,7 +380,7 @@ func (e *Engine) sendPacket(q *QP, w *sendWQE, psn qp.PSN, copies int) bool {
 	if q.nakHeld == psn+1 {
 		q.nakHeld = 0 // the NAKed packet is out again: a new NAK for it is news
 	}
-	if respond && (!q.ackReqOut || q.lastAckReq.Before(psn) || q.lastAckReq.Before(q.unacked)) {
+	if respond && (!q.ackReqOutstanding() || q.lastAckReq.Before(psn)) {
 		q.lastAckReq, q.ackReqOut = psn, true // armRetry: the timer waits for its answer
 	}
 	if psn.Before(q.maxSentPSN) {

@@ -3,7 +3,6 @@ package dataplane
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"time"
 
 	"github.com/softnic/softnic/dataplane/afxdp/doorbell"
@@ -101,14 +100,12 @@ func (e *Engine) Run(ctx context.Context, w Waiter, now func() time.Duration, rc
 			continue
 		}
 		if t-lastWork < rc.BusyPoll {
-			runtime.Gosched() // the process's other goroutines (the control plane) first
-			osYield()
+			yieldCPU()
 			continue
 		}
 		idle = 0
 		if d, ok := e.linkWait(t); ok && d < rc.LinkSpin {
-			runtime.Gosched()
-			osYield() // the emulated link is busy: poll until it takes more
+			yieldCPU() // the emulated link is busy: poll until it takes more
 			continue
 		}
 		if rc.BeforeWait != nil {
@@ -192,8 +189,7 @@ func (s *Sim) RunRealtime(ctx context.Context, rc RunConfig) {
 			continue
 		}
 		if now-lastWork < rc.BusyPoll {
-			runtime.Gosched()
-			osYield()
+			yieldCPU()
 			continue
 		}
 		idle = 0
