@@ -380,8 +380,16 @@ func (e *Engine) sendPacket(q *QP, w *sendWQE, psn qp.PSN, copies int) bool {
 	if q.nakHeld == psn+1 {
 		q.nakHeld = 0 // the NAKed packet is out again: a new NAK for it is news
 	}
-	if respond && (!q.ackReqOutstanding() || q.lastAckReq.Before(psn)) {
-		q.lastAckReq, q.ackReqOut = psn, true // armRetry: the timer waits for its answer
+	if respond {
+		// What the answer must reach: a go-back-N READ request is answered
+		// by responses up to its last PSN, and the timer waits for them all.
+		answered := psn
+		if w.wr.Opcode == qp.WRRDMARead && !q.ooo {
+			answered = w.lastPSN
+		}
+		if !q.ackReqOutstanding() || q.lastAckReq.Before(answered) {
+			q.lastAckReq, q.ackReqOut = answered, true // armRetry: the timer waits for its answer
+		}
 	}
 	if psn.Before(q.maxSentPSN) {
 		e.cnt.Retransmits++

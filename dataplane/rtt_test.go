@@ -270,3 +270,19 @@ func TestRetryTimerWaitsForAckReq(t *testing.T) {
 		}
 	}
 }
+
+// TestRetryTimerWaitsForReadResponses: a go-back-N READ request is
+// answered by responses up to its last PSN, so the timer keeps running
+// until the last one: a lost last response (nothing follows it to imply
+// the loss) is recovered by the timeout, not waited for forever.
+func TestRetryTimerWaitsForReadResponses(t *testing.T) {
+	for _, mode := range []RTOMode{RTOFixed, RTOAdaptive} {
+		t.Run(mode.String(), func(t *testing.T) {
+			p := newTestPair(t, SimConfig{Seed: 64, RTO: mode, BtoA: fabric.LinkConfig{Drop: dropFirst(bth.RCReadResponseLast, 1)}}, ConnParams{MTU: qp.MTU1024, Timeout: 8})
+			p.checkRead(1, 10<<10)
+			if a := p.sim.A.Counters(); a.LocalAckTimeout == 0 {
+				t.Fatalf("the lost last READ response was recovered without a timeout: %+v", a)
+			}
+		})
+	}
+}
