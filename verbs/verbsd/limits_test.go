@@ -468,24 +468,39 @@ func TestAcceptOutOfDescriptors(t *testing.T) {
 		}
 	})
 	defer restore()
-	// The client's socket takes the last descriptor the process may open;
-	// the server's accept then has none.
+	// The client's socket takes the lowest free descriptor, so every number
+	// below it is in use; with the limit just above it the server's accept
+	// has none. The socket is made before the limit is lowered and
+	// connected after, so the server cannot accept in between. (A count of
+	// /proc/self/fd is not a limit: descriptors need not be dense.)
+	sfd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	lim := old
-	lim.Cur = uint64(countFDs()) + 1
+	lim.Cur = uint64(sfd) + 1
 	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		unix.Close(sfd)
 		t.Skipf("cannot lower RLIMIT_NOFILE: %v", err)
 	}
 	start := time.Now()
-	c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: s.SocketPath(), Net: "unixpacket"})
-	if err != nil {
+	if err := unix.Connect(sfd, &unix.SockaddrUnix{Name: s.SocketPath()}); err != nil {
 		restore()
+		unix.Close(sfd)
 		t.Fatal(err)
 	}
-	defer c.Close()
 	waitFor(t, "the accept loop to run out of descriptors", func() bool { return warnings() > 0 })
 	// Let the loop fail a while longer.
 	time.Sleep(300 * time.Millisecond)
 	restore()
+	f := os.NewFile(uintptr(sfd), "client")
+	fc, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := fc.(*net.UnixConn)
+	defer c.Close()
 	r := &rawClient{t: t, c: proto.NewConn(c)}
 	r.hello(proto.Version)
 	// At most one warning a second (and the first at once): a loop that
