@@ -31,7 +31,9 @@
 // what must arrive without shipping it.
 //
 // Output, one line each, on stdout: "connected ...", "ok OP SIZE round R"
-// per step, "streaming" (--stream), and "PASS n steps" at the end. An
+// per step, "streaming" (--stream), and at the end "verified B bytes"
+// (the payload bytes of the steps that passed, 8 per atomic) and "PASS n
+// steps". An
 // error is printed on stderr and the exit code is 1 (setup or check
 // failed) or 3 (the peer went away).
 //
@@ -97,6 +99,7 @@ type config struct {
 	seed      uint64
 	stream    bool
 	timeout   time.Duration
+	scheme    string
 }
 
 // errPeerGone is the peer's TCP connection ending.
@@ -130,6 +133,7 @@ func parseFlags(args []string) (config, error) {
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the data patterns (both sides must agree)")
 	fs.BoolVar(&c.stream, "stream", false, "requester: RDMA WRITE the largest size without end; responder: wait for the peer to go away")
 	fs.DurationVar(&c.timeout, "timeout", 2*time.Minute, "longest wait for one completion or one barrier")
+	fs.StringVar(&c.scheme, "scheme", "", "loss recovery the QP asks for (both sides must agree; default: the daemon's)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -183,11 +187,11 @@ func run(cfg config) error {
 		return err
 	}
 	defer s.conn.Close()
-	fmt.Printf("connected: qpn %#x to peer qpn %#x at %v, requester %v\n", s.local.QPN, s.remote.QPN, s.remote.GID, cfg.requester)
+	fmt.Printf("connected: qpn %#x to peer qpn %#x at %v, requester %v, scheme %s\n", s.local.QPN, s.remote.QPN, s.remote.GID, cfg.requester, s.qp.Scheme())
 	if cfg.stream {
 		return s.streamRun()
 	}
-	steps := 0
+	steps, verified := 0, 0
 	for round := range cfg.rounds {
 		for _, op := range cfg.ops {
 			sizes := cfg.sizes
@@ -200,12 +204,14 @@ func run(cfg config) error {
 				}
 				fmt.Printf("ok %s %d round %d\n", op, size, round)
 				steps++
+				verified += size
 			}
 		}
 	}
 	if err := s.teardown(); err != nil {
 		return err
 	}
+	fmt.Printf("verified %d bytes\n", verified)
 	fmt.Printf("PASS %d steps\n", steps)
 	return nil
 }
@@ -236,11 +242,11 @@ func (s *side) open() error {
 	if s.recvCQ, err = s.ctx.CreateCQ(64); err != nil {
 		return err
 	}
-	if s.qp, err = s.pd.CreateQP(verbs.QPInitAttr{SendCQ: s.sendCQ, RecvCQ: s.recvCQ, MaxSendWR: 32, MaxRecvWR: 32}); err != nil {
+	if s.qp, err = s.pd.CreateQP(verbs.QPInitAttr{SendCQ: s.sendCQ, RecvCQ: s.recvCQ, MaxSendWR: 32, MaxRecvWR: 32, Scheme: s.cfg.scheme}); err != nil {
 		return err
 	}
 	s.local = cm.Endpoint{QPN: s.qp.QPN(), PSN: cm.RandomPSN(), GID: attr.GID, MAC: attr.MAC,
-		RKey: s.mr.RKey, Addr: s.mr.Addr, Size: uint64(len(s.buf)), Schemes: []string{attr.Scheme}}
+		RKey: s.mr.RKey, Addr: s.mr.Addr, Size: uint64(len(s.buf)), Schemes: []string{s.qp.Scheme()}}
 	return nil
 }
 
