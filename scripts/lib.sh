@@ -1,7 +1,10 @@
 # lib.sh: shared by demo.sh and figures.sh. Sourced, not run: builds
 # softnic and softnic-bench into $work, brings up the testbed, starts one
 # softnic daemon per host over AF_XDP, and tears it all down on exit.
-# Callers set: scheme, mtu (path MTU the daemons must carry).
+# Callers set: scheme, mtu (path MTU the daemons must carry). Daemons get
+# SOFTNIC_DAEMON_FLAGS (word-split), SOFTNIC_BUSY_POLL and, when set,
+# SOFTNIC_NETEM as `--netem SPEC` (impairment inside the daemon, e.g.
+# "loss 1% delay 100us 20us reorder 2%").
 
 tb=scripts/testbed.sh
 export SOFTNIC_NS_PREFIX=${SOFTNIC_NS_PREFIX:-sndemo}
@@ -29,7 +32,8 @@ build() {
 start_daemon() {
 	ip netns exec "$1" "$work/softnic" run --iface "$2" --ip "$3" --socket "$4" --scheme "$scheme" \
 		--mtu "$([ "$mtu" -gt 1024 ] && echo 2048 || echo 1024)" --metrics "${SOFTNIC_METRICS:-}" \
-		${SOFTNIC_BUSY_POLL:+--busy-poll "$SOFTNIC_BUSY_POLL"} ${SOFTNIC_DAEMON_FLAGS:-} >"$work/$1.log" 2>&1 &
+		${SOFTNIC_BUSY_POLL:+--busy-poll "$SOFTNIC_BUSY_POLL"} ${SOFTNIC_NETEM:+--netem "$SOFTNIC_NETEM"} \
+		${SOFTNIC_DAEMON_FLAGS:-} >"$work/$1.log" 2>&1 &
 	pids+=($!)
 	for _ in $(seq 100); do
 		[ -S "$4" ] && return 0

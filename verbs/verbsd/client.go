@@ -780,6 +780,7 @@ func (s *Server) drop(c *client) {
 	c.closeBell(s)
 	c.conn.C.Close()
 	s.mu.Lock()
+	held := c.ringBytes
 	var maps []shm.Mapping
 	n := struct{ qps, mrs, cqs, pds int }{len(c.qps), len(c.mrs), len(c.cqs), len(c.pds)}
 	errAttr := dataplane.QPAttr{State: qp.Err}
@@ -829,6 +830,9 @@ func (s *Server) drop(c *client) {
 	s.unUID(c.uid)
 	s.mu.Unlock()
 	c.log.Debug("verbs client gone; its objects are destroyed", "qps", n.qps, "mrs", n.mrs, "cqs", n.cqs, "pds", n.pds)
+	if held >= returnMemoryBytes {
+		s.memReturn.request()
+	}
 }
 
 func remove[T comparable](s []T, v T) []T {

@@ -3,7 +3,9 @@ package verbsd
 import (
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -121,4 +123,56 @@ func (r *rateLog) warnAt(now time.Time, log *slog.Logger, every time.Duration, m
 		args = append(args, "suppressed", n)
 	}
 	log.Warn(msg, args...)
+}
+
+// returnMemoryBytes: when a connection that held at least this many bytes
+// of rings ends, the server returns the freed memory to the system at
+// once (debug.FreeOSMemory: a garbage collection, then every free page
+// released). The ring files are unmapped by drop, but the engine's
+// completion ring behind each CQ and its QPs' queues are Go heap: left to
+// the runtime, that heap is collected only at the next GC, which a quiet
+// daemon runs every two minutes, and its pages are released only a GC
+// cycle later (the runtime spares pages that were densely used in the
+// last cycle). A client that filled --max-ring-bytes left the daemon
+// hundreds of MB resident for minutes that way. 64 MiB is far above what
+// a perftest-sized client holds (a few MiB), so ordinary clients coming
+// and going cost no forced collection.
+const returnMemoryBytes = 64 << 20
+
+// memReturner runs freeOSMemory on a goroutine of its own, once for any
+// number of requests that arrive while it runs plus once more after
+// them, so a burst of large clients leaving costs at most two
+// collections and no client's drop waits for one.
+type memReturner struct {
+	mu      sync.Mutex
+	running bool
+	again   bool
+	runs    atomic.Uint64 // completed runs, for tests
+}
+
+// freeOSMemory is debug.FreeOSMemory; tests replace it.
+var freeOSMemory = debug.FreeOSMemory
+
+func (m *memReturner) request() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.running {
+		m.again = true
+		return
+	}
+	m.running = true
+	go func() {
+		for {
+			freeOSMemory()
+			m.runs.Add(1)
+			m.mu.Lock()
+			if !m.again {
+				m.running = false
+				m.mu.Unlock()
+				return
+			}
+			m.again = false
+			m.mu.Unlock()
+		}
+	}()
 }

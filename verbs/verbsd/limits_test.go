@@ -509,3 +509,35 @@ func TestAcceptOutOfDescriptors(t *testing.T) {
 		t.Fatalf("%d out-of-descriptor warnings in %v", n, time.Since(start))
 	}
 }
+
+// TestMemReturn: requests while a return runs cost one more run, not one
+// each, and none waits for it.
+func TestMemReturn(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan struct{}, 10)
+	old := freeOSMemory
+	freeOSMemory = func() { started <- struct{}{}; <-release }
+	t.Cleanup(func() { freeOSMemory = old })
+	var m memReturner
+	m.request()
+	<-started
+	for range 5 {
+		m.request() // returns at once
+	}
+	close(release)
+	<-started
+	deadline := time.Now().Add(5 * time.Second)
+	for m.runs.Load() < 2 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if got := m.runs.Load(); got != 2 {
+		t.Fatalf("%d runs for 6 requests (5 while one ran), want 2", got)
+	}
+	m.mu.Lock()
+	running := m.running
+	m.mu.Unlock()
+	if running {
+		t.Fatal("still running after the last run")
+	}
+}

@@ -107,6 +107,9 @@ type Server struct {
 	limitRefusals, connRefusals atomic.Uint64
 	refusing                    atomic.Int32 // refused connections still being answered
 	acceptLog, refuseLog        rateLog
+	// memReturn hands the heap a large client leaves behind back to the
+	// system (see returnMemoryBytes).
+	memReturn memReturner
 
 	// mu guards everything below and the objects of every client. Pump
 	// holds it on the poll goroutine; RPC handlers hold it around engine
