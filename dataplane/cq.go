@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/softnic/softnic/qp"
 )
@@ -12,6 +13,8 @@ type CQ struct {
 	ring     *qp.Ring[qp.WC]
 	overflow bool
 	notify   func(wc *qp.WC) // optional: called when a completion is added
+	users    int             // QP queues that complete into it (engine lock)
+	dead     bool            // destroyed: the ring is released (engine lock)
 }
 
 // ErrCQOverflow reports that completions were lost because the CQ was full
@@ -29,10 +32,33 @@ func (e *Engine) CreateCQ(depth int, notify func(wc *qp.WC)) (*CQ, error) {
 	return &CQ{ring: qp.NewRing[qp.WC](depth), notify: notify}, nil
 }
 
+// ErrCQDestroyed is returned for a CQ that DestroyCQ released.
+var ErrCQDestroyed = errors.New("dataplane: completion queue destroyed")
+
+// DestroyCQ releases cq's ring (ibv_destroy_cq): a deep one, which lives
+// in a mapping of its own (qp.OffHeapBytes), is returned to the system at
+// once. A CQ that a QP still uses (as its send or receive CQ) is busy.
+func (e *Engine) DestroyCQ(cq *CQ) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if cq.dead {
+		return ErrCQDestroyed
+	}
+	if cq.users > 0 {
+		return fmt.Errorf("%w: completion queue is used by %d QP queues", ErrBusy, cq.users)
+	}
+	cq.dead = true
+	cq.ring.Release()
+	return nil
+}
+
 // PollCQ moves up to len(wcs) completions into wcs, oldest first.
 func (e *Engine) PollCQ(cq *CQ, wcs []qp.WC) (int, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if cq.dead {
+		return 0, ErrCQDestroyed
+	}
 	n := 0
 	for n < len(wcs) {
 		wc := cq.ring.Front()

@@ -183,6 +183,9 @@ func (e *Engine) schemeFor(name string) (recovery.Scheme, error) {
 func (e *Engine) applyScheme(q *QP, scheme recovery.Scheme) {
 	e.releaseScheme(q)
 	window := scheme.ReorderWindow()
+	if q.respQ != nil {
+		q.respQ.Release() // a new scheme's replaces it
+	}
 	q.respQ = qp.NewRing[respItem](maxRespQueue + 2*window)
 	q.ooo = window > 0
 	q.stash, q.rob = nil, nil
@@ -240,6 +243,9 @@ func (e *Engine) CreateQP(pd uint32, attr QPInitAttr) (*QP, error) {
 	if _, ok := e.pds[pd]; !ok {
 		return nil, ErrBadPD
 	}
+	if attr.SendCQ.dead || attr.RecvCQ.dead {
+		return nil, ErrCQDestroyed
+	}
 	scheme, err := e.schemeFor(attr.Scheme)
 	if err != nil {
 		return nil, err
@@ -274,6 +280,8 @@ func (e *Engine) CreateQP(pd uint32, attr QPInitAttr) (*QP, error) {
 	q.rxTimer.Init(func(now time.Duration) { e.onReceiverTimer(q, now) })
 	e.qps[q.qpn] = q
 	e.pds[pd]++
+	q.sendCQ.users++
+	q.recvCQ.users++
 	return q, nil
 }
 
@@ -479,7 +487,11 @@ func mtuEnum(b uint32) qp.MTU {
 }
 
 // DestroyQP removes q. Outstanding work is dropped without completions,
-// as ibv_destroy_qp does.
+// as ibv_destroy_qp does. Its queues are released (deep ones, in
+// mappings of their own, go back to the system at once): the engine
+// keeps no reference to q after it (timers stopped, off the ready list,
+// the context cache and the scheme's pools), and a call on the destroyed
+// q finds it gone (ErrBadQP) or its queues empty.
 func (e *Engine) DestroyQP(q *QP) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -495,11 +507,20 @@ func (e *Engine) DestroyQP(q *QP) error {
 	e.pds[q.pd]--
 	for i := e.readyHead; i < len(e.ready); i++ {
 		if e.ready[i] == q {
-			e.ready = append(e.ready[:i], e.ready[i+1:]...)
+			n := len(e.ready) - 1
+			copy(e.ready[i:], e.ready[i+1:])
+			e.ready[n] = nil // no stale reference to a QP behind the slice's end
+			e.ready = e.ready[:n]
 			break
 		}
 	}
+	q.queued = false
 	q.state = qp.Err
+	q.sendCQ.users--
+	q.recvCQ.users--
+	q.sq.Release()
+	q.rq.Release()
+	q.respQ.Release()
 	return nil
 }
 

@@ -43,3 +43,15 @@ func (e *Engine) Resources() Resources {
 	}
 	return r
 }
+
+// QueueBytes is the memory CreateQP allocates for the send and receive
+// queues of a QP of these depths, and CQBytes what CreateCQ allocates for
+// a CQ's completion ring: the verbs server counts them against a client's
+// ring limit. Queues of qp.OffHeapBytes or more are mappings of their
+// own, released by DestroyQP and DestroyCQ.
+func QueueBytes(maxSendWR, maxRecvWR int) int64 {
+	return qp.RingBytes[sendWQE](maxSendWR) + qp.RingBytes[recvWQE](maxRecvWR)
+}
+
+// CQBytes: see QueueBytes.
+func CQBytes(depth int) int64 { return qp.RingBytes[qp.WC](depth) }

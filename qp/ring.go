@@ -38,13 +38,24 @@ type Ring[T any] struct {
 // mapping's page-rounding and system calls are noise.
 const OffHeapBytes = 1 << 20
 
-// NewRing returns a ring holding at least n entries (rounded up to a power
-// of two).
-func NewRing[T any](n int) *Ring[T] {
+// ringCap is n rounded up to a power of two.
+func ringCap(n int) int {
 	size := 1
 	for size < n {
 		size <<= 1
 	}
+	return size
+}
+
+// RingBytes is the memory NewRing[T](n) allocates for its entries.
+func RingBytes[T any](n int) int64 {
+	return int64(ringCap(n)) * int64(unsafe.Sizeof(*new(T)))
+}
+
+// NewRing returns a ring holding at least n entries (rounded up to a power
+// of two).
+func NewRing[T any](n int) *Ring[T] {
+	size := ringCap(n)
 	r := &Ring[T]{mask: uint32(size - 1)}
 	if bytes := uintptr(size) * unsafe.Sizeof(*new(T)); bytes >= OffHeapBytes && PointerFree(reflect.TypeFor[T]()) {
 		if m := mapAnon(bytes); m != nil {

@@ -122,8 +122,9 @@ func (b *embedded) createCompChannel(ch *CompChannel) error {
 
 func (b *embedded) destroyCompChannel(*CompChannel) error { return nil }
 
-// destroyCQ: the engine keeps no list of CQs; a CQ no QP uses is garbage.
-func (b *embedded) destroyCQ(*CQ) error { return nil }
+// destroyCQ releases the engine's completion ring (a deep one is a
+// mapping of its own, unmapped at once).
+func (b *embedded) destroyCQ(cq *CQ) error { return b.e.DestroyCQ(cq.ecq) }
 
 func (b *embedded) createQP(q *QP, attr QPInitAttr) error {
 	if err := dataplane.CheckScheme(attr.Scheme); err != nil {

@@ -147,7 +147,8 @@ func runFlags(o *options) *flag.FlagSet {
 	fs.IntVar(&o.limits.CQs, "max-cqs", verbsd.DefaultCQs, "CQs per verbs connection (-1: no limit)")
 	fs.IntVar(&o.limits.MRs, "max-mrs", verbsd.DefaultMRs, "memory regions per verbs connection (-1: no limit)")
 	fs.IntVar(&o.limits.Channels, "max-channels", verbsd.DefaultChannels, "completion channels per verbs connection (-1: no limit)")
-	fs.Int64Var(&o.limits.RingBytes, "max-ring-bytes", verbsd.DefaultRingBytes, "bytes of QP and CQ rings the daemon allocates per verbs connection (-1: no limit)")
+	fs.Int64Var(&o.limits.RingBytes, "max-ring-bytes", verbsd.DefaultRingBytes, "bytes of QP and CQ rings the daemon allocates per verbs connection: ring files and the engine's own queues behind them (-1: no limit)")
+	fs.Int64Var(&o.limits.RingBytesPerUID, "max-ring-bytes-per-uid", verbsd.DefaultRingBytesPerUID, "bytes of QP and CQ rings (as --max-ring-bytes counts them) all verbs connections of one uid may hold together (-1: no limit)")
 	fs.Int64Var(&o.limits.MRBytes, "max-mr-bytes", verbsd.DefaultMRBytes, "bytes of client memory the daemon maps for one verbs connection's memory regions (-1: no limit)")
 	fs.String("config", "", "config file: one `key = value` per line with the keys of these flags; flags override it")
 	return fs

@@ -552,30 +552,40 @@ func (s *Server) createCQ(c *client, a proto.CreateCQArgs) (any, reply, error) {
 
 func (s *Server) createCQChan(c *client, a proto.CreateCQArgs, ch *chanObj) (any, reply, error) {
 	// The limits first, before the engine allocates its ring: the cost is
-	// the ring file and the engine's ring behind it. A depth the engine
+	// the ring file and the engine's ring behind it, reserved now and
+	// given back if the CQ is not made after all. A depth the engine
 	// refuses has no layout and is refused by the engine below.
 	l, lerr := shm.NewCQLayout(a.CQE)
 	var cost int64
 	s.mu.Lock()
 	err := s.count(len(c.cqs), s.lim.CQs, "CQs", "max-cqs")
 	if err == nil && lerr == nil {
-		cost = int64(l.Size) + int64(l.Cap)*wcSize
-		err = s.bytes(c.ringBytes, cost, s.lim.RingBytes, "QP and CQ rings", "max-ring-bytes")
+		cost = int64(l.Size) + dataplane.CQBytes(a.CQE)
+		err = s.reserveRings(c, cost)
 	}
 	s.mu.Unlock()
 	if err != nil {
 		return nil, reply{}, err
 	}
-	ecq, err := s.e.CreateCQ(a.CQE, nil)
-	if err != nil {
+	fail := func(ecq *dataplane.CQ, err error) (any, reply, error) {
+		if ecq != nil {
+			s.e.DestroyCQ(ecq)
+		}
+		s.mu.Lock()
+		s.releaseRings(c, cost)
+		s.mu.Unlock()
 		return nil, reply{}, err
 	}
+	ecq, err := s.e.CreateCQ(a.CQE, nil)
+	if err != nil {
+		return fail(nil, err)
+	}
 	if lerr != nil {
-		return nil, reply{}, lerr
+		return fail(ecq, lerr)
 	}
 	fd, mem, err := shm.Create("softnic-cq", l.Size, shm.SealAll)
 	if err != nil {
-		return nil, reply{}, err
+		return fail(ecq, err)
 	}
 	l.Init(mem)
 	cq := &cqObj{owner: c, ecq: ecq, cost: cost, mem: shm.Mapping{Mem: mem, Bytes: mem}, ring: shm.NewProducer(l.Ring(mem)), layout: l,
@@ -583,7 +593,6 @@ func (s *Server) createCQChan(c *client, a proto.CreateCQArgs, ch *chanObj) (any
 	s.mu.Lock()
 	cq.h = c.handle()
 	c.cqs[cq.h] = cq
-	c.ringBytes += cost
 	s.cqs = append(s.cqs, cq)
 	s.mu.Unlock()
 	return proto.CreateCQResult{Handle: cq.h, Cap: l.Cap, Size: l.Size}, reply{fds: []int{fd}, owned: []int{fd}}, nil
@@ -600,8 +609,14 @@ func (s *Server) destroyCQ(c *client, h uint32) error {
 		s.mu.Unlock()
 		return fmt.Errorf("%w: completion queue is used by %d QP queues", dataplane.ErrBusy, cq.users)
 	}
+	// Nothing uses it (no QP, so the engine adds no completion): its
+	// engine ring goes (unmapped at once if deep).
+	if err := s.e.DestroyCQ(cq.ecq); err != nil {
+		s.mu.Unlock()
+		return err
+	}
 	delete(c.cqs, h)
-	c.ringBytes -= cq.cost
+	s.releaseRings(c, cq.cost)
 	s.cqs = remove(s.cqs, cq)
 	if cq.ch != nil {
 		cq.ch.users--
@@ -634,16 +649,23 @@ func (s *Server) createQP(c *client, a proto.CreateQPArgs) (any, reply, error) {
 		err = s.count(len(c.qps), s.lim.QPs, "QPs", "max-qps")
 	}
 	// The rings' cost, if the sizes make rings at all (else the engine
-	// refuses them below), checked before the engine creates anything.
+	// refuses them below), checked before the engine creates anything:
+	// the ring file and the engine's own send and receive queues.
 	var cost int64
 	if l, lerr := shm.NewQPLayout(a.MaxSendWR, a.MaxRecvWR); err == nil && lerr == nil {
-		cost = int64(l.Size)
-		err = s.bytes(c.ringBytes, cost, s.lim.RingBytes, "QP and CQ rings", "max-ring-bytes")
+		cost = int64(l.Size) + dataplane.QueueBytes(a.MaxSendWR, a.MaxRecvWR)
+		err = s.reserveRings(c, cost)
+		if err != nil {
+			cost = 0 // nothing reserved
+		}
 	}
 	var eq *dataplane.QP
 	if err == nil {
 		eq, err = s.e.CreateQP(pd.id, dataplane.QPInitAttr{SendCQ: scq.ecq, RecvCQ: rcq.ecq,
 			MaxSendWR: a.MaxSendWR, MaxRecvWR: a.MaxRecvWR, SigAll: a.SigAll, Scheme: a.Scheme})
+	}
+	if err != nil && cost > 0 {
+		s.releaseRings(c, cost)
 	}
 	if err == nil {
 		scq.users++ // pinned now, so that the CQs outlive the unlocked stretch
@@ -665,6 +687,7 @@ func (s *Server) createQP(c *client, a proto.CreateQPArgs) (any, reply, error) {
 		scq.users--
 		rcq.users--
 		s.e.DestroyQP(eq)
+		s.releaseRings(c, cost)
 		return nil, reply{}, err
 	}
 	l.Init(mem)
@@ -678,7 +701,6 @@ func (s *Server) createQP(c *client, a proto.CreateQPArgs) (any, reply, error) {
 		c.slots = append(c.slots, q)
 	}
 	c.qps[q.h] = q
-	c.ringBytes += cost
 	s.qps = append(s.qps, q)
 	s.byQPN[eq.QPN()] = q
 	return proto.CreateQPResult{Handle: q.h, QPN: eq.QPN(), SQCap: l.SQCap, RQCap: l.RQCap, Size: l.Size,
@@ -755,7 +777,7 @@ func (s *Server) destroyQPLocked(q *qpObj) error {
 		return err
 	}
 	delete(q.owner.qps, q.h)
-	q.owner.ringBytes -= q.cost
+	s.releaseRings(q.owner, q.cost)
 	s.qps = remove(s.qps, q)
 	delete(s.byQPN, q.eq.QPN())
 	q.owner.slots[q.slot] = nil
@@ -800,10 +822,14 @@ func (s *Server) drop(c *client) {
 		c.mrBytes -= mr.size
 	}
 	for h, cq := range c.cqs {
+		// Its QPs are gone: nothing uses the engine's ring any more.
+		if err := s.e.DestroyCQ(cq.ecq); err != nil {
+			c.log.Warn("destroy CQ", "cq", h, "err", err)
+		}
 		s.cqs = remove(s.cqs, cq)
 		maps = append(maps, cq.mem)
 		delete(c.cqs, h)
-		c.ringBytes -= cq.cost
+		s.releaseRings(c, cq.cost)
 	}
 	for h, ch := range c.chs {
 		unix.Close(ch.fd) // no CQ of c is left for the pump to signal it

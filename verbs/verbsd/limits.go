@@ -7,9 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
-	"github.com/softnic/softnic/qp"
 	"github.com/softnic/softnic/verbs/internal/proto"
 )
 
@@ -25,9 +23,13 @@ type Limits struct {
 	// completion channels.
 	PDs, QPs, CQs, MRs, Channels int
 	// RingBytes bounds the memory the daemon allocates for one
-	// connection: its QP ring files, its CQ ring files and the engine's
-	// own completion ring behind each CQ.
+	// connection: its QP ring files, its CQ ring files, and the engine's
+	// own queues behind them (each QP's send and receive queue, each
+	// CQ's completion ring).
 	RingBytes int64
+	// RingBytesPerUID bounds the same over all connections of one uid,
+	// which ConnsPerUID alone would let reach ConnsPerUID × RingBytes.
+	RingBytesPerUID int64
 	// MRBytes bounds the client memory the daemon maps for one
 	// connection's memory regions (address space and page tables; the
 	// pages are the client's).
@@ -43,7 +45,10 @@ const (
 	DefaultMRs         = 4096
 	DefaultChannels    = 1024
 	DefaultRingBytes   = 2 << 30
-	DefaultMRBytes     = 64 << 30
+	// DefaultRingBytesPerUID: two connections' worth, so that both ends
+	// of the largest benchmark run by one user on one host fit.
+	DefaultRingBytesPerUID = 4 << 30
+	DefaultMRBytes         = 64 << 30
 )
 
 // withDefaults fills zero fields.
@@ -62,14 +67,14 @@ func (l Limits) withDefaults() Limits {
 	if l.RingBytes == 0 {
 		l.RingBytes = DefaultRingBytes
 	}
+	if l.RingBytesPerUID == 0 {
+		l.RingBytesPerUID = DefaultRingBytesPerUID
+	}
 	if l.MRBytes == 0 {
 		l.MRBytes = DefaultMRBytes
 	}
 	return l
 }
-
-// wcSize is the size of one entry of the engine's completion ring.
-const wcSize = int64(unsafe.Sizeof(qp.WC{}))
 
 // limitErr is the error for an exceeded limit: it names the limit and the
 // flag that raises it.
@@ -95,6 +100,33 @@ func (s *Server) bytes(have, more, max int64, what, flag string) error {
 	s.limitRefusals.Add(1)
 	return fmt.Errorf("%w: %d bytes of %s per connection (softnic run --%s); this connection holds %d and asked for %d more",
 		proto.ErrLimit, max, what, flag, have, more)
+}
+
+// reserveRings checks that c may hold cost more bytes of rings, against
+// the per-connection and the per-uid limit, and counts them (Server.mu
+// held). What is reserved is counted at once, so that concurrent
+// requests of one uid's connections cannot overshoot together; the
+// caller gives it back with releaseRings if it then fails.
+func (s *Server) reserveRings(c *client, cost int64) error {
+	if err := s.bytes(c.ringBytes, cost, s.lim.RingBytes, "QP and CQ rings", "max-ring-bytes"); err != nil {
+		return err
+	}
+	if max, have := s.lim.RingBytesPerUID, s.uidRingBytes[c.uid]; max >= 0 && (cost > max || have > max-cost) {
+		s.limitRefusals.Add(1)
+		return fmt.Errorf("%w: %d bytes of QP and CQ rings per uid (softnic run --max-ring-bytes-per-uid); this uid's connections hold %d and asked for %d more",
+			proto.ErrLimit, max, have, cost)
+	}
+	c.ringBytes += cost
+	s.uidRingBytes[c.uid] += cost
+	return nil
+}
+
+// releaseRings gives back what reserveRings counted (Server.mu held).
+func (s *Server) releaseRings(c *client, cost int64) {
+	c.ringBytes -= cost
+	if s.uidRingBytes[c.uid] -= cost; s.uidRingBytes[c.uid] <= 0 {
+		delete(s.uidRingBytes, c.uid)
+	}
 }
 
 // rateLog logs a repeated warning at most once per interval, with how
@@ -128,8 +160,10 @@ func (r *rateLog) warnAt(now time.Time, log *slog.Logger, every time.Duration, m
 // returnMemoryBytes: when a connection that held at least this many bytes
 // of rings ends, the server returns the freed memory to the system at
 // once (debug.FreeOSMemory: a garbage collection, then every free page
-// released). The ring files are unmapped by drop, but the engine's
-// completion ring behind each CQ and its QPs' queues are Go heap: left to
+// released). The ring files are unmapped by drop, and so are the engine's
+// deep queues (qp.OffHeapBytes and more: mappings of their own, unmapped
+// by DestroyQP and DestroyCQ); what stays is the Go heap of the smaller
+// ones, of many shallow QPs, for instance: left to
 // the runtime, that heap is collected only at the next GC, which a quiet
 // daemon runs every two minutes, and its pages are released only a GC
 // cycle later (the runtime spares pages that were densely used in the

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -224,19 +225,29 @@ func TestLimitBytes(t *testing.T) {
 	var cq proto.CreateCQResult
 	fds, err = a.call(proto.OpCreateCQ, proto.CreateCQArgs{CQE: 64}, &cq)
 	ok(t, "create_cq of 64", fds, err)
+	// A CQ counts its file and the engine's completion ring behind it.
 	ringCQ, _ := usage(s, id)
-	if ringCQ <= int64(cq.Size) {
-		t.Fatalf("a CQ with a %d-byte file counts %d bytes", cq.Size, ringCQ)
+	if want := int64(cq.Size) + dataplane.CQBytes(64); ringCQ != want {
+		t.Fatalf("a CQ with a %d-byte file counts %d bytes, want %d", cq.Size, ringCQ, want)
 	}
-	// QPs until the rings are spent.
+	// QPs until the rings are spent. Each counts its file and the
+	// engine's own send and receive queues.
 	var qps []uint32
 	for {
 		var res proto.CreateQPResult
+		before, _ := usage(s, id)
 		fds, err := a.call(proto.OpCreateQP, proto.CreateQPArgs{PD: pd.Handle, SendCQ: cq.Handle, RecvCQ: cq.Handle, MaxSendWR: 256, MaxRecvWR: 256}, &res)
 		proto.CloseFDs(fds)
 		if err != nil {
 			wantLimit(t, "create_qp", err, "max-ring-bytes")
+			if after, _ := usage(s, id); after != before {
+				t.Fatalf("a refused QP left %d ring bytes counted", after-before)
+			}
 			break
+		}
+		after, _ := usage(s, id)
+		if want := int64(res.Size) + dataplane.QueueBytes(256, 256); after-before != want {
+			t.Fatalf("a QP with a %d-byte file counts %d bytes, want %d", res.Size, after-before, want)
 		}
 		qps = append(qps, res.Handle)
 		if len(qps) > ringMax/4096 {
@@ -284,6 +295,76 @@ func TestLimitBytes(t *testing.T) {
 	}
 	if got := s.LimitStats().Requests; got != 4 {
 		t.Fatalf("%d refusals counted, want 4", got)
+	}
+}
+
+// uidRings is what the server counts against uid's ring limit.
+func uidRings(s *Server) map[uint32]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.uidRingBytes)
+}
+
+// TestLimitRingBytesPerUID: one uid's connections together hold at most
+// --max-ring-bytes-per-uid, each connection still at most
+// --max-ring-bytes; what a connection held is the uid's again once it
+// leaves.
+func TestLimitRingBytesPerUID(t *testing.T) {
+	const perConn, perUID = 1 << 20, 3 << 19
+	s := newServerLimits(t, Limits{RingBytes: perConn, RingBytesPerUID: perUID})
+	uid := uint32(os.Getuid())
+	fill := func(r *rawClient, flag string) (id uint64, held int64) {
+		t.Helper()
+		id = r.helloID()
+		var pd proto.Handle
+		fds, err := r.call(proto.OpAllocPD, nil, &pd)
+		ok(t, "alloc_pd", fds, err)
+		var cq proto.CreateCQResult
+		fds, err = r.call(proto.OpCreateCQ, proto.CreateCQArgs{CQE: 64}, &cq)
+		ok(t, "create_cq", fds, err)
+		for n := 0; ; n++ {
+			fds, err := r.call(proto.OpCreateQP, proto.CreateQPArgs{PD: pd.Handle, SendCQ: cq.Handle, RecvCQ: cq.Handle, MaxSendWR: 64, MaxRecvWR: 64}, nil)
+			proto.CloseFDs(fds)
+			if err != nil {
+				wantLimit(t, "create_qp", err, flag)
+				break
+			}
+			if n > perUID/4096 {
+				t.Fatal("no limit")
+			}
+		}
+		held, _ = usage(s, id)
+		return id, held
+	}
+	a := dial(t, s)
+	_, heldA := fill(a, "max-ring-bytes") // refused by the connection's limit
+	if heldA > perConn || heldA < perConn/2 {
+		t.Fatalf("connection a holds %d bytes, limit %d", heldA, perConn)
+	}
+	b := dial(t, s)
+	_, heldB := fill(b, "max-ring-bytes-per-uid") // refused by the uid's
+	if got := uidRings(s)[uid]; got != heldA+heldB || got > perUID {
+		t.Fatalf("uid counts %d ring bytes; connections hold %d + %d, limit %d", got, heldA, heldB, perUID)
+	}
+	if heldB >= perConn {
+		t.Fatalf("connection b got %d bytes past the uid's limit", heldB)
+	}
+	if s.LimitStats().Requests != 2 {
+		t.Fatalf("refusals %+v, want 2", s.LimitStats())
+	}
+	// a leaves: its bytes are the uid's again.
+	a.c.C.Close()
+	waitFor(t, "the client to be dropped", func() bool { return s.Objects().Clients == 1 })
+	if got := uidRings(s)[uid]; got != heldB {
+		t.Fatalf("after a left, uid counts %d ring bytes, want b's %d", got, heldB)
+	}
+	var cq proto.CreateCQResult
+	fds, err := b.call(proto.OpCreateCQ, proto.CreateCQArgs{CQE: 64}, &cq)
+	ok(t, "create_cq after a left", fds, err)
+	b.c.C.Close()
+	waitFor(t, "the client to be dropped", func() bool { return s.Objects().Clients == 0 })
+	if got := uidRings(s); len(got) != 0 {
+		t.Fatalf("no clients, and the uids count %v", got)
 	}
 }
 

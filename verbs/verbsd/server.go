@@ -118,14 +118,17 @@ type Server struct {
 	mu      sync.Mutex
 	closed  bool
 	clients map[*client]struct{}
-	perUID  map[uint32]int    // open connections by uid
-	qps     []*qpObj          // every client's QPs
-	byQPN   map[uint32]*qpObj // the same, by QPN: whom a completion retires
-	pending []*qpObj          // QPs with work an engine queue had no room for
-	watch   []*qpObj          // QPs with unsignaled send WQEs in the engine
-	cqs     []*cqObj
-	gen     uint64 // completion batches moved, for qpObj.stamp
-	looked  int    // QPs whose rings the last Pump looked at (tests)
+	perUID  map[uint32]int // open connections by uid
+	// uidRingBytes is what each uid's connections hold against
+	// Limits.RingBytesPerUID.
+	uidRingBytes map[uint32]int64
+	qps          []*qpObj          // every client's QPs
+	byQPN        map[uint32]*qpObj // the same, by QPN: whom a completion retires
+	pending      []*qpObj          // QPs with work an engine queue had no room for
+	watch        []*qpObj          // QPs with unsignaled send WQEs in the engine
+	cqs          []*cqObj
+	gen          uint64 // completion batches moved, for qpObj.stamp
+	looked       int    // QPs whose rings the last Pump looked at (tests)
 
 	pendingSpare []*qpObj
 	recheck      bool // the next Pump is BeforeWait's last look before sleeping
@@ -157,7 +160,7 @@ func New(e *dataplane.Engine, o Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{e: e, o: o, log: o.Logger, wake: o.Wake, abi: abi, lim: o.Limits.withDefaults(),
-		clients: map[*client]struct{}{}, perUID: map[uint32]int{}, byQPN: map[uint32]*qpObj{}}
+		clients: map[*client]struct{}{}, perUID: map[uint32]int{}, uidRingBytes: map[uint32]int64{}, byQPN: map[uint32]*qpObj{}}
 	if s.wake == nil {
 		s.wake = func() {}
 	}
