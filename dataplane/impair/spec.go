@@ -57,7 +57,7 @@ const (
 
 // Active reports whether s does anything to frames (limit and seed alone
 // do not).
-func (s *Spec) Active() bool {
+func (s Spec) Active() bool {
 	return s.Delay > 0 || s.Jitter > 0 || s.LossPct > 0 || s.GE || s.ReorderPct > 0 ||
 		s.DupPct > 0 || s.CorruptPct > 0 || s.HoldPct > 0
 }
