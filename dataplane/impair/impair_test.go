@@ -246,3 +246,28 @@ func TestDecideAllocs(t *testing.T) {
 		t.Errorf("Decide: %v allocations", n)
 	}
 }
+
+// FuzzParse: whatever Parse accepts, String prints in words Parse reads
+// back to the same Spec; whatever it refuses, it refuses in one line.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{
+		"loss 1% delay 100us 20us reorder 2% duplicate 0.1% corrupt 0.01%",
+		"limit 64 delay 1500ns 3us 12.5% loss gemodel 0.3% 40% 99.9% 0.001% gap 3 reorder 10% hold 1% 1ms seed 1",
+		"latency 1ms drop 5 25", "loss random 1e-3", "delay .5ms", "hold 0% 5us", "loss gemodel 0",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		s, err := Parse(in)
+		if err != nil {
+			if msg := err.Error(); strings.Contains(msg, "\n") || !strings.HasPrefix(msg, "netem: ") {
+				t.Fatalf("Parse(%q): error %q", in, msg)
+			}
+			return
+		}
+		back, err := Parse(s.String())
+		if err != nil || back != s {
+			t.Fatalf("Parse(%q) = %+v, printed %q, read back %+v, %v", in, s, s.String(), back, err)
+		}
+	})
+}

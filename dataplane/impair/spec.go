@@ -74,10 +74,17 @@ func Parse(text string) (Spec, error) {
 	for i := 0; i < len(w); {
 		word := w[i]
 		i++
-		if seen[word] {
-			return Spec{}, fmt.Errorf("netem: %q given twice", word)
+		key := word
+		switch word { // tc's aliases
+		case "latency":
+			key = "delay"
+		case "drop":
+			key = "loss"
 		}
-		seen[word] = true
+		if seen[key] {
+			return Spec{}, fmt.Errorf("netem: %q given twice", key)
+		}
+		seen[key] = true
 		// arg takes the next word, which must exist.
 		arg := func(what string) (string, error) {
 			if i >= len(w) {
