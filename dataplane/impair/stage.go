@@ -222,7 +222,7 @@ func (s *Stage) Decide(n int) Verdict {
 		v.Drop = true
 		return v
 	}
-	if m.JitterCorrUsed() {
+	if m.jitterCorrelated() {
 		jitterU = correlate(&s.lastJitter, jitterU, m.DelayCorr)
 	}
 	delay := max(0, m.DelayBase+uniform(jitterU, m.DelaySpan))
@@ -268,8 +268,8 @@ func (s *Stage) Decide(n int) Verdict {
 	return v
 }
 
-// JitterCorrUsed reports whether jitter draws are correlated.
-func (m *Model) JitterCorrUsed() bool { return m.DelayCorr > 0 && m.DelaySpan > 0 }
+// jitterCorrelated reports whether jitter draws are correlated.
+func (m *Model) jitterCorrelated() bool { return m.DelayCorr > 0 && m.DelaySpan > 0 }
 
 // correlate is netem's get_crandom on a draw in [0, 1).
 func correlate(last *float64, u, rho float64) float64 {
