@@ -86,10 +86,10 @@ func newRxImpair(p Port, prop time.Duration, spec impair.Spec, slots, batch int,
 // setSpec changes the impairment; frames already held keep their due
 // times. The stage's streams go on, unless spec has a seed: then they
 // start again from it, so that setting the same Spec twice repeats the
-// same decisions.
+// same decisions. The counts go on: counters never go back.
 func (r *rxImpair) setSpec(spec impair.Spec) {
 	if spec.HasSeed {
-		r.stage = impair.NewStage(impair.Model{}, spec.Seed, 0)
+		r.stage.Reseed(spec.Seed, 0)
 	}
 	r.spec = spec
 	r.stage.SetModel(spec.Model())

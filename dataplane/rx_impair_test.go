@@ -210,6 +210,13 @@ func TestNetemEngine(t *testing.T) {
 			b.ImpairHeld == 0 || b.ImpairCorrupted == 0 || b.ImpairDelayed == 0 || b.RcvdICRCErr+b.RcvdMalformed == 0 {
 			t.Fatalf("%s: counters did not move: %+v", scheme, b)
 		}
+		// Setting a seeded Spec again restarts the streams, not the counters.
+		if err := p.sim.B.SetNetem(spec); err != nil {
+			t.Fatal(err)
+		}
+		if again := p.sim.B.Counters(); again.ImpairFrames != b.ImpairFrames || again.ImpairLost != b.ImpairLost {
+			t.Fatalf("%s: counters went from %d frames, %d lost to %d, %d", scheme, b.ImpairFrames, b.ImpairLost, again.ImpairFrames, again.ImpairLost)
+		}
 		for _, e := range []*Engine{p.sim.A, p.sim.B} {
 			if err := e.SetNetem(impair.Spec{}); err != nil {
 				t.Fatal(err)

@@ -202,6 +202,23 @@ func TestDeterminism(t *testing.T) {
 	if same(a, c) {
 		t.Error("seeds 1 and 2 decided alike")
 	}
+	// Reseed repeats the decisions and keeps the counts.
+	s := NewStage(spec.Model(), 1, 0)
+	for i := range 2000 {
+		s.Decide(1000)
+		if i == 999 {
+			s.Reseed(1, 0)
+		}
+	}
+	if st := s.Stats(); st.Frames != 2000 {
+		t.Errorf("after Reseed, %d frames counted, want 2000", st.Frames)
+	}
+	s.Reseed(1, 0)
+	for i := range 100 {
+		if v := s.Decide(1000); v != a[i] {
+			t.Fatalf("frame %d after Reseed: %+v, want %+v", i, v, a[i])
+		}
+	}
 	more := spec
 	more.CorruptPct = 10
 	d := record(more.Model(), 1)

@@ -158,6 +158,14 @@ func NewStage(m Model, seed, stream uint64) *Stage {
 	return s
 }
 
+// Reseed starts the streams again from seed and stream (as NewStage);
+// the Model and the counts stay.
+func (s *Stage) Reseed(seed, stream uint64) {
+	s.rng = rand.New(rand.NewPCG(seed, StreamSalt+stream))
+	s.extra = rand.New(rand.NewPCG(seed, extraSalt+stream))
+	s.SetModel(s.m)
+}
+
 // SetModel changes the Model; the streams go on where they were. The
 // Gilbert-Elliott state restarts good and the correlations at 1/2.
 func (s *Stage) SetModel(m Model) {
