@@ -202,7 +202,7 @@ func TestNetemEngine(t *testing.T) {
 		if got := p.sim.B.Netem(); got != spec {
 			t.Fatalf("Netem() = %v, want %v", got, spec)
 		}
-		for i := range uint64(30) {
+		for i := range uint64(20) {
 			p.checkWrite(i+2, 64<<10, false)
 		}
 		b := p.sim.B.Counters()
