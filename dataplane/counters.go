@@ -23,7 +23,7 @@ type Counters struct {
 	TxRingFull       uint64 // tx_ring_full: a packet waited because the port's transmit ring was full
 	LinkPaced        uint64 // link_paced: transmit rounds the emulated link rate ended (Config.LinkRate), not counted in tx_ring_full
 	LinkPacedNs      uint64 // link_paced_ns: time packets waited for the emulated link's bucket
-	LinkDelayDrops   uint64 // link_delay_drops: received frames the link's delay line had no room for
+	LinkDelayDrops   uint64 // link_delay_drops: the older name of impair_drops, kept for scripts that read it
 	TxWireBytes      uint64 // tx_wire_bytes: wire time of the frames sent, bytes: padded to 64, with FCS, preamble and gap (WireBytes)
 	RDMASends        uint64 // rdma_sends: messages sent
 	RDMARecvs        uint64 // rdma_recvs: messages received
@@ -35,6 +35,18 @@ type Counters struct {
 	SeqNakSent       uint64 // seq_nak_sent: PSN sequence error NAKs sent
 	AcksSent         uint64 // acks_sent
 	Retransmits      uint64 // retransmitted_pkts
+
+	// The receive stage (Config.LinkDelay, Config.Netem; rx_impair.go,
+	// package impair): netem's impairments, named as netem's.
+	ImpairFrames     uint64 // impair_frames: received frames the stage decided on (with Netem set)
+	ImpairLost       uint64 // impair_lost: dropped by netem loss (random or gemodel)
+	ImpairGEBad      uint64 // impair_ge_bad: frames that found the Gilbert-Elliott bad state
+	ImpairDuplicated uint64 // impair_duplicated: copies decided (a copy with no room is in impair_drops)
+	ImpairReordered  uint64 // impair_reordered: frames sent without the delay (netem reorder)
+	ImpairHeld       uint64 // impair_held: frames held back the extra hold time
+	ImpairCorrupted  uint64 // impair_corrupted: frames with a bit flipped
+	ImpairDelayed    uint64 // impair_delayed: frames and copies held for a time above 0
+	ImpairDrops      uint64 // impair_drops: frames and copies the stage had no room for (slots or netem limit)
 
 	// Round-trip estimation (Config.RTO adaptive; rtt.go).
 	RTTSamples     uint64 // rtt_samples: round-trip samples taken
@@ -114,6 +126,9 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"rnr_nak_retry_err", c.RNRNakRetryErr}, {"completer_retry_err", c.CompleterRetry},
 		{"local_ack_timeout_err", c.LocalAckTimeout}, {"implied_nak_seq_err", c.ImpliedNakSeqErr},
 		{"tx_ring_full", c.TxRingFull}, {"link_paced", c.LinkPaced}, {"link_paced_ns", c.LinkPacedNs}, {"link_delay_drops", c.LinkDelayDrops},
+		{"impair_frames", c.ImpairFrames}, {"impair_lost", c.ImpairLost}, {"impair_ge_bad", c.ImpairGEBad},
+		{"impair_duplicated", c.ImpairDuplicated}, {"impair_reordered", c.ImpairReordered}, {"impair_held", c.ImpairHeld},
+		{"impair_corrupted", c.ImpairCorrupted}, {"impair_delayed", c.ImpairDelayed}, {"impair_drops", c.ImpairDrops},
 		{"tx_wire_bytes", c.TxWireBytes}, {"rdma_sends", c.RDMASends}, {"rdma_recvs", c.RDMARecvs},
 		{"req_remote_access_errors", c.ReqRemoteAccess}, {"resp_remote_access_errors", c.RespRemoteAccess},
 		{"req_remote_invalid_request", c.ReqRemoteInvalid}, {"resp_remote_invalid_request", c.RespInvalidReq},

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/bth"
+	"github.com/softnic/softnic/dataplane/impair"
 	"github.com/softnic/softnic/dataplane/timer"
 	"github.com/softnic/softnic/qp"
 	"github.com/softnic/softnic/recovery"
@@ -84,12 +85,18 @@ type Config struct {
 	// and 20 µs at LinkRate (defaultLinkBurst).
 	LinkBurst int
 	// LinkDelay holds every received frame this long before the engine
-	// sees it: the emulated link's one-way propagation delay (link_delay.go),
+	// sees it: the emulated link's one-way propagation delay (rx_impair.go),
 	// so that a path between two hosts on one machine has a datacenter's
 	// bandwidth-delay product. 0, the default: none. LinkDelaySlots is
-	// the delay line's capacity in frames (DefaultLinkDelaySlots).
+	// the receive stage's capacity in frames (DefaultLinkDelaySlots, or
+	// Netem's limit if larger).
 	LinkDelay      time.Duration
 	LinkDelaySlots int
+	// Netem impairs every received frame before the engine parses it, in
+	// netem's words (package impair; rx_impair.go): loss, delay and
+	// jitter on top of LinkDelay, reordering, duplication, corruption.
+	// The zero Spec: none. SetNetem changes it while the engine runs.
+	Netem impair.Spec
 }
 
 const (
@@ -126,7 +133,7 @@ type Engine struct {
 	txStall   bool // the port's transmit ring was full, or the link's bucket empty, this round
 
 	link      linkBucket    // the emulated link (Config.LinkRate)
-	delay     *delayLine    // its propagation delay (Config.LinkDelay); nil: none
+	rx        *rxImpair     // the receive stage (Config.LinkDelay, Netem); nil: none
 	pacing    bool          // packets wait on the link's bucket since pacedFrom
 	pacedFrom time.Duration // (for link_paced_ns)
 
@@ -182,7 +189,13 @@ func NewEngine(cfg Config, port Port) (*Engine, error) {
 	case cfg.LinkDelaySlots < 0:
 		return nil, fmt.Errorf("dataplane: %d link delay slots", cfg.LinkDelaySlots)
 	case cfg.LinkDelaySlots == 0:
-		cfg.LinkDelaySlots = DefaultLinkDelaySlots
+		cfg.LinkDelaySlots = max(DefaultLinkDelaySlots, cfg.Netem.Limit)
+	}
+	if err := cfg.Netem.Validate(); err != nil {
+		return nil, fmt.Errorf("dataplane: %w", err)
+	}
+	if cfg.Netem.Limit > cfg.LinkDelaySlots {
+		return nil, fmt.Errorf("dataplane: netem limit %d is above the %d link delay slots", cfg.Netem.Limit, cfg.LinkDelaySlots)
 	}
 	shared := cfg.Scheme.SharedOnChipBytes()
 	if cfg.SRAMBytes != 0 && cfg.SRAMBytes < shared+cfg.QPContextBytes {
@@ -204,11 +217,56 @@ func NewEngine(cfg Config, port Port) (*Engine, error) {
 		link:    newLinkBucket(cfg.LinkRate, cfg.LinkBurst),
 		ready:   make([]*QP, 0, 64),
 	}
-	if cfg.LinkDelay > 0 {
-		e.delay = newDelayLine(port, cfg.LinkDelay, cfg.LinkDelaySlots, cfg.RxBatch, &e.now)
-		e.port = e.delay
+	if cfg.LinkDelay > 0 || cfg.Netem.Active() {
+		e.rx = newRxImpair(port, cfg.LinkDelay, cfg.Netem, cfg.LinkDelaySlots, cfg.RxBatch, &e.now)
+		e.port = e.rx
 	}
 	return e, nil
+}
+
+// SetNetem replaces the receive stage's impairment (Config.Netem) while
+// the engine runs; the zero Spec removes it. Frames already held keep
+// their due times. It is a verbs-style call from another goroutine: it
+// takes the engine's lock, which the poll loop holds for each Poll
+// anyway, so the per-frame path gains no lock. The first Spec on an
+// engine started without a stage allocates the stage's slots, before
+// the lock is taken.
+func (e *Engine) SetNetem(spec impair.Spec) error {
+	if err := spec.Validate(); err != nil {
+		return fmt.Errorf("dataplane: %w", err)
+	}
+	e.mu.Lock()
+	rx, port := e.rx, e.port
+	e.mu.Unlock()
+	var fresh *rxImpair
+	if rx == nil && spec.Active() {
+		if spec.Limit > e.cfg.LinkDelaySlots {
+			return fmt.Errorf("dataplane: netem limit %d is above the receive stage's %d slots", spec.Limit, e.cfg.LinkDelaySlots)
+		}
+		fresh = newRxImpair(port, 0, impair.Spec{}, e.cfg.LinkDelaySlots, e.cfg.RxBatch, &e.now)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.rx == nil {
+		if fresh == nil {
+			e.cfg.Netem = spec // nothing to impair, nothing held
+			return nil
+		}
+		e.rx, e.port = fresh, fresh
+	}
+	if err := e.rx.checkSpec(spec); err != nil {
+		return err
+	}
+	e.rx.setSpec(spec)
+	e.cfg.Netem = spec
+	return nil
+}
+
+// Netem returns the receive stage's impairment in force.
+func (e *Engine) Netem() impair.Spec {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.cfg.Netem
 }
 
 // Addr is the engine's local address.
@@ -235,8 +293,11 @@ func (e *Engine) Counters() Counters {
 	if e.rob != nil {
 		c.ROBInUse, c.ROBPeak = uint64(e.rob.inUse), uint64(e.rob.peak)
 	}
-	if e.delay != nil {
-		c.LinkDelayDrops = e.delay.drops
+	if r := e.rx; r != nil {
+		st := r.stage.Stats()
+		c.ImpairFrames, c.ImpairLost, c.ImpairGEBad = st.Frames, st.Lost, st.GEBad
+		c.ImpairDuplicated, c.ImpairReordered, c.ImpairHeld, c.ImpairCorrupted = st.Duplicated, st.Reordered, st.Held, st.Corrupted
+		c.ImpairDelayed, c.ImpairDrops, c.LinkDelayDrops = r.delayed, r.drops, r.drops
 	}
 	e.schemeStats(&c)
 	return c
@@ -346,13 +407,13 @@ func (e *Engine) linkWait(now time.Duration) (time.Duration, bool) {
 	return t - now, ok
 }
 
-// delayedUntil is when the next frame held by the link's delay line is
-// due, if it holds one.
+// delayedUntil is when the next frame held by the receive stage is due,
+// if it holds one.
 func (e *Engine) delayedUntil() (time.Duration, bool) {
-	if e.delay == nil {
+	if e.rx == nil {
 		return 0, false
 	}
-	return e.delay.nextDue()
+	return e.rx.nextDue()
 }
 
 // NextDeadline is when the earliest timer fires, or, if packets wait on

@@ -8,6 +8,7 @@ import (
 
 	"github.com/softnic/softnic/dataplane/afxdp/doorbell"
 	"github.com/softnic/softnic/dataplane/fabric"
+	"github.com/softnic/softnic/dataplane/impair"
 	"github.com/softnic/softnic/qp"
 	"github.com/softnic/softnic/recovery"
 )
@@ -47,6 +48,9 @@ type SimConfig struct {
 	// the fabric's own delay.
 	LinkDelay      time.Duration
 	LinkDelaySlots int
+	// Netem impairs each NIC's received frames (see Config); B's stage
+	// draws from the seed after A's, so the two decide independently.
+	Netem impair.Spec
 }
 
 // Addresses of the simulated hosts, from the benchmarking range.
@@ -68,16 +72,18 @@ func NewSim(cfg SimConfig) (*Sim, error) {
 	clock := &fabric.FakeClock{}
 	f := fabric.New(clock, cfg.Seed, cfg.AtoB, cfg.BtoA, cfg.MaxFrame)
 	addrA, addrB := SimAddrA, SimAddrB
+	netemB := cfg.Netem
+	netemB.Seed++
 	if cfg.IPv6 {
 		addrA, addrB = SimAddr6A, SimAddr6B
 	}
 	a, err := NewEngine(Config{MAC: SimMACA, Addr: addrA, Scheme: cfg.SchemeA, SRAMBytes: cfg.SRAMBytes, FetchPenalty: cfg.FetchPenalty, RTOBackoff: cfg.RTOBackoff, RTO: cfg.RTO,
-		LinkRate: cfg.LinkRate, LinkBurst: cfg.LinkBurst, LinkDelay: cfg.LinkDelay, LinkDelaySlots: cfg.LinkDelaySlots}, f.A())
+		LinkRate: cfg.LinkRate, LinkBurst: cfg.LinkBurst, LinkDelay: cfg.LinkDelay, LinkDelaySlots: cfg.LinkDelaySlots, Netem: cfg.Netem}, f.A())
 	if err != nil {
 		return nil, err
 	}
 	b, err := NewEngine(Config{MAC: SimMACB, Addr: addrB, Scheme: cfg.SchemeB, SRAMBytes: cfg.SRAMBytes, FetchPenalty: cfg.FetchPenalty, RTOBackoff: cfg.RTOBackoff, RTO: cfg.RTO,
-		LinkRate: cfg.LinkRate, LinkBurst: cfg.LinkBurst, LinkDelay: cfg.LinkDelay, LinkDelaySlots: cfg.LinkDelaySlots}, f.B())
+		LinkRate: cfg.LinkRate, LinkBurst: cfg.LinkBurst, LinkDelay: cfg.LinkDelay, LinkDelaySlots: cfg.LinkDelaySlots, Netem: netemB}, f.B())
 	if err != nil {
 		return nil, err
 	}

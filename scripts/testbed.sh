@@ -20,7 +20,11 @@
 #   testbed.sh loss PCT      drop PCT% (0-100, fractional ok, e.g. 0.01) of
 #                            forwarded frames in BOTH directions; 0 removes it
 #   testbed.sh status        namespaces, addresses, loss rule
-#   testbed.sh exec HOST CMD...   run CMD in host a, sw or b
+#   testbed.sh exec HOST CMD...   run CMD in host a, sw or b, e.g.
+#                            testbed.sh exec a softnic netem --socket S "loss 1%"
+#                            to impair what host a's daemon receives (its
+#                            control socket is a file: reachable from any
+#                            namespace; docs/impair.md)
 #
 # Environment:
 #   SOFTNIC_NS_PREFIX  namespace prefix P (default "snic": snic-a, snic-sw,

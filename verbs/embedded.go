@@ -7,6 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/softnic/softnic/dataplane"
+	"github.com/softnic/softnic/dataplane/impair"
 	"github.com/softnic/softnic/qp"
 	"github.com/softnic/softnic/verbs/internal/proto"
 	"github.com/softnic/softnic/verbs/internal/shm"
@@ -72,6 +73,19 @@ func (b *embedded) stats() ([]Counter, error) {
 		out = append(out, Counter{Name: c.Name, Value: c.Value})
 	}
 	return out, nil
+}
+
+func (b *embedded) netem() (string, error) { return b.e.Netem().String(), nil }
+
+func (b *embedded) setNetem(text string) (string, error) {
+	spec, err := impair.Parse(text)
+	if err != nil {
+		return "", err
+	}
+	if err := b.e.SetNetem(spec); err != nil {
+		return "", err
+	}
+	return spec.String(), nil
 }
 
 // allocBuf: the engine reaches any memory of this process, so a buffer

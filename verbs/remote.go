@@ -198,6 +198,22 @@ func (r *remote) stats() ([]Counter, error) {
 	return out, nil
 }
 
+func (r *remote) netem() (string, error) {
+	var res proto.NetemResult
+	if _, err := r.call(proto.OpNetem, nil, nil, &res); err != nil {
+		return "", err
+	}
+	return res.Spec, nil
+}
+
+func (r *remote) setNetem(spec string) (string, error) {
+	var res proto.NetemResult
+	if _, err := r.call(proto.OpSetNetem, proto.NetemArgs{Spec: spec}, nil, &res); err != nil {
+		return "", err
+	}
+	return res.Spec, nil
+}
+
 var errBufSize = errors.New("verbs: AllocBuf size must be positive")
 
 // allocBuf makes a memfd sealed against resizing (the daemon refuses to

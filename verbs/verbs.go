@@ -163,6 +163,9 @@ var (
 	// per-client limit; the error's message names the limit and the
 	// softnic run flag that raises it.
 	ErrLimit = proto.ErrLimit
+	// ErrPermission: a daemon refused a request this user may not make
+	// (SetNetem: only root or the daemon's user).
+	ErrPermission = proto.ErrPermission
 	// ErrNotShared is RegMR on a daemon context with memory that did not
 	// come from AllocBuf: the daemon can only reach memory it can map.
 	ErrNotShared = errors.New("verbs: RegMR on a daemon context needs memory from Context.AllocBuf (the daemon maps the region from shared memory)")
@@ -211,6 +214,17 @@ type Counter struct {
 
 // Stats returns the NIC's counters in display order.
 func (c *Context) Stats() ([]Counter, error) { return c.b.stats() }
+
+// Netem returns the impairment the NIC applies to what it receives, in
+// netem's words ("" for none; softnic run --netem, package
+// dataplane/impair).
+func (c *Context) Netem() (string, error) { return c.b.netem() }
+
+// SetNetem replaces the NIC's receive impairment with spec, in netem's
+// words ("" removes it), and returns the one in force: canonical words,
+// with the seed a daemon chose if spec gave none. A daemon lets only root
+// or its own user change it (ErrPermission).
+func (c *Context) SetNetem(spec string) (string, error) { return c.b.setNetem(spec) }
 
 // AllocBuf returns n bytes of memory the NIC can reach once registered:
 // on a daemon context, shared memory (a sealed memfd the daemon maps at
@@ -534,6 +548,8 @@ type backend interface {
 	name() string
 	queryDevice() (DeviceAttr, error)
 	stats() ([]Counter, error)
+	netem() (string, error)
+	setNetem(spec string) (string, error)
 	allocBuf(n int) ([]byte, error)
 	freeBuf(b []byte) error
 	allocPD() (uint32, error)

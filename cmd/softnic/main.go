@@ -2,6 +2,7 @@
 //
 //	softnic run     the daemon: one software RoCEv2 NIC on an interface
 //	softnic stats   print a running daemon's counters
+//	softnic netem   show or change a running daemon's receive impairment
 //	softnic demo    RDMA WRITE bandwidth on the embedded in-memory fabric
 package main
 
@@ -29,6 +30,8 @@ func main() {
 		err = runCmd(os.Args[2:])
 	case "stats":
 		err = statsCmd(os.Args[2:])
+	case "netem":
+		err = netemCmd(os.Args[2:])
 	case "sweep":
 		err = sweepCmd(os.Args[2:])
 	case "demo":
@@ -107,6 +110,8 @@ commands:
           AF_XDP sockets (or a UDP socket) and run one softnic NIC; see
           softnic run -h
   stats   print a running daemon's counters (softnic stats [--socket PATH])
+  netem   show or change a running daemon's receive impairment, in netem's
+          words: softnic netem [--socket PATH] ["SPEC" | clear]
   demo    RDMA WRITE bandwidth between two embedded softnic NICs over the
           in-memory fabric (simulated time), lossless and lossy
   sweep   parameter sweeps on the embedded fabric with CSV and PNG plots:

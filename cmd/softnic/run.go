@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/netip"
@@ -23,6 +24,7 @@ import (
 	"github.com/softnic/softnic/bpf"
 	"github.com/softnic/softnic/dataplane"
 	"github.com/softnic/softnic/dataplane/afxdp"
+	"github.com/softnic/softnic/dataplane/impair"
 	"github.com/softnic/softnic/dataplane/udpport"
 	"github.com/softnic/softnic/qp"
 	"github.com/softnic/softnic/recovery"
@@ -63,6 +65,10 @@ type options struct {
 	// linkDelay is the emulated link's one-way delay, applied on receive
 	// (dataplane.Config.LinkDelay).
 	linkDelay time.Duration
+	// netemText is --netem; netem is it parsed, with a seed picked by
+	// parseRun when it gave none (dataplane.Config.Netem).
+	netemText string
+	netem     impair.Spec
 	// limits bound what one verbs client may make the daemon hold
 	// (verbsd.Limits; -1: no limit).
 	limits verbsd.Limits
@@ -138,7 +144,8 @@ func runFlags(o *options) *flag.FlagSet {
 	fs.IntVar(&o.params.FasrUnits, "fasr-units", recovery.DefaultFasrUnits, "FaSR's level-1 pool: SR state units")
 	fs.IntVar(&o.params.FasrBlocks, "fasr-blocks", recovery.DefaultFasrBlocks, "FaSR's level-2 pool: 16-bit bitmap blocks")
 	fs.Var(&o.linkRate, "link-rate", "emulated link: pace all transmission as an Ethernet link of this `rate` would, each frame with its padding, FCS, preamble and gap (tc units bit, kbit, mbit, gbit, e.g. 5Gbit; counters link_paced, link_paced_ns; default 0: unlimited)")
-	fs.DurationVar(&o.linkDelay, "link-delay", 0, "emulated link's one-way propagation delay: every received frame is held this long before the NIC sees it, so that two hosts a few µs apart have a datacenter path's bandwidth-delay product (set it on both hosts; counter link_delay_drops; default 0: none)")
+	fs.DurationVar(&o.linkDelay, "link-delay", 0, "emulated link's one-way propagation delay: every received frame is held this long before the NIC sees it, so that two hosts a few µs apart have a datacenter path's bandwidth-delay product (set it on both hosts; --netem adds loss, jitter, reordering and more; counter impair_drops, also as link_delay_drops; default 0: none)")
+	fs.StringVar(&o.netemText, "netem", "", `impair every received frame before the NIC parses it, in netem's words (tc-netem(8)): "loss P% [CORR%]", "loss gemodel P [R [1-H [1-K]]]", "delay TIME [JITTER [CORR%]]" (on top of --link-delay), "reorder P% [CORR%] [gap N]", "duplicate P%", "corrupt P%", "hold P% TIME", "limit N", "seed N"; set it on both hosts to impair both directions; change it while running with softnic netem (docs/impair.md; counters impair_*; default: none)`)
 	fs.Var(&o.modelRate, "model-rate", "line `rate` of the NIC being modelled (e.g. 100Gbit, StaR's): with --link-rate, hardware costs (--fetch-penalty) are scaled by model-rate/link-rate, so that a context fetch lasts as many packet times on the emulated link as on the modelled one (default 0: no scaling)")
 	fs.Var(&o.linkBurst, "link-burst", "emulated link's burst: `bytes` of wire time it sends back to back after an idle spell (default 0: the larger of 16 full frames and 20µs at --link-rate)")
 	fs.IntVar(&o.limits.ConnsPerUID, "max-conns-per-uid", verbsd.DefaultConnsPerUID, "verbs connections one uid may have open at once (-1: no limit)")
@@ -190,7 +197,21 @@ func parseRun(args []string) (options, error) {
 	if _, err := parseQueues(o.queues); err != nil {
 		return o, usagef("run: %w", err)
 	}
+	spec, err := impair.Parse(o.netemText)
+	if err != nil {
+		return o, usagef("run: --netem: %w", err)
+	}
+	o.netem = withSeed(spec)
 	return o, nil
+}
+
+// withSeed gives an impairment without a seed a random one, which the
+// daemon logs and softnic netem prints, so that a run can be repeated.
+func withSeed(spec impair.Spec) impair.Spec {
+	if spec.Active() && !spec.HasSeed {
+		spec.Seed, spec.HasSeed = rand.Uint64(), true
+	}
+	return spec
 }
 
 func runCmd(args []string) error {
@@ -374,7 +395,7 @@ func start(o options, log *slog.Logger) (d *daemon, err error) {
 		log.Info("UDP port open", "addr", netip.AddrPortFrom(d.addr, 4791), "max_frame", p.MaxFrame())
 	}
 	if d.engine, err = dataplane.NewEngine(dataplane.Config{MAC: mac, Addr: d.addr, Scheme: scheme, SRAMBytes: o.sram, FetchPenalty: fetchPenalty(scaled(o.penalty, o.emulationScale())), RTOBackoff: o.backoff, RTO: o.rto, RTOMin: o.rtoMin,
-		LinkRate: uint64(o.linkRate), LinkBurst: int(o.linkBurst), LinkDelay: o.linkDelay}, d.port); err != nil {
+		LinkRate: uint64(o.linkRate), LinkBurst: int(o.linkBurst), LinkDelay: o.linkDelay, Netem: o.netem}, d.port); err != nil {
 		return d, err
 	}
 	// Fields are set only from values known not to be nil, so that
@@ -391,7 +412,7 @@ func start(o options, log *slog.Logger) (d *daemon, err error) {
 	}
 	log.Info("softnic running", "iface", o.iface, "mac", d.ifi.HardwareAddr.String(), "gid", d.addr,
 		"port", o.port, "mtu", o.mtu, "scheme", o.scheme, "rto", o.rto.String(), "sram", o.sram, "fetch_penalty", scaled(o.penalty, o.emulationScale()),
-		"link_rate", o.linkRate.String(), "link_delay", o.linkDelay, "model_rate", o.modelRate.String(), "emulation_scale", o.emulationScale(), "socket", o.socket, "metrics", o.metrics)
+		"link_rate", o.linkRate.String(), "link_delay", o.linkDelay, "netem", o.netem.String(), "model_rate", o.modelRate.String(), "emulation_scale", o.emulationScale(), "socket", o.socket, "metrics", o.metrics)
 	return d, nil
 }
 

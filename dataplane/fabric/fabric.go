@@ -21,6 +21,20 @@
 //     a copy is also delivered at departure + Delay + its own jitter. Dropped
 //     and duplicated frames still used the serializer: loss and duplication
 //     happen downstream of the sender, as in a switch.
+//   - Netem: instead of Loss, Duplicate, Reorder, ReorderDelay and Jitter, a
+//     link may take an impair.Spec in netem's words (LinkConfig.Netem, e.g.
+//     impair.Parse("loss gemodel 1% 25% delay 10us 2us reorder 2%")): then
+//     the frame is delivered at departure + Delay + the Spec's delay, and
+//     may also be corrupted (one bit flipped in the queued frame). Its
+//     limit, if any, is the link's QueueFrames when that is 0 (back-pressure
+//     here, where netem tail-drops); its seed is not used: the fabric's seed
+//     decides.
+//
+// Every per-frame decision above, legacy fields or Netem, is made by the
+// impair package's Stage, the one the daemon's --netem uses on receive, so
+// an embedded run and a run between two hosts mean the same by "reorder
+// 2%". The legacy fields compile to an impair.Model with no delay base and
+// a span of Jitter on top of Delay.
 //
 // Frames in flight wait in a min-heap per direction ordered by (delivery
 // time, transmit order), so Receive hands them out in delivery order, ties in
@@ -31,7 +45,10 @@
 // (loss, duplicate, reorder, jitter, copy jitter) whatever the configuration.
 // So a seed reproduces a run exactly, the loss pattern of data frames does
 // not change when ACK traffic in the other direction changes, and turning on
-// jitter does not change which frames are lost.
+// jitter does not change which frames are lost. Gilbert-Elliott loss, netem
+// reordering and corruption draw from a second stream per direction, only
+// when used (impair's package documentation), so they do not disturb the
+// five.
 //
 // Memory is bounded: a direction holds at most QueueFrames frames, counted
 // from Transmit until the receiver takes them with Receive, duplicates
@@ -49,10 +66,12 @@
 package fabric
 
 import (
+	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"time"
+
+	"github.com/softnic/softnic/dataplane/impair"
 )
 
 // Clock tells the fabric the current time: monotonic nanoseconds since the
@@ -100,6 +119,10 @@ type LinkConfig struct {
 	// on every transmitted frame before random loss, and true drops it. The
 	// frame is only valid during the call.
 	Drop func(frame []byte) bool
+	// Netem, if it impairs anything (impair.Spec.Active), replaces Loss,
+	// Duplicate, Reorder, ReorderDelay and Jitter, which must then be 0:
+	// see the package documentation.
+	Netem impair.Spec
 }
 
 // DefaultQueueFrames is the queue bound of a LinkConfig with QueueFrames 0.
@@ -132,7 +155,21 @@ func (c *LinkConfig) validate() error {
 	if c.QueueFrames < 0 {
 		return fmt.Errorf("negative QueueFrames %d", c.QueueFrames)
 	}
+	if err := c.Netem.Validate(); err != nil {
+		return err
+	}
+	if c.Netem.Active() && (c.Loss != 0 || c.Duplicate != 0 || c.Reorder != 0 || c.ReorderDelay != 0 || c.Jitter != 0) {
+		return errors.New("Netem given with Loss, Duplicate, Reorder, ReorderDelay or Jitter: use one or the other")
+	}
 	return nil
+}
+
+// model is the impairment the link's Stage applies.
+func (c *LinkConfig) model() impair.Model {
+	if c.Netem.Active() {
+		return c.Netem.Model()
+	}
+	return impair.Model{Loss: c.Loss, Duplicate: c.Duplicate, Hold: c.Reorder, HoldTime: c.ReorderDelay, DelaySpan: c.Jitter}
 }
 
 // Direction names one of the fabric's two links.
@@ -159,7 +196,8 @@ type LinkStats struct {
 	Delivered   uint64 // frames handed out by Receive, copies included
 	Dropped     uint64 // by the Drop hook or random loss
 	Duplicated  uint64 // copies queued
-	Reordered   uint64 // frames held back by ReorderDelay
+	Reordered   uint64 // frames held back by ReorderDelay (Netem: hold), or sent without the delay (Netem: reorder)
+	Corrupted   uint64 // frames with a bit flipped (Netem: corrupt)
 }
 
 // Fabric is a pair of links between port A and port B. Create it with New.
@@ -185,17 +223,13 @@ func New(clock Clock, seed uint64, aToB, bToA LinkConfig, maxFrame int) *Fabric 
 	for d, c := range [2]LinkConfig{aToB, bToA} {
 		// Distinct streams per direction keep one direction's draws
 		// independent of how much the other one transmits.
-		f.links[d].rng = rand.New(rand.NewPCG(seed, streamSalt+uint64(d)))
+		f.links[d].stage = impair.NewStage(impair.Model{}, seed, uint64(d))
 		f.SetLink(Direction(d), c)
 	}
 	f.ports[AtoB] = Port{f: f, txDir: AtoB, tx: &f.links[AtoB], rx: &f.links[BtoA]}
 	f.ports[BtoA] = Port{f: f, txDir: BtoA, tx: &f.links[BtoA], rx: &f.links[AtoB]}
 	return f
 }
-
-// streamSalt selects the PCG streams of the two directions (an arbitrary odd
-// constant, the 64-bit golden ratio).
-const streamSalt = 0x9e3779b97f4a7c15
 
 // A returns port A: it transmits towards B and receives what B transmits.
 func (f *Fabric) A() *Port { return &f.ports[AtoB] }
@@ -214,7 +248,11 @@ func (f *Fabric) SetLink(d Direction, c LinkConfig) {
 	}
 	l := &f.links[d]
 	l.cfg = c
+	l.stage.SetModel(c.model())
 	l.limit = c.QueueFrames
+	if l.limit == 0 {
+		l.limit = c.Netem.Limit
+	}
 	if l.limit == 0 {
 		l.limit = DefaultQueueFrames
 	}
@@ -267,7 +305,7 @@ type flight struct {
 type link struct {
 	cfg   LinkConfig
 	limit int
-	rng   *rand.Rand
+	stage *impair.Stage // every frame's fate (impair.Stage's fixed draws are the fabric's historical ones)
 	// The serializer runs at rate bits/s (0: infinitely fast) and is busy
 	// until busyUntil + busyRem/rate nanoseconds, 0 <= busyRem < rate.
 	rate      uint64
@@ -312,15 +350,6 @@ func (l *link) depart(now time.Duration, n int) time.Duration {
 		return satAdd(l.busyUntil, 1)
 	}
 	return l.busyUntil
-}
-
-// uniform maps a draw u in [0, 1) to a duration in [0, limit).
-func uniform(u float64, limit time.Duration) time.Duration {
-	if limit <= 0 {
-		return 0
-	}
-	// The product can round up to limit when limit exceeds 2^53 ns.
-	return min(time.Duration(u*float64(limit)), limit-1)
 }
 
 func satAdd(a, b time.Duration) time.Duration {
@@ -442,16 +471,12 @@ func (p *Port) Transmit(n int) {
 
 	l, cfg := p.tx, &p.tx.cfg
 	l.stats.Transmitted++
-	// Always the same draws per frame, in the same order: see the package
-	// documentation.
-	lossDraw := l.rng.Float64()
-	dupDraw := l.rng.Float64()
-	reorderDraw := l.rng.Float64()
-	jitter := uniform(l.rng.Float64(), cfg.Jitter)
-	copyJitter := uniform(l.rng.Float64(), cfg.Jitter)
+	// The Stage always takes the same draws per frame, in the same order:
+	// see the package documentation.
+	v := l.stage.Decide(n)
 
 	departure := l.depart(p.f.clock.Now(), n)
-	dropped := (cfg.Drop != nil && cfg.Drop(frame)) || lossDraw < cfg.Loss
+	dropped := (cfg.Drop != nil && cfg.Drop(frame)) || v.Drop
 	if p.f.tap != nil {
 		p.f.tap(p.txDir, departure, frame, dropped)
 	}
@@ -461,17 +486,23 @@ func (p *Port) Transmit(n int) {
 		return
 	}
 	arrival := satAdd(departure, cfg.Delay)
-	at := satAdd(arrival, jitter)
-	if reorderDraw < cfg.Reorder {
-		at = satAdd(at, cfg.ReorderDelay)
+	if v.Held || v.Reordered {
 		l.stats.Reordered++
 	}
-	l.push(at, frame)
-	if dupDraw < cfg.Duplicate && len(l.queue) < l.limit {
+	if v.Dup && len(l.queue)+1 < l.limit {
+		// The copy is taken before corruption, as netem clones before
+		// it corrupts.
 		dup := l.getBuffer(p.f.maxFrame)[:n]
 		copy(dup, frame)
-		l.push(satAdd(arrival, copyJitter), dup)
+		l.push(satAdd(arrival, v.Delay), frame)
+		l.push(satAdd(arrival, v.DupDelay), dup)
 		l.stats.Duplicated++
+	} else {
+		l.push(satAdd(arrival, v.Delay), frame)
+	}
+	if v.CorruptBit >= 0 {
+		frame[v.CorruptBit/8] ^= 1 << (v.CorruptBit % 8)
+		l.stats.Corrupted++
 	}
 }
 

@@ -5,10 +5,14 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/softnic/softnic/dataplane/impair"
 )
 
 const testMaxFrame = 1500
@@ -720,4 +724,82 @@ func TestPortNextDelivery(t *testing.T) {
 	if at, ok := f.A().NextDelivery(); !ok || at != 2*time.Microsecond {
 		t.Fatalf("A: %v %v, want 2µs", at, ok)
 	}
+}
+
+// TestNetemLink: a link given netem words loses, delays with netem's
+// jitter (uniform around the delay), corrupts one bit of a frame, and
+// refuses to be combined with the legacy fields.
+func TestNetemLink(t *testing.T) {
+	spec, err := impair.Parse("loss 10% delay 20us 5us corrupt 5% duplicate 2%")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var clock FakeClock
+	const n = 20000
+	f := New(&clock, 5, LinkConfig{Delay: time.Microsecond, Netem: spec}, LinkConfig{}, testMaxFrame)
+	sent := map[uint64]time.Duration{}
+	frames := make([][]byte, 64)
+	received, flipped := 0, 0
+	// Frames carry their id twice, then zeros: one flipped bit shows
+	// wherever it is.
+	check := func() {
+		for {
+			k := f.B().Receive(frames)
+			for _, fr := range frames[:k] {
+				received++
+				a, b := binary.BigEndian.Uint64(fr), binary.BigEndian.Uint64(fr[8:])
+				diff := bits.OnesCount64(a ^ b)
+				for _, c := range fr[16:] {
+					diff += bits.OnesCount8(c)
+				}
+				if diff > 1 {
+					t.Fatalf("frame %d/%d: %d bits flipped", a, b, diff)
+				}
+				flipped += diff
+				if a != b {
+					continue
+				}
+				if d := clock.Now() - sent[a]; d < 16*time.Microsecond || d >= 26*time.Microsecond+100 {
+					t.Fatalf("frame %d delivered %v after it was sent, want in [16us, 26us) (+100ns of clock step)", a, d)
+				}
+			}
+			if k < len(frames) {
+				return
+			}
+		}
+	}
+	for id := uint64(1); id <= n; id++ {
+		sent[id] = clock.Now()
+		buf := f.A().TxBuffer()
+		clear(buf[:200])
+		binary.BigEndian.PutUint64(buf, id)
+		binary.BigEndian.PutUint64(buf[8:], id)
+		f.A().Transmit(200)
+		clock.Advance(100 * time.Nanosecond)
+		check()
+	}
+	for {
+		next, ok := f.NextDelivery()
+		if !ok {
+			break
+		}
+		clock.Set(max(next, clock.Now()))
+		check()
+	}
+	st := f.Stats(AtoB)
+	if st.Dropped < n*8/100 || st.Dropped > n*12/100 {
+		t.Errorf("%d of %d dropped, want about 10%%", st.Dropped, n)
+	}
+	if st.Corrupted == 0 || uint64(flipped) != st.Corrupted {
+		t.Errorf("%d frames corrupted, %d bits found flipped", st.Corrupted, flipped)
+	}
+	if uint64(received) != st.Transmitted-st.Dropped+st.Duplicated || st.Duplicated == 0 {
+		t.Errorf("received %d, stats %+v", received, st)
+	}
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "use one or the other") {
+			t.Errorf("Netem with Loss: %v", r)
+		}
+	}()
+	f.SetLink(AtoB, LinkConfig{Loss: 0.1, Netem: spec})
 }

@@ -337,6 +337,18 @@ func (s *Server) handle(c *client, req *proto.Request, fds []int) (any, reply, e
 			return nil, reply{}, fmt.Errorf("%w: %s needs protocol version 3", proto.ErrProtocol, req.Op)
 		}
 		return s.createCompChannel(c)
+	case proto.OpNetem, proto.OpSetNetem:
+		if c.vers < 4 {
+			return nil, reply{}, fmt.Errorf("%w: %s needs protocol version 4", proto.ErrProtocol, req.Op)
+		}
+		if req.Op == proto.OpNetem {
+			return proto.NetemResult{Spec: s.e.Netem().String()}, reply{}, nil
+		}
+		var a proto.NetemArgs
+		if err := args(&a); err != nil {
+			return nil, reply{}, err
+		}
+		return s.setNetem(c, a)
 	case proto.OpQueryQP, proto.OpDeallocPD, proto.OpDeregMR, proto.OpDestroyCQ, proto.OpDestroyQP, proto.OpDestroyCompChannel:
 		if err := args(&h); err != nil {
 			return nil, reply{}, err

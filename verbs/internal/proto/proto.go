@@ -33,9 +33,10 @@ import (
 // added completion channels (create_comp_channel, destroy_comp_channel,
 // create_cq's channel) and the CQ file's arm and event words; older
 // clients never send them, and a daemon of version 3 serves them as
-// before.
+// before. Version 4 added the receive impairment (netem, set_netem), which
+// older clients never ask for.
 const (
-	Version    = 3
+	Version    = 4
 	MinVersion = 1
 )
 
@@ -58,6 +59,9 @@ const (
 
 	OpCreateCompChannel  = "create_comp_channel"  // version 3
 	OpDestroyCompChannel = "destroy_comp_channel" // version 3
+
+	OpNetem    = "netem"     // version 4: the receive impairment in force
+	OpSetNetem = "set_netem" // version 4: change it (root or the daemon's uid)
 )
 
 // Request is what a client sends.
@@ -112,6 +116,20 @@ type Counter struct {
 // StatsResult lists the counters in display order.
 type StatsResult struct {
 	Counters []Counter `json:"counters"`
+}
+
+// NetemArgs is set_netem's request (version 4): a Spec in netem's words
+// (package dataplane/impair), "" to remove the impairment. Only a client
+// of uid 0 or the daemon's own uid (SO_PEERCRED) may send it; others get
+// ErrPermission. netem takes no arguments.
+type NetemArgs struct {
+	Spec string `json:"spec"`
+}
+
+// NetemResult is the impairment in force, in canonical netem words ("" for
+// none), with the seed the daemon chose when the request gave none.
+type NetemResult struct {
+	Spec string `json:"spec"`
 }
 
 // Handle names a PD, MR, CQ or QP of this connection.
@@ -265,6 +283,9 @@ var (
 	// ErrLimit: the request would exceed one of the daemon's per-client
 	// limits (the message names it and the flag that raises it).
 	ErrLimit = errors.New("verbs: limit")
+	// ErrPermission: the client's uid may not make this request
+	// (set_netem: only root or the daemon's uid).
+	ErrPermission = errors.New("verbs: permission denied")
 )
 
 // codes maps sentinels to wire codes, most specific first.
@@ -276,6 +297,7 @@ var codes = []struct {
 	{"closed", ErrClosed},
 	{"protocol", ErrProtocol},
 	{"limit", ErrLimit},
+	{"permission", ErrPermission},
 	{"bad_pd", dataplane.ErrBadPD},
 	{"bad_mr", dataplane.ErrBadMR},
 	{"empty_mr", dataplane.ErrEmptyMR},
