@@ -79,7 +79,7 @@ var reorderMatrixOps = []string{"write", "read", "send", "atomic"}
 // under the race detector, is seed 1 and 1 batch of 64 KiB messages on
 // the links not marked heavy: 5 % loss with 50 µs jitter, held,
 // duplicated, congested and shallow — every scheme and opcode, 100 runs,
-// about 12 s under -race.
+// about 14 s under -race on two shared cores.
 func TestReorderingMatrix(t *testing.T) {
 	full := os.Getenv("SOFTNIC_MATRIX") == "full"
 	seeds, batches, size := 1, 1, 64<<10
