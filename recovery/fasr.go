@@ -29,7 +29,7 @@ import "github.com/softnic/softnic/qp"
 //     or a reordered original: it is kept (lost-cnt falls) and answered by
 //     an FNACK, on which the sender restarts its retransmissions from
 //     UNACK only if it had resent that PSN and the retransmission of
-//     UNACK has gone unacknowledged for a hold (the path's RTO, RTO_low/8
+//     UNACK has gone unacknowledged for a hold (max(G, 4·RTTVAR), RTO_low/8
 //     without an estimate): at most once per hold, however many FNACKs
 //     reordering brings. A SACK of a packet first sent after that
 //     retransmission, a hold on, does the same (docs/recovery.md,
@@ -455,7 +455,7 @@ func (f *fasrSender) OnLostCountSack(now Time, cum, sack qp.PSN, lostCnt int, ov
 
 // OnFNack restarts the retransmissions from UNACK only when psn was
 // resent in this round and the retransmission of UNACK's packet has gone
-// unacknowledged for a hold (the path's RTO, or RTO_low/8 without an
+// unacknowledged for a hold (max(G, 4·RTTVAR), or RTO_low/8 without an
 // estimate): then the PSNs resent before psn and still missing are taken
 // as lost. An FNACK for a PSN not resent is an original that reordering
 // delayed, and one that comes sooner may be a retransmission that

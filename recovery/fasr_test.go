@@ -442,7 +442,7 @@ func drainAt(s Sender, now Time, sent qp.PSN) []qp.PSN {
 // TestFaSRSenderFNack: an FNACK restarts the round from UNACK only for a
 // PSN resent in this round, and only once the retransmission of UNACK has
 // gone unacknowledged for a hold (RTO_low/8 without an estimate, the
-// path's RTO with one); the new round resets the hold, and so does
+// margin max(G, 4·RTTVAR) with one); the new round resets the hold, and so does
 // progress.
 func TestFaSRSenderFNack(t *testing.T) {
 	const us = time.Microsecond
@@ -483,15 +483,15 @@ func TestFaSRSenderFNack(t *testing.T) {
 	if got := drainAt(f, 160*us, sent); !samePSNs(got, 1, 2) || s.Stats().FNacksTaken != 2 {
 		t.Fatalf("an FNACK a hold after progress resent %v (%+v)", got, s.Stats())
 	}
-	// With an estimate the hold is the path's RTO: 20 + 4·5 µs.
+	// With an estimate the hold is RFC 6298's margin: 4·5 µs.
 	f.Timeout(time.Second, 10, RTT{SRTT: 20 * us, RTTVar: 5 * us, MinRTT: 20 * us, Valid: true})
-	f.OnFNack(190*us, 1, 2, sent)
-	if got := drainAt(f, 190*us, sent); len(got) != 0 {
-		t.Fatalf("an FNACK 30 µs after the round resent %v", got)
+	f.OnFNack(175*us, 1, 2, sent)
+	if got := drainAt(f, 175*us, sent); len(got) != 0 {
+		t.Fatalf("an FNACK 15 µs after the round resent %v", got)
 	}
-	f.OnFNack(200*us, 1, 2, sent)
-	if got := drainAt(f, 200*us, sent); !samePSNs(got, 1, 2) || s.Stats().FNacksTaken != 3 {
-		t.Fatalf("an FNACK 40 µs after the round resent %v (%+v)", got, s.Stats())
+	f.OnFNack(180*us, 1, 2, sent)
+	if got := drainAt(f, 180*us, sent); !samePSNs(got, 1, 2) || s.Stats().FNacksTaken != 3 {
+		t.Fatalf("an FNACK 20 µs after the round resent %v (%+v)", got, s.Stats())
 	}
 	f.OnFNack(300*us, 1, 4, sent) // 4 was never resent: reordering, not loss
 	if got := drainAt(f, 300*us, sent); len(got) != 0 {

@@ -31,7 +31,7 @@ import "github.com/softnic/softnic/qp"
 //     retransmits what is missing.
 //   - A lost retransmission (the paper has no rule for it): when the
 //     retransmission of the cumulative acknowledgement's packet has gone
-//     unacknowledged for a hold (the path's RTO, RTO_low/8 without an
+//     unacknowledged for a hold (max(G, 4·RTTVAR), RTO_low/8 without an
 //     estimate) and the responder acknowledges a packet first sent after
 //     it, the sender starts a new round at once instead of waiting for the
 //     timer (docs/recovery.md, "Lost retransmissions").

@@ -53,7 +53,7 @@ type selSender struct {
 	// packet was last resent in this round, or became the cumulative
 	// acknowledgement after the round had resent it, and rtxHold how long
 	// such a retransmission may go unacknowledged before it is taken for
-	// lost (the path's RTO, or RTO_low/8 without an estimate).
+	// lost (max(G, 4·RTTVAR), or RTO_low/8 without an estimate).
 	// rtxSent is one past the highest PSN sent by then (the transport's
 	// sent), lastSent the latest sent reported.
 	now, rtxAt        Time
@@ -306,9 +306,12 @@ func (s *selSender) timeout(base time.Duration, inflight int, rtt RTT) time.Dura
 }
 
 // holdFor is how long a retransmission may go unacknowledged before the
-// lost-retransmission rule takes it for lost: RFC 6298's RTO of the path
-// (SRTT + max(G, 4·RTTVAR)) when the QP has an estimate, else an eighth
-// of RTO_low (the daemon's 1 ms gives 125 µs). It must be short: the
+// lost-retransmission rule takes it for lost, given a packet sent after it
+// that arrived: an allowance for reordering between the two, which is
+// RFC 6298's allowance for variation, max(G, 4·RTTVAR), when the QP has
+// an estimate, else an eighth of RTO_low (the daemon's 1 ms gives
+// 125 µs). (The whole RTO, SRTT included, left fasr with the daemon's
+// adaptive timeouts waiting for the timer.) It must be short: the
 // rule needs evidence from the responder after it, and once BDP-FC's
 // window is full behind the lost retransmission that evidence stops (a
 // quarter of RTO_low left most lost retransmissions to the timer on
@@ -316,7 +319,7 @@ func (s *selSender) timeout(base time.Duration, inflight int, rtt RTT) time.Dura
 // retry (docs/recovery.md, "Lost retransmissions").
 func holdFor(rtt RTT, rtoLow time.Duration) time.Duration {
 	if rtt.Valid {
-		return rtt.RTO()
+		return rtt.margin()
 	}
 	return max(RTTGranularity, rtoLow/8)
 }
