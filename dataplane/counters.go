@@ -65,7 +65,7 @@ type Counters struct {
 	RcvdFNak     uint64 // rcvd_fnak
 	HolesNakSent uint64 // holes_nak_sent: MELO NACKs (three most recent holes) sent
 	RcvdHolesNak uint64 // rcvd_holes_nak
-	ROBDelivered uint64 // rob_delivered: packets copied from the off-chip reorder buffer to the application (MELO)
+	ROBDelivered uint64 // rob_delivered: packets copied from the off-chip reorder buffer to the application (MELO, FaSR)
 	ROBFull      uint64 // rob_full: out-of-order packets dropped because the reorder buffer was full
 	ROBInUse     uint64 // rob_in_use: reorder-buffer slots holding a packet now
 	ROBPeak      uint64 // rob_peak
@@ -81,6 +81,7 @@ type Counters struct {
 	SRMiddleDrops      uint64 // sr_middle_drops: MELO retransmissions needing a middle block, dropped
 	SRMiddleFills      uint64 // sr_middle_fills: MELO packets kept in a middle block (reordering is not loss)
 	SRFNacksTaken      uint64 // sr_fnacks_taken: FNACKs that restarted a sender's round
+	SRLostRetransmits  uint64 // sr_lost_retransmits: rounds restarted for a lost retransmission of the cumulative acknowledgement's packet (MELO, FaSR)
 	SRLostCntOverflows uint64 // sr_lost_cnt_overflows
 	SRSenderUnrecorded uint64 // sr_sender_unrecorded: selective ACKs a sender could not record (resent instead)
 	Pools              []recovery.PoolStats
@@ -144,7 +145,7 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"sr_rx_fast_path", c.SRRxFastPath}, {"sr_rx_slow_path", c.SRRxSlowPath},
 		{"sr_tx_fast_path", c.SRTxFastPath}, {"sr_tx_slow_path", c.SRTxSlowPath},
 		{"sr_pool_fallbacks", c.SRFallbacks}, {"sr_pool_drops", c.SRPoolDrops},
-		{"sr_middle_drops", c.SRMiddleDrops}, {"sr_middle_fills", c.SRMiddleFills}, {"sr_fnacks_taken", c.SRFNacksTaken},
+		{"sr_middle_drops", c.SRMiddleDrops}, {"sr_middle_fills", c.SRMiddleFills}, {"sr_fnacks_taken", c.SRFNacksTaken}, {"sr_lost_retransmits", c.SRLostRetransmits},
 		{"sr_lost_cnt_overflows", c.SRLostCntOverflows}, {"sr_sender_unrecorded", c.SRSenderUnrecorded},
 		{"rcvd_malformed", c.RcvdMalformed}, {"rcvd_icrc_err", c.RcvdICRCErr},
 		{"rcvd_unknown_qpn", c.RcvdUnknownQPN}, {"rcvd_bad_addr", c.RcvdBadAddr},

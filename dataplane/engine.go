@@ -320,6 +320,7 @@ func (e *Engine) schemeStats(c *Counters) {
 		c.SRMiddleDrops += st.MiddleDrops
 		c.SRMiddleFills += st.MiddleFills
 		c.SRFNacksTaken += st.FNacksTaken
+		c.SRLostRetransmits += st.LostRetransmits
 		c.SRLostCntOverflows += st.LostCntOverflows
 		c.SRSenderUnrecorded += st.SenderUnrecorded
 		c.Pools = append(c.Pools, st.Pools...)

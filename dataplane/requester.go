@@ -5,6 +5,7 @@ import (
 
 	"github.com/softnic/softnic/bth"
 	"github.com/softnic/softnic/qp"
+	"github.com/softnic/softnic/recovery"
 )
 
 // sendWQE is a posted send work request plus the requester's bookkeeping.
@@ -222,7 +223,11 @@ func (e *Engine) sendRequest(q *QP) bool {
 			if !e.sendPacket(q, w, psn, 0) {
 				return false
 			}
-			q.sender.Retransmitted(psn)
+			if t, ok := q.sender.(recovery.TimedRetransmitter); ok {
+				t.RetransmittedAt(e.now, psn, q.maxSentPSN)
+			} else {
+				q.sender.Retransmitted(psn)
+			}
 			return true
 		}
 		q.sender.Retransmitted(psn) // acknowledged meanwhile: nothing to resend

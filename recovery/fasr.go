@@ -28,8 +28,12 @@ import "github.com/softnic/softnic/qp"
 //     hole other than RCV-NXT is a retransmission that overtook a lost one,
 //     or a reordered original: it is kept (lost-cnt falls) and answered by
 //     an FNACK, on which the sender restarts its retransmissions from
-//     UNACK only if it had resent that PSN, once until a new ACK
-//     (docs/recovery.md, "Reordering is not loss").
+//     UNACK only if it had resent that PSN and the retransmission of
+//     UNACK has gone unacknowledged for a hold (max(G, 4·RTTVAR), RTO_low/8
+//     without an estimate): at most once per hold, however many FNACKs
+//     reordering brings. A SACK of a packet first sent after that
+//     retransmission, a hold on, does the same (docs/recovery.md,
+//     "Reordering is not loss", "Lost retransmissions").
 //   - Sender (§III-B2): lost-cnt from the SACKs tells a lost packet from a
 //     lost SACK: a gap between the new SACK and sack-high is retransmitted
 //     only when lost-cnt grew. RTO: lost-cnt above 1 resends UNACK and the
@@ -359,10 +363,9 @@ func (r *fasrReceiver) OnEvict() {
 type fasrSender struct {
 	srUnit // and its scheme, s
 	selSender
-	sackHigh   qp.PSN
-	lost       int
-	overflow   bool
-	fnackSpent bool // an FNACK was acted on since the last new ACK
+	sackHigh qp.PSN
+	lost     int
+	overflow bool
 }
 
 func (f *fasrSender) Reset(start qp.PSN) {
@@ -370,7 +373,7 @@ func (f *fasrSender) Reset(start qp.PSN) {
 		f.release()
 	}
 	f.reset(start)
-	f.lost, f.overflow, f.fnackSpent = 0, false, false
+	f.lost, f.overflow = 0, false
 }
 
 func (f *fasrSender) Window() int                                { return f.window }
@@ -385,13 +388,10 @@ func (f *fasrSender) OnEvict() {
 	f.park()
 }
 
-func (f *fasrSender) OnAck(_ Time, unacked qp.PSN) qp.PSN {
+func (f *fasrSender) OnAck(now Time, unacked qp.PSN) qp.PSN {
+	f.tick(now, f.lastSent)
 	f.touch()
-	old := f.base
 	b := f.ack(unacked)
-	if b != old {
-		f.fnackSpent = false
-	}
 	if f.inRec && b.After(f.sackHigh) {
 		f.release()
 		f.lost, f.overflow = 0, false
@@ -399,7 +399,8 @@ func (f *fasrSender) OnAck(_ Time, unacked qp.PSN) qp.PSN {
 	return b
 }
 
-func (f *fasrSender) OnSack(_ Time, from, to qp.PSN, kind SackKind, sent qp.PSN) {
+func (f *fasrSender) OnSack(now Time, from, to qp.PSN, kind SackKind, sent qp.PSN) {
+	f.tick(now, sent)
 	f.sack(from, to, kind, sent)
 }
 
@@ -407,6 +408,7 @@ func (f *fasrSender) OnSack(_ Time, from, to qp.PSN, kind SackKind, sent qp.PSN)
 // SACK are lost; later, a gap between the SACK and sack-high is lost only
 // if lost-cnt grew, else it was the SACKs that were lost (§III-B2).
 func (f *fasrSender) OnLostCountSack(now Time, cum, sack qp.PSN, lostCnt int, overflow bool, kind SackKind, sent qp.PSN) Resume {
+	f.tick(now, sent)
 	if !sack.After(f.base) || int(sack.Diff(f.base)) >= f.window {
 		return Resume{}
 	}
@@ -439,6 +441,10 @@ func (f *fasrSender) OnLostCountSack(now Time, cum, sack qp.PSN, lostCnt int, ov
 	f.raiseLossEdge(sack)
 	f.lost, f.overflow = lostCnt, overflow
 	f.enterRecovery(sent)
+	if f.lostRetransmission(sack, false) {
+		st.LostRetransmits++
+		f.restart(sent)
+	}
 	if f.bits.empty() {
 		st.TxFastPath++
 	} else {
@@ -447,22 +453,28 @@ func (f *fasrSender) OnLostCountSack(now Time, cum, sack qp.PSN, lostCnt int, ov
 	return Resume{}
 }
 
-// OnFNack restarts the retransmissions from UNACK, once per new ACK, and
-// only when psn was resent in this round: then the PSNs resent before it
-// and still missing are taken as lost. An FNACK for a PSN not resent is
-// an original that reordering delayed, not a sign of loss.
-func (f *fasrSender) OnFNack(_ Time, _, psn qp.PSN, sent qp.PSN) Resume {
-	if f.fnackSpent || !f.inRec || !f.recovery || !psn.Before(f.rtxNext) {
+// OnFNack restarts the retransmissions from UNACK only when psn was
+// resent in this round and the retransmission of UNACK's packet has gone
+// unacknowledged for a hold (max(G, 4·RTTVAR), or RTO_low/8 without an
+// estimate): then the PSNs resent before psn and still missing are taken
+// as lost. An FNACK for a PSN not resent is an original that reordering
+// delayed, and one that comes sooner may be a retransmission that
+// jitter, not loss, let overtake another. The new round resets the hold,
+// so FNACKs restart a QP's retransmissions at most once per hold
+// (docs/recovery.md, "Lost retransmissions").
+func (f *fasrSender) OnFNack(now Time, _, psn qp.PSN, sent qp.PSN) Resume {
+	f.tick(now, sent)
+	if !f.inRec || !f.recovery || !psn.Before(f.rtxNext) || !f.lostRetransmission(psn, true) {
 		return Resume{}
 	}
-	f.fnackSpent = true
 	f.s.stats.FNacksTaken++
 	f.restart(sent)
 	return Resume{}
 }
 
 // OnNak is the receiver's go-back-N NAK (its pools were exhausted).
-func (f *fasrSender) OnNak(_ Time, psn, _ qp.PSN) Resume {
+func (f *fasrSender) OnNak(now Time, psn, sent qp.PSN) Resume {
+	f.tick(now, sent)
 	f.recovery = false
 	return Resume{GoBack: true, GoBackTo: psn}
 }

@@ -429,42 +429,73 @@ func TestFaSRSenderTimeoutLostOne(t *testing.T) {
 	fasrInUse(t, s, 0, 0)
 }
 
-// TestFaSRSenderFNack: an FNACK restarts the round from UNACK once; a
-// second one before a new ACK does nothing; after the cumulative
-// acknowledgement moves it works again.
+// drainAt is drain with the time the retransmissions go out.
+func drainAt(s Sender, now Time, sent qp.PSN) []qp.PSN {
+	var got []qp.PSN
+	for psn, ok := s.NextRetransmit(); ok; psn, ok = s.NextRetransmit() {
+		got = append(got, psn)
+		s.(TimedRetransmitter).RetransmittedAt(now, psn, sent)
+	}
+	return got
+}
+
+// TestFaSRSenderFNack: an FNACK restarts the round from UNACK only for a
+// PSN resent in this round, and only once the retransmission of UNACK has
+// gone unacknowledged for a hold (RTO_low/8 without an estimate, the
+// margin max(G, 4·RTTVAR) with one); the new round resets the hold, and so does
+// progress.
 func TestFaSRSenderFNack(t *testing.T) {
-	s := newFasrScheme(t, Params{})
+	const us = time.Microsecond
+	s := newFasrScheme(t, Params{RTOLow: 400 * us})
 	f := fasrTx(s)
 	f.Reset(0)
+	f.Timeout(time.Second, 10, RTT{}) // hold 50 µs
 	const sent = 10
 	f.OnFNack(0, 0, 2, sent)
-	if got := drain(f); len(got) != 0 || s.Stats().FNacksTaken != 0 {
+	if got := drainAt(f, 0, sent); len(got) != 0 || s.Stats().FNacksTaken != 0 {
 		t.Fatalf("an FNACK outside recovery resent %v", got)
 	}
 	f.OnLostCountSack(0, 0, 3, 3, false, Received, sent)
-	if got := drain(f); !samePSNs(got, 0, 1, 2) {
+	if got := drainAt(f, 1*us, sent); !samePSNs(got, 0, 1, 2) {
 		t.Fatalf("resent %v", got)
 	}
-	if r := f.OnFNack(0, 0, 2, sent); r.GoBack {
+	if r := f.OnFNack(40*us, 0, 2, sent); r.GoBack {
 		t.Fatalf("FNACK went back: %+v", r)
 	}
-	if got := drain(f); !samePSNs(got, 0, 1, 2) || s.Stats().FNacksTaken != 1 {
-		t.Fatalf("after an FNACK resent %v (%+v)", got, s.Stats())
+	if got := drainAt(f, 40*us, sent); len(got) != 0 || s.Stats().FNacksTaken != 0 {
+		t.Fatalf("an FNACK before the hold resent %v (%+v)", got, s.Stats())
 	}
-	f.OnFNack(0, 0, 2, sent)
-	f.OnFNack(0, 0, 1, sent)
-	if got := drain(f); len(got) != 0 || s.Stats().FNacksTaken != 1 {
-		t.Fatalf("a second FNACK before a new ACK resent %v (%+v)", got, s.Stats())
+	f.OnFNack(60*us, 0, 2, sent)
+	if got := drainAt(f, 60*us, sent); !samePSNs(got, 0, 1, 2) || s.Stats().FNacksTaken != 1 {
+		t.Fatalf("an FNACK after the hold resent %v (%+v)", got, s.Stats())
 	}
-	f.OnAck(0, 0) // no progress
-	f.OnFNack(0, 0, 2, sent)
-	if got := drain(f); len(got) != 0 {
-		t.Fatalf("an ACK without progress re-armed the FNACK: %v", got)
+	f.OnFNack(70*us, 0, 2, sent)
+	f.OnFNack(100*us, 0, 1, sent)
+	if got := drainAt(f, 100*us, sent); len(got) != 0 || s.Stats().FNacksTaken != 1 {
+		t.Fatalf("a second FNACK within a hold of the new round resent %v (%+v)", got, s.Stats())
 	}
-	f.OnAck(0, 1)
-	f.OnFNack(0, 1, 2, sent)
-	if got := drain(f); !samePSNs(got, 1, 2) || s.Stats().FNacksTaken != 2 {
-		t.Fatalf("an FNACK after progress resent %v (%+v)", got, s.Stats())
+	f.OnAck(105*us, 1) // progress: PSN 1 became UNACK now
+	f.OnFNack(140*us, 1, 2, sent)
+	if got := drainAt(f, 140*us, sent); len(got) != 0 {
+		t.Fatalf("an FNACK within a hold of progress resent %v", got)
+	}
+	f.OnFNack(160*us, 1, 2, sent)
+	if got := drainAt(f, 160*us, sent); !samePSNs(got, 1, 2) || s.Stats().FNacksTaken != 2 {
+		t.Fatalf("an FNACK a hold after progress resent %v (%+v)", got, s.Stats())
+	}
+	// With an estimate the hold is RFC 6298's margin: 4·5 µs.
+	f.Timeout(time.Second, 10, RTT{SRTT: 20 * us, RTTVar: 5 * us, MinRTT: 20 * us, Valid: true})
+	f.OnFNack(175*us, 1, 2, sent)
+	if got := drainAt(f, 175*us, sent); len(got) != 0 {
+		t.Fatalf("an FNACK 15 µs after the round resent %v", got)
+	}
+	f.OnFNack(180*us, 1, 2, sent)
+	if got := drainAt(f, 180*us, sent); !samePSNs(got, 1, 2) || s.Stats().FNacksTaken != 3 {
+		t.Fatalf("an FNACK 20 µs after the round resent %v (%+v)", got, s.Stats())
+	}
+	f.OnFNack(300*us, 1, 4, sent) // 4 was never resent: reordering, not loss
+	if got := drainAt(f, 300*us, sent); len(got) != 0 {
+		t.Fatalf("an FNACK of a PSN not resent resent %v", got)
 	}
 }
 

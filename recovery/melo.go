@@ -29,6 +29,12 @@ import "github.com/softnic/softnic/qp"
 //     carrying the three most recent holes (§3.2.4), from which the sender
 //     rebuilds the receiver's bitmap in its own chain of pool blocks and
 //     retransmits what is missing.
+//   - A lost retransmission (the paper has no rule for it): when the
+//     retransmission of the cumulative acknowledgement's packet has gone
+//     unacknowledged for a hold (max(G, 4·RTTVAR), RTO_low/8 without an
+//     estimate) and the responder acknowledges a packet first sent after
+//     it, the sender starts a new round at once instead of waiting for the
+//     timer (docs/recovery.md, "Lost retransmissions").
 const MELO = "melo"
 
 func init() { Register(MELO, func(p Params) Scheme { return newMelo(p) }) }
@@ -90,28 +96,47 @@ const (
 // meloSender keeps what the NACKs said in a chain of the sender's pool.
 type meloSender struct{ selSender }
 
-func (m *meloSender) Reset(start qp.PSN)                                  { m.reset(start) }
-func (m *meloSender) Window() int                                         { return m.window }
-func (m *meloSender) Copies(bool) int                                     { return 1 }
-func (m *meloSender) OnAck(_ Time, unacked qp.PSN) qp.PSN                 { return m.ack(unacked) }
-func (m *meloSender) NextRetransmit() (qp.PSN, bool)                      { return m.nextRetransmit() }
-func (m *meloSender) Retransmitted(psn qp.PSN)                            { m.retransmitted(psn) }
-func (m *meloSender) OnChipBytes() int                                    { return meloSenderOnChipBytes }
-func (m *meloSender) OnEvict()                                            { m.evict() }
-func (m *meloSender) Timeout(b Time, inflight int, rtt RTT) Time          { return m.timeout(b, inflight, rtt) }
-func (m *meloSender) OnSack(_ Time, f, t qp.PSN, k SackKind, sent qp.PSN) { m.sack(f, t, k, sent) }
+func (m *meloSender) Reset(start qp.PSN) { m.reset(start) }
+func (m *meloSender) Window() int        { return m.window }
+func (m *meloSender) Copies(bool) int    { return 1 }
+func (m *meloSender) OnAck(now Time, unacked qp.PSN) qp.PSN {
+	m.tick(now, m.lastSent)
+	return m.ack(unacked)
+}
+func (m *meloSender) NextRetransmit() (qp.PSN, bool)             { return m.nextRetransmit() }
+func (m *meloSender) Retransmitted(psn qp.PSN)                   { m.retransmitted(psn) }
+func (m *meloSender) OnChipBytes() int                           { return meloSenderOnChipBytes }
+func (m *meloSender) OnEvict()                                   { m.evict() }
+func (m *meloSender) Timeout(b Time, inflight int, rtt RTT) Time { return m.timeout(b, inflight, rtt) }
+
+// OnSack records what a NACK, an ACK or a READ response says the
+// responder holds. If the round resent the cumulative acknowledgement's
+// packet a hold ago and it is still missing while the responder goes on
+// acknowledging others, that retransmission was lost: a new round resends
+// the holes at once, not a timeout later (MELO has no rule for a lost
+// retransmission; docs/recovery.md, "Lost retransmissions").
+func (m *meloSender) OnSack(now Time, f, t qp.PSN, k SackKind, sent qp.PSN) {
+	m.tick(now, sent)
+	m.sack(f, t, k, sent)
+	if m.lostRetransmission(t, false) {
+		m.stats.LostRetransmits++
+		m.restart(sent)
+	}
+}
 
 // OnNak is the receiver's go-back-N NAK: it dropped a packet for want of
 // bits (§3.2.5). Everything from psn goes again; what the receiver holds
 // it drops as duplicates.
-func (m *meloSender) OnNak(_ Time, psn, _ qp.PSN) Resume {
+func (m *meloSender) OnNak(now Time, psn, sent qp.PSN) Resume {
+	m.tick(now, sent)
 	m.recovery = false
 	return Resume{GoBack: true, GoBackTo: psn}
 }
 
 // OnTimeout: a retransmission was lost, or the tail of the window; all
 // packets from the front of the bitmap that are missing go again (§3.2.3).
-func (m *meloSender) OnTimeout(_ Time, unacked, sent qp.PSN) Resume {
+func (m *meloSender) OnTimeout(now Time, unacked, sent qp.PSN) Resume {
+	m.tick(now, sent)
 	m.ack(unacked)
 	m.restart(sent)
 	return Resume{}

@@ -330,6 +330,59 @@ func TestMELOSender(t *testing.T) {
 	}
 }
 
+// TestMELOSenderLostRetransmission: a retransmission of the cumulative
+// acknowledgement's packet that stays unacknowledged for a hold (RTO_low/8
+// here) while the responder acknowledges packets first sent after it was
+// lost: the sender starts a new round at once, resending every hole, once
+// per hold. Acknowledgements of packets sent before it prove nothing.
+func TestMELOSenderLostRetransmission(t *testing.T) {
+	const us = time.Microsecond
+	s := newMeloScheme(t, Params{RTOLow: 400 * us})
+	snd := meloTx(s)
+	snd.Reset(0)
+	snd.Timeout(time.Second, 30, RTT{}) // hold 50 µs
+	// 0-9 sent; holes 0-1 and 5: the receiver holds 2-4 and 6-9.
+	snd.OnSack(0, 2, 4, Received, 10)
+	snd.OnSack(0, 6, 9, Received, 10)
+	if got := drainAt(snd, 1*us, 10); !samePSNs(got, 0, 1, 5) {
+		t.Fatalf("resent %v", got)
+	}
+	// 10-19 go out; 1 and 5 arrive, 0's retransmission is lost.
+	snd.OnSack(20*us, 1, 1, Received, 20)
+	snd.OnSack(30*us, 5, 5, Received, 20)
+	snd.OnSack(40*us, 12, 12, Received, 20) // a new hole 10-11
+	if got := drainAt(snd, 40*us, 20); !samePSNs(got, 10, 11) {
+		t.Fatalf("resent %v", got)
+	}
+	snd.OnSack(45*us, 14, 14, Received, 20)
+	if got := drainAt(snd, 45*us, 20); !samePSNs(got, 13) || s.Stats().LostRetransmits != 0 {
+		t.Fatalf("within the hold: resent %v (%+v)", got, s.Stats())
+	}
+	snd.OnSack(51*us, 15, 15, Received, 20)
+	if got := drainAt(snd, 51*us, 20); !samePSNs(got, 0, 10, 11, 13) || s.Stats().LostRetransmits != 1 {
+		t.Fatalf("a hold after 0 was resent: resent %v (%+v)", got, s.Stats())
+	}
+	snd.OnSack(90*us, 17, 17, Received, 20)
+	if got := drainAt(snd, 90*us, 20); !samePSNs(got, 16) || s.Stats().LostRetransmits != 1 {
+		t.Fatalf("within a hold of the new round: resent %v (%+v)", got, s.Stats())
+	}
+	// 0 arrives: the cumulative acknowledgement moves to 10 (resent at
+	// 51 µs); the hold counts from now, and only packets sent from now on
+	// (20 and later) are evidence.
+	if got := snd.OnAck(95*us, 1); got != 10 {
+		t.Fatalf("cumulative %d", got)
+	}
+	snd.OnSack(140*us, 18, 18, Received, 30)
+	snd.OnSack(150*us, 19, 19, Received, 30)
+	if got := drainAt(snd, 150*us, 30); len(got) != 0 || s.Stats().LostRetransmits != 1 {
+		t.Fatalf("acknowledgements of packets sent before: resent %v (%+v)", got, s.Stats())
+	}
+	snd.OnSack(151*us, 22, 22, Received, 30)
+	if got := drainAt(snd, 151*us, 30); !samePSNs(got, 10, 11, 13, 16, 20, 21) || s.Stats().LostRetransmits != 2 {
+		t.Fatalf("a hold after progress: resent %v (%+v)", got, s.Stats())
+	}
+}
+
 // TestMELOSenderPoolExhausted: selective acknowledgements the sender
 // cannot record for want of blocks are resent, never acknowledged.
 func TestMELOSenderPoolExhausted(t *testing.T) {

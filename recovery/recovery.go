@@ -261,6 +261,13 @@ type LostCountSender interface {
 	OnFNack(now Time, cum, psn, sent qp.PSN) Resume
 }
 
+// TimedRetransmitter is a Sender that wants the time a retransmission went
+// out and sent (one past the highest PSN sent by then): the transport
+// calls RetransmittedAt instead of Retransmitted.
+type TimedRetransmitter interface {
+	RetransmittedAt(now Time, psn, sent qp.PSN)
+}
+
 // Buffering is a scheme that keeps out-of-order packets in an off-chip
 // reorder buffer and delivers them to application memory when the hole
 // before them fills (MELO §3.2.2), instead of placing them on arrival.
@@ -289,6 +296,11 @@ type SchemeStats struct {
 	MiddleFills uint64
 	FNacksSent  uint64
 	FNacksTaken uint64 // FNACKs that restarted the sender's round
+	// LostRetransmits counts rounds a MELO or FaSR sender restarted because the
+	// retransmission of its cumulative acknowledgement went unacknowledged
+	// for a hold while the responder kept acknowledging others (the
+	// lost-retransmission rule, docs/recovery.md).
+	LostRetransmits uint64
 	// LostCntOverflows counts recoveries whose lost-cnt overflowed.
 	LostCntOverflows uint64
 	// SenderUnrecorded counts selective acknowledgements the sender could

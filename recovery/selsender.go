@@ -47,6 +47,19 @@ type selSender struct {
 	// acknowledged (FaSR: a gap whose SACKs, not packets, were lost).
 	presumed [4]span
 
+	// The lost-retransmission rule (docs/recovery.md, "Lost
+	// retransmissions"): now is the time of the latest event the
+	// transport reported, rtxAt when the cumulative acknowledgement's
+	// packet was last resent in this round, or became the cumulative
+	// acknowledgement after the round had resent it, and rtxHold how long
+	// such a retransmission may go unacknowledged before it is taken for
+	// lost (max(G, 4·RTTVAR), or RTO_low/8 without an estimate).
+	// rtxSent is one past the highest PSN sent by then (the transport's
+	// sent), lastSent the latest sent reported.
+	now, rtxAt        Time
+	rtxHold           time.Duration
+	rtxSent, lastSent qp.PSN
+
 	stats *SchemeStats
 }
 
@@ -80,6 +93,7 @@ func (s *selSender) reset(start qp.PSN) {
 	s.run = emptySpan(start)
 	s.recovery = false
 	s.presumed = [4]span{}
+	s.rtxAt, s.rtxSent, s.lastSent = s.now, start, start
 }
 
 // acked reports whether psn is acknowledged selectively.
@@ -139,6 +153,7 @@ func (s *selSender) setBit(p qp.PSN) bool {
 // ack moves the cumulative acknowledgement to unacked and over what was
 // acknowledged selectively; it returns the new base.
 func (s *selSender) ack(unacked qp.PSN) qp.PSN {
+	old := s.base
 	if unacked.After(s.base) {
 		s.base = unacked
 	}
@@ -174,6 +189,11 @@ func (s *selSender) ack(unacked qp.PSN) qp.PSN {
 	}
 	if s.recovery && s.base.After(s.recSeq) {
 		s.recovery = false
+	}
+	if s.base != old {
+		// The new one's retransmission, if any, is no older, and went out
+		// before anything sent from now on.
+		s.rtxAt, s.rtxSent = s.now, s.lastSent
 	}
 	return s.base
 }
@@ -255,13 +275,69 @@ func (s *selSender) nextRetransmit() (qp.PSN, bool) {
 }
 
 func (s *selSender) retransmitted(psn qp.PSN) {
+	if psn == s.base {
+		s.rtxAt, s.rtxSent = s.now, s.lastSent
+	}
 	if !psn.Before(s.rtxNext) {
 		s.rtxNext = psn.Next()
 	}
 }
 
+// RetransmittedAt is Retransmitted with the time the packet went out and
+// one past the highest PSN sent by then (recovery.TimedRetransmitter).
+func (s *selSender) RetransmittedAt(now Time, psn, sent qp.PSN) {
+	s.tick(now, sent)
+	s.retransmitted(psn)
+}
+
+// tick records the time of an event and what had been sent by then.
+func (s *selSender) tick(now Time, sent qp.PSN) {
+	if now > s.now {
+		s.now = now
+	}
+	if sent.After(s.lastSent) {
+		s.lastSent = sent
+	}
+}
+
 func (s *selSender) timeout(base time.Duration, inflight int, rtt RTT) time.Duration {
+	s.rtxHold = holdFor(rtt, s.rtoLow)
 	return rtoFor(rtt, base, s.rtoLow, s.rtoHigh, inflight, s.lowThreshold)
+}
+
+// holdFor is how long a retransmission may go unacknowledged before the
+// lost-retransmission rule takes it for lost, given a packet sent after it
+// that arrived: an allowance for reordering between the two, which is
+// RFC 6298's allowance for variation, max(G, 4·RTTVAR), when the QP has
+// an estimate, else an eighth of RTO_low (the daemon's 1 ms gives
+// 125 µs). (The whole RTO, SRTT included, left fasr with the daemon's
+// adaptive timeouts waiting for the timer.) It must be short: the
+// rule needs evidence from the responder after it, and once BDP-FC's
+// window is full behind the lost retransmission that evidence stops (a
+// quarter of RTO_low left most lost retransmissions to the timer on
+// issue 10's link). A round started too soon costs duplicates, never a
+// retry (docs/recovery.md, "Lost retransmissions").
+func holdFor(rtt RTT, rtoLow time.Duration) time.Duration {
+	if rtt.Valid {
+		return rtt.margin()
+	}
+	return max(RTTGranularity, rtoLow/8)
+}
+
+// lostRetransmission reports whether the retransmission of the cumulative
+// acknowledgement's packet is to be taken for lost, now that the
+// responder acknowledged psn selectively (or FaSR's FNACK named it): this
+// round resent the cumulative acknowledgement's packet at least a hold
+// ago, it has not arrived, and psn went out after it — new data first
+// sent after it, or (after says so) a PSN this round resent after it —
+// so that psn passed the same queues. The hold is the allowance for
+// reordering between the two. The caller then starts a new round, which
+// resets both, so the rule fires at most once per hold.
+func (s *selSender) lostRetransmission(psn qp.PSN, after bool) bool {
+	if !s.recovery || s.rtxHold <= 0 || !s.base.Before(s.rtxNext) || s.now-s.rtxAt < s.rtxHold {
+		return false
+	}
+	return after || !psn.Before(s.rtxSent)
 }
 
 // evict returns the chain's blocks; they come back on the next access.
