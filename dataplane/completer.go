@@ -99,12 +99,8 @@ func (e *Engine) ackThrough(q *QP, upto qp.PSN) {
 			// Only an acknowledgement that passes the whole READ/atomic
 			// implies its response was lost; the READ's own responses
 			// (upto inside it) do not.
-			if w.lastPSN.Before(upto) && q.impliedAt != q.unacked+1 {
-				q.impliedAt = q.unacked + 1 // +1: the zero value means "none"
-				e.cnt.ImpliedNakSeqErr++
-				if e.countRetry(q) {
-					e.goBack(q, q.unacked)
-				}
+			if w.lastPSN.Before(upto) {
+				e.impliedNak(q)
 			}
 			break
 		}
@@ -124,6 +120,65 @@ func (e *Engine) ackThrough(q *QP, upto qp.PSN) {
 	}
 }
 
+// impliedNak answers a response that passes the oldest unfinished READ or
+// atomic response (IBA §9.7.5.1.2: an implied NAK, the missing response
+// was lost) by going back to it: once per hole (impliedAt), and not again
+// inside a go-back round that has not had the time to work (holdGoBack).
+func (e *Engine) impliedNak(q *QP) {
+	if q.impliedAt == q.unacked+1 {
+		return
+	}
+	if e.holdGoBack(q) {
+		return
+	}
+	q.impliedAt = q.unacked + 1 // +1: the zero value means "none"
+	e.cnt.ImpliedNakSeqErr++
+	if e.countRetry(q) {
+		e.goBack(q, q.unacked)
+		e.startRound(q)
+	}
+}
+
+// startRound notes a go-back round: it resends up to maxSentPSN.
+func (e *Engine) startRound(q *QP) {
+	q.recoverPSN, q.goBackAt = q.maxSentPSN+1, e.now
+}
+
+// holdGoBack reports whether a go-back round is still working, so that
+// a go-back-N requester does not start another on an implied NAK or a
+// sequence NAK (docs/transport.md, "One go-back per round"): the round
+// went back to the oldest unacknowledged PSN less than a hold ago, and
+// the responses to what was outstanding then have not all arrived. The
+// responses of the streams in flight before the go-back keep arriving
+// for up to a round trip, and after a reordering every one of them is out
+// of order; each used to go back again, and each go-back had the
+// responder re-execute every READ outstanding. The hold is one RTO of
+// the estimate (SRTT + max(G, 4·RTTVAR)), or an eighth of the ACK
+// timeout without one. A held NAK spends no retry; the timer still
+// covers a round that does not deliver.
+func (e *Engine) holdGoBack(q *QP) bool {
+	if q.recoverPSN == 0 {
+		return false
+	}
+	if !q.unacked.Before(q.recoverPSN-1) || e.now-q.goBackAt >= e.goBackHold(q) {
+		q.recoverPSN = 0
+		return false
+	}
+	e.cnt.GoBackHeld++
+	return true
+}
+
+func (e *Engine) goBackHold(q *QP) time.Duration {
+	if q.rtt.Valid {
+		return q.rtt.RTO()
+	}
+	base, ok := ackTimeout(q.timeoutCode)
+	if !ok {
+		return 0
+	}
+	return q.sender.Timeout(base, 1, q.rtt) / 64
+}
+
 // acknowledge: the responder has every request before psn (a NAK's or an
 // RNR NAK's PSN).
 func (e *Engine) acknowledge(q *QP, psn qp.PSN) {
@@ -140,14 +195,9 @@ func (e *Engine) onReadResponse(q *QP, psn qp.PSN, pkt *bth.Packet) {
 		return
 	}
 	if psn != q.unacked {
-		// A response is missing: go back to it (once per hole).
-		if q.impliedAt != q.unacked+1 {
-			q.impliedAt = q.unacked + 1
-			e.cnt.ImpliedNakSeqErr++
-			if e.countRetry(q) {
-				e.goBack(q, q.unacked)
-			}
-		}
+		// A response is missing, or late: go back to it, at most once
+		// per round (impliedNak).
+		e.impliedNak(q)
 		return
 	}
 	e.ackThrough(q, psn) // a response acknowledges every earlier request
@@ -250,12 +300,18 @@ func (e *Engine) onNak(q *QP, psn qp.PSN, code bth.NakCode) {
 		if q.rnrWait {
 			return
 		}
-		if !progressed && !e.countRetry(q) {
+		// Inside a go-back round that is still working, a NAK without
+		// progress goes back again (the responder dropped a resent
+		// request that arrived out of sequence) but spends no retry: it
+		// may have waited at the responder behind READ responses, and
+		// the round's go-back spent one already.
+		if !progressed && !e.holdGoBack(q) && !e.countRetry(q) {
 			return
 		}
 		q.nakHeld = psn + 1
 		if r := q.sender.OnNak(e.now, psn, q.maxSentPSN); r.GoBack {
 			e.goBack(q, r.GoBackTo)
+			e.startRound(q)
 		}
 		e.schedule(q)
 		return
@@ -320,6 +376,7 @@ func (e *Engine) onRetryTimeout(q *QP, now time.Duration) {
 	q.impliedAt = 0
 	if r := q.sender.OnTimeout(now, q.unacked, q.maxSentPSN); r.GoBack {
 		e.goBack(q, r.GoBackTo)
+		e.startRound(q)
 	}
 	e.schedule(q)
 }

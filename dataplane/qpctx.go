@@ -122,6 +122,8 @@ type hwContext struct {
 	rnrWait    bool          // transmission paused until the RNR timer fires
 	impliedAt  qp.PSN        // unacked+1 when an implied NAK already went back there; 0: none
 	nakHeld    qp.PSN        // p+1 after a NAK for p went back there, until p is resent; 0: none
+	recoverPSN qp.PSN        // p+1: a go-back round covers the PSNs before p (maxSentPSN when it started); 0: none
+	goBackAt   time.Duration // when that round started
 	stPending  qp.PSN        // p+1: ST's second copy of packet p waits for ring space; 0: none
 	nextRecvSN uint32        // receive WQE sequence number of the next SEND or WRITE with immediate (IRN §5.3.2)
 	retryStart time.Duration // when the running retransmission timer was started

@@ -373,6 +373,7 @@ func (e *Engine) duplicate(q *QP, pkt *bth.Packet, psn qp.PSN) {
 			}
 			r.start, r.next = psn, psn // re-read memory from psn (C9-?: READ is re-executed)
 			if !r.queued {
+				e.abandonAfter(q, psn)
 				e.queueRead(q, i)
 			}
 			return
@@ -382,6 +383,7 @@ func (e *Engine) duplicate(q *QP, pkt *bth.Packet, psn qp.PSN) {
 			r := &q.res[i]
 			if r.kind == resAtomic && r.firstPSN == psn {
 				if !r.queued { // answer with the saved result; never execute twice
+					e.abandonAfter(q, psn)
 					r.queued = e.pushResp(q, respItem{kind: respAtomic, res: i, gen: r.gen})
 				}
 				return
@@ -389,6 +391,32 @@ func (e *Engine) duplicate(q *QP, pkt *bth.Packet, psn qp.PSN) {
 		}
 	default: // SEND or WRITE: acknowledge again (C9-105)
 		e.ackDuplicate(q, psn)
+	}
+}
+
+// abandonAfter stops the READ response streams and atomic responses still
+// queued for requests after psn, before a duplicate READ or atomic at psn
+// is answered: a duplicate comes from a requester that went back to psn
+// and resends every request after it, so each of those is answered again,
+// in order, when its own duplicate arrives (IBA §9.7.5.1.3: a responder
+// re-executes a duplicate READ and need not finish the responses it was
+// sending; rxe's duplicate_request replays the duplicate's resource in
+// place of the one in progress). Queued behind them, the duplicate's
+// response would reach the requester after every later response, each
+// one out of order there: the requester went back on them again, and the
+// responder queued one more full stream per duplicate (the read_bw
+// retransmission storm, docs/transport.md). The abandoned entries are
+// skipped when they reach the head of the queue (their generation no
+// longer matches); a duplicate of a stream still queued rewinds it in
+// place instead (duplicate), as the order is then already right.
+func (e *Engine) abandonAfter(q *QP, psn qp.PSN) {
+	for i := range q.res {
+		r := &q.res[i]
+		if r.queued && (r.kind == resRead || r.kind == resAtomic) && psn.Before(r.firstPSN) {
+			r.gen++
+			r.queued = false
+			e.cnt.RespAbandoned++
+		}
 	}
 }
 
