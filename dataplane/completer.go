@@ -122,18 +122,17 @@ func (e *Engine) ackThrough(q *QP, upto qp.PSN) {
 
 // impliedNak answers a response that passes the oldest unfinished READ or
 // atomic response (IBA §9.7.5.1.2: an implied NAK, the missing response
-// was lost) by going back to it: once per hole (impliedAt), and not again
-// inside a go-back round that has not had the time to work (holdGoBack).
+// was lost) by going back to it, once per hole (impliedAt). Inside a
+// go-back round that is still working (inRound) it spends no retry: the
+// responses of the streams in flight before the round keep arriving out
+// of order for a while, and the round's own go-back spent one already.
 func (e *Engine) impliedNak(q *QP) {
 	if q.impliedAt == q.unacked+1 {
 		return
 	}
-	if e.holdGoBack(q) {
-		return
-	}
 	q.impliedAt = q.unacked + 1 // +1: the zero value means "none"
 	e.cnt.ImpliedNakSeqErr++
-	if e.countRetry(q) {
+	if e.inRound(q) || e.countRetry(q) {
 		e.goBack(q, q.unacked)
 		e.startRound(q)
 	}
@@ -144,19 +143,14 @@ func (e *Engine) startRound(q *QP) {
 	q.recoverPSN, q.goBackAt = q.maxSentPSN+1, e.now
 }
 
-// holdGoBack reports whether a go-back round is still working, so that
-// a go-back-N requester does not start another on an implied NAK or a
-// sequence NAK (docs/transport.md, "One go-back per round"): the round
-// went back to the oldest unacknowledged PSN less than a hold ago, and
-// the responses to what was outstanding then have not all arrived. The
-// responses of the streams in flight before the go-back keep arriving
-// for up to a round trip, and after a reordering every one of them is out
-// of order; each used to go back again, and each go-back had the
-// responder re-execute every READ outstanding. The hold is one RTO of
-// the estimate (SRTT + max(G, 4·RTTVAR)), or an eighth of the ACK
-// timeout without one. A held NAK spends no retry; the timer still
-// covers a round that does not deliver.
-func (e *Engine) holdGoBack(q *QP) bool {
+// inRound reports whether a go-back round is still working
+// (docs/transport.md, "Retries inside a go-back round"): the requester
+// went back less than a hold ago, and the responses to what was
+// outstanding then have not all arrived. A go-back inside it spends no
+// retry. The hold is one RTO of the estimate (SRTT + max(G, 4·RTTVAR)),
+// or 1/64 of the ACK timeout without one; the retransmission timer still
+// counts a round that does not deliver.
+func (e *Engine) inRound(q *QP) bool {
 	if q.recoverPSN == 0 {
 		return false
 	}
@@ -164,7 +158,7 @@ func (e *Engine) holdGoBack(q *QP) bool {
 		q.recoverPSN = 0
 		return false
 	}
-	e.cnt.GoBackHeld++
+	e.cnt.GoBackFree++
 	return true
 }
 
@@ -195,8 +189,7 @@ func (e *Engine) onReadResponse(q *QP, psn qp.PSN, pkt *bth.Packet) {
 		return
 	}
 	if psn != q.unacked {
-		// A response is missing, or late: go back to it, at most once
-		// per round (impliedNak).
+		// A response is missing, or late: go back to it (impliedNak).
 		e.impliedNak(q)
 		return
 	}
@@ -305,7 +298,7 @@ func (e *Engine) onNak(q *QP, psn qp.PSN, code bth.NakCode) {
 		// request that arrived out of sequence) but spends no retry: it
 		// may have waited at the responder behind READ responses, and
 		// the round's go-back spent one already.
-		if !progressed && !e.holdGoBack(q) && !e.countRetry(q) {
+		if !progressed && !e.inRound(q) && !e.countRetry(q) {
 			return
 		}
 		q.nakHeld = psn + 1

@@ -21,7 +21,7 @@ type Counters struct {
 	LocalAckTimeout  uint64 // local_ack_timeout_err
 	ImpliedNakSeqErr uint64 // implied_nak_seq_err
 	RespAbandoned    uint64 // resp_abandoned: READ response streams and atomic responses dropped from the response queue for a duplicate before them
-	GoBackHeld       uint64 // go_back_held: implied and sequence NAKs that did not start another go-back round inside one in progress (docs/transport.md)
+	GoBackFree       uint64 // go_back_free: go-backs on an implied or sequence NAK inside a go-back round still working, which spent no retry (docs/transport.md)
 	TxRingFull       uint64 // tx_ring_full: a packet waited because the port's transmit ring was full
 	LinkPaced        uint64 // link_paced: transmit rounds the emulated link rate ended (Config.LinkRate), not counted in tx_ring_full
 	LinkPacedNs      uint64 // link_paced_ns: time packets waited for the emulated link's bucket
@@ -128,7 +128,7 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"rcvd_seq_err", c.RcvdSeqErr}, {"retry_exceeded_err", c.RetryExceededErr},
 		{"rnr_nak_retry_err", c.RNRNakRetryErr}, {"completer_retry_err", c.CompleterRetry},
 		{"local_ack_timeout_err", c.LocalAckTimeout}, {"implied_nak_seq_err", c.ImpliedNakSeqErr},
-		{"go_back_held", c.GoBackHeld}, {"resp_abandoned", c.RespAbandoned},
+		{"go_back_free", c.GoBackFree}, {"resp_abandoned", c.RespAbandoned},
 		{"tx_ring_full", c.TxRingFull}, {"link_paced", c.LinkPaced}, {"link_paced_ns", c.LinkPacedNs}, {"link_delay_drops", c.LinkDelayDrops},
 		{"impair_frames", c.ImpairFrames}, {"impair_lost", c.ImpairLost}, {"impair_ge_bad", c.ImpairGEBad},
 		{"impair_duplicated", c.ImpairDuplicated}, {"impair_reordered", c.ImpairReordered}, {"impair_held", c.ImpairHeld},
