@@ -866,9 +866,12 @@ func (s *Server) drop(c *client) {
 	s.mu.Lock()
 	delete(s.clients, c)
 	s.unUID(c.uid)
+	idle := len(s.clients) == 0
 	s.mu.Unlock()
 	c.log.Debug("verbs client gone; its objects are destroyed", "qps", n.qps, "mrs", n.mrs, "cqs", n.cqs, "pds", n.pds)
-	if held >= returnMemoryBytes {
+	// A large client's heap, and everything once the last client has
+	// gone, goes back to the system (returnMemoryBytes).
+	if held >= returnMemoryBytes || idle {
 		s.memReturn.request()
 	}
 }

@@ -170,7 +170,15 @@ func (r *rateLog) warnAt(now time.Time, log *slog.Logger, every time.Duration, m
 // last cycle). A client that filled --max-ring-bytes left the daemon
 // hundreds of MB resident for minutes that way. 64 MiB is far above what
 // a perftest-sized client holds (a few MiB), so ordinary clients coming
-// and going cost no forced collection.
+// and going cost no forced collection while others are connected.
+//
+// The last client leaving also returns the heap: with no client the
+// engine has no QP and no traffic, so the collection (about a
+// millisecond for a daemon's heap of a few MiB) delays nothing, and an
+// idle daemon's RSS is then what it holds, not the garbage of the clients
+// that came and went. Without it, a daemon sampled between clients (the
+// soak, scripts/soak.sh) wandered by 15-20% of its ~30 MiB with the
+// heap's garbage, hiding what a leak would look like.
 const returnMemoryBytes = 64 << 20
 
 // memReturner runs freeOSMemory on a goroutine of its own, once for any

@@ -622,3 +622,39 @@ func TestMemReturn(t *testing.T) {
 		t.Fatal("still running after the last run")
 	}
 }
+
+// TestMemReturnWhenIdle: a small client leaving while another is
+// connected forces no collection; the last one leaving does.
+func TestMemReturnWhenIdle(t *testing.T) {
+	s, _ := newServer(t)
+	a, b := dial(t, s), dial(t, s)
+	a.hello(proto.Version)
+	b.hello(proto.Version)
+	if _, err := a.call(proto.OpAllocPD, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	gone := func(r *rawClient, clients int) {
+		t.Helper()
+		r.c.C.Close()
+		waitFor(t, "the client to be dropped", func() bool { return s.Objects().Clients == clients })
+	}
+	runs := func() uint64 {
+		// A run requested at the drop may still be under way.
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			s.memReturn.mu.Lock()
+			running := s.memReturn.running
+			s.memReturn.mu.Unlock()
+			if !running || time.Now().After(deadline) {
+				return s.memReturn.runs.Load()
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	gone(a, 1)
+	if n := runs(); n != 0 {
+		t.Fatalf("%d heap returns after a small client left with another still connected, want 0", n)
+	}
+	gone(b, 0)
+	waitFor(t, "the heap return of the last client's drop", func() bool { return runs() == 1 })
+}
