@@ -68,7 +68,12 @@ for s in $schemes; do
 		echo "$s: PASS, $(grep '^verified' "$work/req.out"), $(grep '^PASS' "$work/req.out" | cut -d' ' -f2) steps, ${secs} s, 0 failed work requests"
 	else
 		echo "$s: FAIL (exit $rc)"
-		tail -3 "$work/req.out" "$work/resp.out" | sed 's/^/    /'
+		tail -n 3 "$work/req.out" "$work/resp.out" | sed 's/^/    /' || true
+		keep=$(mktemp -d /tmp/softnic-transfer-fail.XXXXXX)
+		cp "$work/req.out" "$work/resp.out" "$work"/*.log "$keep/" 2>/dev/null || true
+		"$work/softnic" stats --socket "$work/a.sock" >"$keep/a.stats" 2>&1 || true
+		"$work/softnic" stats --socket "$work/b.sock" >"$keep/b.stats" 2>&1 || true
+		echo "    outputs, daemon logs and counters kept in $keep"
 		fail=1
 	fi
 	echo "    host A received: before ${before_a:-none}"
