@@ -222,7 +222,11 @@ func (e *Engine) onAtomicAck(q *QP, psn qp.PSN, orig uint64) {
 		return
 	}
 	if psn != q.unacked {
-		e.cnt.RcvdBadResponse++
+		// A response is missing, or late: go back to it, as for a READ
+		// response (impliedNak; rxe check_psn). Dropping this one and
+		// waiting would leave every later response dropped too, until
+		// the retransmission timer.
+		e.impliedNak(q)
 		return
 	}
 	e.ackThrough(q, psn)
