@@ -42,7 +42,7 @@ func RunEmbedded(ctx context.Context, cfg Config, fab Fabric, hooks Hooks) ([]Ro
 	if err != nil {
 		return nil, err
 	}
-	lc := fabric.LinkConfig{RateBps: fab.Link.RateBps, Delay: fab.Link.Delay, Loss: fab.Link.Loss, QueueFrames: fab.Link.Ring}
+	lc := fabric.LinkConfig{RateBps: fab.Link.RateBps, Delay: fab.Link.Delay, Loss: fab.Link.Loss, QueueFrames: fab.Link.Ring, Drop: fab.Link.Drop}
 	m, err := verbs.NewEmbedded(dataplane.SimConfig{Seed: fab.Seed, AtoB: lc, BtoA: lc, SchemeA: schemeA, SchemeB: schemeB, IPv6: fab.IPv6})
 	if err != nil {
 		return nil, fmt.Errorf("perftest: embedded fabric: %w", err)

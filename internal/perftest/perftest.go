@@ -48,6 +48,9 @@ type Link struct {
 	Delay   time.Duration // one-way propagation
 	Loss    float64       // drop probability, data and ACKs alike
 	Ring    int           // transmit ring, frames
+	// Drop, when set, is asked about every frame the fabric carries, in
+	// either direction, and drops those it returns true for (tests).
+	Drop func(frame []byte) bool
 }
 
 // DefaultLink is a 25 Gb/s hop with 2 µs of propagation each way.

@@ -272,6 +272,17 @@ func Run(ctx context.Context, dev Device, conn net.Conn, role Role, cfg Config, 
 			hooks.Row(row)
 		}
 	}
+	// The closing barrier (perftest's closing handshake): the server's
+	// last SEND or WRITE (send_lat, write_lat) completes only when the
+	// client's ACK for it arrives, and the client, which has its last
+	// message already, may be done first. The server reaches this
+	// barrier only after its send queue drained (serve), so the client
+	// keeps its QPs until then: were that ACK lost and the client's QP
+	// gone, the server's retransmissions would find no QP, and its QP
+	// would end in RETRY_EXC_ERR (TestTeardownWaitsForLastAck).
+	if _, err := cm.Sync(conn, nil); err != nil {
+		return rows, fmt.Errorf("perftest: closing barrier: %w", err)
+	}
 	return rows, nil
 }
 
