@@ -130,6 +130,10 @@ run_pair() {
 	while { kill -0 "$cpid" || kill -0 "$spid"; } 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.2; done
 	if kill -0 "$cpid" 2>/dev/null || kill -0 "$spid" 2>/dev/null; then
 		verdict=hang
+		# SIGQUIT first: a Go program prints every goroutine's stack,
+		# so the run's output says where each side waited.
+		kill -QUIT "$cpid" "$spid" 2>/dev/null || true
+		sleep 1
 		kill -KILL "$cpid" "$spid" 2>/dev/null || true
 	fi
 	# (wait's stderr: bash's "Killed" notice for an injected death)
