@@ -307,7 +307,19 @@ func (e *Engine) onNak(q *QP, psn qp.PSN, code bth.NakCode) {
 		}
 		q.nakHeld = psn + 1
 		if r := q.sender.OnNak(e.now, psn, q.maxSentPSN); r.GoBack {
-			e.goBack(q, r.GoBackTo)
+			// The NAK acknowledged everything before psn, but unacked
+			// stays at a READ or atomic before psn whose response never
+			// came (ackThrough): that acknowledgement implies the
+			// response was lost (IBA §9.7.5.1.2), so the request must go
+			// out again too. Going back only to psn, once the implied
+			// NAK for that hole was spent, left the READ unasked and
+			// every further NAK spent a retry
+			// (TestSeqNakBehindLostReadResponse).
+			to := r.GoBackTo
+			if q.unacked.Before(to) {
+				to = q.unacked
+			}
+			e.goBack(q, to)
 			e.startRound(q)
 		}
 		e.schedule(q)
