@@ -302,10 +302,21 @@ func (e *Engine) onNak(q *QP, psn qp.PSN, code bth.NakCode) {
 		// request that arrived out of sequence) but spends no retry: it
 		// may have waited at the responder behind READ responses, and
 		// the round's go-back spent one already.
-		if !progressed && !e.inRound(q) && !e.countRetry(q) {
+		// A NAK that repeats the one the last go-back answered, with
+		// no progress since, is the same news too (docs/transport.md,
+		// "A repeated NAK"): behind a deep queue the resent packet
+		// reaches the responder milliseconds later, and until then it
+		// NAKs the same PSN again (igbn's CE each NAK interval). It goes
+		// back again, as the resent packet may have been lost too, but
+		// spends no retry; the retransmission timer counts a stall.
+		repeat := q.nakBackTo == psn+1
+		if repeat && !progressed {
+			e.cnt.GoBackFree++
+		}
+		if !progressed && !repeat && !e.inRound(q) && !e.countRetry(q) {
 			return
 		}
-		q.nakHeld = psn + 1
+		q.nakHeld, q.nakBackTo = psn+1, psn+1
 		if r := q.sender.OnNak(e.now, psn, q.maxSentPSN); r.GoBack {
 			// The NAK acknowledged everything before psn, but unacked
 			// stays at a READ or atomic before psn whose response never
@@ -426,6 +437,9 @@ func (e *Engine) onProgress(q *QP) {
 	q.impliedAt = 0
 	if q.nakHeld != 0 && (q.nakHeld - 1).Before(q.unacked) {
 		q.nakHeld = 0 // the NAKed PSN has been acknowledged
+	}
+	if q.nakBackTo != 0 && (q.nakBackTo - 1).Before(q.unacked) {
+		q.nakBackTo = 0
 	}
 	q.sender.OnAck(e.now, q.unacked)
 	if q.curPSN.Before(q.unacked) {

@@ -122,6 +122,7 @@ type hwContext struct {
 	rnrWait    bool          // transmission paused until the RNR timer fires
 	impliedAt  qp.PSN        // unacked+1 when an implied NAK already went back there; 0: none
 	nakHeld    qp.PSN        // p+1 after a NAK for p went back there, until p is resent; 0: none
+	nakBackTo  qp.PSN        // p+1: the last sequence NAK went back to p (a repeat of it is no new stall); 0: none
 	recoverPSN qp.PSN        // p+1: a go-back round covers the PSNs before p (maxSentPSN when it started); 0: none
 	goBackAt   time.Duration // when that round started
 	stPending  qp.PSN        // p+1: ST's second copy of packet p waits for ring space; 0: none
@@ -335,6 +336,7 @@ func (e *Engine) ModifyQP(q *QP, a *QPAttr, mask qp.AttrMask) error {
 	}
 	if mask&qp.AttrSQPSN != 0 {
 		q.nextPSN, q.curPSN, q.unacked, q.maxSentPSN = a.SQPSN, a.SQPSN, a.SQPSN, a.SQPSN
+		q.nakHeld, q.nakBackTo, q.impliedAt, q.recoverPSN = 0, 0, 0, 0
 	}
 	if mask&qp.AttrMaxDestRdAtomic != 0 {
 		q.maxDestRdAtomic = max(1, int(a.MaxDestRdAtomic))
