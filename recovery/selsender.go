@@ -53,7 +53,8 @@ func newSelSender(pool *BlockPool, window int, p Params, stats *SchemeStats) sel
 //
 // READ and atomic requests the responder holds out of order (SackKind
 // Held) are presumed, not recorded: not resent in this round, forgotten
-// by the next one. So are FaSR's gaps whose SACKs, not packets, were lost.
+// when the round restarts. So are FaSR's gaps whose SACKs, not packets,
+// were lost.
 // What the scan has resent is the core's cursor: no bitmap either.
 type poolRecord struct {
 	pool   *BlockPool
