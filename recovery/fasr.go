@@ -84,9 +84,7 @@ func (s *fasrScheme) Stats() SchemeStats {
 }
 
 func (s *fasrScheme) NewSender() Sender {
-	p := s.p
-	return &fasrSender{srUnit: srUnit{s: s, unit: -1}, selSender: selSender{pool: s.blocks, window: s.window(), rtoLow: p.RTOLow,
-		rtoHigh: p.RTOHigh, lowThreshold: p.RTOLowThreshold, stats: &s.stats, bits: newChain()}}
+	return &fasrSender{srUnit: srUnit{s: s, unit: -1}, selSender: newSelSender(s.blocks, s.window(), s.p, &s.stats)}
 }
 
 func (s *fasrScheme) NewReceiver() Receiver {
@@ -376,12 +374,7 @@ func (f *fasrSender) Reset(start qp.PSN) {
 	f.lost, f.overflow = 0, false
 }
 
-func (f *fasrSender) Window() int                                { return f.window }
-func (f *fasrSender) Copies(bool) int                            { return 1 }
-func (f *fasrSender) NextRetransmit() (qp.PSN, bool)             { return f.nextRetransmit() }
-func (f *fasrSender) Retransmitted(psn qp.PSN)                   { f.retransmitted(psn) }
-func (f *fasrSender) Timeout(b Time, inflight int, rtt RTT) Time { return f.timeout(b, inflight, rtt) }
-func (f *fasrSender) OnChipBytes() int                           { return 0 }
+func (f *fasrSender) OnChipBytes() int { return 0 }
 
 func (f *fasrSender) OnEvict() {
 	f.selSender.evict()
@@ -429,14 +422,14 @@ func (f *fasrSender) OnLostCountSack(now Time, cum, sack qp.PSN, lostCnt int, ov
 			// Presumed, not acknowledged: lost-cnt also falls as
 			// retransmissions arrive, so this is no proof, and only the
 			// next round (timeout, FNACK) resends them if they never came.
-			f.presume(span{gap, sack})
+			f.pooled.presume(span{gap, sack})
 		}
 		f.sackHigh = sack
 	}
 	if kind == Held { // a held READ or atomic completes only with its response
-		f.hold(sack)
+		f.pooled.hold(sack)
 	} else {
-		f.mark(sack)
+		f.pooled.mark(f.base, sack)
 	}
 	f.raiseLossEdge(sack)
 	f.lost, f.overflow = lostCnt, overflow
@@ -445,7 +438,7 @@ func (f *fasrSender) OnLostCountSack(now Time, cum, sack qp.PSN, lostCnt int, ov
 		st.LostRetransmits++
 		f.restart(sent)
 	}
-	if f.bits.empty() {
+	if f.pooled.bits.empty() {
 		st.TxFastPath++
 	} else {
 		st.TxSlowPath++
@@ -489,7 +482,7 @@ func (f *fasrSender) OnTimeout(now Time, unacked, sent qp.PSN) Resume {
 		f.recovery = false
 		return Resume{GoBack: true, GoBackTo: f.base}
 	}
-	if f.bits.empty() {
+	if f.pooled.bits.empty() {
 		st.TxFastPath++
 	} else {
 		st.TxSlowPath++

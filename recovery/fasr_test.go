@@ -369,7 +369,7 @@ func TestFaSRSenderLostCount(t *testing.T) {
 	if got := f.OnAck(0, at(6)); got != at(7) {
 		t.Fatalf("cumulative %#x, want %#x: presumed PSNs acknowledged", got, at(7))
 	}
-	if f.acked(at(7)) || f.acked(at(8)) {
+	if f.pooled.acked(at(7)) || f.pooled.acked(at(8)) {
 		t.Fatal("presumed PSNs recorded as acknowledged")
 	}
 	// They never came: the timeout's round resends them (lost-cnt > 1).

@@ -1,10 +1,6 @@
 package recovery
 
-import (
-	"time"
-
-	"github.com/softnic/softnic/qp"
-)
+import "github.com/softnic/softnic/qp"
 
 // IRN is the loss recovery of "Revisiting Network Support for RDMA"
 // (Mittal et al., SIGCOMM 2018): selective repeat plus BDP-FC, so that RoCE
@@ -50,10 +46,9 @@ func (s irnScheme) window() int { return min(s.p.BDPPackets, MaxBDPPackets) }
 
 func (s irnScheme) NewSender() Sender {
 	w := s.window()
-	return &irnSender{
-		window: w, rtoLow: s.p.RTOLow, rtoHigh: s.p.RTOHigh, lowThreshold: s.p.RTOLowThreshold,
-		sacked: newPSNBitmap(w), held: newPSNBitmap(w), resent: newPSNBitmap(w),
-	}
+	b := &sackBitmaps{sacked: newPSNBitmap(w), held: newPSNBitmap(w), resent: newPSNBitmap(w)}
+	return &irnSender{srSender{rec: b, window: w, rtoLow: s.p.RTOLow, rtoHigh: s.p.RTOHigh,
+		lowThreshold: s.p.RTOLowThreshold}, b}
 }
 
 func (s irnScheme) NewReceiver() Receiver {
@@ -89,60 +84,19 @@ func onChipBytes(stateBits, bitmaps, window int) int {
 	return (stateBits + bitmaps*window + 7) / 8
 }
 
-// irnSender is IRN's requester half: the SACK bitmap, the recovery state
-// and the retransmission scan. Besides the SACKs it keeps which READ and
-// atomic requests the responder holds unanswered and which PSNs were
-// resent in the current recovery, so that each lost packet goes out once
-// per recovery whatever order the news comes in (IRN §6.1 counts two
-// bitmaps at the requester, SACKs and READ responses; docs/recovery.md).
+// irnSender is IRN's requester half: the shared selective-repeat core
+// with per-QP bitmaps as its record (sackBitmaps).
 type irnSender struct {
-	window       int
-	rtoLow       time.Duration
-	rtoHigh      time.Duration
-	lowThreshold int
-
-	sacked     psnBitmap // acknowledged selectively, at or after base
-	held       psnBitmap // READ or atomic requests the responder holds, unanswered
-	resent     psnBitmap // retransmitted in this recovery
-	base       qp.PSN    // cumulative acknowledgement: every PSN before it is acknowledged
-	lossEdge   qp.PSN    // the PSNs before it that are not accounted for are lost
-	recovery   bool
-	recoverSeq qp.PSN // the highest PSN sent when recovery began
-	rtxNext    qp.PSN // no PSN before it (from base) is waiting to be resent
+	srSender
+	bits *sackBitmaps // the core's record
 }
 
-func (s *irnSender) Reset(start qp.PSN) {
-	s.sacked.clearAll()
-	s.held.clearAll()
-	s.resent.clearAll()
-	s.base, s.lossEdge, s.rtxNext = start, start, start
-	s.recovery = false
-}
-
-func (s *irnSender) Window() int     { return s.window }
-func (s *irnSender) Copies(bool) int { return 1 }
+func (s *irnSender) Reset(start qp.PSN) { s.reset(start) }
 
 // OnAck moves the cumulative acknowledgement to unacked and then over the
 // PSNs already acknowledged selectively; recovery ends once it passes the
 // recovery sequence (§3.1).
-func (s *irnSender) OnAck(_ Time, unacked qp.PSN) qp.PSN {
-	if unacked.After(s.base) {
-		s.clearRange(s.base, unacked)
-		s.base = unacked
-	}
-	for s.sacked.get(s.base) {
-		s.clearRange(s.base, s.base.Next())
-		s.base = s.base.Next()
-	}
-	s.raiseLossEdge(s.base)
-	if s.rtxNext.Before(s.base) {
-		s.rtxNext = s.base
-	}
-	if s.recovery && s.base.After(s.recoverSeq) {
-		s.recovery = false
-	}
-	return s.base
-}
+func (s *irnSender) OnAck(_ Time, unacked qp.PSN) qp.PSN { return s.ack(unacked) }
 
 // OnSack records what the responder acknowledged selectively (§3.1).
 // Every PSN below an acknowledged one is lost unless it is accounted for
@@ -151,83 +105,7 @@ func (s *irnSender) OnAck(_ Time, unacked qp.PSN) qp.PSN {
 // says that the responses of the requests before it, which the responder
 // answered in order, were lost if they have not come.
 func (s *irnSender) OnSack(_ Time, from, to qp.PSN, kind SackKind, sent qp.PSN) {
-	if from.Before(s.base) {
-		from = s.base
-	}
-	if to.Before(from) || !s.inWindow(from) {
-		return
-	}
-	if kind == Answered {
-		for p := s.base; p.Before(from); p = p.Next() {
-			if s.held.get(p) {
-				s.held.clear(p)
-				if p.Before(s.rtxNext) {
-					s.rtxNext = p // the scan passed it while it was held
-				}
-			}
-		}
-	}
-	hole := s.holeBefore(from)
-	bits, edge := &s.sacked, to.Next()
-	if kind == Held {
-		bits, edge = &s.held, from
-	}
-	for p := from; s.inWindow(p); p = p.Next() {
-		bits.set(p)
-		if p == to {
-			break
-		}
-	}
-	s.raiseLossEdge(edge)
-	if hole {
-		s.enterRecovery(sent)
-	}
-}
-
-// inWindow reports whether psn fits the bitmaps: BDP-FC never lets a PSN
-// beyond them be in flight.
-func (s *irnSender) inWindow(psn qp.PSN) bool { return int(psn.Diff(s.base)) < s.sacked.size() }
-
-// accounted reports whether psn needs no retransmission now: acknowledged,
-// held by the responder, or resent already in this recovery.
-func (s *irnSender) accounted(psn qp.PSN) bool {
-	return s.sacked.get(psn) || s.held.get(psn) || s.resent.get(psn)
-}
-
-func (s *irnSender) clearRange(from, to qp.PSN) {
-	s.sacked.clearRange(from, to)
-	s.held.clearRange(from, to)
-	s.resent.clearRange(from, to)
-}
-
-// holeBefore reports whether a PSN from base up to p is not accounted for.
-func (s *irnSender) holeBefore(p qp.PSN) bool {
-	for q := s.base; q.Before(p); q = q.Next() {
-		if !s.accounted(q) {
-			return true
-		}
-	}
-	return false
-}
-
-// raiseLossEdge makes the PSNs before edge that are not accounted for lost.
-func (s *irnSender) raiseLossEdge(edge qp.PSN) {
-	if edge.After(s.lossEdge) {
-		s.lossEdge = edge
-	}
-}
-
-// enterRecovery starts loss recovery unless it is on: the scan restarts
-// at the cumulative acknowledgement, which is resent first (§3.1), and the
-// recovery sequence is the highest PSN sent.
-func (s *irnSender) enterRecovery(sent qp.PSN) {
-	if s.recovery {
-		return
-	}
-	s.recovery, s.recoverSeq = true, sent.Prev()
-	s.resent.clearAll()
-	s.rtxNext = s.base
-	s.raiseLossEdge(s.base.Next())
+	s.sack(from, to, kind, sent)
 }
 
 // OnNak: the responder lacks psn, which is lost. It is a loss signal,
@@ -243,46 +121,110 @@ func (s *irnSender) OnNak(_ Time, psn, sent qp.PSN) Resume {
 // every hole below a selective acknowledgement again, including
 // retransmissions that were lost themselves and held requests whose
 // responses never came.
-func (s *irnSender) OnTimeout(now Time, unacked, sent qp.PSN) Resume {
-	s.OnAck(now, unacked)
-	s.held.clearAll()
-	s.recovery = false
-	s.enterRecovery(sent)
+func (s *irnSender) OnTimeout(_ Time, unacked, sent qp.PSN) Resume {
+	s.ack(unacked)
+	s.restart(sent)
 	return Resume{}
 }
 
-// NextRetransmit applies IRN's loss rule (§3.1): after the cumulative
-// acknowledgement, a packet is lost only if a later one was acknowledged
-// (or NAKed as missing); each is resent once per recovery.
-func (s *irnSender) NextRetransmit() (qp.PSN, bool) {
-	if !s.recovery {
-		return 0, false
-	}
-	for s.rtxNext.Before(s.lossEdge) {
-		if !s.accounted(s.rtxNext) {
-			return s.rtxNext, true
-		}
-		s.rtxNext = s.rtxNext.Next()
-	}
-	return 0, false
-}
-
 func (s *irnSender) Retransmitted(psn qp.PSN) {
-	if !psn.Before(s.base) && s.inWindow(psn) {
-		s.resent.set(psn)
+	if !psn.Before(s.base) && s.bits.inWindow(s.base, psn) {
+		s.bits.resent.set(psn)
 	}
-}
-
-// Timeout is RTO_low with at most N packets in flight, RTO_high otherwise
-// (§3.1): the fixed values, or IRN's rule on the QP's round-trip estimate
-// (RTT.RTOLow, RTT.RTOHigh); neither is longer than the QP's own ACK
-// timeout.
-func (s *irnSender) Timeout(base time.Duration, inflight int, rtt RTT) time.Duration {
-	return rtoFor(rtt, base, s.rtoLow, s.rtoHigh, inflight, s.lowThreshold)
 }
 
 func (s *irnSender) OnChipBytes() int {
 	return onChipBytes(irnStateBits, irnSenderBitmaps, s.window)
+}
+
+// sackBitmaps is IRN's record (srRecord) of the responder's state beyond
+// the cumulative acknowledgement: the SACK bitmap over the in-flight
+// window and, besides it, which READ and atomic requests the responder
+// holds unanswered and which PSNs were resent in the current round, so
+// that each lost packet goes out once per round whatever order the news
+// comes in (IRN §6.1 counts two bitmaps at the requester, SACKs and READ
+// responses; docs/recovery.md).
+type sackBitmaps struct {
+	sacked psnBitmap // acknowledged selectively, at or after base
+	held   psnBitmap // READ or atomic requests the responder holds, unanswered
+	resent psnBitmap // retransmitted in this round
+}
+
+func (b *sackBitmaps) reset(qp.PSN) {
+	b.sacked.clearAll()
+	b.held.clearAll()
+	b.resent.clearAll()
+}
+
+func (b *sackBitmaps) advance(base, unacked qp.PSN) qp.PSN {
+	if unacked.After(base) {
+		b.clearRange(base, unacked)
+		base = unacked
+	}
+	for b.sacked.get(base) {
+		b.clearRange(base, base.Next())
+		base = base.Next()
+	}
+	return base
+}
+
+// inWindow reports whether psn fits the bitmaps: BDP-FC never lets a PSN
+// beyond them be in flight.
+func (b *sackBitmaps) inWindow(base, psn qp.PSN) bool { return int(psn.Diff(base)) < b.sacked.size() }
+
+func (b *sackBitmaps) fits(base, from, _ qp.PSN) bool { return b.inWindow(base, from) }
+
+// settled: acknowledged, held by the responder, or resent already in this
+// round.
+func (b *sackBitmaps) settled(psn qp.PSN) bool {
+	return b.sacked.get(psn) || b.held.get(psn) || b.resent.get(psn)
+}
+
+// answered forgets the held requests before from: the responder answers
+// in order, so their responses were lost.
+func (b *sackBitmaps) answered(base, from qp.PSN) (qp.PSN, bool) {
+	first, ok := qp.PSN(0), false
+	for p := base; p.Before(from); p = p.Next() {
+		if b.held.get(p) {
+			b.held.clear(p)
+			if !ok {
+				first, ok = p, true
+			}
+		}
+	}
+	return first, ok
+}
+
+// record sets the bits of from..to, as far as the bitmaps reach. The loss
+// edge of a held request is from: the PSNs before it are lost, the held
+// ones are not.
+func (b *sackBitmaps) record(base, from, to qp.PSN, kind SackKind) qp.PSN {
+	bits, edge := &b.sacked, to.Next()
+	if kind == Held {
+		bits, edge = &b.held, from
+	}
+	for p := from; b.inWindow(base, p); p = p.Next() {
+		bits.set(p)
+		if p == to {
+			break
+		}
+	}
+	return edge
+}
+
+// newRound forgets what was resent, and on a restart the held requests
+// too, whose responses may be what was lost.
+func (b *sackBitmaps) newRound(restart bool) {
+	if restart {
+		b.held.clearAll()
+	}
+	b.resent.clearAll()
+}
+
+func (b *sackBitmaps) clearRange(from, to qp.PSN) {
+	b.sacked.clearRange(from, to)
+	b.held.clearRange(from, to)
+	b.resent.clearRange(from, to)
 }
 
 // irnReceiver is IRN's responder half: the 2-bitmap of packets kept out of

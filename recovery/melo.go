@@ -74,10 +74,7 @@ func (s *meloScheme) Stats() SchemeStats {
 }
 
 func (s *meloScheme) NewSender() Sender {
-	p := s.p
-	m := &meloSender{selSender{pool: s.tx, window: s.window(), rtoLow: p.RTOLow, rtoHigh: p.RTOHigh,
-		lowThreshold: p.RTOLowThreshold, stats: &s.stats, bits: newChain()}}
-	return m
+	return &meloSender{newSelSender(s.tx, s.window(), s.p, &s.stats)}
 }
 
 func (s *meloScheme) NewReceiver() Receiver {
@@ -97,17 +94,12 @@ const (
 type meloSender struct{ selSender }
 
 func (m *meloSender) Reset(start qp.PSN) { m.reset(start) }
-func (m *meloSender) Window() int        { return m.window }
-func (m *meloSender) Copies(bool) int    { return 1 }
 func (m *meloSender) OnAck(now Time, unacked qp.PSN) qp.PSN {
 	m.tick(now, m.lastSent)
 	return m.ack(unacked)
 }
-func (m *meloSender) NextRetransmit() (qp.PSN, bool)             { return m.nextRetransmit() }
-func (m *meloSender) Retransmitted(psn qp.PSN)                   { m.retransmitted(psn) }
-func (m *meloSender) OnChipBytes() int                           { return meloSenderOnChipBytes }
-func (m *meloSender) OnEvict()                                   { m.evict() }
-func (m *meloSender) Timeout(b Time, inflight int, rtt RTT) Time { return m.timeout(b, inflight, rtt) }
+func (m *meloSender) OnChipBytes() int { return meloSenderOnChipBytes }
+func (m *meloSender) OnEvict()         { m.evict() }
 
 // OnSack records what a NACK, an ACK or a READ response says the
 // responder holds. If the round resent the cumulative acknowledgement's
@@ -119,7 +111,7 @@ func (m *meloSender) OnSack(now Time, f, t qp.PSN, k SackKind, sent qp.PSN) {
 	m.tick(now, sent)
 	m.sack(f, t, k, sent)
 	if m.lostRetransmission(t, false) {
-		m.stats.LostRetransmits++
+		m.pooled.stats.LostRetransmits++
 		m.restart(sent)
 	}
 }

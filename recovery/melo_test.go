@@ -409,8 +409,8 @@ func TestMELOSenderPoolExhausted(t *testing.T) {
 	}
 	// 12-15 needed a second block: not recorded, so resent.
 	for p := qp.PSN(12); p <= 15; p++ {
-		if snd.acked(p) || !resent[p] {
-			t.Fatalf("unrecorded %d: acknowledged %v, resent %v (%v)", p, snd.acked(p), resent[p], got)
+		if snd.pooled.acked(p) || !resent[p] {
+			t.Fatalf("unrecorded %d: acknowledged %v, resent %v (%v)", p, snd.pooled.acked(p), resent[p], got)
 		}
 	}
 	// The cumulative acknowledgement never moves over what the sender
@@ -517,7 +517,7 @@ func TestSelSenderLateAck(t *testing.T) {
 		t.Fatalf("%d acknowledgements not recorded", st.SenderUnrecorded)
 	}
 	for _, p := range []uint32{5, 20, 40, 50} {
-		if !snd.acked(start.Add(p)) {
+		if !snd.pooled.acked(start.Add(p)) {
 			t.Fatalf("%d not recorded", p)
 		}
 	}
@@ -526,7 +526,7 @@ func TestSelSenderLateAck(t *testing.T) {
 		t.Fatalf("resent %d packets, want %d: %x", len(got), 51-4, got)
 	}
 	for _, p := range got {
-		if snd.acked(p) {
+		if snd.pooled.acked(p) {
 			t.Fatalf("resent %#x, acknowledged", p)
 		}
 	}

@@ -6,46 +6,13 @@ import (
 	"github.com/softnic/softnic/qp"
 )
 
-// selSender is the requester half shared by MELO and FaSR: selective
-// repeat whose record of what the responder holds beyond the cumulative
-// acknowledgement costs no per-QP bitmap. It has two parts:
-//
-//   - a run: every PSN after base and before runEnd is acknowledged
-//     selectively. A single loss leaves exactly this shape (the hole at
-//     base, a run of packets after it), so FaSR's fast path needs nothing
-//     more (§III-B2), and the same run is its compression-cnt once a
-//     bitmap is needed (§III-D, "bitmap acceleration").
-//   - a chain of blocks from the scheme's shared pool for the rest
-//     (MELO §3.2.4: "a MELO sender also maintains a bitmap for each
-//     connection using the shared bits pool mechanism"; FaSR's slow path).
-//
-// A PSN is lost when it is not acknowledged and a later one is (below
-// lossEdge): it is resent once per round, a round being scanned by a
-// cursor from base, restarted by a timeout (or FaSR's FNACK). A PSN whose
-// acknowledgement could not be recorded, because the pool was empty, is
-// simply resent, as go-back-N would: correct, only slower.
-//
-// READ and atomic requests the responder holds out of order (SackKind
-// Held) are not recorded: the scan may resend such a request once and the
-// responder drops the duplicate (docs/recovery.md).
+// selSender is the requester half shared by MELO and FaSR: the
+// selective-repeat core (srSender) whose record of what the responder
+// holds beyond the cumulative acknowledgement costs no per-QP bitmap
+// (poolRecord), and the lost-retransmission rule.
 type selSender struct {
-	pool   *BlockPool
-	window int
-
-	rtoLow, rtoHigh time.Duration
-	lowThreshold    int
-
-	base     qp.PSN // cumulative acknowledgement
-	run      span   // acknowledged selectively, no bits needed
-	bits     chain  // acknowledged selectively, beyond what the run says
-	bitsHigh qp.PSN // the highest PSN set in bits
-	lossEdge qp.PSN // PSNs before it not acknowledged are lost
-	rtxNext  qp.PSN // the round's scan cursor
-	recovery bool
-	recSeq   qp.PSN // the highest PSN sent when recovery began
-	// presumed are PSNs not to resend in this round though not
-	// acknowledged (FaSR: a gap whose SACKs, not packets, were lost).
-	presumed [4]span
+	srSender
+	pooled *poolRecord // the core's record
 
 	// The lost-retransmission rule (docs/recovery.md, "Lost
 	// retransmissions"): now is the time of the latest event the
@@ -59,8 +26,48 @@ type selSender struct {
 	now, rtxAt        Time
 	rtxHold           time.Duration
 	rtxSent, lastSent qp.PSN
+}
 
-	stats *SchemeStats
+// newSelSender is a selective sender of window packets whose record
+// takes its blocks from pool and counts in stats.
+func newSelSender(pool *BlockPool, window int, p Params, stats *SchemeStats) selSender {
+	r := &poolRecord{pool: pool, window: window, stats: stats, bits: newChain()}
+	return selSender{srSender: srSender{rec: r, window: window, rtoLow: p.RTOLow, rtoHigh: p.RTOHigh,
+		lowThreshold: p.RTOLowThreshold}, pooled: r}
+}
+
+// poolRecord is MELO's and FaSR's record (srRecord) of what the responder
+// holds beyond the cumulative acknowledgement. It has two parts:
+//
+//   - a run: every PSN after base and before runEnd is acknowledged
+//     selectively. A single loss leaves exactly this shape (the hole at
+//     base, a run of packets after it), so FaSR's fast path needs nothing
+//     more (§III-B2), and the same run is its compression-cnt once a
+//     bitmap is needed (§III-D, "bitmap acceleration").
+//   - a chain of blocks from the scheme's shared pool for the rest
+//     (MELO §3.2.4: "a MELO sender also maintains a bitmap for each
+//     connection using the shared bits pool mechanism"; FaSR's slow path).
+//
+// A PSN whose acknowledgement could not be recorded, because the pool was
+// empty, is simply resent, as go-back-N would: correct, only slower.
+//
+// READ and atomic requests the responder holds out of order (SackKind
+// Held) are presumed, not recorded: not resent in this round, forgotten
+// when the round restarts. So are FaSR's gaps whose SACKs, not packets,
+// were lost.
+// What the scan has resent is the core's cursor: no bitmap either.
+type poolRecord struct {
+	pool   *BlockPool
+	window int
+	stats  *SchemeStats
+
+	run      span   // acknowledged selectively, no bits needed
+	bits     chain  // acknowledged selectively, beyond what the run says
+	bitsHigh qp.PSN // the highest PSN set in bits
+	// presumed are PSNs not to resend in this round though not
+	// acknowledged (held requests; FaSR: a gap whose SACKs, not packets,
+	// were lost).
+	presumed [4]span
 }
 
 // span is the PSNs from start up to (not including) end; empty when equal.
@@ -87,109 +94,145 @@ func (r *span) add(p qp.PSN) {
 }
 
 func (s *selSender) reset(start qp.PSN) {
-	s.bits.release(s.pool)
-	s.bits = newChain()
-	s.base, s.lossEdge, s.rtxNext = start, start, start
-	s.run = emptySpan(start)
-	s.recovery = false
-	s.presumed = [4]span{}
+	s.srSender.reset(start)
 	s.rtxAt, s.rtxSent, s.lastSent = s.now, start, start
 }
 
+func (r *poolRecord) reset(start qp.PSN) {
+	r.bits.release(r.pool)
+	r.bits = newChain()
+	r.run = emptySpan(start)
+	r.presumed = [4]span{}
+}
+
 // acked reports whether psn is acknowledged selectively.
-func (s *selSender) acked(psn qp.PSN) bool { return s.run.has(psn) || s.bits.get(s.pool, psn) }
+func (r *poolRecord) acked(psn qp.PSN) bool { return r.run.has(psn) || r.bits.get(r.pool, psn) }
 
 // mark records psn (at or after base) as acknowledged, in the run while
 // psn touches it and no bits are in use; otherwise the bits take over,
 // starting after the run when it is long enough to be worth compressing
 // (FaSR's compression-cnt, §III-D) and absorbing it when not. It returns
 // false, counting it, when the pool is short: that PSN will be resent.
-func (s *selSender) mark(psn qp.PSN) bool {
-	if psn.Before(s.base) || s.run.has(psn) {
+func (r *poolRecord) mark(base, psn qp.PSN) bool {
+	if psn.Before(base) || r.run.has(psn) {
 		return true
 	}
-	if s.bits.empty() {
-		if s.run.empty() || s.run.extend(psn) {
-			s.run.add(psn)
+	if r.bits.empty() {
+		if r.run.empty() || r.run.extend(psn) {
+			r.run.add(psn)
 			return true
 		}
-		if psn.After(s.run.end) && s.run.len() >= s.pool.BlockBits() {
-			s.bits.start(s.run.end) // compressed: the run stays a count
+		if psn.After(r.run.end) && r.run.len() >= r.pool.BlockBits() {
+			r.bits.start(r.run.end) // compressed: the run stays a count
 		} else {
-			from := s.run.start
+			from := r.run.start
 			if psn.Before(from) {
 				from = psn
 			}
-			s.bits.start(from)
-			for p := s.run.start; p != s.run.end; p = p.Next() {
-				s.setBit(p)
+			r.bits.start(from)
+			for p := r.run.start; p != r.run.end; p = p.Next() {
+				r.setBit(p)
 			}
-			s.run = emptySpan(s.base)
+			r.run = emptySpan(base)
 		}
 	}
-	if psn.Before(s.bits.first) && (s.run.empty() || s.run.extend(psn)) {
-		s.run.add(psn) // before the bits, e.g. the answer to a READ at base
+	if psn.Before(r.bits.first) && (r.run.empty() || r.run.extend(psn)) {
+		r.run.add(psn) // before the bits, e.g. the answer to a READ at base
 		return true
 	}
-	return s.setBit(psn)
+	return r.setBit(psn)
 }
 
-func (s *selSender) setBit(p qp.PSN) bool {
-	fresh := s.bits.empty()
-	if !fresh && p.Before(s.bits.first) && !s.bits.prepend(s.pool, p) {
-		s.stats.SenderUnrecorded++
+func (r *poolRecord) setBit(p qp.PSN) bool {
+	fresh := r.bits.empty()
+	if !fresh && p.Before(r.bits.first) && !r.bits.prepend(r.pool, p) {
+		r.stats.SenderUnrecorded++
 		return false
 	}
-	if !s.bits.set(s.pool, p) {
-		s.stats.SenderUnrecorded++
+	if !r.bits.set(r.pool, p) {
+		r.stats.SenderUnrecorded++
 		return false
 	}
-	if fresh || p.After(s.bitsHigh) {
-		s.bitsHigh = p
+	if fresh || p.After(r.bitsHigh) {
+		r.bitsHigh = p
 	}
 	return true
 }
 
-// ack moves the cumulative acknowledgement to unacked and over what was
-// acknowledged selectively; it returns the new base.
-func (s *selSender) ack(unacked qp.PSN) qp.PSN {
-	old := s.base
-	if unacked.After(s.base) {
-		s.base = unacked
+// advance moves the cumulative acknowledgement over the run and the bits,
+// giving back the blocks it passes (all of them once nothing is recorded
+// beyond it), and forgets the presumed spans it passes.
+func (r *poolRecord) advance(base, unacked qp.PSN) qp.PSN {
+	if unacked.After(base) {
+		base = unacked
 	}
 	for {
-		if s.run.has(s.base) {
-			s.base = s.run.end
-		} else if s.bits.get(s.pool, s.base) {
-			s.base = s.base.Next()
+		if r.run.has(base) {
+			base = r.run.end
+		} else if r.bits.get(r.pool, base) {
+			base = base.Next()
 		} else {
 			break
 		}
 	}
-	if !s.run.empty() && !s.run.end.After(s.base) {
-		s.run = emptySpan(s.base)
+	if !r.run.empty() && !r.run.end.After(base) {
+		r.run = emptySpan(base)
 	}
-	s.bits.advance(s.pool, s.base)
-	if !s.bits.empty() && s.base.After(s.bitsHigh) {
-		s.bits.release(s.pool) // nothing recorded beyond base: all blocks go back
+	r.bits.advance(r.pool, base)
+	if !r.bits.empty() && base.After(r.bitsHigh) {
+		r.bits.release(r.pool) // nothing recorded beyond base: all blocks go back
 	}
-	if s.bits.empty() {
-		s.bits = newChain()
+	if r.bits.empty() {
+		r.bits = newChain()
 	}
-	for i, r := range s.presumed {
-		if !r.empty() && !r.end.After(s.base) {
-			s.presumed[i] = span{}
+	for i, p := range r.presumed {
+		if !p.empty() && !p.end.After(base) {
+			r.presumed[i] = span{}
 		}
 	}
-	if s.lossEdge.Before(s.base) {
-		s.lossEdge = s.base
+	return base
+}
+
+// settled: acknowledged or presumed. What the round resent is the core's
+// cursor.
+func (r *poolRecord) settled(psn qp.PSN) bool { return r.acked(psn) || r.isPresumed(psn) }
+
+func (r *poolRecord) fits(base, _, to qp.PSN) bool { return int(to.Diff(base)) < r.window }
+
+// answered: held requests are presumed for the round, not recorded, so
+// there is nothing to forget before an answer.
+func (r *poolRecord) answered(_, _ qp.PSN) (qp.PSN, bool) { return 0, false }
+
+// record marks from..to as acknowledged (Received or Answered), or as held
+// (a READ or atomic request the responder keeps: not resent in this round,
+// but completed only by its response).
+func (r *poolRecord) record(base, from, to qp.PSN, kind SackKind) qp.PSN {
+	for p := from; ; p = p.Next() {
+		if kind == Held {
+			r.hold(p)
+		} else {
+			r.mark(base, p)
+		}
+		if p == to {
+			break
+		}
 	}
-	if s.rtxNext.Before(s.base) {
-		s.rtxNext = s.base
+	return to.Next()
+}
+
+// newRound forgets the presumed spans when a timeout or an FNACK restarts
+// the round.
+func (r *poolRecord) newRound(restart bool) {
+	if restart {
+		r.presumed = [4]span{}
 	}
-	if s.recovery && s.base.After(s.recSeq) {
-		s.recovery = false
-	}
+}
+
+// ack moves the cumulative acknowledgement (srSender.ack) and restarts
+// the lost-retransmission hold when it moved.
+func (s *selSender) ack(unacked qp.PSN) qp.PSN {
+	old := s.base
+	s.srSender.ack(unacked)
 	if s.base != old {
 		// The new one's retransmission, if any, is no older, and went out
 		// before anything sent from now on.
@@ -198,83 +241,9 @@ func (s *selSender) ack(unacked qp.PSN) qp.PSN {
 	return s.base
 }
 
-func (s *selSender) raiseLossEdge(edge qp.PSN) {
-	if edge.After(s.lossEdge) {
-		s.lossEdge = edge
-	}
-}
-
-// enterRecovery starts a round from base unless one is on.
-func (s *selSender) enterRecovery(sent qp.PSN) {
-	if s.recovery {
-		return
-	}
-	s.recovery, s.recSeq = true, sent.Prev()
-	s.rtxNext = s.base
-	s.raiseLossEdge(s.base.Next())
-}
-
-// restart begins a new round from base: a timeout or an FNACK says that a
-// retransmission was lost too.
-func (s *selSender) restart(sent qp.PSN) {
-	s.presumed = [4]span{}
-	s.recovery = false
-	s.enterRecovery(sent)
-}
-
-// holeBefore reports whether some PSN from base up to p is neither
-// acknowledged, held, nor resent in this round.
-func (s *selSender) holeBefore(p qp.PSN) bool {
-	for q := s.base; q.Before(p); q = q.Next() {
-		if !s.acked(q) && !s.isPresumed(q) && !(s.recovery && q.Before(s.rtxNext)) {
-			return true
-		}
-	}
-	return false
-}
-
-// sack records from..to as acknowledged (Received or Answered), or as held
-// (a READ or atomic request the responder keeps: not resent in this round,
-// but completed only by its response), and enters recovery when that
-// leaves a hole.
-func (s *selSender) sack(from, to qp.PSN, kind SackKind, sent qp.PSN) {
-	if from.Before(s.base) {
-		from = s.base
-	}
-	if to.Before(from) || int(to.Diff(s.base)) >= s.window {
-		return
-	}
-	hole := s.holeBefore(from)
-	for p := from; ; p = p.Next() {
-		if kind == Held {
-			s.hold(p)
-		} else {
-			s.mark(p)
-		}
-		if p == to {
-			break
-		}
-	}
-	s.raiseLossEdge(to.Next())
-	if hole {
-		s.enterRecovery(sent)
-	}
-}
-
-func (s *selSender) nextRetransmit() (qp.PSN, bool) {
-	if !s.recovery {
-		return 0, false
-	}
-	for s.rtxNext.Before(s.lossEdge) {
-		if !s.acked(s.rtxNext) && !s.isPresumed(s.rtxNext) {
-			return s.rtxNext, true
-		}
-		s.rtxNext = s.rtxNext.Next()
-	}
-	return 0, false
-}
-
-func (s *selSender) retransmitted(psn qp.PSN) {
+// Retransmitted moves the round's scan past psn; the retransmission of the
+// cumulative acknowledgement's packet starts the lost-retransmission hold.
+func (s *selSender) Retransmitted(psn qp.PSN) {
 	if psn == s.base {
 		s.rtxAt, s.rtxSent = s.now, s.lastSent
 	}
@@ -287,7 +256,7 @@ func (s *selSender) retransmitted(psn qp.PSN) {
 // one past the highest PSN sent by then (recovery.TimedRetransmitter).
 func (s *selSender) RetransmittedAt(now Time, psn, sent qp.PSN) {
 	s.tick(now, sent)
-	s.retransmitted(psn)
+	s.Retransmitted(psn)
 }
 
 // tick records the time of an event and what had been sent by then.
@@ -300,9 +269,11 @@ func (s *selSender) tick(now Time, sent qp.PSN) {
 	}
 }
 
-func (s *selSender) timeout(base time.Duration, inflight int, rtt RTT) time.Duration {
+// Timeout is the core's (srSender.Timeout); it also sets the
+// lost-retransmission hold for the same estimate.
+func (s *selSender) Timeout(base time.Duration, inflight int, rtt RTT) time.Duration {
 	s.rtxHold = holdFor(rtt, s.rtoLow)
-	return rtoFor(rtt, base, s.rtoLow, s.rtoHigh, inflight, s.lowThreshold)
+	return s.srSender.Timeout(base, inflight, rtt)
 }
 
 // holdFor is how long a retransmission may go unacknowledged before the
@@ -341,31 +312,31 @@ func (s *selSender) lostRetransmission(psn qp.PSN, after bool) bool {
 }
 
 // evict returns the chain's blocks; they come back on the next access.
-func (s *selSender) evict() { s.bits.spill(s.pool) }
+func (s *selSender) evict() { s.pooled.bits.spill(s.pooled.pool) }
 
 // hold records psn as held by the responder: presumed, growing the latest
 // span when psn follows it.
-func (s *selSender) hold(psn qp.PSN) {
-	if s.isPresumed(psn) {
+func (r *poolRecord) hold(psn qp.PSN) {
+	if r.isPresumed(psn) {
 		return
 	}
-	if s.presumed[0].extend(psn) {
-		s.presumed[0].add(psn)
+	if r.presumed[0].extend(psn) {
+		r.presumed[0].add(psn)
 		return
 	}
-	s.presume(span{psn, psn.Next()})
+	r.presume(span{psn, psn.Next()})
 }
 
-// presume records r as not to be resent in this round, forgetting the
+// presume records sp as not to be resent in this round, forgetting the
 // oldest such span if all four are in use.
-func (s *selSender) presume(r span) {
-	copy(s.presumed[1:], s.presumed[:3])
-	s.presumed[0] = r
+func (r *poolRecord) presume(sp span) {
+	copy(r.presumed[1:], r.presumed[:3])
+	r.presumed[0] = sp
 }
 
-func (s *selSender) isPresumed(p qp.PSN) bool {
-	for _, r := range s.presumed {
-		if r.has(p) {
+func (r *poolRecord) isPresumed(p qp.PSN) bool {
+	for _, sp := range r.presumed {
+		if sp.has(p) {
 			return true
 		}
 	}
