@@ -183,14 +183,26 @@ func (e *Engine) acknowledge(q *QP, psn qp.PSN) {
 	}
 }
 
-// onReadResponse places one READ response packet.
-func (e *Engine) onReadResponse(q *QP, psn qp.PSN, pkt *bth.Packet) {
+// responseInOrder reports whether a READ response or atomic ACK at psn is
+// the one the requester waits for (psn == unacked). A later one means
+// the awaited response is missing, or late: the requester goes back to it
+// (impliedNak; rxe check_psn treats both kinds so). Dropping it and
+// waiting instead left every later response of the window dropped too,
+// until the retransmission timer (TestAtomicReorderNoStall).
+func (e *Engine) responseInOrder(q *QP, psn qp.PSN) bool {
 	if !e.responseInWindow(q, psn) {
-		return
+		return false
 	}
 	if psn != q.unacked {
-		// A response is missing, or late: go back to it (impliedNak).
 		e.impliedNak(q)
+		return false
+	}
+	return true
+}
+
+// onReadResponse places one READ response packet.
+func (e *Engine) onReadResponse(q *QP, psn qp.PSN, pkt *bth.Packet) {
+	if !e.responseInOrder(q, psn) {
 		return
 	}
 	e.ackThrough(q, psn) // a response acknowledges every earlier request
@@ -218,15 +230,7 @@ func (e *Engine) onReadResponse(q *QP, psn qp.PSN, pkt *bth.Packet) {
 
 // onAtomicAck completes the atomic at psn with the original remote value.
 func (e *Engine) onAtomicAck(q *QP, psn qp.PSN, orig uint64) {
-	if !e.responseInWindow(q, psn) {
-		return
-	}
-	if psn != q.unacked {
-		// A response is missing, or late: go back to it, as for a READ
-		// response (impliedNak; rxe check_psn). Dropping this one and
-		// waiting would leave every later response dropped too, until
-		// the retransmission timer.
-		e.impliedNak(q)
+	if !e.responseInOrder(q, psn) {
 		return
 	}
 	e.ackThrough(q, psn)
@@ -309,12 +313,14 @@ func (e *Engine) onNak(q *QP, psn qp.PSN, code bth.NakCode) {
 		// NAKs the same PSN again (igbn's CE each NAK interval). It goes
 		// back again, as the resent packet may have been lost too, but
 		// spends no retry; the retransmission timer counts a stall.
-		repeat := q.nakBackTo == psn+1
-		if repeat && !progressed {
-			e.cnt.GoBackFree++
-		}
-		if !progressed && !repeat && !e.inRound(q) && !e.countRetry(q) {
-			return
+		if !progressed {
+			switch {
+			case q.nakBackTo == psn+1: // a repeat
+				e.cnt.GoBackFree++
+			case e.inRound(q): // counts go_back_free itself
+			case !e.countRetry(q):
+				return
+			}
 		}
 		q.nakHeld, q.nakBackTo = psn+1, psn+1
 		if r := q.sender.OnNak(e.now, psn, q.maxSentPSN); r.GoBack {

@@ -26,7 +26,13 @@ func newSchemePair(tb testing.TB, scheme string, params recovery.Params, cfg Sim
 // dropOnce drops the first transmission of each listed PSN whose opcode
 // is op (retransmissions of it pass).
 func dropOnce(op bth.Opcode, psns ...qp.PSN) func([]byte) bool {
-	seen := map[qp.PSN]bool{}
+	return dropTimes(op, 1, psns...)
+}
+
+// dropTimes drops the first n transmissions of each listed PSN whose
+// opcode is op.
+func dropTimes(op bth.Opcode, n int, psns ...qp.PSN) func([]byte) bool {
+	seen := map[qp.PSN]int{}
 	return func(frame []byte) bool {
 		f, err := bth.ParseFrame(frame)
 		if err != nil || f.Pkt.Opcode() != op {
@@ -34,8 +40,8 @@ func dropOnce(op bth.Opcode, psns ...qp.PSN) func([]byte) bool {
 		}
 		psn := qp.PSN(f.Pkt.BTH().PSN())
 		for _, p := range psns {
-			if p == psn && !seen[psn] {
-				seen[psn] = true
+			if p == psn && seen[psn] < n {
+				seen[psn]++
 				return true
 			}
 		}

@@ -74,26 +74,6 @@ func TestReadReorderNoStorm(t *testing.T) {
 	}
 }
 
-// dropTimes drops the first n transmissions of each listed PSN whose
-// opcode is op.
-func dropTimes(op bth.Opcode, n int, psns ...qp.PSN) func([]byte) bool {
-	seen := map[qp.PSN]int{}
-	return func(frame []byte) bool {
-		f, err := bth.ParseFrame(frame)
-		if err != nil || f.Pkt.Opcode() != op {
-			return false
-		}
-		psn := qp.PSN(f.Pkt.BTH().PSN())
-		for _, p := range psns {
-			if p == psn && seen[psn] < n {
-				seen[psn]++
-				return true
-			}
-		}
-		return false
-	}
-}
-
 // TestSeqNakBehindLostReadResponse: a sequence NAK whose PSN lies beyond
 // a READ whose response never arrived acknowledges that READ, which
 // implies its response was lost (IBA §9.7.5.1.2): the requester must go
