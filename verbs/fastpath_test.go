@@ -293,7 +293,9 @@ func conformanceScript(t *testing.T, ctx *Context, peerGID netip.Addr, peerMAC [
 			t.Fatal(err)
 		}
 		wcs = append(wcs, buf16[:n]...)
-		return len(wcs) >= 9
+		// 4 sends and 4 receives posted before ERR, and one of each
+		// posted in ERR: 10 flushes.
+		return len(wcs) >= 10
 	})
 	for _, wc := range wcs {
 		out = append(out, fmt.Sprintf("wc %d %v %v qp %#x", wc.WRID, wc.Status, wc.Opcode, wc.QPNum))
