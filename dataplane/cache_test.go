@@ -24,9 +24,8 @@ func TestContextCacheThrash(t *testing.T) {
 func contextCacheThrash(t *testing.T, scheme string) {
 	const nQPs = 16
 	sa, _ := recovery.New(scheme, recovery.Params{})
-	sb, _ := recovery.New(scheme, recovery.Params{})
 	budget := 2*(qp.DefaultQPContextBytes+schemeQPBytes(sa)) + sa.SharedOnChipBytes() + 10
-	sim, err := NewSim(SimConfig{Seed: 21, AtoB: lossyLink(0.01), BtoA: lossyLink(0.01), SRAMBytes: budget, SchemeA: sa, SchemeB: sb})
+	sim, err := NewSim(SimConfig{Seed: 21, AtoB: lossyLink(0.01), BtoA: lossyLink(0.01), SRAMBytes: budget, SchemeA: scheme, SchemeB: scheme})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -106,6 +106,8 @@ type Counters struct {
 	QPCEvictions         uint64 // qpc_cache_evictions
 	QPCWriteBacks        uint64 // qpc_cache_writebacks
 	QPCStallNs           uint64 // qpc_stall_ns: pipeline time spent fetching contexts
+	HostAccesses         uint64 // host_accesses: a scheme's accesses of its state in host memory (recovery.HostMemory)
+	HostStallNs          uint64 // host_stall_ns: pipeline time they cost
 	QPCResident          uint64 // qpc_resident: contexts on chip now
 	QPCResidentPeak      uint64 // qpc_resident_peak
 	QPCResidentBytes     uint64 // qpc_resident_bytes
@@ -158,7 +160,8 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"cq_overflow", c.CQOverflow},
 		{"qpc_cache_hits", c.QPCHits}, {"qpc_cache_misses", c.QPCMisses},
 		{"qpc_cache_evictions", c.QPCEvictions}, {"qpc_cache_writebacks", c.QPCWriteBacks},
-		{"qpc_stall_ns", c.QPCStallNs}, {"qpc_resident", c.QPCResident}, {"qpc_resident_peak", c.QPCResidentPeak},
+		{"qpc_stall_ns", c.QPCStallNs}, {"host_accesses", c.HostAccesses}, {"host_stall_ns", c.HostStallNs},
+		{"qpc_resident", c.QPCResident}, {"qpc_resident_peak", c.QPCResidentPeak},
 		{"qpc_resident_bytes", c.QPCResidentBytes}, {"qpc_resident_bytes_peak", c.QPCResidentBytesPeak},
 		{"sr_resident_bytes", c.SRResidentBytes}, {"sr_resident_bytes_peak", c.SRResidentBytesPeak},
 		{"sram_shared_bytes", c.SRAMSharedBytes}, {"sram_budget_bytes", c.SRAMBudget},

@@ -349,13 +349,11 @@ func TestIGBNRecoversLostNak(t *testing.T) {
 		wantTimeouts uint64
 	}{{recovery.GBN, 1}, {recovery.IGBN, 0}} {
 		t.Run(tc.scheme, func(t *testing.T) {
-			sa, _ := recovery.New(tc.scheme, recovery.Params{})
-			sb, _ := recovery.New(tc.scheme, recovery.Params{})
 			link := lossyLink(0)
 			link.Drop = dropFirst(bth.RCWriteMiddle, 1)
 			back := lossyLink(0)
 			back.Drop = dropNaks(1)
-			p := newTestPair(t, SimConfig{Seed: 17, AtoB: link, BtoA: back, SchemeA: sa, SchemeB: sb}, ConnParams{MTU: qp.MTU1024, Timeout: 14})
+			p := newTestPair(t, SimConfig{Seed: 17, AtoB: link, BtoA: back, SchemeA: tc.scheme, SchemeB: tc.scheme}, ConnParams{MTU: qp.MTU1024, Timeout: 14})
 			start := p.sim.Now()
 			p.checkWrite(1, 32<<10, false)
 			took := p.sim.Now() - start
@@ -372,8 +370,7 @@ func TestIGBNRecoversLostNak(t *testing.T) {
 
 // TestIGBNSendTwice: the last packet of each message goes out twice.
 func TestIGBNSendTwice(t *testing.T) {
-	sa, _ := recovery.New(recovery.IGBN, recovery.Params{})
-	p := newTestPair(t, SimConfig{Seed: 18, SchemeA: sa}, ConnParams{MTU: qp.MTU1024})
+	p := newTestPair(t, SimConfig{Seed: 18, SchemeA: recovery.IGBN}, ConnParams{MTU: qp.MTU1024})
 	p.checkWrite(1, 4096, false) // 4 packets, the last twice
 	if a, b := p.sim.A.Counters(), p.sim.B.Counters(); a.SentPkts != 5 || b.DuplicateRequest != 1 {
 		t.Fatalf("sent %d packets (want 5), duplicates at the responder %d (want 1)", a.SentPkts, b.DuplicateRequest)
@@ -491,10 +488,9 @@ func TestReadAfterWritesNoImpliedNak(t *testing.T) {
 // transmit ring fills up between the two copies; it goes out as soon as
 // there is room, and only once.
 func TestIGBNSendTwiceRingFull(t *testing.T) {
-	sa, _ := recovery.New(recovery.IGBN, recovery.Params{})
 	link := lossyLink(0)
 	link.QueueFrames = 4 // a tiny ring: the copies of a 4-packet message's last packet collide with it
-	p := newTestPair(t, SimConfig{Seed: 26, SchemeA: sa, AtoB: link}, ConnParams{MTU: qp.MTU1024})
+	p := newTestPair(t, SimConfig{Seed: 26, SchemeA: recovery.IGBN, AtoB: link}, ConnParams{MTU: qp.MTU1024})
 	for i := uint64(1); i <= 20; i++ {
 		p.checkWrite(i, 4096, false) // 4 packets, the last twice
 	}

@@ -33,9 +33,13 @@ import (
 type Config struct {
 	MAC  [6]byte
 	Addr netip.Addr // the local GID as an IP address (RoCEv2)
-	// Scheme is the loss recovery of every QP; nil means gbn with
-	// default parameters.
-	Scheme recovery.Scheme
+	// Scheme names the loss recovery of every QP that asks for none of
+	// its own ("" means gbn); SchemeParams are the parameters of every
+	// scheme the engine builds (zero fields take recovery's defaults).
+	// The engine builds its own instances, and with them their shared
+	// pools, on first use.
+	Scheme       string
+	SchemeParams recovery.Params
 	// RxBatch is how many frames one Poll reads (default 64).
 	RxBatch int
 	// TxBurst is how many packets a QP sends before the next QP's turn
@@ -138,7 +142,8 @@ type Engine struct {
 	pacedFrom time.Duration // (for link_paced_ns)
 
 	cache     *qp.Cache
-	busyUntil time.Duration // the pipeline is stalled on a context fetch until then
+	host      *recovery.HostMemory // the schemes' state in host memory (Params.Host)
+	busyUntil time.Duration        // the pipeline is stalled on a context fetch or host access until then
 
 	doorbell func() // wakes a sleeping poll loop when work is posted
 
@@ -150,12 +155,14 @@ func NewEngine(cfg Config, port Port) (*Engine, error) {
 	if !cfg.Addr.IsValid() {
 		return nil, errors.New("dataplane: engine needs a local IP address")
 	}
-	if cfg.Scheme == nil {
-		s, err := recovery.New(recovery.GBN, recovery.Params{})
-		if err != nil {
-			return nil, err
-		}
-		cfg.Scheme = s
+	if cfg.Scheme == "" {
+		cfg.Scheme = recovery.GBN
+	}
+	host := &recovery.HostMemory{}
+	cfg.SchemeParams.Host = host
+	scheme, err := recovery.New(cfg.Scheme, cfg.SchemeParams)
+	if err != nil {
+		return nil, fmt.Errorf("dataplane: %w", err)
 	}
 	if cfg.RxBatch <= 0 {
 		cfg.RxBatch = defaultRxBatch
@@ -197,16 +204,17 @@ func NewEngine(cfg Config, port Port) (*Engine, error) {
 	if cfg.Netem.Limit > cfg.LinkDelaySlots {
 		return nil, fmt.Errorf("dataplane: netem limit %d is above the %d link delay slots", cfg.Netem.Limit, cfg.LinkDelaySlots)
 	}
-	shared := cfg.Scheme.SharedOnChipBytes()
+	shared := scheme.SharedOnChipBytes()
 	if cfg.SRAMBytes != 0 && cfg.SRAMBytes < shared+cfg.QPContextBytes {
 		return nil, fmt.Errorf("dataplane: %d bytes of SRAM do not hold the %s scheme's %d-byte shared pools and one %d-byte QP context",
-			cfg.SRAMBytes, cfg.Scheme.Name(), shared, cfg.QPContextBytes)
+			cfg.SRAMBytes, scheme.Name(), shared, cfg.QPContextBytes)
 	}
 	e := &Engine{
 		cache:   qp.NewCache(cfg.SRAMBytes, shared, cfg.FetchPenalty),
 		cfg:     cfg,
 		port:    port,
-		scheme:  cfg.Scheme,
+		scheme:  scheme,
+		host:    host,
 		schemes: map[string]recovery.Scheme{},
 		wheel:   timer.NewWheel(0),
 		ipv6:    cfg.Addr.Is6() && !cfg.Addr.Is4In6(),
@@ -286,6 +294,8 @@ func (e *Engine) Counters() Counters {
 	s := e.cache.Stats()
 	c.QPCHits, c.QPCMisses, c.QPCEvictions, c.QPCWriteBacks = s.Hits, s.Misses, s.Evictions, s.WriteBacks
 	c.QPCStallNs = uint64(s.StallTime)
+	acc, stall := e.host.Stats()
+	c.HostAccesses, c.HostStallNs = acc, uint64(stall)
 	c.QPCResident, c.QPCResidentPeak = uint64(s.Resident), uint64(s.PeakResident)
 	c.QPCResidentBytes, c.QPCResidentBytesPeak = uint64(s.ResidentBytes), uint64(s.PeakResidentBytes)
 	c.SRResidentBytes, c.SRResidentBytesPeak = uint64(s.ResidentSRBytes), uint64(s.PeakSRBytes)
@@ -358,10 +368,12 @@ func (e *Engine) Poll(now time.Duration) bool {
 	for e.rxNext < e.rxN && !e.stalled() {
 		e.receive(e.rxBatch[e.rxNext])
 		e.rxNext++
+		e.hostStall()
 	}
 	if !e.stalled() && e.wheel.Advance(e.now) > 0 {
 		did = true
 	}
+	e.hostStall()
 	if !e.stalled() && e.transmit() > 0 {
 		did = true
 	}
@@ -369,8 +381,17 @@ func (e *Engine) Poll(now time.Duration) bool {
 	return did
 }
 
-// stalled reports whether the pipeline waits on a context fetch.
+// stalled reports whether the pipeline waits on a context fetch or a
+// scheme's host-memory access.
 func (e *Engine) stalled() bool { return e.now < e.busyUntil }
+
+// hostStall stalls the pipeline for the host-memory accesses the schemes
+// charged since the last call (recovery.HostMemory).
+func (e *Engine) hostStall() {
+	if d := e.host.Take(); d > 0 {
+		e.busyUntil = max(e.busyUntil, e.now) + d
+	}
+}
 
 // touch is every access of a QP's on-chip context: a miss fetches it
 // from host memory and stalls the pipeline for the fetch penalty.
@@ -561,6 +582,7 @@ func (e *Engine) transmit() int {
 		for i := 0; i < n && !e.txStall && !e.stalled(); i++ {
 			q := e.popReady()
 			sent, more := e.serve(q, e.cfg.TxBurst)
+			e.hostStall()
 			total += sent
 			if more {
 				e.schedule(q)

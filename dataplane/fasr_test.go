@@ -185,12 +185,7 @@ const srSlice = 1 << 20 // each QP's share of the regions
 
 func newSRMulti(tb testing.TB, scheme string, params recovery.Params, cfg SimConfig, n int, psn func(i int) qp.PSN) *srMulti {
 	tb.Helper()
-	sa, err := recovery.New(scheme, params)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	sb, _ := recovery.New(scheme, params)
-	cfg.SchemeA, cfg.SchemeB = sa, sb
+	cfg.SchemeA, cfg.SchemeB, cfg.SchemeParams = scheme, scheme, params
 	sim, err := NewSim(cfg)
 	if err != nil {
 		tb.Fatal(err)

@@ -14,12 +14,7 @@ import (
 // newSchemePair is newTestPair with both NICs on the named scheme.
 func newSchemePair(tb testing.TB, scheme string, params recovery.Params, cfg SimConfig, p ConnParams) *testPair {
 	tb.Helper()
-	sa, err := recovery.New(scheme, params)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	sb, _ := recovery.New(scheme, params)
-	cfg.SchemeA, cfg.SchemeB = sa, sb
+	cfg.SchemeA, cfg.SchemeB, cfg.SchemeParams = scheme, scheme, params
 	return newTestPair(tb, cfg, p)
 }
 

@@ -29,8 +29,6 @@ func TestIGBNSTAckPerCopy(t *testing.T) {
 		size int
 	}{{"write-only", qp.WRRDMAWrite, 512}, {"write-4pkts", qp.WRRDMAWrite, 4096}, {"send-3pkts", qp.WRSend, 3000}} {
 		t.Run(tc.name, func(t *testing.T) {
-			sa, _ := recovery.New(recovery.IGBN, recovery.Params{})
-			sb, _ := recovery.New(recovery.IGBN, recovery.Params{})
 			dropped := false
 			back := fabric.LinkConfig{Drop: func(frame []byte) bool {
 				if !dropped && isAck(frame) {
@@ -39,7 +37,7 @@ func TestIGBNSTAckPerCopy(t *testing.T) {
 				}
 				return false
 			}}
-			p := newTestPair(t, SimConfig{Seed: 41, SchemeA: sa, SchemeB: sb, BtoA: back}, ConnParams{MTU: qp.MTU1024, Timeout: 14})
+			p := newTestPair(t, SimConfig{Seed: 41, SchemeA: recovery.IGBN, SchemeB: recovery.IGBN, BtoA: back}, ConnParams{MTU: qp.MTU1024, Timeout: 14})
 			var acks int
 			p.sim.Fabric.Tap(func(d fabric.Direction, _ time.Duration, frame []byte, _ bool) {
 				if d == fabric.BtoA && isAck(frame) {

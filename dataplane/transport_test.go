@@ -78,9 +78,7 @@ func TestOpcodeMatrix(t *testing.T) {
 }
 
 func opcodeMatrix(t *testing.T, scheme string, mtu qp.MTU, loss float64) {
-	sa, _ := recovery.New(scheme, recovery.Params{})
-	sb, _ := recovery.New(scheme, recovery.Params{})
-	p := newTestPair(t, SimConfig{Seed: uint64(mtu)*100 + uint64(loss*1000), AtoB: lossyLink(loss), BtoA: lossyLink(loss), SchemeA: sa, SchemeB: sb},
+	p := newTestPair(t, SimConfig{Seed: uint64(mtu)*100 + uint64(loss*1000), AtoB: lossyLink(loss), BtoA: lossyLink(loss), SchemeA: scheme, SchemeB: scheme},
 		ConnParams{MTU: mtu, PSNA: 0xFFFF00, PSNB: 0x123456, Timeout: 8}) // 1 ms ACK timeout; PSNs wrap early
 	id := uint64(0)
 	for _, size := range matrixSizes {

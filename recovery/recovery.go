@@ -61,6 +61,12 @@ type Params struct {
 	FasrUnits     int
 	FasrBlocks    int
 	FasrBlockBits int
+	// HostLatency is one access of state a scheme keeps in host memory
+	// (SRNIC's bitmaps): the pipeline stall it costs.
+	HostLatency time.Duration
+	// Host is the NIC's host-memory path, which such a scheme charges its
+	// accesses to; the engine sets it for the schemes it builds.
+	Host *HostMemory
 }
 
 // Defaults for Params. IRN's follow the paper's default scenario (§4.1):
@@ -114,6 +120,9 @@ func (p Params) WithDefaults() Params {
 	}
 	if p.FasrBlockBits <= 0 || p.FasrBlockBits > 16 {
 		p.FasrBlockBits = DefaultFasrBlockBits
+	}
+	if p.HostLatency <= 0 {
+		p.HostLatency = DefaultHostLatency
 	}
 	return p
 }

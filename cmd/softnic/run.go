@@ -338,8 +338,7 @@ func start(o options, log *slog.Logger) (d *daemon, err error) {
 	if d.addr, err = localAddr(d.ifi, o.ip); err != nil {
 		return d, err
 	}
-	scheme, err := recovery.New(o.scheme, o.params)
-	if err != nil {
+	if err := dataplane.CheckScheme(o.scheme); err != nil {
 		return d, err
 	}
 	if o.port == "afxdp" {
@@ -394,7 +393,7 @@ func start(o options, log *slog.Logger) (d *daemon, err error) {
 		d.portStats = func() []counter { return collect(p.Stats().All()) }
 		log.Info("UDP port open", "addr", netip.AddrPortFrom(d.addr, 4791), "max_frame", p.MaxFrame())
 	}
-	if d.engine, err = dataplane.NewEngine(dataplane.Config{MAC: mac, Addr: d.addr, Scheme: scheme, SRAMBytes: o.sram, FetchPenalty: fetchPenalty(scaled(o.penalty, o.emulationScale())), RTOBackoff: o.backoff, RTO: o.rto, RTOMin: o.rtoMin,
+	if d.engine, err = dataplane.NewEngine(dataplane.Config{MAC: mac, Addr: d.addr, Scheme: o.scheme, SchemeParams: o.params, SRAMBytes: o.sram, FetchPenalty: fetchPenalty(scaled(o.penalty, o.emulationScale())), RTOBackoff: o.backoff, RTO: o.rto, RTOMin: o.rtoMin,
 		LinkRate: uint64(o.linkRate), LinkBurst: int(o.linkBurst), LinkDelay: o.linkDelay, Netem: o.netem}, d.port); err != nil {
 		return d, err
 	}

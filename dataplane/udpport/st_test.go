@@ -55,13 +55,11 @@ func TestIGBNSTOnUDPPort(t *testing.T) {
 	tb := netns.NewTestbed(t)
 	pa, pb := openPorts(t, tb, false)
 	drop := &ackDropper{Port: pb}
-	sa, _ := recovery.New(recovery.IGBN, recovery.Params{})
-	sb, _ := recovery.New(recovery.IGBN, recovery.Params{})
-	ea, err := dataplane.NewEngine(dataplane.Config{Addr: pa.LocalAddr(), Scheme: sa}, pa)
+	ea, err := dataplane.NewEngine(dataplane.Config{Addr: pa.LocalAddr(), Scheme: recovery.IGBN}, pa)
 	if err != nil {
 		t.Fatal(err)
 	}
-	eb, err := dataplane.NewEngine(dataplane.Config{MAC: macB, Addr: pb.LocalAddr(), Scheme: sb}, drop)
+	eb, err := dataplane.NewEngine(dataplane.Config{MAC: macB, Addr: pb.LocalAddr(), Scheme: recovery.IGBN}, drop)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,16 +34,8 @@ func RunEmbedded(ctx context.Context, cfg Config, fab Fabric, hooks Hooks) ([]Ro
 	if fab.Scheme == "" {
 		fab.Scheme = recovery.GBN
 	}
-	schemeA, err := recovery.New(fab.Scheme, recovery.Params{})
-	if err != nil {
-		return nil, err
-	}
-	schemeB, err := recovery.New(fab.Scheme, recovery.Params{})
-	if err != nil {
-		return nil, err
-	}
 	lc := fabric.LinkConfig{RateBps: fab.Link.RateBps, Delay: fab.Link.Delay, Loss: fab.Link.Loss, QueueFrames: fab.Link.Ring, Drop: fab.Link.Drop}
-	m, err := verbs.NewEmbedded(dataplane.SimConfig{Seed: fab.Seed, AtoB: lc, BtoA: lc, SchemeA: schemeA, SchemeB: schemeB, IPv6: fab.IPv6})
+	m, err := verbs.NewEmbedded(dataplane.SimConfig{Seed: fab.Seed, AtoB: lc, BtoA: lc, SchemeA: fab.Scheme, SchemeB: fab.Scheme, IPv6: fab.IPv6})
 	if err != nil {
 		return nil, fmt.Errorf("perftest: embedded fabric: %w", err)
 	}

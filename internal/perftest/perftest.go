@@ -74,14 +74,8 @@ func WriteBWEmbedded(o Options, link Link) (Result, error) {
 	if o.Size <= 0 || o.Iters <= 0 || o.TxDepth <= 0 {
 		return Result{}, errors.New("perftest: size, iterations and tx depth must be positive")
 	}
-	params := o.Params
-	scheme, err := recovery.New(o.Scheme, params)
-	if err != nil {
-		return Result{}, err
-	}
-	scheme2, _ := recovery.New(o.Scheme, params)
 	lc := fabric.LinkConfig{RateBps: link.RateBps, Delay: link.Delay, Loss: link.Loss, QueueFrames: link.Ring}
-	m, err := verbs.NewEmbedded(dataplane.SimConfig{Seed: o.Seed, AtoB: lc, BtoA: lc, SchemeA: scheme, SchemeB: scheme2})
+	m, err := verbs.NewEmbedded(dataplane.SimConfig{Seed: o.Seed, AtoB: lc, BtoA: lc, SchemeA: o.Scheme, SchemeB: o.Scheme, SchemeParams: o.Params})
 	if err != nil {
 		return Result{}, err
 	}

@@ -35,9 +35,7 @@ func TestRunAppliesAgreedScheme(t *testing.T) {
 		{"NIC defaults agree", recovery.IGBN, recovery.IGBN, nil, nil, recovery.IGBN},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sa, _ := recovery.New(tc.defaultA, recovery.Params{})
-			sb, _ := recovery.New(tc.defaultB, recovery.Params{})
-			m, err := verbs.NewEmbedded(dataplane.SimConfig{Seed: 17, SchemeA: sa, SchemeB: sb})
+			m, err := verbs.NewEmbedded(dataplane.SimConfig{Seed: 17, SchemeA: tc.defaultA, SchemeB: tc.defaultB})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -83,18 +83,13 @@ type QPResult struct {
 // completes; the aggregate completion rate is measured after a warm-up.
 func RunQPs(c QPConfig) (QPResult, error) {
 	wallStart := time.Now()
-	sa, err := recovery.New(c.Scheme, c.Params)
-	if err != nil {
-		return QPResult{}, err
-	}
-	sb, _ := recovery.New(c.Scheme, c.Params)
 	link := c.Link
 	link.Loss = c.Loss
 	penalty := c.Penalty
 	if penalty == 0 {
 		penalty = -1
 	}
-	sim, err := dataplane.NewSim(dataplane.SimConfig{Seed: c.Seed, AtoB: link, BtoA: link, SchemeA: sa, SchemeB: sb, SRAMBytes: c.SRAM, FetchPenalty: penalty})
+	sim, err := dataplane.NewSim(dataplane.SimConfig{Seed: c.Seed, AtoB: link, BtoA: link, SchemeA: c.Scheme, SchemeB: c.Scheme, SchemeParams: c.Params, SRAMBytes: c.SRAM, FetchPenalty: penalty})
 	if err != nil {
 		return QPResult{}, err
 	}
@@ -196,7 +191,7 @@ func RunQPs(c QPConfig) (QPResult, error) {
 		r.HitRate = 1 - float64(r.Misses)/float64(acc)
 	}
 	r.PeakQPs = cs.PeakResident
-	r.SRBytes = SRBytes(sa, c.QPs)
+	r.SRBytes = SRBytes(sim.A.Scheme(), c.QPs)
 	r.Retransmits = sim.A.Counters().Retransmits - startRetx
 	return r, nil
 }
