@@ -116,7 +116,7 @@ func buildFrame(h *bth.FrameHeader, pf *packetFields, payload []byte) []byte {
 	frame := make([]byte, h.Len()+roceLen)
 	off := h.Encode(frame, roceLen)
 	pf.encode(frame[off:], info)
-	copy(frame[off+info.PayloadOff:], payload)
+	copy(frame[off+info.Length:], payload)
 	bth.FinishFrame(frame, h)
 	return frame
 }

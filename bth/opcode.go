@@ -135,15 +135,6 @@ const (
 	IsWrite
 	IsRead
 	IsAtomic
-
-	// NeedsRecvWQE marks every packet that needs the responder's receive
-	// WQE: all SEND packets (the payload is scattered into it) and the RDMA
-	// WRITE packet carrying immediate data (its completion consumes one).
-	// The responder dequeues a WQE on such a packet that is also IsFirst or
-	// IsWrite and keeps using it for the middle and last packets of a SEND;
-	// rxe marks only the dequeuing packets (RXE_RWR_MASK) and checks for an
-	// RNR condition there, in check_resource.
-	NeedsRecvWQE
 )
 
 // OpInfo is the static description of one opcode, the equivalent of rxe's
@@ -152,12 +143,10 @@ const (
 type OpInfo struct {
 	Name   string
 	Flags  OpFlags
-	Length int // BTH plus all extension headers, in bytes
+	Length int // BTH plus all extension headers, in bytes: the payload's offset
 
 	RETHOff, AETHOff, ImmOff, IETHOff, DETHOff, AtomicETHOff, AtomicAckETHOff int
 	PETHOff, SACKETHOff, HolesETHOff                                          int
-
-	PayloadOff int // always equal to Length
 }
 
 // PacketLen returns the length of a RoCE packet of this opcode with
@@ -181,18 +170,18 @@ func Lookup(op Opcode) *OpInfo {
 // opTable is indexed by opcode. Only names and flags are written out; the
 // offsets are filled in by layoutOpTable from the flags.
 var opTable = layoutOpTable([256]OpInfo{
-	RCSendFirst:          {Name: "RC_SEND_FIRST", Flags: HasPayload | IsRequest | IsFirst | IsSend | NeedsRecvWQE},
-	RCSendMiddle:         {Name: "RC_SEND_MIDDLE", Flags: HasPayload | IsRequest | IsMiddle | IsSend | NeedsRecvWQE},
-	RCSendLast:           {Name: "RC_SEND_LAST", Flags: HasPayload | IsRequest | IsLast | IsSend | NeedsRecvWQE},
-	RCSendLastImm:        {Name: "RC_SEND_LAST_WITH_IMMEDIATE", Flags: HasImm | HasPayload | IsRequest | IsLast | IsSend | NeedsRecvWQE},
-	RCSendOnly:           {Name: "RC_SEND_ONLY", Flags: HasPayload | IsRequest | IsFirst | IsLast | IsSend | NeedsRecvWQE},
-	RCSendOnlyImm:        {Name: "RC_SEND_ONLY_WITH_IMMEDIATE", Flags: HasImm | HasPayload | IsRequest | IsFirst | IsLast | IsSend | NeedsRecvWQE},
+	RCSendFirst:          {Name: "RC_SEND_FIRST", Flags: HasPayload | IsRequest | IsFirst | IsSend},
+	RCSendMiddle:         {Name: "RC_SEND_MIDDLE", Flags: HasPayload | IsRequest | IsMiddle | IsSend},
+	RCSendLast:           {Name: "RC_SEND_LAST", Flags: HasPayload | IsRequest | IsLast | IsSend},
+	RCSendLastImm:        {Name: "RC_SEND_LAST_WITH_IMMEDIATE", Flags: HasImm | HasPayload | IsRequest | IsLast | IsSend},
+	RCSendOnly:           {Name: "RC_SEND_ONLY", Flags: HasPayload | IsRequest | IsFirst | IsLast | IsSend},
+	RCSendOnlyImm:        {Name: "RC_SEND_ONLY_WITH_IMMEDIATE", Flags: HasImm | HasPayload | IsRequest | IsFirst | IsLast | IsSend},
 	RCWriteFirst:         {Name: "RC_RDMA_WRITE_FIRST", Flags: HasRETH | HasPayload | IsRequest | IsFirst | IsWrite},
 	RCWriteMiddle:        {Name: "RC_RDMA_WRITE_MIDDLE", Flags: HasPayload | IsRequest | IsMiddle | IsWrite},
 	RCWriteLast:          {Name: "RC_RDMA_WRITE_LAST", Flags: HasPayload | IsRequest | IsLast | IsWrite},
-	RCWriteLastImm:       {Name: "RC_RDMA_WRITE_LAST_WITH_IMMEDIATE", Flags: HasImm | HasPayload | IsRequest | IsLast | IsWrite | NeedsRecvWQE},
+	RCWriteLastImm:       {Name: "RC_RDMA_WRITE_LAST_WITH_IMMEDIATE", Flags: HasImm | HasPayload | IsRequest | IsLast | IsWrite},
 	RCWriteOnly:          {Name: "RC_RDMA_WRITE_ONLY", Flags: HasRETH | HasPayload | IsRequest | IsFirst | IsLast | IsWrite},
-	RCWriteOnlyImm:       {Name: "RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE", Flags: HasRETH | HasImm | HasPayload | IsRequest | IsFirst | IsLast | IsWrite | NeedsRecvWQE},
+	RCWriteOnlyImm:       {Name: "RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE", Flags: HasRETH | HasImm | HasPayload | IsRequest | IsFirst | IsLast | IsWrite},
 	RCReadRequest:        {Name: "RC_RDMA_READ_REQUEST", Flags: HasRETH | IsRequest | IsFirst | IsLast | IsRead},
 	RCReadResponseFirst:  {Name: "RC_RDMA_READ_RESPONSE_FIRST", Flags: HasAETH | HasPayload | IsResponse | IsFirst | IsRead},
 	RCReadResponseMiddle: {Name: "RC_RDMA_READ_RESPONSE_MIDDLE", Flags: HasPayload | IsResponse | IsMiddle | IsRead},
@@ -202,23 +191,23 @@ var opTable = layoutOpTable([256]OpInfo{
 	RCAtomicAcknowledge:  {Name: "RC_ATOMIC_ACKNOWLEDGE", Flags: HasAETH | HasAtomicAckETH | IsResponse | IsFirst | IsLast | IsAtomic},
 	RCCompareSwap:        {Name: "RC_COMPARE_SWAP", Flags: HasAtomicETH | IsRequest | IsFirst | IsLast | IsAtomic},
 	RCFetchAdd:           {Name: "RC_FETCH_ADD", Flags: HasAtomicETH | IsRequest | IsFirst | IsLast | IsAtomic},
-	RCSendLastInv:        {Name: "RC_SEND_LAST_WITH_INVALIDATE", Flags: HasIETH | HasPayload | IsRequest | IsLast | IsSend | NeedsRecvWQE},
-	RCSendOnlyInv:        {Name: "RC_SEND_ONLY_WITH_INVALIDATE", Flags: HasIETH | HasPayload | IsRequest | IsFirst | IsLast | IsSend | NeedsRecvWQE},
-	UDSendOnly:           {Name: "UD_SEND_ONLY", Flags: HasDETH | HasPayload | IsRequest | IsFirst | IsLast | IsSend | NeedsRecvWQE},
-	UDSendOnlyImm:        {Name: "UD_SEND_ONLY_WITH_IMMEDIATE", Flags: HasDETH | HasImm | HasPayload | IsRequest | IsFirst | IsLast | IsSend | NeedsRecvWQE},
+	RCSendLastInv:        {Name: "RC_SEND_LAST_WITH_INVALIDATE", Flags: HasIETH | HasPayload | IsRequest | IsLast | IsSend},
+	RCSendOnlyInv:        {Name: "RC_SEND_ONLY_WITH_INVALIDATE", Flags: HasIETH | HasPayload | IsRequest | IsFirst | IsLast | IsSend},
+	UDSendOnly:           {Name: "UD_SEND_ONLY", Flags: HasDETH | HasPayload | IsRequest | IsFirst | IsLast | IsSend},
+	UDSendOnlyImm:        {Name: "UD_SEND_ONLY_WITH_IMMEDIATE", Flags: HasDETH | HasImm | HasPayload | IsRequest | IsFirst | IsLast | IsSend},
 
-	RCSendFirstOOO:            {Name: "RC_SEND_FIRST_OOO", Flags: HasPETH | HasPayload | IsRequest | IsFirst | IsSend | NeedsRecvWQE},
-	RCSendMiddleOOO:           {Name: "RC_SEND_MIDDLE_OOO", Flags: HasPETH | HasPayload | IsRequest | IsMiddle | IsSend | NeedsRecvWQE},
-	RCSendLastOOO:             {Name: "RC_SEND_LAST_OOO", Flags: HasPETH | HasPayload | IsRequest | IsLast | IsSend | NeedsRecvWQE},
-	RCSendLastImmOOO:          {Name: "RC_SEND_LAST_WITH_IMMEDIATE_OOO", Flags: HasImm | HasPETH | HasPayload | IsRequest | IsLast | IsSend | NeedsRecvWQE},
-	RCSendOnlyOOO:             {Name: "RC_SEND_ONLY_OOO", Flags: HasPETH | HasPayload | IsRequest | IsFirst | IsLast | IsSend | NeedsRecvWQE},
-	RCSendOnlyImmOOO:          {Name: "RC_SEND_ONLY_WITH_IMMEDIATE_OOO", Flags: HasImm | HasPETH | HasPayload | IsRequest | IsFirst | IsLast | IsSend | NeedsRecvWQE},
+	RCSendFirstOOO:            {Name: "RC_SEND_FIRST_OOO", Flags: HasPETH | HasPayload | IsRequest | IsFirst | IsSend},
+	RCSendMiddleOOO:           {Name: "RC_SEND_MIDDLE_OOO", Flags: HasPETH | HasPayload | IsRequest | IsMiddle | IsSend},
+	RCSendLastOOO:             {Name: "RC_SEND_LAST_OOO", Flags: HasPETH | HasPayload | IsRequest | IsLast | IsSend},
+	RCSendLastImmOOO:          {Name: "RC_SEND_LAST_WITH_IMMEDIATE_OOO", Flags: HasImm | HasPETH | HasPayload | IsRequest | IsLast | IsSend},
+	RCSendOnlyOOO:             {Name: "RC_SEND_ONLY_OOO", Flags: HasPETH | HasPayload | IsRequest | IsFirst | IsLast | IsSend},
+	RCSendOnlyImmOOO:          {Name: "RC_SEND_ONLY_WITH_IMMEDIATE_OOO", Flags: HasImm | HasPETH | HasPayload | IsRequest | IsFirst | IsLast | IsSend},
 	RCWriteFirstOOO:           {Name: "RC_RDMA_WRITE_FIRST_OOO", Flags: HasRETH | HasPETH | HasPayload | IsRequest | IsFirst | IsWrite},
 	RCWriteMiddleOOO:          {Name: "RC_RDMA_WRITE_MIDDLE_OOO", Flags: HasRETH | HasPETH | HasPayload | IsRequest | IsMiddle | IsWrite},
 	RCWriteLastOOO:            {Name: "RC_RDMA_WRITE_LAST_OOO", Flags: HasRETH | HasPETH | HasPayload | IsRequest | IsLast | IsWrite},
-	RCWriteLastImmOOO:         {Name: "RC_RDMA_WRITE_LAST_WITH_IMMEDIATE_OOO", Flags: HasRETH | HasImm | HasPETH | HasPayload | IsRequest | IsLast | IsWrite | NeedsRecvWQE},
+	RCWriteLastImmOOO:         {Name: "RC_RDMA_WRITE_LAST_WITH_IMMEDIATE_OOO", Flags: HasRETH | HasImm | HasPETH | HasPayload | IsRequest | IsLast | IsWrite},
 	RCWriteOnlyOOO:            {Name: "RC_RDMA_WRITE_ONLY_OOO", Flags: HasRETH | HasPETH | HasPayload | IsRequest | IsFirst | IsLast | IsWrite},
-	RCWriteOnlyImmOOO:         {Name: "RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE_OOO", Flags: HasRETH | HasImm | HasPETH | HasPayload | IsRequest | IsFirst | IsLast | IsWrite | NeedsRecvWQE},
+	RCWriteOnlyImmOOO:         {Name: "RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE_OOO", Flags: HasRETH | HasImm | HasPETH | HasPayload | IsRequest | IsFirst | IsLast | IsWrite},
 	RCAcknowledgeSACK:         {Name: "RC_ACKNOWLEDGE_SACK", Flags: HasAETH | HasSACKETH | IsResponse | IsFirst | IsLast},
 	RCAcknowledgeSACKOverflow: {Name: "RC_ACKNOWLEDGE_SACK_OVERFLOW", Flags: HasAETH | HasSACKETH | IsResponse | IsFirst | IsLast},
 	RCAcknowledgeFNAK:         {Name: "RC_ACKNOWLEDGE_FNAK", Flags: HasAETH | HasSACKETH | IsResponse | IsFirst | IsLast},
@@ -263,7 +252,6 @@ func layoutOpTable(table [256]OpInfo) [256]OpInfo {
 			off += h.len
 		}
 		info.Length = off
-		info.PayloadOff = off
 	}
 	return table
 }

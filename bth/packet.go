@@ -113,7 +113,7 @@ func (p *Packet) HolesETH() HolesETH { return HolesETH(p.ext(p.Info.HolesETHOff,
 // opcodes without payload.
 func (p *Packet) Payload() []byte {
 	end := len(p.Buf) - ICRCLen - int(p.BTH().PadCount())
-	return p.Buf[p.Info.PayloadOff:end]
+	return p.Buf[p.Info.Length:end]
 }
 
 // ext returns the header of length n at off, or nil if off is -1. The

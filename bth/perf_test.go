@@ -98,7 +98,7 @@ func encodeWriteOnlyImm(frame []byte, h *bth.FrameHeader, info *bth.OpInfo, roce
 	})
 	bth.RETH(pkt[info.RETHOff:]).Encode(&bth.RETHFields{VA: 0x7f0000001000, RKey: 0x42, DMALen: uint32(len(payload))})
 	bth.ImmDt(pkt[info.ImmOff:]).SetImm(0xdeadbeef)
-	copy(pkt[info.PayloadOff:], payload)
+	copy(pkt[info.Length:], payload)
 	bth.FinishFrame(frame, h)
 }
 

@@ -408,15 +408,6 @@ func (e *Engine) CacheStats() qp.CacheStats {
 	return e.cache.Stats()
 }
 
-// Busy reports whether some QP has packets it could send right now (it is
-// false when the only work left waits on timers, the peer or the emulated
-// link's bucket).
-func (e *Engine) Busy() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.readyLen() > 0 && e.link.open(e.now) || e.rxNext < e.rxN
-}
-
 // linkWait is how long after now the packets waiting on the emulated
 // link's bucket may go, if any wait.
 func (e *Engine) linkWait(now time.Duration) (time.Duration, bool) {

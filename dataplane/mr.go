@@ -28,8 +28,9 @@ func (m *MR) Length() int { return len(m.buf) }
 
 // slice returns the n bytes at virtual address va, or false when any of
 // them lies outside the region. Written so that no overflow can make a
-// bad address look valid (IBA C9-?: bounds are checked against the whole
-// requested range).
+// bad address look valid. A request's whole range (a RETH's DMA length,
+// an atomic's 8 bytes) is checked before any of it is touched, as rxe's
+// check_rkey checks the DMA length with mr_check_range.
 func (m *MR) slice(va uint64, n uint32) ([]byte, bool) {
 	if va < m.Addr {
 		return nil, false

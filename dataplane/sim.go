@@ -151,7 +151,8 @@ func (s *Sim) RunFor(d time.Duration) {
 }
 
 // ConnParams are what a connection exchange agrees on (perftest's
-// defaults where it has them).
+// defaults where it has them). Connect and package verbs/cm's ConnectQP
+// both fill zero fields with WithDefaults.
 type ConnParams struct {
 	MTU             qp.MTU // default 1024
 	PSNA, PSNB      qp.PSN // initial send PSNs of A and B
@@ -159,14 +160,22 @@ type ConnParams struct {
 	RetryCnt        uint8  // default 7
 	RNRRetry        uint8  // default 7
 	MinRNRTimer     uint8  // default 12 (0.64 ms)
-	MaxRdAtomic     uint8  // default 16
+	MaxRdAtomic     uint8  // default MaxRdAtomic (16); larger values are clamped to it
 	Access          qp.Access
 	RetryCntSet     bool // use RetryCnt even when 0
 	RNRRetrySet     bool // use RNRRetry even when 0
 	TimeoutDisabled bool // Timeout 0: no local ACK timeout
 }
 
-func (p *ConnParams) defaults() {
+// WithDefaults returns p with its zero fields set as perftest's
+// ctx_connect sets them: path MTU 1024, local ACK timeout 14 (4.096 µs *
+// 2^14 = 67 ms) unless TimeoutDisabled, retry count 7 and RNR retry 7
+// (infinite) unless RetryCntSet or RNRRetrySet, minimum RNR NAK timer 12
+// (0.64 ms), MaxRdAtomic outstanding RDMA READs and atomics each way, and
+// every access right. A MaxRdAtomic above the device's (MaxRdAtomic) is
+// clamped to it; other out-of-range values are left for ModifyQP to
+// refuse.
+func (p ConnParams) WithDefaults() ConnParams {
 	if p.MTU == 0 {
 		p.MTU = qp.MTU1024
 	}
@@ -182,18 +191,19 @@ func (p *ConnParams) defaults() {
 	if p.MinRNRTimer == 0 {
 		p.MinRNRTimer = 12
 	}
-	if p.MaxRdAtomic == 0 {
-		p.MaxRdAtomic = 16
+	if p.MaxRdAtomic == 0 || p.MaxRdAtomic > MaxRdAtomic {
+		p.MaxRdAtomic = MaxRdAtomic
 	}
 	if p.Access == 0 {
 		p.Access = qp.AccessLocalWrite | qp.AccessRemoteWrite | qp.AccessRemoteRead | qp.AccessRemoteAtomic
 	}
+	return p
 }
 
 // Connect moves qa (on engine ea) and qb (on eb) from RESET to RTS
 // pointing at each other: what the connection exchange of perftest does.
 func Connect(ea *Engine, qa *QP, eb *Engine, qb *QP, p ConnParams) error {
-	p.defaults()
+	p = p.WithDefaults()
 	for _, side := range []struct {
 		e, peer *Engine
 		q, pq   *QP

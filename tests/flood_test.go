@@ -151,7 +151,7 @@ func (w *wire) packet(op bth.Opcode, qpn, psn uint32, payloadLen int, rng *rand.
 	pad := bth.PadFor(payloadLen)
 	p := make([]byte, info.PacketLen(payloadLen))
 	bth.BTH(p).Encode(&bth.BTHFields{Opcode: op, PadCount: uint8(pad), PKey: 0xffff, DestQPN: qpn, PSN: psn, AckReq: true})
-	for i := info.PayloadOff; i < info.PayloadOff+payloadLen; i++ {
+	for i := info.Length; i < info.Length+payloadLen; i++ {
 		p[i] = byte(rng.Uint32())
 	}
 	return w.seal(p)
@@ -231,7 +231,7 @@ func floodProbes(t *testing.T, w *wire, maxFrame int) []probe {
 	for i, op := range knownOpcodes() {
 		p := w.packet(op, qpn(), 9, 100, rng)
 		if info := bth.Lookup(op); info.Flags&bth.HasPayload != 0 && i%2 == 0 {
-			p[info.PayloadOff+rng.IntN(100)] ^= 1 << rng.UintN(8)
+			p[info.Length+rng.IntN(100)] ^= 1 << rng.UintN(8)
 			add(dropICRC, p, "%v with a payload bit flipped", op)
 			continue
 		}

@@ -9,7 +9,7 @@ import (
 	"github.com/softnic/softnic/dataplane"
 	"github.com/softnic/softnic/dataplane/impair"
 	"github.com/softnic/softnic/qp"
-	"github.com/softnic/softnic/verbs/internal/proto"
+	"github.com/softnic/softnic/verbs/internal/protoconv"
 	"github.com/softnic/softnic/verbs/internal/shm"
 )
 
@@ -64,12 +64,12 @@ type embedded struct {
 func (b *embedded) name() string { return b.dev }
 
 func (b *embedded) queryDevice() (DeviceAttr, error) {
-	return deviceAttr(proto.DeviceOf(b.e, b.dev)), nil
+	return deviceAttr(protoconv.DeviceOf(b.e, b.dev)), nil
 }
 
 func (b *embedded) stats() ([]Counter, error) {
 	var out []Counter
-	for _, c := range proto.CountersOf(b.e) {
+	for _, c := range protoconv.CountersOf(b.e) {
 		out = append(out, Counter{Name: c.Name, Value: c.Value})
 	}
 	return out, nil

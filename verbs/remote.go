@@ -15,6 +15,7 @@ import (
 	"github.com/softnic/softnic/dataplane"
 	"github.com/softnic/softnic/qp"
 	"github.com/softnic/softnic/verbs/internal/proto"
+	"github.com/softnic/softnic/verbs/internal/protoconv"
 	"github.com/softnic/softnic/verbs/internal/shm"
 )
 
@@ -165,7 +166,7 @@ func (r *remote) call(op string, args any, fds []int, result any) ([]int, error)
 	}
 	if resp.Error != nil {
 		proto.CloseFDs(rfds)
-		return nil, resp.Error.Err()
+		return nil, protoconv.DecodeError(resp.Error)
 	}
 	if result != nil {
 		if err := json.Unmarshal(resp.Result, result); err != nil {
@@ -498,7 +499,7 @@ func (r *remote) createQP(q *QP, attr QPInitAttr) error {
 // into the engine, so that work posted before a modify is ordered before
 // it, as in embedded mode.
 func (r *remote) modifyQP(q *QP, attr *QPAttr, mask AttrMask) error {
-	if _, err := r.call(proto.OpModifyQP, proto.ModifyQPArgs{QP: q.h, Attr: proto.FromQPAttr(attr), Mask: mask}, nil, nil); err != nil {
+	if _, err := r.call(proto.OpModifyQP, proto.ModifyQPArgs{QP: q.h, Attr: protoconv.FromQPAttr(attr), Mask: mask}, nil, nil); err != nil {
 		return err
 	}
 	if mask&qp.AttrState != 0 {
@@ -513,7 +514,7 @@ func (r *remote) queryQP(q *QP) (QPAttr, error) {
 		return QPAttr{}, err
 	}
 	q.ring.state.Store(uint32(a.State))
-	return a.ToQPAttr(), nil
+	return protoconv.ToQPAttr(&a), nil
 }
 
 // setQPScheme: as for a modify, the daemon first moves what the client

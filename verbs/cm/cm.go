@@ -29,7 +29,6 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/softnic/softnic/dataplane"
 	"github.com/softnic/softnic/qp"
 	"github.com/softnic/softnic/verbs"
 )
@@ -209,12 +208,13 @@ func AgreeScheme(local, remote []string) string {
 // ConnectQP moves q, which local describes, from RESET to RTS towards the
 // peer's QP remote, sending to remote.GID with remote.MAC as the
 // destination MAC: on a routed path, replace it with the next hop's
-// (NextHopMAC) first. Zero fields of p take perftest's defaults: local ACK
-// timeout 14 (4.096 µs * 2^14 = 67 ms), retry count 7, RNR retry 7
-// (infinite), minimum RNR NAK timer 12 (0.64 ms), 16 outstanding RDMA
-// READs and atomics each way (capped to what the NIC supports), path MTU
-// 1024, and every access right. p.PSNA and p.PSNB are ignored: the PSNs
-// come from the endpoints.
+// (NextHopMAC) first. Zero fields of p take perftest's defaults, the same
+// as the embedded Connect's (ConnParam.WithDefaults): local ACK timeout 14
+// (4.096 µs * 2^14 = 67 ms), retry count 7, RNR retry 7 (infinite),
+// minimum RNR NAK timer 12 (0.64 ms), 16 outstanding RDMA READs and
+// atomics each way (capped to what the NIC supports), path MTU 1024, and
+// every access right. p.PSNA and p.PSNB are ignored: the PSNs come from
+// the endpoints.
 func ConnectQP(q *verbs.QP, local, remote Endpoint, p verbs.ConnParam) error {
 	if q == nil {
 		return errors.New("cm: connect: nil QP")
@@ -232,7 +232,7 @@ func ConnectQP(q *verbs.QP, local, remote Endpoint, p verbs.ConnParam) error {
 		// RoCEv2 carries both GIDs in one IP header (Annex A17).
 		return fmt.Errorf("cm: connect: local GID %v and remote GID %v are of different IP versions", local.GID, remote.GID)
 	}
-	p = withDefaults(p)
+	p = p.WithDefaults()
 	steps := []struct {
 		name string
 		attr verbs.QPAttr
@@ -255,30 +255,4 @@ func ConnectQP(q *verbs.QP, local, remote Endpoint, p verbs.ConnParam) error {
 		}
 	}
 	return nil
-}
-
-// withDefaults fills p as perftest's ctx_connect does.
-func withDefaults(p verbs.ConnParam) verbs.ConnParam {
-	if p.MTU == 0 {
-		p.MTU = qp.MTU1024
-	}
-	if p.Timeout == 0 && !p.TimeoutDisabled {
-		p.Timeout = 14
-	}
-	if p.RetryCnt == 0 && !p.RetryCntSet {
-		p.RetryCnt = 7
-	}
-	if p.RNRRetry == 0 && !p.RNRRetrySet {
-		p.RNRRetry = 7
-	}
-	if p.MinRNRTimer == 0 {
-		p.MinRNRTimer = 12
-	}
-	if p.MaxRdAtomic == 0 || p.MaxRdAtomic > dataplane.MaxRdAtomic {
-		p.MaxRdAtomic = dataplane.MaxRdAtomic
-	}
-	if p.Access == 0 {
-		p.Access = verbs.AccessLocalWrite | verbs.AccessRemoteWrite | verbs.AccessRemoteRead | verbs.AccessRemoteAtomic
-	}
-	return p
 }

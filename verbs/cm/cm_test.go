@@ -446,3 +446,79 @@ func TestConnectQP(t *testing.T) {
 		t.Error("nil QP accepted")
 	}
 }
+
+// TestConnectDefaultsAgree: ConnectQP and the embedded Connect
+// (dataplane.Connect) fill a ConnParam the same way, so that a QP
+// connected either way ends with the same attributes, for zero fields, for
+// a MaxRdAtomic above the device's (both clamp it) and for values the
+// engine refuses (both fail with ErrAttrValue).
+func TestConnectDefaultsAgree(t *testing.T) {
+	const psnA, psnB = 0x123456, 0xabcdef
+	for _, p := range []verbs.ConnParam{
+		{},
+		{MaxRdAtomic: 200},
+		{MaxRdAtomic: dataplane.MaxRdAtomic + 1, MTU: qp.MTU4096, Timeout: 8, RetryCntSet: true, RNRRetrySet: true},
+		{TimeoutDisabled: true, MinRNRTimer: 31, MaxRdAtomic: 3, Access: verbs.AccessRemoteWrite},
+		{RetryCnt: 8},
+		{RNRRetry: 200},
+		{Timeout: 32},
+		{MinRNRTimer: 32},
+		{MTU: 9},
+	} {
+		m, err := verbs.NewEmbedded(dataplane.SimConfig{Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mkQP := func(c *verbs.Context) *verbs.QP {
+			pd, err := c.AllocPD()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cq, err := c.CreateCQ(4)
+			if err != nil {
+				t.Fatal(err)
+			}
+			q, err := pd.CreateQP(verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq, MaxSendWR: 4, MaxRecvWR: 4})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return q
+		}
+		endpoint := func(c *verbs.Context, q *verbs.QP, psn qp.PSN) Endpoint {
+			e := c.Engine()
+			return Endpoint{QPN: q.QPN(), PSN: psn, GID: e.Addr(), MAC: e.MAC(), Size: 1}
+		}
+
+		// The embedded Connect.
+		sa, sb := mkQP(m.A), mkQP(m.B)
+		sp := p
+		sp.PSNA, sp.PSNB = psnA, psnB
+		errSim := m.Connect(sa, sb, sp)
+
+		// ConnectQP, each side towards the other's endpoint.
+		ca, cb := mkQP(m.A), mkQP(m.B)
+		ea, eb := endpoint(m.A, ca, psnA), endpoint(m.B, cb, psnB)
+		errCM := ConnectQP(ca, ea, eb, p)
+		if err := ConnectQP(cb, eb, ea, p); (err == nil) != (errCM == nil) {
+			t.Fatalf("%+v: ConnectQP: A %v, B %v", p, errCM, err)
+		}
+
+		if (errSim == nil) != (errCM == nil) || errSim != nil && (!errors.Is(errSim, dataplane.ErrAttrValue) || !errors.Is(errCM, dataplane.ErrAttrValue)) {
+			t.Errorf("%+v: Connect: %v; ConnectQP: %v", p, errSim, errCM)
+			continue
+		}
+		if errSim != nil {
+			continue
+		}
+		for _, pair := range [][2]*verbs.QP{{sa, ca}, {sb, cb}} {
+			sim, cm := pair[0].Query(), pair[1].Query()
+			sim.DestQPN, cm.DestQPN = 0, 0 // the peers differ
+			if sim != cm {
+				t.Errorf("%+v:\nConnect   %+v\nConnectQP %+v", p, sim, cm)
+			}
+			if sim.State != verbs.QPSRTS {
+				t.Errorf("%+v: QP in %v", p, sim.State)
+			}
+		}
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/softnic/softnic/dataplane"
 	"github.com/softnic/softnic/qp"
 	"github.com/softnic/softnic/verbs/internal/proto"
+	"github.com/softnic/softnic/verbs/internal/protoconv"
 	"github.com/softnic/softnic/verbs/internal/shm"
 )
 
@@ -174,7 +175,7 @@ func (s *Server) refuse(conn *net.UnixConn, err error) {
 		if rerr != nil {
 			return
 		}
-		pc.Send(proto.Response{ID: req.ID, Error: proto.EncodeError(err)})
+		pc.Send(proto.Response{ID: req.ID, Error: protoconv.EncodeError(err)})
 	}()
 }
 
@@ -244,10 +245,10 @@ func (s *Server) serveClient(c *client) {
 		proto.CloseFDs(fds)
 		resp := proto.Response{ID: req.ID}
 		if err != nil {
-			resp.Error = proto.EncodeError(err)
+			resp.Error = protoconv.EncodeError(err)
 		} else if res != nil {
 			if resp.Result, err = json.Marshal(res); err != nil {
-				resp.Error = proto.EncodeError(err)
+				resp.Error = protoconv.EncodeError(err)
 			}
 		}
 		var send []int
@@ -294,7 +295,7 @@ func (s *Server) handle(c *client, req *proto.Request, fds []int) (any, reply, e
 		}
 		return s.hello(c, a)
 	case proto.OpQueryDevice:
-		return proto.DeviceOf(s.e, s.o.Name), reply{}, nil
+		return protoconv.DeviceOf(s.e, s.o.Name), reply{}, nil
 	case proto.OpStats:
 		return s.stats(), reply{}, nil
 	case proto.OpAllocPD:
@@ -382,7 +383,7 @@ func (s *Server) hello(c *client, a proto.HelloArgs) (any, reply, error) {
 	if c.hello {
 		return nil, reply{}, fmt.Errorf("%w: second hello", proto.ErrProtocol)
 	}
-	res := proto.HelloResult{Device: proto.DeviceOf(s.e, s.o.Name), Client: c.id}
+	res := proto.HelloResult{Device: protoconv.DeviceOf(s.e, s.o.Name), Client: c.id}
 	c.vers = a.Version
 	if a.Version < 2 {
 		c.hello = true
@@ -401,7 +402,7 @@ func (s *Server) hello(c *client, a proto.HelloArgs) (any, reply, error) {
 }
 
 func (s *Server) stats() proto.StatsResult {
-	res := proto.StatsResult{Counters: proto.CountersOf(s.e)}
+	res := proto.StatsResult{Counters: protoconv.CountersOf(s.e)}
 	if s.o.Counters != nil {
 		s.o.Counters(func(name string, v uint64) {
 			res.Counters = append(res.Counters, proto.Counter{Name: name, Value: v})
@@ -751,7 +752,7 @@ func (s *Server) modifyQP(c *client, a proto.ModifyQPArgs) error {
 		return badHandle("QP", a.QP)
 	}
 	s.pumpQP(q)
-	attr := a.Attr.ToQPAttr()
+	attr := protoconv.ToQPAttr(&a.Attr)
 	err := s.e.ModifyQP(q.eq, &attr, a.Mask)
 	s.retire(q)
 	return err
@@ -765,7 +766,7 @@ func (s *Server) queryQP(c *client, h uint32) (any, reply, error) {
 		return nil, reply{}, badHandle("QP", h)
 	}
 	a := s.e.QueryQP(q.eq)
-	return proto.FromQPAttr(&a), reply{}, nil
+	return protoconv.FromQPAttr(&a), reply{}, nil
 }
 
 func (s *Server) destroyQP(c *client, h uint32) error {

@@ -19,6 +19,7 @@ import (
 	"github.com/softnic/softnic/dataplane"
 	"github.com/softnic/softnic/qp"
 	"github.com/softnic/softnic/verbs/internal/proto"
+	"github.com/softnic/softnic/verbs/internal/protoconv"
 	"github.com/softnic/softnic/verbs/internal/shm"
 )
 
@@ -214,7 +215,7 @@ func fuzzCall(c *net.UnixConn, id uint64, op string, args any) (proto.Response, 
 		return resp, errors.New("server hung up")
 	}
 	if resp.Error != nil {
-		return resp, resp.Error.Err()
+		return resp, protoconv.DecodeError(resp.Error)
 	}
 	return resp, nil
 }
@@ -316,7 +317,7 @@ func fuzzSeeds(peer netip.Addr) []fuzzSeed {
 	}
 	h := func(n uint32) proto.Handle { return proto.Handle{Handle: n} }
 	modify := func(q uint32, a dataplane.QPAttr, mask qp.AttrMask) proto.ModifyQPArgs {
-		return proto.ModifyQPArgs{QP: q, Attr: proto.FromQPAttr(&a), Mask: mask}
+		return proto.ModifyQPArgs{QP: q, Attr: protoconv.FromQPAttr(&a), Mask: mask}
 	}
 	toInit := modify(3, dataplane.QPAttr{State: qp.Init, Port: 1}, qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrAccessFlags)
 	rtr := modify(3, dataplane.QPAttr{State: qp.RTR, AV: dataplane.AddressVector{DGID: peer}, PathMTU: qp.MTU1024, DestQPN: 0x10},

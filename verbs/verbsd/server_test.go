@@ -17,6 +17,7 @@ import (
 	"github.com/softnic/softnic/dataplane"
 	"github.com/softnic/softnic/qp"
 	"github.com/softnic/softnic/verbs/internal/proto"
+	"github.com/softnic/softnic/verbs/internal/protoconv"
 	"github.com/softnic/softnic/verbs/internal/shm"
 )
 
@@ -82,7 +83,7 @@ func (r *rawClient) call(op string, args any, result any, fds ...int) ([]int, er
 		r.t.Fatalf("%s: receive: %v", op, err)
 	}
 	if resp.Error != nil {
-		return got, resp.Error.Err()
+		return got, protoconv.DecodeError(resp.Error)
 	}
 	if result != nil {
 		if err := json.Unmarshal(resp.Result, result); err != nil {
@@ -224,7 +225,7 @@ func hostileQP(t *testing.T, r *rawClient, sim *dataplane.Sim) (qpRes proto.Crea
 			qp.AttrState | qp.AttrAV | qp.AttrPathMTU | qp.AttrDestQPN | qp.AttrRQPSN | qp.AttrMaxDestRdAtomic | qp.AttrMinRNRTimer},
 		{dataplane.QPAttr{State: qp.RTS}, qp.AttrState | qp.AttrSQPSN | qp.AttrTimeout | qp.AttrRetryCnt | qp.AttrRNRRetry | qp.AttrMaxQPRdAtomic},
 	} {
-		if _, err := r.call(proto.OpModifyQP, proto.ModifyQPArgs{QP: qpRes.Handle, Attr: proto.FromQPAttr(&st.a), Mask: st.mask}, nil); err != nil {
+		if _, err := r.call(proto.OpModifyQP, proto.ModifyQPArgs{QP: qpRes.Handle, Attr: protoconv.FromQPAttr(&st.a), Mask: st.mask}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -7,6 +7,11 @@
 // Only control operations travel here. Work requests and completions
 // move through shared-memory rings (package shm) and never touch the
 // socket. docs/verbs-ipc.md lists every message.
+//
+// The package does not import the engine (package dataplane), so that what
+// a client links for the protocol stays small: the conversions between the
+// wire forms here and the engine's types, and the wire codes of the
+// engine's errors, are in package protoconv.
 package proto
 
 import (
@@ -19,9 +24,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/softnic/softnic/dataplane"
 	"github.com/softnic/softnic/qp"
-	"github.com/softnic/softnic/recovery"
 )
 
 // Version is the protocol version a client announces at hello. A daemon
@@ -219,7 +222,8 @@ type ModifyQPArgs struct {
 	Mask qp.AttrMask `json:"mask"`
 }
 
-// QPAttr is dataplane.QPAttr with stable wire names (ibv_qp_attr's).
+// QPAttr is the engine's QP attributes (dataplane.QPAttr, with the address
+// vector flattened) under stable wire names (ibv_qp_attr's).
 type QPAttr struct {
 	State           qp.State   `json:"qp_state"`
 	CurState        qp.State   `json:"cur_qp_state"`
@@ -241,27 +245,6 @@ type QPAttr struct {
 	Timeout         uint8      `json:"timeout"`
 	RetryCnt        uint8      `json:"retry_cnt"`
 	RNRRetry        uint8      `json:"rnr_retry"`
-}
-
-// FromQPAttr and ToQPAttr convert to and from the engine's type.
-func FromQPAttr(a *dataplane.QPAttr) QPAttr {
-	return QPAttr{
-		State: a.State, CurState: a.CurState, AccessFlags: a.AccessFlags, PKeyIndex: a.PKeyIndex, Port: a.Port,
-		DGID: a.AV.DGID, DMAC: a.AV.DMAC, TrafficClass: a.AV.TrafficClass, HopLimit: a.AV.HopLimit, FlowLabel: a.AV.FlowLabel,
-		PathMTU: a.PathMTU, DestQPN: a.DestQPN, RQPSN: a.RQPSN, SQPSN: a.SQPSN,
-		MaxDestRdAtomic: a.MaxDestRdAtomic, MaxRdAtomic: a.MaxRdAtomic, MinRNRTimer: a.MinRNRTimer,
-		Timeout: a.Timeout, RetryCnt: a.RetryCnt, RNRRetry: a.RNRRetry,
-	}
-}
-
-func (a *QPAttr) ToQPAttr() dataplane.QPAttr {
-	return dataplane.QPAttr{
-		State: a.State, CurState: a.CurState, AccessFlags: a.AccessFlags, PKeyIndex: a.PKeyIndex, Port: a.Port,
-		AV:      dataplane.AddressVector{DGID: a.DGID, DMAC: a.DMAC, TrafficClass: a.TrafficClass, HopLimit: a.HopLimit, FlowLabel: a.FlowLabel},
-		PathMTU: a.PathMTU, DestQPN: a.DestQPN, RQPSN: a.RQPSN, SQPSN: a.SQPSN,
-		MaxDestRdAtomic: a.MaxDestRdAtomic, MaxRdAtomic: a.MaxRdAtomic, MinRNRTimer: a.MinRNRTimer,
-		Timeout: a.Timeout, RetryCnt: a.RetryCnt, RNRRetry: a.RNRRetry,
-	}
 }
 
 // Error is a failed request: a stable code (so that the client can
@@ -288,40 +271,32 @@ var (
 	ErrPermission = errors.New("verbs: permission denied")
 )
 
-// codes maps sentinels to wire codes, most specific first.
-var codes = []struct {
-	code string
-	err  error
-}{
+// A Code names a sentinel error on the wire.
+type Code struct {
+	Code string
+	Err  error
+}
+
+// Codes maps sentinels to wire codes, most specific first. Both ends of a
+// connection must use the same table: protoconv.Codes, which is Base and
+// the engine's sentinels.
+type Codes []Code
+
+// Base are the codes of this package's own sentinels.
+var Base = Codes{
 	{"bad_handle", ErrBadHandle},
 	{"closed", ErrClosed},
 	{"protocol", ErrProtocol},
 	{"limit", ErrLimit},
 	{"permission", ErrPermission},
-	{"bad_pd", dataplane.ErrBadPD},
-	{"bad_mr", dataplane.ErrBadMR},
-	{"empty_mr", dataplane.ErrEmptyMR},
-	{"bad_access", dataplane.ErrBadAccess},
-	{"busy", dataplane.ErrBusy},
-	{"bad_qp", dataplane.ErrBadQP},
-	{"bad_cq", dataplane.ErrBadCQ},
-	{"queue_size", dataplane.ErrQueueSize},
-	{"transition", dataplane.ErrTransition},
-	{"attrs", dataplane.ErrAttrs},
-	{"attr_value", dataplane.ErrAttrValue},
-	{"queue_full", dataplane.ErrQueueFull},
-	{"post_state", dataplane.ErrPostState},
-	{"bad_wr", dataplane.ErrBadWR},
-	{"cq_overflow", dataplane.ErrCQOverflow},
-	{"unknown_scheme", dataplane.ErrUnknownScheme},
-	{"scheme_state", dataplane.ErrSchemeState},
 }
 
-// EncodeError turns err into its wire form.
-func EncodeError(err error) *Error {
-	for _, c := range codes {
-		if errors.Is(err, c.err) {
-			return &Error{Code: c.code, Message: err.Error()}
+// Encode turns err into its wire form: the code of the first sentinel in
+// cs that err matches (errors.Is), or "error".
+func (cs Codes) Encode(err error) *Error {
+	for _, c := range cs {
+		if errors.Is(err, c.Err) {
+			return &Error{Code: c.Code, Message: err.Error()}
 		}
 	}
 	return &Error{Code: "error", Message: err.Error()}
@@ -337,12 +312,13 @@ type RemoteError struct {
 func (e *RemoteError) Error() string { return e.Message }
 func (e *RemoteError) Unwrap() error { return e.sentinel }
 
-// Err rebuilds the error.
-func (e *Error) Err() error {
+// Decode rebuilds the error e carries, unwrapping to the sentinel of cs
+// its code names (none for a code cs does not have).
+func (cs Codes) Decode(e *Error) error {
 	r := &RemoteError{Code: e.Code, Message: e.Message}
-	for _, c := range codes {
-		if c.code == e.Code {
-			r.sentinel = c.err
+	for _, c := range cs {
+		if c.Code == e.Code {
+			r.sentinel = c.Err
 		}
 	}
 	return r
@@ -438,22 +414,5 @@ func CloseFDs(fds []int) {
 	}
 }
 
-// DeviceOf describes engine e as device name: query_device's answer in
-// both modes.
-func DeviceOf(e *dataplane.Engine, name string) Device {
-	return Device{
-		Name: name, GID: e.Addr(), MAC: e.MAC(), Scheme: e.Scheme().Name(), Schemes: recovery.Names(),
-		MaxQPWR: dataplane.MaxWR, MaxCQE: MaxCQE, MaxSGE: qp.MaxSGE, MaxQPRdAtom: dataplane.MaxRdAtomic,
-	}
-}
-
 // MaxCQE is the deepest completion queue (dataplane.CreateCQ's limit).
 const MaxCQE = 1 << 22
-
-// CountersOf lists e's counters in display order.
-func CountersOf(e *dataplane.Engine) []Counter {
-	c := e.Counters()
-	var out []Counter
-	c.Each(func(name string, v uint64) { out = append(out, Counter{Name: name, Value: v}) })
-	return out
-}
