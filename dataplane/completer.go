@@ -89,7 +89,7 @@ func (e *Engine) onAck(q *QP, psn qp.PSN) {
 // ackThrough retires every SEND/WRITE WQE wholly before upto and moves
 // unacked. READs and atomics complete only through their responses, so an
 // acknowledgement that passes one that has not completed means its
-// response was lost: an implied NAK (IBA §9.7.5.1.2 C9-?), answered by
+// response was lost: an implied NAK (rxe check_psn), answered by
 // going back to it once.
 func (e *Engine) ackThrough(q *QP, upto qp.PSN) {
 	progressed := false

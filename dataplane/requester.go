@@ -11,7 +11,7 @@ import (
 // sendWQE is a posted send work request plus the requester's bookkeeping.
 // WQEs between the ring head and sqStart have PSNs; the head is the oldest
 // not yet completed, and completions retire strictly from the head
-// (IBA C10-?: completions are returned in order).
+// (completions are returned in order).
 type sendWQE struct {
 	wr       qp.SendWR
 	length   uint32

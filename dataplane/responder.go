@@ -164,7 +164,7 @@ func (e *Engine) respond(q *QP, pkt *bth.Packet) {
 // execute runs an in-sequence request.
 func (e *Engine) execute(q *QP, pkt *bth.Packet, psn qp.PSN) {
 	f := pkt.Info.Flags
-	// Opcode sequence (rxe check_op_seq, IBA C9-?): a message in progress
+	// Opcode sequence (rxe check_op_seq): a message in progress
 	// continues with MIDDLE or LAST of its own kind; otherwise only a FIRST,
 	// ONLY, READ or atomic may come.
 	if q.msg.active {
@@ -271,7 +271,7 @@ func (e *Engine) executeWrite(q *QP, pkt *bth.Packet, psn qp.PSN) {
 	n := uint32(len(payload))
 	end := uint64(msg.off) + uint64(n)
 	if end > uint64(msg.dmaLen) || f&bth.IsLast != 0 && end != uint64(msg.dmaLen) {
-		e.classC(q, psn, bth.NakInvalidRequest) // IBA C9-?: payload must add up to DMA length
+		e.classC(q, psn, bth.NakInvalidRequest) // payload must add up to the DMA length (rxe check_rkey)
 		return
 	}
 	if f&bth.HasImm != 0 && q.rq.Len() == 0 {
@@ -325,7 +325,7 @@ func (e *Engine) executeAtomic(q *QP, pkt *bth.Packet, psn qp.PSN) {
 // atomic executes a COMPARE SWAP or FETCH ADD and queues its ACK; it
 // reports whether it did (false: a class C NAK is queued).
 func (e *Engine) atomic(q *QP, op bth.Opcode, a bth.AtomicETHFields, psn qp.PSN) bool {
-	if a.VA&7 != 0 { // IBA C9-?: atomics need an 8-byte aligned address
+	if a.VA&7 != 0 { // atomics need an 8-byte aligned address (rxe RESPST_ERR_MISALIGNED_ATOMIC)
 		e.classC(q, psn, bth.NakInvalidRequest)
 		return false
 	}
@@ -371,7 +371,7 @@ func (e *Engine) duplicate(q *QP, pkt *bth.Packet, psn qp.PSN) {
 			if reth.VA() != r.va+uint64(off) || reth.DMALen() != r.length-off || reth.RKey() != r.rkey {
 				return
 			}
-			r.start, r.next = psn, psn // re-read memory from psn (C9-?: READ is re-executed)
+			r.start, r.next = psn, psn // re-read memory from psn (a duplicate READ is executed again)
 			if !r.queued {
 				e.abandonAfter(q, psn)
 				e.queueRead(q, i)

@@ -130,7 +130,7 @@ func (e *Engine) admit(q *QP, pkt *bth.Packet, inOrder bool, pl *placement) verd
 	if f&bth.IsWrite != 0 {
 		r := pkt.RETH()
 		if end > uint64(r.DMALen()) || last && end != uint64(r.DMALen()) {
-			return refusedInvalid // IBA C9-?: payload must add up to the DMA length
+			return refusedInvalid // payload must add up to the DMA length (rxe check_rkey)
 		}
 		// Every packet checks the message's whole range (overflow-safe), as
 		// a FIRST packet does, and is placed inside it.
