@@ -458,10 +458,6 @@ func (e *Engine) onProgress(q *QP) {
 	}
 }
 
-// maxRTOBackoffShift caps Config.RTOBackoff, and Karn's backoff of an
-// adaptive RTO, at 16 times the timeout.
-const maxRTOBackoffShift = 4
-
 // armRetry starts the retransmission timer if packets are outstanding and
 // it is not running, and keeps its deadline in step with the scheme's
 // timeout for what is in flight now: IRN's RTO_low holds only while at most

@@ -11,7 +11,14 @@
 //
 // The transport follows IBA Volume 1 chapter 9 for reliable connected
 // service and is organised like Linux rxe: rxe_req.c (requester.go),
-// rxe_resp.c (responder.go), rxe_comp.c (completer.go).
+// rxe_resp.c (responder.go), rxe_comp.c (completer.go), with the
+// out-of-order paths of the selective schemes in selective.go. The files
+// are layered (docs/architecture.md, "Inside the engine"): this file's
+// poll loop and the verbs (qpverbs.go, verbs_api.go, scheme_attr.go) on
+// top; the stages in the middle; the engine's shared primitives (nic.go,
+// memory.go) below them; the QP context, regions, queues, link and port
+// at the bottom. A file uses only files at or below its own layer:
+// `go run ./internal/tools/coupling ./dataplane` measures it.
 package dataplane
 
 import (
@@ -19,7 +26,6 @@ import (
 	"fmt"
 	"net/netip"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/softnic/softnic/bth"
@@ -28,127 +34,6 @@ import (
 	"github.com/softnic/softnic/qp"
 	"github.com/softnic/softnic/recovery"
 )
-
-// Config describes one engine (one NIC port).
-type Config struct {
-	MAC  [6]byte
-	Addr netip.Addr // the local GID as an IP address (RoCEv2)
-	// Scheme names the loss recovery of every QP that asks for none of
-	// its own ("" means gbn); SchemeParams are the parameters of every
-	// scheme the engine builds (zero fields take recovery's defaults).
-	// The engine builds its own instances, and with them their shared
-	// pools, on first use.
-	Scheme       string
-	SchemeParams recovery.Params
-	// RxBatch is how many frames one Poll reads (default 64).
-	RxBatch int
-	// TxBurst is how many packets a QP sends before the next QP's turn
-	// (default 16).
-	TxBurst int
-	// SRAMBytes is the NIC's on-chip memory for QP contexts and the
-	// recovery scheme's shared pools (qp.DefaultCacheBudget is 300 base
-	// contexts, StaR's RNIC); 0 means unlimited.
-	SRAMBytes int
-	// ReorderSlots is the size of the off-chip reorder buffer, in packets,
-	// of schemes that buffer out-of-order packets (MELO; default
-	// DefaultReorderSlots).
-	ReorderSlots int
-	// QPContextBytes is the base on-chip size of one QP context (default
-	// qp.DefaultQPContextBytes, 256 B); the scheme's per-QP state adds to it.
-	QPContextBytes int
-	// FetchPenalty is the pipeline stall of a context-cache miss (default
-	// qp.DefaultFetchPenalty, 1 µs, a PCIe read); negative disables it.
-	FetchPenalty time.Duration
-	// RTOBackoff doubles a QP's retransmission timeout after every
-	// timeout (or go-back) without progress, up to 16 times the scheme's,
-	// as TCP does and as ConnectX's adaptive retransmission does: on a
-	// host whose cores the NIC shares, a scheduler pause of milliseconds
-	// would otherwise fire timeout after timeout and spend the QP's whole
-	// retry_cnt (RETRY_EXC_ERR) with nothing lost. Off by default: the
-	// papers' schemes, and the embedded fabric, use fixed timeouts.
-	RTOBackoff bool
-	// RTO chooses the retransmission timeouts: RTOFixed (the default)
-	// takes the scheme's fixed values, RTOAdaptive derives them from each
-	// QP's measured round trip (rtt.go, docs/recovery.md).
-	RTO RTOMode
-	// RTOMin is the least adaptive timeout (0: none), like Linux TCP's
-	// rto_min: a software NIC shares its host's cores, and a scheduler
-	// pause longer than a few round trips (a time slice, a migration)
-	// would otherwise fire a timeout with nothing lost. The papers'
-	// hardware NICs need none, and the embedded fabric has none.
-	RTOMin time.Duration
-	// LinkRate, in bits/s, paces everything the engine transmits as an
-	// Ethernet link of that rate would (link.go): every frame counts with
-	// its padding to 64 bytes, FCS, preamble and inter-frame gap. Below
-	// what the hosts sustain it makes the emulated link the bottleneck.
-	// 0, the default, is unlimited: the port's own speed.
-	LinkRate uint64
-	// LinkBurst is the token bucket's depth in bytes of wire time, what
-	// the link may send back to back after an idle spell (plus the frame
-	// that empties it). 0: the larger of 16 of the port's largest frames
-	// and 20 µs at LinkRate (defaultLinkBurst).
-	LinkBurst int
-	// LinkDelay holds every received frame this long before the engine
-	// sees it: the emulated link's one-way propagation delay (rx_impair.go),
-	// so that a path between two hosts on one machine has a datacenter's
-	// bandwidth-delay product. 0, the default: none. LinkDelaySlots is
-	// the receive stage's capacity in frames (DefaultLinkDelaySlots, or
-	// Netem's limit if larger).
-	LinkDelay      time.Duration
-	LinkDelaySlots int
-	// Netem impairs every received frame before the engine parses it, in
-	// netem's words (package impair; rx_impair.go): loss, delay and
-	// jitter on top of LinkDelay, reordering, duplication, corruption.
-	// The zero Spec: none. SetNetem changes it while the engine runs.
-	Netem impair.Spec
-}
-
-const (
-	defaultRxBatch = 64
-	defaultTxBurst = 16
-	// defaultPKey is the full-membership default partition.
-	defaultPKey = 0xFFFF
-)
-
-// Engine is one software RNIC.
-type Engine struct {
-	mu      sync.Mutex // verbs calls from other goroutines vs the poll loop
-	cfg     Config
-	port    Port
-	scheme  recovery.Scheme            // the default
-	schemes map[string]recovery.Scheme // others QPs asked for
-	wheel   *timer.Wheel
-	rob     *reorderBuffer // off-chip reorder buffer, made on first use (reorder.go)
-	now     time.Duration
-	ipv6    bool
-
-	pds    map[uint32]int // PD handle -> number of MRs and QPs in it
-	nextPD uint32
-	mrs    []*MR
-	keyTag uint8
-	qps    map[uint32]*QP
-	nextQP uint32
-
-	ready     []*QP // QPs with something to transmit, FIFO from readyHead
-	readyHead int
-	rxBatch   [][]byte
-	rxNext    int // rxBatch[rxNext:rxN] still wait: a context miss stalled the pipeline
-	rxN       int
-	txStall   bool // the port's transmit ring was full, or the link's bucket empty, this round
-
-	link      linkBucket    // the emulated link (Config.LinkRate)
-	rx        *rxImpair     // the receive stage (Config.LinkDelay, Netem); nil: none
-	pacing    bool          // packets wait on the link's bucket since pacedFrom
-	pacedFrom time.Duration // (for link_paced_ns)
-
-	cache     *qp.Cache
-	host      *recovery.HostMemory // the schemes' state in host memory (Params.Host)
-	busyUntil time.Duration        // the pipeline is stalled on a context fetch or host access until then
-
-	doorbell func() // wakes a sleeping poll loop when work is posted
-
-	cnt Counters
-}
 
 // NewEngine returns an engine transmitting and receiving through port.
 func NewEngine(cfg Config, port Port) (*Engine, error) {
@@ -381,26 +266,6 @@ func (e *Engine) Poll(now time.Duration) bool {
 	return did
 }
 
-// stalled reports whether the pipeline waits on a context fetch or a
-// scheme's host-memory access.
-func (e *Engine) stalled() bool { return e.now < e.busyUntil }
-
-// hostStall stalls the pipeline for the host-memory accesses the schemes
-// charged since the last call (recovery.HostMemory).
-func (e *Engine) hostStall() {
-	if d := e.host.Take(); d > 0 {
-		e.busyUntil = max(e.busyUntil, e.now) + d
-	}
-}
-
-// touch is every access of a QP's on-chip context: a miss fetches it
-// from host memory and stalls the pipeline for the fetch penalty.
-func (e *Engine) touch(q *QP, write bool) {
-	if stall := e.cache.Access(&q.cache, write); stall > 0 {
-		e.busyUntil = max(e.busyUntil, e.now) + stall
-	}
-}
-
 // CacheStats returns the context cache's counters.
 func (e *Engine) CacheStats() qp.CacheStats {
 	e.mu.Lock()
@@ -515,42 +380,6 @@ func (e *Engine) receive(frame []byte) {
 	e.complete(q, pkt)
 }
 
-// schedule puts q on the ready list if it is not there.
-func (e *Engine) schedule(q *QP) {
-	if !q.queued {
-		q.queued = true
-		e.ready = append(e.ready, q)
-	}
-}
-
-func (e *Engine) readyLen() int { return len(e.ready) - e.readyHead }
-
-// popReady takes the QP at the head of the ready list in O(1): the slice
-// is reset when it empties and compacted when its dead prefix outgrows
-// the live part, so it stays within twice the number of QPs.
-func (e *Engine) popReady() *QP {
-	q := e.ready[e.readyHead]
-	e.ready[e.readyHead] = nil
-	e.readyHead++
-	switch {
-	case e.readyHead == len(e.ready):
-		e.ready, e.readyHead = e.ready[:0], 0
-	case e.readyHead >= 64 && 2*e.readyHead >= len(e.ready):
-		n := copy(e.ready, e.ready[e.readyHead:])
-		clear(e.ready[n:])
-		e.ready, e.readyHead = e.ready[:n], 0
-	}
-	q.queued = false
-	return q
-}
-
-// scheduleIfReady schedules q if its requester has something to send.
-func (e *Engine) scheduleIfReady(q *QP) {
-	if e.requestReady(q) {
-		e.schedule(q)
-	}
-}
-
 // transmit gives each ready QP a burst in turn until every QP is done,
 // the port's ring is full or the link's bucket is empty, and returns the
 // packets sent.
@@ -600,95 +429,4 @@ func (e *Engine) serve(q *QP, budget int) (sent int, more bool) {
 		sent++
 	}
 	return sent, q.respQ.Len() > 0 || e.requestReady(q)
-}
-
-// txPacket is a frame under construction.
-type txPacket struct {
-	frame   []byte // whole frame
-	roce    []byte // BTH .. ICRC
-	payload []byte // where the payload goes
-	info    *bth.OpInfo
-}
-
-// linkOpen reports whether the emulated link takes a frame now; if not,
-// the round ends (counted once per round in link_paced).
-func (e *Engine) linkOpen() bool {
-	if e.link.open(e.now) {
-		return true
-	}
-	if !e.txStall {
-		e.txStall = true
-		e.cnt.LinkPaced++
-	}
-	if !e.pacing {
-		e.pacing, e.pacedFrom = true, e.now
-	}
-	return false
-}
-
-// toWire queues the first n bytes of the last TxBuffer on the port and
-// the emulated link.
-func (e *Engine) toWire(n int) {
-	e.port.Transmit(n)
-	e.link.take(e.now, n)
-	e.cnt.SentPkts++
-	e.cnt.TxWireBytes += uint64(WireBytes(n))
-}
-
-// beginTx takes a transmit buffer and writes Ethernet/IP/UDP and the BTH.
-// It returns false when the port's ring is full or the link's bucket is
-// empty.
-func (e *Engine) beginTx(q *QP, op bth.Opcode, psn qp.PSN, ackReq bool, payloadLen int) (txPacket, bool) {
-	if !e.linkOpen() {
-		return txPacket{}, false
-	}
-	buf := e.port.TxBuffer()
-	if buf == nil {
-		e.txStall = true
-		e.cnt.TxRingFull++
-		return txPacket{}, false
-	}
-	info := bth.Lookup(op)
-	pad := bth.PadFor(payloadLen)
-	roceLen := info.Length + payloadLen + pad + bth.ICRCLen
-	off := q.hdr.Encode(buf, roceLen)
-	roce := buf[off : off+roceLen]
-	bth.BTH(roce).Encode(&bth.BTHFields{
-		Opcode:   op,
-		PadCount: uint8(pad),
-		PKey:     defaultPKey,
-		DestQPN:  q.destQPN,
-		AckReq:   ackReq,
-		PSN:      uint32(psn),
-	})
-	payloadEnd := info.Length + payloadLen
-	clear(roce[payloadEnd : payloadEnd+pad])
-	return txPacket{frame: buf[:off+roceLen], roce: roce, payload: roce[info.Length:payloadEnd], info: info}, true
-}
-
-// endTx seals the frame (ICRC, IPv6 UDP checksum) and queues it copies
-// times (Improved go-back-N's ST sends a message's last packet twice). It
-// returns how many went out: fewer when the ring filled up or the link's
-// bucket emptied, and the caller keeps the rest pending.
-func (e *Engine) endTx(q *QP, t *txPacket, copies int) int {
-	bth.FinishFrame(t.frame, &q.hdr)
-	e.toWire(len(t.frame))
-	for c := 1; c < copies; c++ {
-		if !e.linkOpen() {
-			return c
-		}
-		buf := e.port.TxBuffer()
-		if buf == nil {
-			e.txStall = true
-			return c
-		}
-		copy(buf, t.frame)
-		e.toWire(len(t.frame))
-	}
-	return copies
-}
-
-// errorf wraps an API error with the QP it concerns.
-func errorf(q *QP, format string, args ...any) error {
-	return fmt.Errorf("dataplane: QP %#x: "+format, append([]any{q.qpn}, args...)...)
 }

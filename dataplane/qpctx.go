@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"time"
 
@@ -160,64 +161,6 @@ func (q *QP) QPN() uint32 { return q.qpn }
 // Scheme is the name of the QP's loss recovery.
 func (q *QP) Scheme() string { return q.scheme.Name() }
 
-// schemeFor returns the engine's instance of the named scheme, creating
-// it (and charging its shared pools to the SRAM once) on first use.
-func (e *Engine) schemeFor(name string) (recovery.Scheme, error) {
-	if name == "" || name == e.scheme.Name() {
-		return e.scheme, nil
-	}
-	if s, ok := e.schemes[name]; ok {
-		return s, nil
-	}
-	s, err := recovery.New(name, e.scheme.Params())
-	if err != nil {
-		return nil, err
-	}
-	e.schemes[name] = s
-	e.cache.AddShared(s.SharedOnChipBytes())
-	return s, nil
-}
-
-// applyScheme gives q the scheme's halves and what its reorder window
-// needs: a scheme that keeps packets out of order needs room for a window
-// of them (READ and atomic requests wait in the stash, each one is
-// answered by a NAK with a selective acknowledgement), and the QP's
-// on-chip context is the base context plus the scheme's per-QP bytes.
-func (e *Engine) applyScheme(q *QP, scheme recovery.Scheme) {
-	e.releaseScheme(q)
-	window := scheme.ReorderWindow()
-	if q.respQ != nil {
-		q.respQ.Release() // a new scheme's replaces it
-	}
-	q.respQ = qp.NewRing[respItem](maxRespQueue + 2*window)
-	q.ooo = window > 0
-	q.stash, q.rob = nil, nil
-	if q.ooo {
-		q.stash = newStash(window)
-	}
-	b, ok := scheme.(recovery.Buffering)
-	q.buffers = q.ooo && ok && b.BuffersOutOfOrder()
-	q.scheme = scheme
-	q.sender = scheme.NewSender()
-	q.receiver = scheme.NewReceiver()
-	sr := q.sender.OnChipBytes() + q.receiver.OnChipBytes()
-	base := e.cfg.QPContextBytes
-	if e.cfg.RTO == RTOAdaptive {
-		base += rttOnChipBytes
-	}
-	e.cache.SetSize(&q.cache, base+sr, sr)
-}
-
-// releaseScheme gives back what q's halves hold of the scheme's shared
-// pools and of the reorder buffer (reset, destroy, a new scheme).
-func (e *Engine) releaseScheme(q *QP) {
-	if q.sender != nil {
-		q.sender.Reset(0)
-		q.receiver.Reset(0)
-	}
-	e.robClear(q)
-}
-
 // State is the current QP state.
 func (q *QP) State() qp.State { return q.state }
 
@@ -232,134 +175,6 @@ var (
 	ErrPostState  = errors.New("dataplane: QP state does not allow posting")
 	ErrBadWR      = errors.New("dataplane: malformed work request")
 )
-
-// CreateQP makes an RC QP in RESET.
-func (e *Engine) CreateQP(pd uint32, attr QPInitAttr) (*QP, error) {
-	if attr.SendCQ == nil || attr.RecvCQ == nil {
-		return nil, ErrBadCQ
-	}
-	if attr.MaxSendWR < 1 || attr.MaxSendWR > MaxWR || attr.MaxRecvWR < 1 || attr.MaxRecvWR > MaxWR {
-		return nil, ErrQueueSize
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if _, ok := e.pds[pd]; !ok {
-		return nil, ErrBadPD
-	}
-	if attr.SendCQ.dead || attr.RecvCQ.dead {
-		return nil, ErrCQDestroyed
-	}
-	scheme, err := e.schemeFor(attr.Scheme)
-	if err != nil {
-		return nil, err
-	}
-	for e.qps[e.nextQP] != nil || e.nextQP < 0x10 {
-		e.nextQP = (e.nextQP + 1) & qp.PSNMask
-	}
-	q := &QP{
-		qpn:    e.nextQP,
-		pd:     pd,
-		sendCQ: attr.SendCQ,
-		recvCQ: attr.RecvCQ,
-		sigAll: attr.SigAll,
-		sq:     qp.NewRing[sendWQE](attr.MaxSendWR),
-		rq:     qp.NewRing[recvWQE](attr.MaxRecvWR),
-	}
-	e.applyScheme(q, scheme)
-	e.nextQP = (e.nextQP + 1) & qp.PSNMask
-	q.host = q.hwContext
-	q.cache.Spill = func() { q.host = q.hwContext }
-	q.cache.Fill = func() { q.hwContext = q.host }
-	q.cache.Evicted = func() {
-		q.hwContext = poisoned
-		for _, h := range [...]any{q.sender, q.receiver} {
-			if ev, ok := h.(recovery.Evictable); ok {
-				ev.OnEvict()
-			}
-		}
-	}
-	q.retryTimer.Init(func(now time.Duration) { e.onRetryTimeout(q, now) })
-	q.rnrTimer.Init(func(now time.Duration) { e.onRNRTimer(q, now) })
-	q.rxTimer.Init(func(now time.Duration) { e.onReceiverTimer(q, now) })
-	e.qps[q.qpn] = q
-	e.pds[pd]++
-	q.sendCQ.users++
-	q.recvCQ.users++
-	return q, nil
-}
-
-// ModifyQP moves q through the IB state machine (ibv_modify_qp). The mask
-// must name every attribute the transition requires and nothing it does
-// not allow.
-func (e *Engine) ModifyQP(q *QP, a *QPAttr, mask qp.AttrMask) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.qps[q.qpn] != q {
-		return ErrBadQP
-	}
-	e.touch(q, true)
-	from, to := q.state, q.state
-	if mask&qp.AttrState != 0 {
-		to = a.State
-	}
-	if mask&qp.AttrCurState != 0 && a.CurState != from {
-		return errorf(q, "%w: current state is %v, not %v", ErrTransition, from, a.CurState)
-	}
-	if !qp.CanTransition(from, to) {
-		return errorf(q, "%w: %v -> %v", ErrTransition, from, to)
-	}
-	if to != qp.Reset && to != qp.Err {
-		if req := qp.RequiredAttrs(from, to); mask&req != req {
-			return errorf(q, "%w: %v -> %v needs mask %#x, got %#x", ErrAttrs, from, to, req, mask)
-		}
-		if extra := mask &^ (qp.AllowedAttrs(from, to) | qp.RequiredAttrs(from, to)); extra != 0 {
-			return errorf(q, "%w: %v -> %v does not take attributes %#x", ErrAttrs, from, to, extra)
-		}
-	}
-	if err := checkAttrValues(a, mask); err != nil {
-		return errorf(q, "%w", err)
-	}
-	if mask&qp.AttrAccessFlags != 0 {
-		q.access = a.AccessFlags
-	}
-	if mask&qp.AttrAV != 0 {
-		q.av = a.AV
-	}
-	if mask&qp.AttrPathMTU != 0 {
-		q.mtu = uint32(a.PathMTU.Bytes())
-	}
-	if mask&qp.AttrDestQPN != 0 {
-		q.destQPN = a.DestQPN & qp.PSNMask
-	}
-	if mask&qp.AttrRQPSN != 0 {
-		q.ePSN = a.RQPSN
-	}
-	if mask&qp.AttrSQPSN != 0 {
-		q.nextPSN, q.curPSN, q.unacked, q.maxSentPSN = a.SQPSN, a.SQPSN, a.SQPSN, a.SQPSN
-		q.nakHeld, q.nakBackTo, q.impliedAt, q.recoverPSN = 0, 0, 0, 0
-	}
-	if mask&qp.AttrMaxDestRdAtomic != 0 {
-		q.maxDestRdAtomic = max(1, int(a.MaxDestRdAtomic))
-		q.res = make([]resource, q.maxDestRdAtomic)
-	}
-	if mask&qp.AttrMaxQPRdAtomic != 0 {
-		q.maxRdAtomic = max(1, int(a.MaxRdAtomic))
-	}
-	if mask&qp.AttrMinRNRTimer != 0 {
-		q.minRNRTimer = a.MinRNRTimer
-	}
-	if mask&qp.AttrTimeout != 0 {
-		q.timeoutCode = a.Timeout
-	}
-	if mask&qp.AttrRetryCnt != 0 {
-		q.retryCnt = a.RetryCnt
-	}
-	if mask&qp.AttrRNRRetry != 0 {
-		q.rnrRetry = a.RNRRetry
-	}
-	e.setState(q, to)
-	return nil
-}
 
 func checkAttrValues(a *QPAttr, mask qp.AttrMask) error {
 	switch {
@@ -382,37 +197,6 @@ func checkAttrValues(a *QPAttr, mask qp.AttrMask) error {
 	return nil
 }
 
-// setState is the one place QP state changes (STYLE: wireguard-go
-// changeState). Entering a state does what the state means.
-func (e *Engine) setState(q *QP, to qp.State) {
-	from := q.state
-	q.state = to
-	switch to {
-	case qp.Reset:
-		e.resetQP(q)
-	case qp.RTR:
-		if from == qp.Init {
-			q.hdr = bth.FrameHeader{
-				SrcMAC: e.cfg.MAC, DstMAC: q.av.DMAC,
-				Src: e.cfg.Addr, Dst: q.av.DGID,
-				SrcPort: udpSourcePort(q.qpn, q.destQPN),
-				TOS:     q.av.TrafficClass, TTL: q.av.HopLimit, FlowLabel: q.av.FlowLabel,
-			}
-			q.receiver.Reset(q.ePSN)
-		}
-	case qp.RTS:
-		if from == qp.RTR {
-			q.retryLeft, q.rnrLeft = q.retryCnt, q.rnrRetry
-			q.sender.Reset(q.nextPSN)
-		}
-		if e.requestReady(q) {
-			e.schedule(q)
-		}
-	case qp.Err:
-		e.flush(q)
-	}
-}
-
 // udpSourcePort is the per-QP entropy RoCEv2 puts in the UDP source port
 // (IBA A17.3.3: 0xC000 | a 14-bit flow hash), so ECMP spreads QPs.
 func udpSourcePort(qpn, dqpn uint32) uint16 {
@@ -421,111 +205,9 @@ func udpSourcePort(qpn, dqpn uint32) uint16 {
 	return 0xC000 | uint16(h&0x3FFF)
 }
 
-// resetQP returns q to its just-created state.
-func (e *Engine) resetQP(q *QP) {
-	e.wheel.Stop(&q.retryTimer)
-	e.wheel.Stop(&q.rnrTimer)
-	e.wheel.Stop(&q.rxTimer)
-	for q.sq.Len() > 0 {
-		q.sq.Pop()
-	}
-	for q.rq.Len() > 0 {
-		q.rq.Pop()
-	}
-	for q.respQ.Len() > 0 {
-		q.respQ.Pop()
-	}
-	q.sqStart, q.cur = q.sq.Head(), q.sq.Head()
-	q.noAck, q.rdAtomics, q.rnrWait, q.goError = 0, 0, false, false
-	q.msg = respMsg{}
-	q.msn = 0
-	q.nextRecvSN, q.recvSN = 0, 0
-	q.rtt, q.rttPSN, q.rttBackoff = recovery.RTT{}, 0, 0 // a new connection, perhaps a new path
-	q.ackReqOut = false
-	clear(q.stash)
-	e.releaseScheme(q)
-	for i := range q.res {
-		q.res[i] = resource{}
-	}
-}
-
-// flush completes every outstanding work request with WR_FLUSH_ERR
-// (IBA §10.3.1: entering ERR flushes both queues) and stops the QP.
-func (e *Engine) flush(q *QP) {
-	e.wheel.Stop(&q.retryTimer)
-	e.wheel.Stop(&q.rnrTimer)
-	e.wheel.Stop(&q.rxTimer)
-	for w := q.sq.Front(); w != nil; w = q.sq.Front() {
-		e.pushWC(q.sendCQ, qp.WC{WRID: w.wr.WRID, Status: qp.WCWRFlushErr, Opcode: qp.WCOpcodeFor(w.wr.Opcode), QPNum: q.qpn})
-		q.sq.Pop()
-	}
-	q.sqStart, q.cur = q.sq.Head(), q.sq.Head()
-	for w := q.rq.Front(); w != nil; w = q.rq.Front() {
-		e.pushWC(q.recvCQ, qp.WC{WRID: w.wr.WRID, Status: qp.WCWRFlushErr, Opcode: qp.WCRecv, QPNum: q.qpn})
-		q.rq.Pop()
-	}
-	for q.respQ.Len() > 0 {
-		q.respQ.Pop()
-	}
-	q.msg = respMsg{}
-	q.rdAtomics = 0
-	clear(q.stash)
-}
-
-// QueryQP returns q's attributes.
-func (e *Engine) QueryQP(q *QP) QPAttr {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.touch(q, false)
-	return QPAttr{
-		State: q.state, CurState: q.state, AccessFlags: q.access, AV: q.av,
-		PathMTU: mtuEnum(q.mtu), DestQPN: q.destQPN, RQPSN: q.ePSN, SQPSN: q.nextPSN,
-		MaxDestRdAtomic: uint8(q.maxDestRdAtomic), MaxRdAtomic: uint8(q.maxRdAtomic),
-		MinRNRTimer: q.minRNRTimer, Timeout: q.timeoutCode, RetryCnt: q.retryCnt, RNRRetry: q.rnrRetry,
-	}
-}
-
 func mtuEnum(b uint32) qp.MTU {
 	m, _ := qp.MTUFromBytes(int(b))
 	return m
-}
-
-// DestroyQP removes q. Outstanding work is dropped without completions,
-// as ibv_destroy_qp does. Its queues are released (deep ones, in
-// mappings of their own, go back to the system at once): the engine
-// keeps no reference to q after it (timers stopped, off the ready list,
-// the context cache and the scheme's pools), and a call on the destroyed
-// q finds it gone (ErrBadQP) or its queues empty.
-func (e *Engine) DestroyQP(q *QP) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.qps[q.qpn] != q {
-		return ErrBadQP
-	}
-	e.wheel.Stop(&q.retryTimer)
-	e.wheel.Stop(&q.rnrTimer)
-	e.wheel.Stop(&q.rxTimer)
-	delete(e.qps, q.qpn)
-	e.releaseScheme(q)
-	e.cache.Remove(&q.cache)
-	e.pds[q.pd]--
-	for i := e.readyHead; i < len(e.ready); i++ {
-		if e.ready[i] == q {
-			n := len(e.ready) - 1
-			copy(e.ready[i:], e.ready[i+1:])
-			e.ready[n] = nil // no stale reference to a QP behind the slice's end
-			e.ready = e.ready[:n]
-			break
-		}
-	}
-	q.queued = false
-	q.state = qp.Err
-	q.sendCQ.users--
-	q.recvCQ.users--
-	q.sq.Release()
-	q.rq.Release()
-	q.respQ.Release()
-	return nil
 }
 
 // ackTimeout is the local ACK timeout of IBA §9.7.6.1.3: 4.096 µs * 2^code;
@@ -555,3 +237,213 @@ func RNRDelay(code uint8) time.Duration { return rnrTimerTable[code&31] }
 // ackReqOutstanding reports whether a packet that asks for an
 // acknowledgement is out and not yet acknowledged (lastAckReq).
 func (q *QP) ackReqOutstanding() bool { return q.ackReqOut && !q.lastAckReq.Before(q.unacked) }
+
+// sendWQE is a posted send work request plus the requester's bookkeeping.
+// WQEs between the ring head and sqStart have PSNs; the head is the oldest
+// not yet completed, and completions retire strictly from the head
+// (completions are returned in order).
+type sendWQE struct {
+	wr       qp.SendWR
+	length   uint32
+	firstPSN qp.PSN
+	lastPSN  qp.PSN
+	recvSN   uint32 // the receive WQE it consumes at the responder (SEND, WRITE with immediate)
+}
+
+func (w *sendWQE) isReadOrAtomic() bool {
+	return w.wr.Opcode == qp.WRRDMARead || w.wr.Opcode.IsAtomic()
+}
+
+// consumesRecvWQE reports whether w uses up a receive WQE at the
+// responder, in posting order (IRN §5.3.2).
+func (w *sendWQE) consumesRecvWQE() bool {
+	switch w.wr.Opcode {
+	case qp.WRSend, qp.WRSendWithImm, qp.WRRDMAWriteWithImm:
+		return true
+	}
+	return false
+}
+
+// contains reports whether psn is one of w's PSNs.
+func (w *sendWQE) contains(psn qp.PSN) bool {
+	return psn.Diff(w.firstPSN) >= 0 && psn.Diff(w.lastPSN) <= 0
+}
+
+func checkSendWR(wr *qp.SendWR) error {
+	if wr.NumSGE < 0 || wr.NumSGE > qp.MaxSGE {
+		return fmt.Errorf("%w: %d SGEs (max %d)", ErrBadWR, wr.NumSGE, qp.MaxSGE)
+	}
+	var total uint64
+	for _, s := range wr.SGEs() {
+		total += uint64(s.Length)
+	}
+	if total > 1<<31 {
+		return fmt.Errorf("%w: message of %d bytes exceeds 2^31", ErrBadWR, total)
+	}
+	switch wr.Opcode {
+	case qp.WRSend, qp.WRSendWithImm, qp.WRRDMAWrite, qp.WRRDMAWriteWithImm, qp.WRRDMARead:
+	case qp.WRAtomicCmpAndSwp, qp.WRAtomicFetchAndAdd:
+		if wr.NumSGE != 1 || wr.SGL[0].Length != 8 {
+			return fmt.Errorf("%w: an atomic needs one 8-byte SGE", ErrBadWR)
+		}
+	default:
+		return fmt.Errorf("%w: opcode %v", ErrBadWR, wr.Opcode)
+	}
+	return nil
+}
+
+// packets is how many PSNs w consumes: one per MTU of payload (READ:
+// of response), at least one.
+func (q *QP) packets(w *sendWQE) uint32 {
+	if w.wr.Opcode.IsAtomic() {
+		return 1
+	}
+	return max(1, (w.length+q.mtu-1)/q.mtu)
+}
+
+// windowFull applies the scheme's in-flight cap (IRN BDP-FC, §3.2): a new
+// packet goes out only while fewer than Window are unacknowledged.
+func (q *QP) windowFull() bool {
+	win := q.sender.Window()
+	return win > 0 && int(q.curPSN.Diff(q.unacked)) >= win
+}
+
+// seekCursor points the send cursor at psn (unacked <= psn <= nextPSN).
+func (q *QP) seekCursor(psn qp.PSN) {
+	q.curPSN = psn
+	for i := q.sq.Head(); i != q.sqStart; i++ {
+		if q.sq.At(i).contains(psn) {
+			q.cur = i
+			return
+		}
+	}
+	q.cur = q.sqStart
+}
+
+// wqeIndex returns the ring index of the started WQE that psn belongs to.
+func (q *QP) wqeIndex(psn qp.PSN) (uint32, bool) {
+	for i := q.sq.Head(); i != q.sqStart; i++ {
+		if q.sq.At(i).contains(psn) {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// wqeAt returns the started WQE that psn belongs to, or nil.
+func (q *QP) wqeAt(psn qp.PSN) *sendWQE {
+	if i, ok := q.wqeIndex(psn); ok {
+		return q.sq.At(i)
+	}
+	return nil
+}
+
+// ackReqInterval is how many packets may go out without AckReq: the
+// scheme's interval, but at most half its window, so that a window always
+// holds a packet that asks to be acknowledged.
+func (q *QP) ackReqInterval() int {
+	n := q.scheme.Params().AckReqInterval
+	if win := q.sender.Window(); win > 0 {
+		n = min(n, max(1, win/2))
+	}
+	return n
+}
+
+// recvWQE is a posted receive work request. With out-of-order placement
+// the last packet of its message may arrive before the others: its
+// completion is then prepared here (IRN §5.3.3's premature CQE, kept in
+// host memory with the WQE) and delivered when the expected PSN passes
+// lastPSN.
+type recvWQE struct {
+	wr      qp.RecvWR
+	length  uint32
+	ready   bool // wc holds the completion of the message ending at lastPSN
+	lastPSN qp.PSN
+	wc      qp.WC
+}
+
+// respMsg is the multi-packet SEND or WRITE being received.
+type respMsg struct {
+	active bool
+	write  bool
+	off    uint32 // bytes placed so far
+	va     uint64
+	rkey   uint32
+	dmaLen uint32
+}
+
+type resKind uint8
+
+const (
+	resNone resKind = iota
+	resRead
+	resAtomic
+)
+
+// resource is one entry of the responder resources ring
+// (max_dest_rd_atomic): what a duplicate READ or atomic needs to be
+// answered again without being executed twice (IBA §9.7.5.1.3).
+type resource struct {
+	kind              resKind
+	firstPSN, lastPSN qp.PSN
+	va                uint64
+	rkey              uint32
+	length            uint32
+	orig              uint64 // atomic: the value returned, kept for duplicates
+	gen               uint32 // bumped when the slot is reused; stale queue items are skipped
+	start, next       qp.PSN // READ: where the current response stream began and its next PSN
+	queued            bool
+}
+
+type respKind uint8
+
+const (
+	respAck respKind = iota
+	respNak
+	respRead
+	respAtomic
+	respSackNak  // IRN NACK, FaSR SACK: NAK psn, selectively acknowledge sack
+	respReadPull // the one response packet of a READ request with out-of-order placement
+	respFNak     // FaSR FNACK: NAK psn, sack was dropped
+	respHolesNak // MELO NACK: NAK psn, RCV.HIGH in sack, the holes
+)
+
+// respItem is one entry of the ordered response queue.
+type respItem struct {
+	kind      respKind
+	psn       qp.PSN
+	syn       bth.Syndrome
+	res       int
+	gen       uint32
+	thenError bool   // class C error: the QP moves to ERR once this NAK is out
+	sack      qp.PSN // respSackNak, respFNak; RCV.HIGH for respHolesNak
+	lostCnt   uint8  // respSackNak: FaSR's lost-cnt
+	overflow  bool   // ... overflowed
+	holes     [3]recovery.Hole
+	va        uint64 // respReadPull: what to read
+	rkey      uint32
+	length    uint32
+}
+
+// stashedReq is a READ or atomic request kept out of order.
+type stashedReq struct {
+	used   bool
+	psn    qp.PSN
+	op     bth.Opcode
+	reth   bth.RETHFields      // READ
+	atomic bth.AtomicETHFields // COMPARE SWAP, FETCH ADD
+}
+
+// newStash sizes the stash for a reorder window: slot psn modulo a power
+// of two of at least the window is free for every PSN the receiver keeps.
+func newStash(window int) []stashedReq {
+	n := 1
+	for n < window {
+		n <<= 1
+	}
+	return make([]stashedReq, n)
+}
+
+func (q *QP) stashSlot(psn qp.PSN) *stashedReq {
+	return &q.stash[uint32(psn)&uint32(len(q.stash)-1)]
+}

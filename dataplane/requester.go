@@ -1,43 +1,10 @@
 package dataplane
 
 import (
-	"fmt"
-
 	"github.com/softnic/softnic/bth"
 	"github.com/softnic/softnic/qp"
 	"github.com/softnic/softnic/recovery"
 )
-
-// sendWQE is a posted send work request plus the requester's bookkeeping.
-// WQEs between the ring head and sqStart have PSNs; the head is the oldest
-// not yet completed, and completions retire strictly from the head
-// (completions are returned in order).
-type sendWQE struct {
-	wr       qp.SendWR
-	length   uint32
-	firstPSN qp.PSN
-	lastPSN  qp.PSN
-	recvSN   uint32 // the receive WQE it consumes at the responder (SEND, WRITE with immediate)
-}
-
-func (w *sendWQE) isReadOrAtomic() bool {
-	return w.wr.Opcode == qp.WRRDMARead || w.wr.Opcode.IsAtomic()
-}
-
-// consumesRecvWQE reports whether w uses up a receive WQE at the
-// responder, in posting order (IRN §5.3.2).
-func (w *sendWQE) consumesRecvWQE() bool {
-	switch w.wr.Opcode {
-	case qp.WRSend, qp.WRSendWithImm, qp.WRRDMAWriteWithImm:
-		return true
-	}
-	return false
-}
-
-// contains reports whether psn is one of w's PSNs.
-func (w *sendWQE) contains(psn qp.PSN) bool {
-	return psn.Diff(w.firstPSN) >= 0 && psn.Diff(w.lastPSN) <= 0
-}
 
 // maxOutstandingPSNs keeps the requester well inside the half of the PSN
 // space that the responder treats as "ahead" (IBA §9.7.1).
@@ -82,29 +49,6 @@ func (e *Engine) PostSend(q *QP, wrs []qp.SendWR) (int, error) {
 	return len(wrs), nil
 }
 
-func checkSendWR(wr *qp.SendWR) error {
-	if wr.NumSGE < 0 || wr.NumSGE > qp.MaxSGE {
-		return fmt.Errorf("%w: %d SGEs (max %d)", ErrBadWR, wr.NumSGE, qp.MaxSGE)
-	}
-	var total uint64
-	for _, s := range wr.SGEs() {
-		total += uint64(s.Length)
-	}
-	if total > 1<<31 {
-		return fmt.Errorf("%w: message of %d bytes exceeds 2^31", ErrBadWR, total)
-	}
-	switch wr.Opcode {
-	case qp.WRSend, qp.WRSendWithImm, qp.WRRDMAWrite, qp.WRRDMAWriteWithImm, qp.WRRDMARead:
-	case qp.WRAtomicCmpAndSwp, qp.WRAtomicFetchAndAdd:
-		if wr.NumSGE != 1 || wr.SGL[0].Length != 8 {
-			return fmt.Errorf("%w: an atomic needs one 8-byte SGE", ErrBadWR)
-		}
-	default:
-		return fmt.Errorf("%w: opcode %v", ErrBadWR, wr.Opcode)
-	}
-	return nil
-}
-
 // canStart reports whether the next posted WQE may get PSNs now.
 func (e *Engine) canStart(q *QP) bool {
 	if q.sqStart == q.sq.Tail() {
@@ -120,15 +64,6 @@ func (e *Engine) canStart(q *QP) bool {
 	return uint32(q.nextPSN.Diff(q.unacked))+q.packets(w) < maxOutstandingPSNs
 }
 
-// packets is how many PSNs w consumes: one per MTU of payload (READ:
-// of response), at least one.
-func (q *QP) packets(w *sendWQE) uint32 {
-	if w.wr.Opcode.IsAtomic() {
-		return 1
-	}
-	return max(1, (w.length+q.mtu-1)/q.mtu)
-}
-
 // requestReady reports whether q's requester has a packet to send now: a
 // retransmission the scheme asks for, or new data within its window.
 func (e *Engine) requestReady(q *QP) bool {
@@ -139,13 +74,6 @@ func (e *Engine) requestReady(q *QP) bool {
 		return true // a retransmission or ST copy does not add to what is in flight
 	}
 	return !q.windowFull() && (q.curPSN != q.nextPSN || e.canStart(q))
-}
-
-// windowFull applies the scheme's in-flight cap (IRN BDP-FC, §3.2): a new
-// packet goes out only while fewer than Window are unacknowledged.
-func (q *QP) windowFull() bool {
-	win := q.sender.Window()
-	return win > 0 && int(q.curPSN.Diff(q.unacked)) >= win
 }
 
 // startWQE gives the next posted WQE its PSNs. A bad local SGL completes it
@@ -173,36 +101,6 @@ func (e *Engine) startWQE(q *QP) bool {
 	q.cur = idx
 	e.cnt.RDMASends++
 	return true
-}
-
-// seekCursor points the send cursor at psn (unacked <= psn <= nextPSN).
-func (q *QP) seekCursor(psn qp.PSN) {
-	q.curPSN = psn
-	for i := q.sq.Head(); i != q.sqStart; i++ {
-		if q.sq.At(i).contains(psn) {
-			q.cur = i
-			return
-		}
-	}
-	q.cur = q.sqStart
-}
-
-// wqeIndex returns the ring index of the started WQE that psn belongs to.
-func (q *QP) wqeIndex(psn qp.PSN) (uint32, bool) {
-	for i := q.sq.Head(); i != q.sqStart; i++ {
-		if q.sq.At(i).contains(psn) {
-			return i, true
-		}
-	}
-	return 0, false
-}
-
-// wqeAt returns the started WQE that psn belongs to, or nil.
-func (q *QP) wqeAt(psn qp.PSN) *sendWQE {
-	if i, ok := q.wqeIndex(psn); ok {
-		return q.sq.At(i)
-	}
-	return nil
 }
 
 // sendRequest transmits one request packet: a retransmission the scheme
@@ -410,20 +308,16 @@ func (e *Engine) sendPacket(q *QP, w *sendWQE, psn qp.PSN, copies int) bool {
 	return true
 }
 
-// ackReqInterval is how many packets may go out without AckReq: the
-// scheme's interval, but at most half its window, so that a window always
-// holds a packet that asks to be acknowledged.
-func (q *QP) ackReqInterval() int {
-	n := q.scheme.Params().AckReqInterval
-	if win := q.sender.Window(); win > 0 {
-		n = min(n, max(1, win/2))
-	}
-	return n
-}
-
 func swapAdd(wr *qp.SendWR) uint64 {
 	if wr.Opcode == qp.WRAtomicCmpAndSwp {
 		return wr.Swap
 	}
 	return wr.CompareAdd
+}
+
+// scheduleIfReady schedules q if its requester has something to send.
+func (e *Engine) scheduleIfReady(q *QP) {
+	if e.requestReady(q) {
+		e.schedule(q)
+	}
 }

@@ -6,7 +6,6 @@ import (
 
 	"github.com/softnic/softnic/bth"
 	"github.com/softnic/softnic/qp"
-	"github.com/softnic/softnic/recovery"
 )
 
 // The responder (rxe_resp.c). A request is checked in a fixed order —
@@ -18,82 +17,6 @@ import (
 // ordered queue per QP, because the requester relies on responses
 // arriving in PSN order; consecutive ACKs coalesce in that queue (but
 // each copy of an ST pair gets its own, ackDuplicate).
-
-// recvWQE is a posted receive work request. With out-of-order placement
-// the last packet of its message may arrive before the others: its
-// completion is then prepared here (IRN §5.3.3's premature CQE, kept in
-// host memory with the WQE) and delivered when the expected PSN passes
-// lastPSN.
-type recvWQE struct {
-	wr      qp.RecvWR
-	length  uint32
-	ready   bool // wc holds the completion of the message ending at lastPSN
-	lastPSN qp.PSN
-	wc      qp.WC
-}
-
-// respMsg is the multi-packet SEND or WRITE being received.
-type respMsg struct {
-	active bool
-	write  bool
-	off    uint32 // bytes placed so far
-	va     uint64
-	rkey   uint32
-	dmaLen uint32
-}
-
-type resKind uint8
-
-const (
-	resNone resKind = iota
-	resRead
-	resAtomic
-)
-
-// resource is one entry of the responder resources ring
-// (max_dest_rd_atomic): what a duplicate READ or atomic needs to be
-// answered again without being executed twice (IBA §9.7.5.1.3).
-type resource struct {
-	kind              resKind
-	firstPSN, lastPSN qp.PSN
-	va                uint64
-	rkey              uint32
-	length            uint32
-	orig              uint64 // atomic: the value returned, kept for duplicates
-	gen               uint32 // bumped when the slot is reused; stale queue items are skipped
-	start, next       qp.PSN // READ: where the current response stream began and its next PSN
-	queued            bool
-}
-
-type respKind uint8
-
-const (
-	respAck respKind = iota
-	respNak
-	respRead
-	respAtomic
-	respSackNak  // IRN NACK, FaSR SACK: NAK psn, selectively acknowledge sack
-	respReadPull // the one response packet of a READ request with out-of-order placement
-	respFNak     // FaSR FNACK: NAK psn, sack was dropped
-	respHolesNak // MELO NACK: NAK psn, RCV.HIGH in sack, the holes
-)
-
-// respItem is one entry of the ordered response queue.
-type respItem struct {
-	kind      respKind
-	psn       qp.PSN
-	syn       bth.Syndrome
-	res       int
-	gen       uint32
-	thenError bool   // class C error: the QP moves to ERR once this NAK is out
-	sack      qp.PSN // respSackNak, respFNak; RCV.HIGH for respHolesNak
-	lostCnt   uint8  // respSackNak: FaSR's lost-cnt
-	overflow  bool   // ... overflowed
-	holes     [3]recovery.Hole
-	va        uint64 // respReadPull: what to read
-	rkey      uint32
-	length    uint32
-}
 
 // PostRecv queues receive work requests (ibv_post_recv).
 func (e *Engine) PostRecv(q *QP, wrs []qp.RecvWR) (int, error) {

@@ -1,7 +1,6 @@
 package dataplane
 
 import (
-	"fmt"
 	"math"
 	"time"
 
@@ -25,49 +24,6 @@ import (
 // of the on-chip context (rttOnChipBytes) and costs nothing per packet
 // but a compare. A timeout backs the RTO off until the next sample
 // (Karn's algorithm, rttTimedOut), on top of Config.RTOBackoff.
-
-// RTOMode says where retransmission timeouts come from.
-type RTOMode uint8
-
-const (
-	// RTOFixed: the scheme's fixed values (recovery.Params RTOLow and
-	// RTOHigh, go-back-N's negotiated ACK timeout). The default, and what
-	// the embedded fabric and its sweeps use.
-	RTOFixed RTOMode = iota
-	// RTOAdaptive: each QP's smoothed round trip (RFC 6298), the fixed
-	// values until its first sample.
-	RTOAdaptive
-)
-
-func (m RTOMode) String() string {
-	switch m {
-	case RTOFixed:
-		return "fixed"
-	case RTOAdaptive:
-		return "adaptive"
-	}
-	return fmt.Sprintf("RTOMode(%d)", uint8(m))
-}
-
-// Set parses s (flag.Value).
-func (m *RTOMode) Set(s string) error {
-	v, err := ParseRTOMode(s)
-	if err == nil {
-		*m = v
-	}
-	return err
-}
-
-// ParseRTOMode reads "fixed" or "adaptive".
-func ParseRTOMode(s string) (RTOMode, error) {
-	switch s {
-	case "fixed":
-		return RTOFixed, nil
-	case "adaptive":
-		return RTOAdaptive, nil
-	}
-	return 0, fmt.Errorf("dataplane: RTO mode %q: want fixed or adaptive", s)
-}
 
 // rttOnChipBytes is what the estimate adds to an adaptive QP's on-chip
 // context, as a NIC would keep it: SRTT and RTTVAR in 4 bytes of
@@ -149,3 +105,7 @@ func (e *Engine) QPRTT(q *QP) RTTInfo {
 	}
 	return info
 }
+
+// maxRTOBackoffShift caps Config.RTOBackoff, and Karn's backoff of an
+// adaptive RTO, at 16 times the timeout.
+const maxRTOBackoffShift = 4

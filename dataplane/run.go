@@ -124,21 +124,6 @@ func (e *Engine) Run(ctx context.Context, w Waiter, now func() time.Duration, rc
 	}
 }
 
-// SetDoorbell installs fn, called (with the engine lock held; it must not
-// block or call back into the engine) whenever new work is posted, so
-// that a sleeping poll loop wakes up: the eventfd doorbell of a real NIC.
-func (e *Engine) SetDoorbell(fn func()) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.doorbell = fn
-}
-
-func (e *Engine) ring() {
-	if e.doorbell != nil {
-		e.doorbell()
-	}
-}
-
 // MonotonicClock is an engine clock on the monotonic wall clock.
 type MonotonicClock struct{ start time.Time }
 

@@ -38,29 +38,6 @@ import (
 // A packet that would fail its checks is discarded out of order without a
 // NAK (Appendix B.3, B.4): it comes again and fails, or succeeds, in order.
 
-// stashedReq is a READ or atomic request kept out of order.
-type stashedReq struct {
-	used   bool
-	psn    qp.PSN
-	op     bth.Opcode
-	reth   bth.RETHFields      // READ
-	atomic bth.AtomicETHFields // COMPARE SWAP, FETCH ADD
-}
-
-// newStash sizes the stash for a reorder window: slot psn modulo a power
-// of two of at least the window is free for every PSN the receiver keeps.
-func newStash(window int) []stashedReq {
-	n := 1
-	for n < window {
-		n <<= 1
-	}
-	return make([]stashedReq, n)
-}
-
-func (q *QP) stashSlot(psn qp.PSN) *stashedReq {
-	return &q.stash[uint32(psn)&uint32(len(q.stash)-1)]
-}
-
 // verdict is the outcome of a request's checks.
 type verdict uint8
 
@@ -644,4 +621,61 @@ func (e *Engine) onResponseOutOfOrder(q *QP, psn qp.PSN, pkt *bth.Packet) {
 	q.sender.OnSack(e.now, psn, psn, recovery.Answered, q.maxSentPSN)
 	e.advanceSelective(q)
 	e.scheduleIfReady(q)
+}
+
+// put stores pkt for q's PSN psn; false if the buffer is full.
+func (e *Engine) robPut(q *QP, pkt *bth.Packet, psn qp.PSN) bool {
+	if e.rob == nil {
+		e.rob = newReorderBuffer(e.cfg.ReorderSlots)
+	}
+	b := e.rob
+	if q.rob == nil {
+		q.rob = make([]int32, len(q.stash))
+	}
+	i := uint32(psn) & uint32(len(q.rob)-1)
+	if old := q.rob[i]; old != 0 { // a stale slot for an older PSN
+		b.release(old - 1)
+	}
+	if b.full() {
+		q.rob[i] = 0
+		return false
+	}
+	s := b.free[len(b.free)-1]
+	b.free = b.free[:len(b.free)-1]
+	n := len(pkt.Buf) - bth.ICRCLen
+	if b.slots[s] == nil {
+		b.slots[s] = make([]byte, reorderSlotBytes)
+	}
+	b.slots[s] = b.slots[s][:n]
+	copy(b.slots[s], pkt.Buf[:n])
+	b.psn[s] = psn
+	b.inUse++
+	b.peak = max(b.peak, b.inUse)
+	q.rob[i] = s + 1
+	return true
+}
+
+// robTake returns the packet q keeps for psn, parsed, and frees its slot
+// for reuse after the caller is done with it (the engine is single
+// threaded: the slot is not reused before the next robPut).
+func (e *Engine) robTake(q *QP, psn qp.PSN) (bth.Packet, bool) {
+	if q.rob == nil || e.rob == nil {
+		return bth.Packet{}, false
+	}
+	i := uint32(psn) & uint32(len(q.rob)-1)
+	s := q.rob[i] - 1
+	if s < 0 || e.rob.psn[s] != psn {
+		return bth.Packet{}, false
+	}
+	q.rob[i] = 0
+	e.rob.release(s)
+	buf := e.rob.slots[s]
+	// The stored packet has no ICRC; Parse wants room for one. The slot's
+	// capacity has it (its contents are not checked: the ICRC was checked
+	// on arrival).
+	pkt, err := bth.Parse(buf[:len(buf)+bth.ICRCLen])
+	if err != nil {
+		return bth.Packet{}, false
+	}
+	return pkt, true
 }

@@ -1,0 +1,137 @@
+package dataplane
+
+import (
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/softnic/softnic/dataplane/impair"
+	"github.com/softnic/softnic/recovery"
+)
+
+// This file is the engine's configuration: what a caller chooses (Config,
+// RTOMode) and the defaults.
+
+// Config describes one engine (one NIC port).
+type Config struct {
+	MAC  [6]byte
+	Addr netip.Addr // the local GID as an IP address (RoCEv2)
+	// Scheme names the loss recovery of every QP that asks for none of
+	// its own ("" means gbn); SchemeParams are the parameters of every
+	// scheme the engine builds (zero fields take recovery's defaults).
+	// The engine builds its own instances, and with them their shared
+	// pools, on first use.
+	Scheme       string
+	SchemeParams recovery.Params
+	// RxBatch is how many frames one Poll reads (default 64).
+	RxBatch int
+	// TxBurst is how many packets a QP sends before the next QP's turn
+	// (default 16).
+	TxBurst int
+	// SRAMBytes is the NIC's on-chip memory for QP contexts and the
+	// recovery scheme's shared pools (qp.DefaultCacheBudget is 300 base
+	// contexts, StaR's RNIC); 0 means unlimited.
+	SRAMBytes int
+	// ReorderSlots is the size of the off-chip reorder buffer, in packets,
+	// of schemes that buffer out-of-order packets (MELO; default
+	// DefaultReorderSlots).
+	ReorderSlots int
+	// QPContextBytes is the base on-chip size of one QP context (default
+	// qp.DefaultQPContextBytes, 256 B); the scheme's per-QP state adds to it.
+	QPContextBytes int
+	// FetchPenalty is the pipeline stall of a context-cache miss (default
+	// qp.DefaultFetchPenalty, 1 µs, a PCIe read); negative disables it.
+	FetchPenalty time.Duration
+	// RTOBackoff doubles a QP's retransmission timeout after every
+	// timeout (or go-back) without progress, up to 16 times the scheme's,
+	// as TCP does and as ConnectX's adaptive retransmission does: on a
+	// host whose cores the NIC shares, a scheduler pause of milliseconds
+	// would otherwise fire timeout after timeout and spend the QP's whole
+	// retry_cnt (RETRY_EXC_ERR) with nothing lost. Off by default: the
+	// papers' schemes, and the embedded fabric, use fixed timeouts.
+	RTOBackoff bool
+	// RTO chooses the retransmission timeouts: RTOFixed (the default)
+	// takes the scheme's fixed values, RTOAdaptive derives them from each
+	// QP's measured round trip (rtt.go, docs/recovery.md).
+	RTO RTOMode
+	// RTOMin is the least adaptive timeout (0: none), like Linux TCP's
+	// rto_min: a software NIC shares its host's cores, and a scheduler
+	// pause longer than a few round trips (a time slice, a migration)
+	// would otherwise fire a timeout with nothing lost. The papers'
+	// hardware NICs need none, and the embedded fabric has none.
+	RTOMin time.Duration
+	// LinkRate, in bits/s, paces everything the engine transmits as an
+	// Ethernet link of that rate would (link.go): every frame counts with
+	// its padding to 64 bytes, FCS, preamble and inter-frame gap. Below
+	// what the hosts sustain it makes the emulated link the bottleneck.
+	// 0, the default, is unlimited: the port's own speed.
+	LinkRate uint64
+	// LinkBurst is the token bucket's depth in bytes of wire time, what
+	// the link may send back to back after an idle spell (plus the frame
+	// that empties it). 0: the larger of 16 of the port's largest frames
+	// and 20 µs at LinkRate (defaultLinkBurst).
+	LinkBurst int
+	// LinkDelay holds every received frame this long before the engine
+	// sees it: the emulated link's one-way propagation delay (rx_impair.go),
+	// so that a path between two hosts on one machine has a datacenter's
+	// bandwidth-delay product. 0, the default: none. LinkDelaySlots is
+	// the receive stage's capacity in frames (DefaultLinkDelaySlots, or
+	// Netem's limit if larger).
+	LinkDelay      time.Duration
+	LinkDelaySlots int
+	// Netem impairs every received frame before the engine parses it, in
+	// netem's words (package impair; rx_impair.go): loss, delay and
+	// jitter on top of LinkDelay, reordering, duplication, corruption.
+	// The zero Spec: none. SetNetem changes it while the engine runs.
+	Netem impair.Spec
+}
+
+// RTOMode says where retransmission timeouts come from.
+type RTOMode uint8
+
+const (
+	// RTOFixed: the scheme's fixed values (recovery.Params RTOLow and
+	// RTOHigh, go-back-N's negotiated ACK timeout). The default, and what
+	// the embedded fabric and its sweeps use.
+	RTOFixed RTOMode = iota
+	// RTOAdaptive: each QP's smoothed round trip (RFC 6298), the fixed
+	// values until its first sample.
+	RTOAdaptive
+)
+
+func (m RTOMode) String() string {
+	switch m {
+	case RTOFixed:
+		return "fixed"
+	case RTOAdaptive:
+		return "adaptive"
+	}
+	return fmt.Sprintf("RTOMode(%d)", uint8(m))
+}
+
+// Set parses s (flag.Value).
+func (m *RTOMode) Set(s string) error {
+	v, err := ParseRTOMode(s)
+	if err == nil {
+		*m = v
+	}
+	return err
+}
+
+// ParseRTOMode reads "fixed" or "adaptive".
+func ParseRTOMode(s string) (RTOMode, error) {
+	switch s {
+	case "fixed":
+		return RTOFixed, nil
+	case "adaptive":
+		return RTOAdaptive, nil
+	}
+	return 0, fmt.Errorf("dataplane: RTO mode %q: want fixed or adaptive", s)
+}
+
+const (
+	defaultRxBatch = 64
+	defaultTxBurst = 16
+	// defaultPKey is the full-membership default partition.
+	defaultPKey = 0xFFFF
+)

@@ -1,0 +1,226 @@
+package dataplane
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/softnic/softnic/bth"
+	"github.com/softnic/softnic/dataplane/timer"
+	"github.com/softnic/softnic/qp"
+	"github.com/softnic/softnic/recovery"
+)
+
+// This file is the engine's state and the primitives every stage of the
+// pipeline shares: the context cache and host-memory stalls, the ready
+// list, building and sending a frame, completions and the doorbell. It
+// uses only the files below it (the QP context, memory regions, queues,
+// the link and the port), never a stage.
+
+// Engine is one software RNIC.
+type Engine struct {
+	mu      sync.Mutex // verbs calls from other goroutines vs the poll loop
+	cfg     Config
+	port    Port
+	scheme  recovery.Scheme            // the default
+	schemes map[string]recovery.Scheme // others QPs asked for
+	wheel   *timer.Wheel
+	rob     *reorderBuffer // off-chip reorder buffer, made on first use (reorder.go)
+	now     time.Duration
+	ipv6    bool
+
+	pds    map[uint32]int // PD handle -> number of MRs and QPs in it
+	nextPD uint32
+	mrs    []*MR
+	keyTag uint8
+	qps    map[uint32]*QP
+	nextQP uint32
+
+	ready     []*QP // QPs with something to transmit, FIFO from readyHead
+	readyHead int
+	rxBatch   [][]byte
+	rxNext    int // rxBatch[rxNext:rxN] still wait: a context miss stalled the pipeline
+	rxN       int
+	txStall   bool // the port's transmit ring was full, or the link's bucket empty, this round
+
+	link      linkBucket    // the emulated link (Config.LinkRate)
+	rx        *rxImpair     // the receive stage (Config.LinkDelay, Netem); nil: none
+	pacing    bool          // packets wait on the link's bucket since pacedFrom
+	pacedFrom time.Duration // (for link_paced_ns)
+
+	cache     *qp.Cache
+	host      *recovery.HostMemory // the schemes' state in host memory (Params.Host)
+	busyUntil time.Duration        // the pipeline is stalled on a context fetch or host access until then
+
+	doorbell func() // wakes a sleeping poll loop when work is posted
+
+	cnt Counters
+}
+
+// stalled reports whether the pipeline waits on a context fetch or a
+// scheme's host-memory access.
+func (e *Engine) stalled() bool { return e.now < e.busyUntil }
+
+// hostStall stalls the pipeline for the host-memory accesses the schemes
+// charged since the last call (recovery.HostMemory).
+func (e *Engine) hostStall() {
+	if d := e.host.Take(); d > 0 {
+		e.busyUntil = max(e.busyUntil, e.now) + d
+	}
+}
+
+// touch is every access of a QP's on-chip context: a miss fetches it
+// from host memory and stalls the pipeline for the fetch penalty.
+func (e *Engine) touch(q *QP, write bool) {
+	if stall := e.cache.Access(&q.cache, write); stall > 0 {
+		e.busyUntil = max(e.busyUntil, e.now) + stall
+	}
+}
+
+// schedule puts q on the ready list if it is not there.
+func (e *Engine) schedule(q *QP) {
+	if !q.queued {
+		q.queued = true
+		e.ready = append(e.ready, q)
+	}
+}
+
+func (e *Engine) readyLen() int { return len(e.ready) - e.readyHead }
+
+// popReady takes the QP at the head of the ready list in O(1): the slice
+// is reset when it empties and compacted when its dead prefix outgrows
+// the live part, so it stays within twice the number of QPs.
+func (e *Engine) popReady() *QP {
+	q := e.ready[e.readyHead]
+	e.ready[e.readyHead] = nil
+	e.readyHead++
+	switch {
+	case e.readyHead == len(e.ready):
+		e.ready, e.readyHead = e.ready[:0], 0
+	case e.readyHead >= 64 && 2*e.readyHead >= len(e.ready):
+		n := copy(e.ready, e.ready[e.readyHead:])
+		clear(e.ready[n:])
+		e.ready, e.readyHead = e.ready[:n], 0
+	}
+	q.queued = false
+	return q
+}
+
+// txPacket is a frame under construction.
+type txPacket struct {
+	frame   []byte // whole frame
+	roce    []byte // BTH .. ICRC
+	payload []byte // where the payload goes
+	info    *bth.OpInfo
+}
+
+// linkOpen reports whether the emulated link takes a frame now; if not,
+// the round ends (counted once per round in link_paced).
+func (e *Engine) linkOpen() bool {
+	if e.link.open(e.now) {
+		return true
+	}
+	if !e.txStall {
+		e.txStall = true
+		e.cnt.LinkPaced++
+	}
+	if !e.pacing {
+		e.pacing, e.pacedFrom = true, e.now
+	}
+	return false
+}
+
+// toWire queues the first n bytes of the last TxBuffer on the port and
+// the emulated link.
+func (e *Engine) toWire(n int) {
+	e.port.Transmit(n)
+	e.link.take(e.now, n)
+	e.cnt.SentPkts++
+	e.cnt.TxWireBytes += uint64(WireBytes(n))
+}
+
+// beginTx takes a transmit buffer and writes Ethernet/IP/UDP and the BTH.
+// It returns false when the port's ring is full or the link's bucket is
+// empty.
+func (e *Engine) beginTx(q *QP, op bth.Opcode, psn qp.PSN, ackReq bool, payloadLen int) (txPacket, bool) {
+	if !e.linkOpen() {
+		return txPacket{}, false
+	}
+	buf := e.port.TxBuffer()
+	if buf == nil {
+		e.txStall = true
+		e.cnt.TxRingFull++
+		return txPacket{}, false
+	}
+	info := bth.Lookup(op)
+	pad := bth.PadFor(payloadLen)
+	roceLen := info.Length + payloadLen + pad + bth.ICRCLen
+	off := q.hdr.Encode(buf, roceLen)
+	roce := buf[off : off+roceLen]
+	bth.BTH(roce).Encode(&bth.BTHFields{
+		Opcode:   op,
+		PadCount: uint8(pad),
+		PKey:     defaultPKey,
+		DestQPN:  q.destQPN,
+		AckReq:   ackReq,
+		PSN:      uint32(psn),
+	})
+	payloadEnd := info.Length + payloadLen
+	clear(roce[payloadEnd : payloadEnd+pad])
+	return txPacket{frame: buf[:off+roceLen], roce: roce, payload: roce[info.Length:payloadEnd], info: info}, true
+}
+
+// endTx seals the frame (ICRC, IPv6 UDP checksum) and queues it copies
+// times (Improved go-back-N's ST sends a message's last packet twice). It
+// returns how many went out: fewer when the ring filled up or the link's
+// bucket emptied, and the caller keeps the rest pending.
+func (e *Engine) endTx(q *QP, t *txPacket, copies int) int {
+	bth.FinishFrame(t.frame, &q.hdr)
+	e.toWire(len(t.frame))
+	for c := 1; c < copies; c++ {
+		if !e.linkOpen() {
+			return c
+		}
+		buf := e.port.TxBuffer()
+		if buf == nil {
+			e.txStall = true
+			return c
+		}
+		copy(buf, t.frame)
+		e.toWire(len(t.frame))
+	}
+	return copies
+}
+
+// errorf wraps an API error with the QP it concerns.
+func errorf(q *QP, format string, args ...any) error {
+	return fmt.Errorf("dataplane: QP %#x: "+format, append([]any{q.qpn}, args...)...)
+}
+
+// SetDoorbell installs fn, called (with the engine lock held; it must not
+// block or call back into the engine) whenever new work is posted, so
+// that a sleeping poll loop wakes up: the eventfd doorbell of a real NIC.
+func (e *Engine) SetDoorbell(fn func()) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.doorbell = fn
+}
+
+func (e *Engine) ring() {
+	if e.doorbell != nil {
+		e.doorbell()
+	}
+}
+
+func (e *Engine) pushWC(cq *CQ, wc qp.WC) {
+	slot := cq.ring.Push()
+	if slot == nil {
+		cq.overflow = true
+		e.cnt.CQOverflow++
+		return
+	}
+	*slot = wc
+	if cq.notify != nil {
+		cq.notify(slot)
+	}
+}
