@@ -77,31 +77,104 @@ func (e *Engine) respond(q *QP, pkt *bth.Packet) {
 	case d < 0:
 		e.cnt.DuplicateRequest++
 		e.duplicate(q, pkt, psn)
-	case q.ooo:
-		e.executeInOrder(q, pkt, psn)
 	default:
 		e.execute(q, pkt, psn)
 	}
 }
 
-// execute runs an in-sequence request.
+// verdict is the outcome of a request's checks.
+type verdict uint8
+
+const (
+	admitted               verdict = iota
+	refusedRNR                     // its receive WQE is not posted yet
+	refusedInvalid                 // NAK invalid request
+	refusedAccess                  // NAK remote access error
+	refusedLength                  // longer than its receive WQE: local length error
+	refusedLocalProtection         // its receive WQE's memory is gone: remote operational error
+)
+
+// placement is where an admitted SEND or WRITE packet goes.
+type placement struct {
+	rwqe  *recvWQE // SEND: the buffer; WRITE with immediate: the WQE its completion consumes
+	off   uint32   // the payload's offset in its message
+	dst   []byte   // WRITE: the target bytes
+	reth  bth.RETHFields
+	total uint32 // the message's length, for its completion
+}
+
+// execute runs the request with the expected PSN, then the ones kept
+// out of order after it (a window of one when the scheme keeps none).
 func (e *Engine) execute(q *QP, pkt *bth.Packet, psn qp.PSN) {
-	f := pkt.Info.Flags
-	// Opcode sequence (rxe check_op_seq): a message in progress
-	// continues with MIDDLE or LAST of its own kind; otherwise only a FIRST,
-	// ONLY, READ or atomic may come.
-	if q.msg.active {
-		kind := bth.IsSend
-		if q.msg.write {
-			kind = bth.IsWrite
-		}
-		if f&kind == 0 || f&bth.IsFirst != 0 {
-			e.classC(q, psn, bth.NakInvalidRequest)
-			return
-		}
-	} else if f&(bth.IsSend|bth.IsWrite) != 0 && f&bth.IsFirst == 0 {
-		e.classC(q, psn, bth.NakInvalidRequest)
+	n := e.executeOne(q, pkt, psn)
+	if n == 0 {
 		return
+	}
+	q.ePSN = psn.Add(n)
+	walked := e.walkKept(q)
+	q.receiver.OnInSequence(e.now, q.ePSN)
+	e.armReceiverTimer(q)
+	// An ACK when asked, and whenever the walk moved the expected PSN over
+	// packets kept early (cumulative: they are all in order now). A READ
+	// or atomic request is answered by its response; with in-order
+	// placement it is acknowledged by nothing else.
+	asked := pkt.BTH().AckReq() && (q.ooo || pkt.Info.Flags&(bth.IsSend|bth.IsWrite) != 0)
+	if walked || asked {
+		e.queueAck(q, q.ePSN.Prev())
+	}
+}
+
+// executeOne runs the request with the expected PSN psn: checked, then
+// executed or placed. It returns how many PSNs it took (a go-back-N READ
+// takes one per response packet), or 0 when it was refused or could not
+// run and the expected PSN must stay.
+func (e *Engine) executeOne(q *QP, pkt *bth.Packet, psn qp.PSN) uint32 {
+	var pl placement
+	if v := e.admit(q, pkt, true, &pl); v != admitted {
+		e.refuse(q, pkt, psn, v, &pl)
+		return 0
+	}
+	f := pkt.Info.Flags
+	switch {
+	case f&bth.IsRead != 0 && q.ooo:
+		e.pushReadPull(q, psn, pkt.RETH().Fields())
+		e.endMessage(q)
+	case f&bth.IsRead != 0:
+		return e.read(q, psn, pkt.RETH().Fields())
+	case f&bth.IsAtomic != 0:
+		if !e.atomic(q, pkt.Opcode(), pkt.AtomicETH().Fields(), psn) {
+			return 0
+		}
+	default:
+		e.place(q, pkt, psn, &pl)
+		e.finish(q, psn, f&bth.IsLast != 0)
+	}
+	return 1
+}
+
+// admit checks a request completely before anything is written, in
+// rxe's order: opcode sequence, QP access rights, length against the path
+// MTU and the offset, R_Key and bounds, the receive WQE. inOrder is
+// whether psn is the expected PSN. With out-of-order placement a SEND or
+// WRITE packet says where it goes (PETH, and the message's RETH); in
+// order without it, the message in progress (q.msg) does.
+func (e *Engine) admit(q *QP, pkt *bth.Packet, inOrder bool, pl *placement) verdict {
+	f := pkt.Info.Flags
+	if !q.ooo {
+		// Opcode sequence (rxe check_op_seq): a message in progress
+		// continues with MIDDLE or LAST of its own kind; otherwise only a
+		// FIRST, ONLY, READ or atomic may come.
+		if q.msg.active {
+			kind := bth.IsSend
+			if q.msg.write {
+				kind = bth.IsWrite
+			}
+			if f&kind == 0 || f&bth.IsFirst != 0 {
+				return refusedInvalid
+			}
+		} else if f&(bth.IsSend|bth.IsWrite) != 0 && f&bth.IsFirst == 0 {
+			return refusedInvalid
+		}
 	}
 	// QP access rights (rxe check_op_valid) and unsupported operations.
 	switch {
@@ -109,140 +182,181 @@ func (e *Engine) execute(q *QP, pkt *bth.Packet, psn qp.PSN) {
 		f&bth.IsRead != 0 && q.access&qp.AccessRemoteRead == 0,
 		f&bth.IsAtomic != 0 && q.access&qp.AccessRemoteAtomic == 0,
 		f&bth.HasIETH != 0: // SEND with invalidate: no memory windows here
-		e.classC(q, psn, bth.NakInvalidRequest)
-		return
+		return refusedInvalid
+	case f&bth.IsRead != 0:
+		r := pkt.RETH()
+		if q.ooo && r.DMALen() > q.mtu { // one response packet per READ request
+			return refusedInvalid
+		}
+		if _, ok := e.remoteSlice(q, r.RKey(), r.VA(), r.DMALen(), qp.AccessRemoteRead); !ok {
+			return refusedAccess
+		}
+		return admitted
+	case f&bth.IsAtomic != 0:
+		a := pkt.AtomicETH()
+		if a.VA()&7 != 0 { // atomics need an 8-byte aligned address (rxe RESPST_ERR_MISALIGNED_ATOMIC)
+			return refusedInvalid
+		}
+		if _, ok := e.remoteSlice(q, a.RKey(), a.VA(), 8, qp.AccessRemoteAtomic); !ok {
+			return refusedAccess
+		}
+		return admitted
+	case f&(bth.IsSend|bth.IsWrite) == 0:
+		return refusedInvalid
 	}
-	// Payload length against the path MTU (rxe check_length).
+	// SEND or WRITE: where it goes in its message.
+	var ahead uint32 // receive WQEs past the head that its own is
+	first, last := f&bth.IsFirst != 0, f&bth.IsLast != 0
+	if q.ooo {
+		p := pkt.PETH()
+		pl.off, ahead = p.Offset(), (p.RecvSN()-q.recvSN)&qp.PSNMask
+		if f&bth.IsWrite != 0 {
+			pl.reth = pkt.RETH().Fields()
+		}
+	} else {
+		if q.msg.active {
+			pl.off, pl.reth = q.msg.off, bth.RETHFields{VA: q.msg.va, RKey: q.msg.rkey, DMALen: q.msg.dmaLen}
+		}
+		if f&bth.IsWrite != 0 && first {
+			pl.reth = pkt.RETH().Fields()
+		}
+	}
+	// Length (rxe check_length): FIRST and MIDDLE carry one MTU, LAST
+	// 1..MTU, ONLY 0..MTU; the offset starts a message at 0 and moves by
+	// whole MTUs.
 	n := uint32(len(pkt.Payload()))
 	switch {
-	case f&bth.IsFirst != 0 && f&bth.IsLast != 0:
-		if n > q.mtu {
-			e.classC(q, psn, bth.NakInvalidRequest)
-			return
+	case first && last && n > q.mtu,
+		first && !last && n != q.mtu,
+		!first && !last && n != q.mtu,
+		!first && last && (n == 0 || n > q.mtu),
+		first != (pl.off == 0),
+		pl.off%q.mtu != 0:
+		return refusedInvalid
+	}
+	end := uint64(pl.off) + uint64(n)
+	if f&bth.IsWrite != 0 {
+		r := &pl.reth
+		// Every packet checks the message's whole range (overflow-safe),
+		// as a FIRST packet does (rxe check_rkey), and is placed inside it:
+		// a region deregistered mid-message fails the packets after.
+		whole, ok := e.remoteSlice(q, r.RKey, r.VA, r.DMALen, qp.AccessRemoteWrite)
+		if !ok {
+			return refusedAccess
 		}
-	case f&(bth.IsFirst|bth.IsMiddle) != 0:
-		if n != q.mtu {
-			e.classC(q, psn, bth.NakInvalidRequest)
-			return
+		if end > uint64(r.DMALen) || last && end != uint64(r.DMALen) {
+			return refusedInvalid // payload must add up to the DMA length (rxe check_rkey)
 		}
-	case f&bth.IsLast != 0:
-		if n == 0 || n > q.mtu {
-			e.classC(q, psn, bth.NakInvalidRequest)
-			return
+		pl.dst, pl.total = whole[pl.off:end], r.DMALen
+		if f&bth.HasImm == 0 {
+			return admitted
 		}
 	}
-	switch {
-	case f&bth.IsSend != 0:
-		e.executeSend(q, pkt, psn)
-	case f&bth.IsWrite != 0:
-		e.executeWrite(q, pkt, psn)
-	case f&bth.IsRead != 0:
-		e.executeRead(q, pkt, psn)
-	case f&bth.IsAtomic != 0:
-		e.executeAtomic(q, pkt, psn)
-	default:
-		e.cnt.RcvdBadOpcode++
+	// A SEND, or the last packet of a WRITE with immediate: its receive
+	// WQE, the head one in order, found by sequence number out of order
+	// (IRN §5.3.2).
+	if int(ahead) >= q.rq.Len() {
+		return refusedRNR
 	}
+	if inOrder && ahead != 0 {
+		return refusedInvalid // in order, a message's receive WQE is the head one
+	}
+	w := q.rq.At(q.rq.Head() + ahead)
+	pl.rwqe = w
+	if f&bth.IsSend == 0 {
+		return admitted
+	}
+	if end > uint64(w.length) {
+		return refusedLength
+	}
+	if _, ok := e.checkSGL(q, w.wr.SGEs(), true); !ok {
+		return refusedLocalProtection
+	}
+	pl.total = uint32(end)
+	return admitted
 }
 
-func (e *Engine) executeSend(q *QP, pkt *bth.Packet, psn qp.PSN) {
-	f := pkt.Info.Flags
-	w := q.rq.Front()
-	if w == nil { // only possible on FIRST/ONLY: a message holds its WQE
+// refuse answers an in-order request that failed admit: RNR NAK, or a
+// class C NAK that moves the QP to ERR (rxe do_class_ac_error).
+func (e *Engine) refuse(q *QP, pkt *bth.Packet, psn qp.PSN, v verdict, pl *placement) {
+	switch v {
+	case refusedRNR:
 		e.rnrNak(q, psn)
-		return
-	}
-	off := q.msg.off
-	if !q.msg.active {
-		off = 0
-	}
-	payload := pkt.Payload()
-	if uint64(off)+uint64(len(payload)) > uint64(w.length) {
-		e.cnt.RespLocalLength++
-		e.completeRecv(q, w, qp.WCLocLenErr, qp.WCRecv, 0, pkt)
+	case refusedInvalid:
 		e.classC(q, psn, bth.NakInvalidRequest)
-		return
-	}
-	if !e.copySGL(q, w.wr.SGEs(), off, payload, true) {
-		e.completeRecv(q, w, qp.WCLocProtErr, qp.WCRecv, 0, pkt)
-		e.classC(q, psn, bth.NakRemoteOperationalError)
-		return
-	}
-	off += uint32(len(payload))
-	q.msg = respMsg{active: f&bth.IsLast == 0, off: off}
-	e.advance(q, 1)
-	if f&bth.IsLast != 0 {
-		e.completeRecv(q, w, qp.WCSuccess, qp.WCRecv, off, pkt)
-		e.endMessage(q)
-	}
-	e.ackIfAsked(q, pkt, psn)
-}
-
-func (e *Engine) executeWrite(q *QP, pkt *bth.Packet, psn qp.PSN) {
-	f := pkt.Info.Flags
-	msg := q.msg
-	if f&bth.IsFirst != 0 {
-		reth := pkt.RETH()
-		msg = respMsg{write: true, va: reth.VA(), rkey: reth.RKey(), dmaLen: reth.DMALen()}
-		if _, ok := e.remoteSlice(q, msg.rkey, msg.va, msg.dmaLen, qp.AccessRemoteWrite); !ok {
-			e.cnt.RespRemoteAccess++
-			e.classC(q, psn, bth.NakRemoteAccessError)
-			return
-		}
-	}
-	payload := pkt.Payload()
-	n := uint32(len(payload))
-	end := uint64(msg.off) + uint64(n)
-	if end > uint64(msg.dmaLen) || f&bth.IsLast != 0 && end != uint64(msg.dmaLen) {
-		e.classC(q, psn, bth.NakInvalidRequest) // payload must add up to the DMA length (rxe check_rkey)
-		return
-	}
-	if f&bth.HasImm != 0 && q.rq.Len() == 0 {
-		e.rnrNak(q, psn) // WRITE with immediate consumes a receive WQE
-		return
-	}
-	if n > 0 {
-		dst, ok := e.remoteSlice(q, msg.rkey, msg.va+uint64(msg.off), n, qp.AccessRemoteWrite)
-		if !ok { // region deregistered mid-message
-			e.cnt.RespRemoteAccess++
-			e.classC(q, psn, bth.NakRemoteAccessError)
-			return
-		}
-		copy(dst, payload)
-	}
-	msg.off += n
-	msg.active = f&bth.IsLast == 0
-	q.msg = msg
-	e.advance(q, 1)
-	if f&bth.IsLast != 0 {
-		if f&bth.HasImm != 0 {
-			e.completeRecv(q, q.rq.Front(), qp.WCSuccess, qp.WCRecvRDMAWithImm, msg.dmaLen, pkt)
-		}
-		e.endMessage(q)
-	}
-	e.ackIfAsked(q, pkt, psn)
-}
-
-func (e *Engine) executeRead(q *QP, pkt *bth.Packet, psn qp.PSN) {
-	reth := pkt.RETH()
-	va, rkey, length := reth.VA(), reth.RKey(), reth.DMALen()
-	if _, ok := e.remoteSlice(q, rkey, va, length, qp.AccessRemoteRead); !ok {
+	case refusedAccess:
 		e.cnt.RespRemoteAccess++
 		e.classC(q, psn, bth.NakRemoteAccessError)
+	case refusedLength:
+		e.cnt.RespLocalLength++
+		e.completeRecv(q, pl.rwqe, qp.WCLocLenErr, qp.WCRecv, 0, pkt)
+		e.classC(q, psn, bth.NakInvalidRequest)
+	case refusedLocalProtection:
+		e.completeRecv(q, pl.rwqe, qp.WCLocProtErr, qp.WCRecv, 0, pkt)
+		e.classC(q, psn, bth.NakRemoteOperationalError)
+	}
+}
+
+// place writes an admitted SEND or WRITE packet's payload. The last packet
+// of a message that consumes a receive WQE prepares its completion there;
+// finish delivers it in order. In order without out-of-order placement
+// the message in progress moves on.
+func (e *Engine) place(q *QP, pkt *bth.Packet, psn qp.PSN, pl *placement) {
+	f := pkt.Info.Flags
+	write, last := f&bth.IsWrite != 0, f&bth.IsLast != 0
+	if write {
+		copy(pl.dst, pkt.Payload())
+	} else {
+		_ = e.copySGL(q, pl.rwqe.wr.SGEs(), pl.off, pkt.Payload(), true) // admit checked the SGL
+	}
+	if !q.ooo {
+		r := &pl.reth
+		q.msg = respMsg{active: !last, write: write, off: pl.off + uint32(len(pkt.Payload())), va: r.VA, rkey: r.RKey, dmaLen: r.DMALen}
+	}
+	if !last || pl.rwqe == nil {
 		return
 	}
-	npkts := max(1, (length+q.mtu-1)/q.mtu)
-	r, idx := e.newResource(q)
-	*r = resource{kind: resRead, firstPSN: psn, lastPSN: psn.Add(npkts - 1), va: va, rkey: rkey, length: length, gen: r.gen + 1, start: psn, next: psn}
-	e.queueRead(q, idx)
-	e.advance(q, npkts)
+	w := pl.rwqe
+	op := qp.WCRecv
+	if write {
+		op = qp.WCRecvRDMAWithImm
+	}
+	w.ready, w.lastPSN = true, psn
+	w.wc = qp.WC{WRID: w.wr.WRID, Status: qp.WCSuccess, Opcode: op, ByteLen: pl.total, QPNum: q.qpn, SrcQP: q.destQPN}
+	if f&bth.HasImm != 0 {
+		w.wc.ImmData = pkt.Imm().Imm()
+		w.wc.Flags |= qp.WCWithImm
+	}
+	if pkt.BTH().SolicitedEvent() {
+		w.wc.Flags |= qp.WCSolicited
+	}
+}
+
+// finish runs the in-order actions of the SEND or WRITE packet psn that
+// ends its message (IRN §5.3.3): the MSN moves, and the receive WQE whose
+// message ends here completes.
+func (e *Engine) finish(q *QP, psn qp.PSN, last bool) {
+	if !last {
+		return
+	}
+	if w := q.rq.Front(); w != nil && w.ready && w.lastPSN == psn {
+		e.pushWC(q.recvCQ, w.wc)
+		e.popRecv(q)
+	}
 	e.endMessage(q)
 }
 
-func (e *Engine) executeAtomic(q *QP, pkt *bth.Packet, psn qp.PSN) {
-	if e.atomic(q, pkt.Opcode(), pkt.AtomicETH().Fields(), psn) {
-		e.advance(q, 1)
-	}
+// read queues the responses of an admitted go-back-N READ request, one
+// per MTU of its length, in the responder resources ring (rxe's
+// resources, max_dest_rd_atomic of them); it returns how many PSNs the
+// request takes.
+func (e *Engine) read(q *QP, psn qp.PSN, reth bth.RETHFields) uint32 {
+	npkts := max(1, (reth.DMALen+q.mtu-1)/q.mtu)
+	r, idx := e.newResource(q)
+	*r = resource{kind: resRead, firstPSN: psn, lastPSN: psn.Add(npkts - 1), va: reth.VA, rkey: reth.RKey, length: reth.DMALen, gen: r.gen + 1, start: psn, next: psn}
+	e.queueRead(q, idx)
+	e.endMessage(q)
+	return npkts
 }
 
 // atomic executes a COMPARE SWAP or FETCH ADD and queues its ACK; it
@@ -379,22 +493,9 @@ func (e *Engine) queueRead(q *QP, idx int) {
 	r.queued = e.pushResp(q, respItem{kind: respRead, res: idx, gen: r.gen})
 }
 
-// advance moves the expected PSN by n and tells the recovery scheme.
-func (e *Engine) advance(q *QP, n uint32) {
-	q.ePSN = q.ePSN.Add(n)
-	q.receiver.OnInSequence(e.now, q.ePSN)
-	e.armReceiverTimer(q)
-}
-
 func (e *Engine) endMessage(q *QP) {
 	q.msn = q.msn.Next()
 	e.cnt.RDMARecvs++
-}
-
-func (e *Engine) ackIfAsked(q *QP, pkt *bth.Packet, psn qp.PSN) {
-	if pkt.BTH().AckReq() {
-		e.queueAck(q, psn)
-	}
 }
 
 // completeRecv retires the head receive WQE w.
