@@ -37,6 +37,11 @@ import (
 //
 // A packet that would fail its checks is discarded out of order without a
 // NAK (Appendix B.3, B.4): it comes again and fails, or succeeds, in order.
+// The checks and the placement are the responder's own (admit, place and
+// finish in responder.go: the in-order path is this one with a window of
+// one); this file holds what only packets out of order need: keeping
+// them, the walk over them, READ pulls, and the requester's side of the
+// selective acknowledgements.
 
 // walkKept moves the expected PSN over the requests that were kept out of
 // order and now follow it, running their in-order actions; it reports
