@@ -324,20 +324,17 @@ func (e *Engine) keepOutOfOrder(q *QP, pkt *bth.Packet, psn qp.PSN) {
 			}
 		}
 	}
-	switch {
-	case act.FNack:
+	switch act.Reply {
+	case recovery.ReplyFNack:
 		e.pushResp(q, respItem{kind: respFNak, psn: q.ePSN, sack: psn})
 		e.cnt.FNakSent++
-	case act.Nak && act.Holes:
-		if hr, ok := q.receiver.(recovery.HoleReporter); ok {
-			high, holes := hr.Holes()
-			e.pushResp(q, respItem{kind: respHolesNak, psn: q.ePSN, sack: high, holes: holes})
-			e.cnt.HolesNakSent++
-		}
-	case act.Nak && act.Sack:
+	case recovery.ReplyHoles:
+		e.pushResp(q, respItem{kind: respHolesNak, psn: q.ePSN, sack: act.High, holes: act.Holes})
+		e.cnt.HolesNakSent++
+	case recovery.ReplySack:
 		e.pushResp(q, respItem{kind: respSackNak, psn: q.ePSN, sack: psn, lostCnt: act.LostCnt, overflow: act.Overflow})
 		e.cnt.SackNakSent++
-	case act.Nak:
+	case recovery.ReplySeqNak:
 		e.queueNak(q, q.ePSN, bth.NakSyndrome(bth.NakPSNSeqError), false)
 		e.cnt.SeqNakSent++
 	}

@@ -183,15 +183,15 @@ func (r *fasrReceiver) addLost(n int) {
 	}
 }
 
-func (r *fasrReceiver) sack(keep bool) RxAction {
-	return RxAction{Keep: keep, Nak: true, Sack: true, LostCnt: uint8(r.lost), Overflow: r.overflow}
+func (r *fasrReceiver) sack(keep bool) Decision {
+	return Decision{Keep: keep, Reply: ReplySack, LostCnt: uint8(r.lost), Overflow: r.overflow}
 }
 
 // drop refuses a packet go-back-N style: a NAK of RCV-NXT at most once per
 // NAK interval.
-func (r *fasrReceiver) drop(now Time, psn qp.PSN) RxAction {
+func (r *fasrReceiver) drop(now Time, psn qp.PSN) Decision {
 	r.s.stats.PoolDrops++
-	return RxAction{Nak: r.gbn.OnOutOfSequence(now, r.nxt, psn, false).Nak}
+	return Decision{Reply: r.gbn.OnOutOfSequence(now, r.nxt, psn, false).Reply}
 }
 
 // blocksFor is how many blocks a chain starting at from needs to reach psn.
@@ -200,12 +200,12 @@ func (r *fasrReceiver) blocksFor(from, psn qp.PSN) int {
 	return (int(psn.Diff(from)) + b) / b
 }
 
-func (r *fasrReceiver) OnOutOfSequence(now Time, epsn, psn qp.PSN, _ bool) RxAction {
+func (r *fasrReceiver) OnOutOfSequence(now Time, epsn, psn qp.PSN, _ bool) Decision {
 	r.OnInSequence(now, epsn)
 	r.touch()
 	d := int(psn.Diff(r.nxt))
 	if d <= 0 || d >= r.window {
-		return RxAction{}
+		return Decision{}
 	}
 	st := &r.s.stats
 	if !r.inRec {
@@ -275,7 +275,7 @@ func (r *fasrReceiver) OnOutOfSequence(now Time, epsn, psn qp.PSN, _ bool) RxAct
 	// Between RCV-NXT and sack-high.
 	if r.received(psn) {
 		if r.fallback {
-			return RxAction{} // go-back-N resends what it holds: no word
+			return Decision{} // go-back-N resends what it holds: no word
 		}
 		return r.sack(false) // a duplicate: acknowledge it again
 	}
@@ -290,13 +290,13 @@ func (r *fasrReceiver) OnOutOfSequence(now Time, epsn, psn qp.PSN, _ bool) RxAct
 	// "Reordering is not loss").
 	if !r.slow() || !r.bits.set(r.s.blocks, psn) {
 		st.FNacksSent++
-		return RxAction{FNack: true}
+		return Decision{Reply: ReplyFNack}
 	}
 	if !r.overflow && r.lost > 1 {
 		r.lost--
 	}
 	st.FNacksSent++
-	return RxAction{Keep: true, FNack: true}
+	return Decision{Keep: true, Reply: ReplyFNack}
 }
 
 func (r *fasrReceiver) OnInSequence(_ Time, epsn qp.PSN) {

@@ -29,8 +29,8 @@ func fasrInUse(t *testing.T, s *fasrScheme, units, blocks int) {
 }
 
 // sackOf is the SACK a FaSR receiver answers an early packet with.
-func sackOf(keep bool, lost uint8, overflow bool) RxAction {
-	return RxAction{Keep: keep, Nak: true, Sack: true, LostCnt: lost, Overflow: overflow}
+func sackOf(keep bool, lost uint8, overflow bool) Decision {
+	return Decision{Keep: keep, Reply: ReplySack, LostCnt: lost, Overflow: overflow}
 }
 
 func wantKept(t *testing.T, r Receiver, kept map[qp.PSN]bool) {
@@ -167,10 +167,10 @@ func TestFaSRReceiverFNack(t *testing.T) {
 	r.Reset(0)
 	r.OnOutOfSequence(0, 0, 2, false)
 	r.OnOutOfSequence(0, 0, 4, false)
-	wantRx(t, r.OnOutOfSequence(0, 0, 3, false), RxAction{Keep: true, FNack: true}, "3 (fills a hole, 0 still missing)")
+	wantRx(t, r.OnOutOfSequence(0, 0, 3, false), Decision{Keep: true, Reply: ReplyFNack}, "3 (fills a hole, 0 still missing)")
 	wantKept(t, r, map[qp.PSN]bool{1: false, 2: true, 3: true, 4: true})
 	wantRx(t, r.OnOutOfSequence(0, 0, 2, false), sackOf(false, 2, false), "a copy of 2")
-	wantRx(t, r.OnOutOfSequence(0, 0, 1, false), RxAction{Keep: true, FNack: true}, "1")
+	wantRx(t, r.OnOutOfSequence(0, 0, 1, false), Decision{Keep: true, Reply: ReplyFNack}, "1")
 	wantRx(t, r.OnOutOfSequence(0, 0, 3, false), sackOf(false, 1, false), "a copy of 3")
 	if st := s.Stats(); st.FNacksSent != 2 {
 		t.Fatalf("%+v", st)
@@ -227,9 +227,9 @@ func TestFaSRReceiverUnitsExhausted(t *testing.T) {
 	r1.Reset(0)
 	r2.Reset(50)
 	r1.OnOutOfSequence(0, 0, 1, false)
-	wantRx(t, r2.OnOutOfSequence(0, 50, 52, false), RxAction{Nak: true}, "no unit")
-	wantRx(t, r2.OnOutOfSequence(ival/2, 50, 53, false), RxAction{}, "no unit, within the NAK interval")
-	wantRx(t, r2.OnOutOfSequence(ival, 50, 54, false), RxAction{Nak: true}, "no unit, after the NAK interval")
+	wantRx(t, r2.OnOutOfSequence(0, 50, 52, false), Decision{Reply: ReplySeqNak}, "no unit")
+	wantRx(t, r2.OnOutOfSequence(ival/2, 50, 53, false), Decision{}, "no unit, within the NAK interval")
+	wantRx(t, r2.OnOutOfSequence(ival, 50, 54, false), Decision{Reply: ReplySeqNak}, "no unit, after the NAK interval")
 	wantKept(t, r2, map[qp.PSN]bool{52: false, 53: false})
 	if st := s.Stats(); st.Fallbacks != 3 || st.PoolDrops != 3 || st.Pools[0].Exhausted != 3 {
 		t.Fatalf("%+v", st)
@@ -259,10 +259,10 @@ func TestFaSRReceiverBlocksExhausted(t *testing.T) {
 	}
 	fasrInUse(t, s, 2, 1)
 	// 4 lost, 5 needs the slow path: no block.
-	wantRx(t, r2.OnOutOfSequence(0, 0, 5, false), RxAction{Nak: true}, "5, no block")
-	wantRx(t, r2.OnOutOfSequence(1, 0, 6, false), RxAction{}, "6 within the NAK interval")
-	wantRx(t, r2.OnOutOfSequence(2, 0, 2, false), RxAction{}, "a copy of 2 in fallback")
-	wantRx(t, r2.OnOutOfSequence(ival, 0, 7, false), RxAction{Nak: true}, "7 after the NAK interval")
+	wantRx(t, r2.OnOutOfSequence(0, 0, 5, false), Decision{Reply: ReplySeqNak}, "5, no block")
+	wantRx(t, r2.OnOutOfSequence(1, 0, 6, false), Decision{}, "6 within the NAK interval")
+	wantRx(t, r2.OnOutOfSequence(2, 0, 2, false), Decision{}, "a copy of 2 in fallback")
+	wantRx(t, r2.OnOutOfSequence(ival, 0, 7, false), Decision{Reply: ReplySeqNak}, "7 after the NAK interval")
 	st := s.Stats()
 	if st.Fallbacks != 1 || st.PoolDrops != 3 || st.Pools[1].Exhausted == 0 {
 		t.Fatalf("%+v", st)
@@ -279,8 +279,8 @@ func TestFaSRReceiverBlocksExhausted(t *testing.T) {
 	fasrInUse(t, s, 2, 1)
 	// On the slow path the bitmap cannot grow: fallback too.
 	r1.OnOutOfSequence(ival, 1000, 1016, false) // still in its block (1001-1016)
-	wantRx(t, r1.OnOutOfSequence(ival, 1000, 1017, false), RxAction{Nak: true}, "1017 needs a second block")
-	wantRx(t, r1.OnOutOfSequence(ival, 1000, 1018, false), RxAction{}, "1018 in fallback")
+	wantRx(t, r1.OnOutOfSequence(ival, 1000, 1017, false), Decision{Reply: ReplySeqNak}, "1017 needs a second block")
+	wantRx(t, r1.OnOutOfSequence(ival, 1000, 1018, false), Decision{}, "1018 in fallback")
 	wantKept(t, r1, map[qp.PSN]bool{1002: true, 1016: true, 1017: false})
 	if r1.sackHigh != 1016 {
 		t.Fatalf("sack-high %d moved over dropped packets", r1.sackHigh)
@@ -292,7 +292,7 @@ func TestFaSRReceiverBlocksExhausted(t *testing.T) {
 	fasrInUse(t, s, 0, 0)
 	// A first early packet that needs a block it cannot have.
 	r1.OnOutOfSequence(ival, 1017, 1019, false)
-	wantRx(t, r2.OnOutOfSequence(10*ival, 8, 10, false), RxAction{Nak: true}, "first packet, no block")
+	wantRx(t, r2.OnOutOfSequence(10*ival, 8, 10, false), Decision{Reply: ReplySeqNak}, "first packet, no block")
 	fasrInUse(t, s, 1, 1)
 	if r2.inRec {
 		t.Fatal("a recovery without bits holds a unit")

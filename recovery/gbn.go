@@ -66,12 +66,12 @@ const gbnReceiverOnChipBytes = 5
 
 func (r *gbnReceiver) Reset(qp.PSN) { r.naked = false }
 
-func (r *gbnReceiver) OnOutOfSequence(now Time, _, _ qp.PSN, _ bool) RxAction {
+func (r *gbnReceiver) OnOutOfSequence(now Time, _, _ qp.PSN, _ bool) Decision {
 	if r.naked && now-r.lastNak < r.nakInterval {
-		return RxAction{}
+		return Decision{}
 	}
 	r.naked, r.lastNak = true, now
-	return RxAction{Nak: true}
+	return Decision{Reply: ReplySeqNak}
 }
 
 func (r *gbnReceiver) OnInSequence(Time, qp.PSN) { r.naked = false }

@@ -37,12 +37,12 @@ func TestGBNReceiverNakInterval(t *testing.T) {
 	}
 	for _, st := range steps {
 		a := r.OnOutOfSequence(st.now, 10, st.psn, false)
-		if a.Keep || a.Nak != st.wantNak {
+		if a.Keep || (a.Reply == ReplySeqNak) != st.wantNak {
 			t.Fatalf("at %v psn %d: %+v, want nak %v and drop", st.now, st.psn, a, st.wantNak)
 		}
 	}
 	r.OnInSequence(160*us, 11)
-	if a := r.OnOutOfSequence(161*us, 11, 13, false); !a.Nak {
+	if a := r.OnOutOfSequence(161*us, 11, 13, false); a.Reply != ReplySeqNak {
 		t.Fatal("no NAK for a new hole after progress")
 	}
 	if _, ok := r.Deadline(); ok {

@@ -58,7 +58,7 @@ const igbnReceiverOnChipBytes = gbnReceiverOnChipBytes + 3 + 4
 
 func (r *igbnReceiver) Reset(start qp.PSN) { r.gbn.Reset(start); r.armed = false }
 
-func (r *igbnReceiver) OnOutOfSequence(now Time, epsn, psn qp.PSN, last bool) RxAction {
+func (r *igbnReceiver) OnOutOfSequence(now Time, epsn, psn qp.PSN, last bool) Decision {
 	a := r.gbn.OnOutOfSequence(now, epsn, psn, last)
 	if last && (!r.armed || psn.After(r.lpsn)) {
 		// CE: start from what is left of the NAK interval (a NAK just sent
@@ -66,7 +66,7 @@ func (r *igbnReceiver) OnOutOfSequence(now Time, epsn, psn qp.PSN, last bool) Rx
 		r.lpsn = psn
 		if !r.armed {
 			r.deadline = max(now, r.gbn.lastNak+r.gbn.nakInterval)
-			if a.Nak {
+			if a.Reply == ReplySeqNak {
 				r.deadline = now + r.gbn.nakInterval
 			}
 		}

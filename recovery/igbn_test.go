@@ -26,7 +26,7 @@ func TestIGBNCheckEPSN(t *testing.T) {
 	r := s.NewReceiver()
 	r.Reset(0)
 	// Packet 0 lost; 1 arrives: NAK(0) now.
-	if a := r.OnOutOfSequence(10*us, 0, 1, false); !a.Nak {
+	if a := r.OnOutOfSequence(10*us, 0, 1, false); a.Reply != ReplySeqNak {
 		t.Fatal("no NAK for the first out-of-sequence packet")
 	}
 	if _, ok := r.Deadline(); ok {

@@ -246,19 +246,19 @@ func (r *irnReceiver) Reset(start qp.PSN) {
 // selective acknowledgement (§3.1); a packet already kept is acknowledged
 // again, since the first NACK may have been lost. Beyond the window (a
 // sender that ignores BDP-FC) a packet is dropped without a word.
-func (r *irnReceiver) OnOutOfSequence(now Time, epsn, psn qp.PSN, last bool) RxAction {
+func (r *irnReceiver) OnOutOfSequence(now Time, epsn, psn qp.PSN, last bool) Decision {
 	r.OnInSequence(now, epsn)
 	if d := psn.Diff(epsn); d <= 0 || int(d) >= r.window {
-		return RxAction{}
+		return Decision{}
 	}
 	if r.arrived.get(psn) {
-		return RxAction{Nak: true, Sack: true}
+		return Decision{Reply: ReplySack}
 	}
 	r.arrived.set(psn)
 	if last {
 		r.last.set(psn)
 	}
-	return RxAction{Keep: true, Nak: true, Sack: true}
+	return Decision{Keep: true, Reply: ReplySack}
 }
 
 func (r *irnReceiver) OnInSequence(_ Time, epsn qp.PSN) {

@@ -190,16 +190,16 @@ func TestIRNReceiver(t *testing.T) {
 	_, r := newIRN(t, Params{BDPPackets: 16})
 	const e = qp.PSN(0xFFFFFE)
 	r.Reset(e)
-	if a := r.OnOutOfSequence(0, e, e.Add(2), false); !a.Keep || !a.Nak || !a.Sack {
+	if a := r.OnOutOfSequence(0, e, e.Add(2), false); !a.Keep || a.Reply != ReplySack {
 		t.Fatalf("first out-of-order packet: %+v", a)
 	}
 	if a := r.OnOutOfSequence(0, e, e.Add(3), true); !a.Keep {
 		t.Fatalf("last packet of a message: %+v", a)
 	}
-	if a := r.OnOutOfSequence(0, e, e.Add(2), false); a.Keep || !a.Nak || !a.Sack {
+	if a := r.OnOutOfSequence(0, e, e.Add(2), false); a.Keep || a.Reply != ReplySack {
 		t.Fatalf("a kept packet again: %+v", a)
 	}
-	if a := r.OnOutOfSequence(0, e, e.Add(16), false); a != (RxAction{}) {
+	if a := r.OnOutOfSequence(0, e, e.Add(16), false); a != (Decision{}) {
 		t.Fatalf("beyond the window: %+v", a)
 	}
 	// e arrives in order; the transport walks: e+1 is missing.

@@ -153,10 +153,10 @@ func (r *meloReceiver) Reset(start qp.PSN) {
 	r.gbn.Reset(start)
 }
 
-func (r *meloReceiver) OnOutOfSequence(now Time, epsn, psn qp.PSN, _ bool) RxAction {
+func (r *meloReceiver) OnOutOfSequence(now Time, epsn, psn qp.PSN, _ bool) Decision {
 	r.OnInSequence(now, epsn)
 	if d := psn.Diff(r.nxt); d <= 0 || int(d) >= r.window {
-		return RxAction{}
+		return Decision{}
 	}
 	if !r.ooo {
 		r.ooo, r.high = true, r.nxt.Prev()
@@ -170,18 +170,21 @@ func (r *meloReceiver) OnOutOfSequence(now Time, epsn, psn qp.PSN, _ bool) RxAct
 			if r.high == r.nxt.Prev() {
 				r.ooo = false // nothing kept: no episode began
 			}
-			return RxAction{Nak: r.gbn.OnOutOfSequence(now, r.nxt, psn, false).Nak}
+			return Decision{Reply: r.gbn.OnOutOfSequence(now, r.nxt, psn, false).Reply}
 		}
 		newHole := psn.After(r.high.Next())
 		if newHole {
 			r.pushHole(Hole{Start: r.high.Next(), Len: uint32(psn.Diff(r.high) - 1)})
 		}
 		r.high = psn
-		return RxAction{Keep: true, Nak: newHole, Holes: newHole}
+		if newHole {
+			return Decision{Keep: true, Reply: ReplyHoles, High: r.high, Holes: r.holes}
+		}
+		return Decision{Keep: true}
 	}
 	switch {
 	case r.bits.get(r.s.rx, psn):
-		return RxAction{} // a duplicate
+		return Decision{} // a duplicate
 	case r.bits.inMiddle(r.s.rx, psn):
 		// §3.2.3 drops it, taking it for a retransmission that overtook
 		// a lost one; under reordering it is as often an original that
@@ -192,10 +195,10 @@ func (r *meloReceiver) OnOutOfSequence(now Time, epsn, psn qp.PSN, _ bool) RxAct
 	}
 	if !r.bits.set(r.s.rx, psn) { // inside the chain: no block needed
 		r.s.stats.MiddleDrops++ // stranded in host memory, say
-		return RxAction{}
+		return Decision{}
 	}
 	r.fill(psn)
-	return RxAction{Keep: true}
+	return Decision{Keep: true}
 }
 
 func (r *meloReceiver) OnInSequence(_ Time, epsn qp.PSN) {
@@ -224,6 +227,8 @@ func (r *meloReceiver) Kept(psn qp.PSN) (bool, bool) {
 	return r.bits.get(r.s.rx, psn), false
 }
 
+// Holes is RCV.HIGH and the three most recent holes, what a holes NACK
+// carries (Decision.High, Decision.Holes).
 func (r *meloReceiver) Holes() (qp.PSN, [3]Hole) { return r.high, r.holes }
 
 func (r *meloReceiver) Deadline() (Time, bool)    { return 0, false }

@@ -216,29 +216,49 @@ type Sender interface {
 	OnChipBytes() int
 }
 
-// RxAction is a receiver decision about an out-of-sequence request.
-type RxAction struct {
+// Reply is the kind of answer a receiver gives to an out-of-sequence
+// request, and so the kind of feedback its sender gets back (Feedback).
+// Each kind beyond the sequence NAK has its own opcode and extension
+// header on the wire (docs/wire.md), spoken only by connections whose
+// scheme keeps packets out of order (ReorderWindow not 0).
+type Reply uint8
+
+const (
+	// ReplyNone: no answer.
+	ReplyNone Reply = iota
+	// ReplySeqNak: a PSN-sequence-error NAK naming the expected PSN.
+	ReplySeqNak
+	// ReplySack: a NAK naming the expected PSN that also names psn as held
+	// by the receiver, kept now or before (an IRN NACK, §3.1; a FaSR SACK
+	// with its lost-cnt, §III-B1).
+	ReplySack
+	// ReplyFNack: psn was a retransmission that skipped a lost one (FaSR's
+	// FNACK, §III-D); the reply names psn.
+	ReplyFNack
+	// ReplyHoles: a NACK carrying the receiver's highest PSN received and
+	// its most recent holes (MELO §3.2.4).
+	ReplyHoles
+)
+
+// Decision is a receiver decision about an out-of-sequence request: keep
+// it or not, and the reply with its data.
+type Decision struct {
 	// Keep: the packet is accepted out of order (placed or buffered) by a
 	// selective scheme; false drops it, as go-back-N does. The transport
 	// asks only about packets it can keep: a packet that would fail its
 	// checks is discarded without asking (IRN Appendix B.3, B.4).
 	Keep bool
-	// Nak: send a PSN-sequence-error NAK naming the expected PSN now.
-	Nak bool
-	// Sack: the NAK also names psn as held by the receiver, kept now or
-	// before (an IRN NACK, §3.1).
-	Sack bool
-	// LostCnt is FaSR's lost-cnt (§III-B1), carried in the SACK; Overflow
-	// says it overflowed its 3 bits and no longer counts.
+	// Reply is the answer to send now.
+	Reply Reply
+	// ReplySack: LostCnt is FaSR's lost-cnt (§III-B1); Overflow says it
+	// overflowed its 3 bits and no longer counts.
 	LostCnt  uint8
 	Overflow bool
-	// FNack: psn was dropped as a retransmission that skipped a lost one
-	// (FaSR's FNACK, §III-D); the transport answers with an FNACK naming
-	// psn instead of a SACK.
-	FNack bool
-	// Holes: answer with a NACK carrying the receiver's most recent holes
-	// (MELO §3.2.4), from its HoleReporter.
-	Holes bool
+	// ReplyHoles: High is the highest PSN received (RCV.HIGH) and Holes
+	// the three most recent holes, most recent first; unused entries have
+	// Len 0.
+	High  qp.PSN
+	Holes [3]Hole
 }
 
 // MaxLostCnt is the largest lost-cnt FaSR's 3-bit field carries (§III-D).
@@ -248,13 +268,6 @@ const MaxLostCnt = 7
 type Hole struct {
 	Start qp.PSN
 	Len   uint32
-}
-
-// HoleReporter is a receiver that answers with MELO's NACK: the expected
-// PSN (the transport's), the highest PSN received (RCV.HIGH) and the three
-// most recent holes, most recent first; unused entries have Len 0.
-type HoleReporter interface {
-	Holes() (high qp.PSN, holes [3]Hole)
 }
 
 // LostCountSender is a sender that takes FaSR's SACKs whole (§III-B2):
@@ -329,7 +342,7 @@ type Receiver interface {
 	// OnOutOfSequence reports a request with PSN psn while epsn is
 	// expected (psn after epsn); last says whether psn ends its message
 	// and msgLast is then that PSN.
-	OnOutOfSequence(now Time, epsn, psn qp.PSN, last bool) RxAction
+	OnOutOfSequence(now Time, epsn, psn qp.PSN, last bool) Decision
 	// OnInSequence reports that the expected PSN advanced to epsn.
 	OnInSequence(now Time, epsn qp.PSN)
 	// Kept reports whether the request with PSN psn was kept out of order

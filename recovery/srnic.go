@@ -86,7 +86,7 @@ func (r *srnicReceiver) Reset(start qp.PSN) {
 	r.kept = 0
 }
 
-func (r *srnicReceiver) OnOutOfSequence(now Time, epsn, psn qp.PSN, last bool) RxAction {
+func (r *srnicReceiver) OnOutOfSequence(now Time, epsn, psn qp.PSN, last bool) Decision {
 	r.OnInSequence(now, epsn)
 	act := r.irnReceiver.OnOutOfSequence(now, epsn, psn, last)
 	if act.Keep {

@@ -46,7 +46,7 @@ func TestSRNICReceiverHostAccess(t *testing.T) {
 	}
 	// 2 is lost; 3 and 4 arrive and are kept.
 	for _, d := range []uint32{3, 4} {
-		if act := rcv.OnOutOfSequence(0, start.Add(2), start.Add(d), false); !act.Keep || !act.Sack {
+		if act := rcv.OnOutOfSequence(0, start.Add(2), start.Add(d), false); !act.Keep || act.Reply != ReplySack {
 			t.Fatalf("PSN +%d: %+v", d, act)
 		}
 	}
