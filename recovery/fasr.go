@@ -397,10 +397,22 @@ func (f *fasrSender) OnSack(now Time, from, to qp.PSN, kind SackKind, sent qp.PS
 	f.sack(from, to, kind, sent)
 }
 
-// OnLostCountSack handles a SACK: the packets between UNACK and the first
+// OnFeedback reads a SACK with its lost-cnt (onLostCountSack) and an
+// FNACK (onFNack); a sequence NAK is onNak (onFeedback).
+func (f *fasrSender) OnFeedback(now Time, fb Feedback) Resume {
+	switch fb.Kind {
+	case ReplySack:
+		return f.onLostCountSack(now, fb.Cum, fb.PSN, int(fb.LostCnt), fb.Overflow, fb.SackKind, fb.Sent)
+	case ReplyFNack:
+		return f.onFNack(now, fb.Cum, fb.PSN, fb.Sent)
+	}
+	return onFeedback(f, now, fb)
+}
+
+// onLostCountSack handles a SACK: the packets between UNACK and the first
 // SACK are lost; later, a gap between the SACK and sack-high is lost only
 // if lost-cnt grew, else it was the SACKs that were lost (§III-B2).
-func (f *fasrSender) OnLostCountSack(now Time, cum, sack qp.PSN, lostCnt int, overflow bool, kind SackKind, sent qp.PSN) Resume {
+func (f *fasrSender) onLostCountSack(now Time, cum, sack qp.PSN, lostCnt int, overflow bool, kind SackKind, sent qp.PSN) Resume {
 	f.tick(now, sent)
 	if !sack.After(f.base) || int(sack.Diff(f.base)) >= f.window {
 		return Resume{}
@@ -446,7 +458,7 @@ func (f *fasrSender) OnLostCountSack(now Time, cum, sack qp.PSN, lostCnt int, ov
 	return Resume{}
 }
 
-// OnFNack restarts the retransmissions from UNACK only when psn was
+// onFNack restarts the retransmissions from UNACK only when psn was
 // resent in this round and the retransmission of UNACK's packet has gone
 // unacknowledged for a hold (max(G, 4·RTTVAR), or RTO_low/8 without an
 // estimate): then the PSNs resent before psn and still missing are taken
@@ -455,7 +467,7 @@ func (f *fasrSender) OnLostCountSack(now Time, cum, sack qp.PSN, lostCnt int, ov
 // jitter, not loss, let overtake another. The new round resets the hold,
 // so FNACKs restart a QP's retransmissions at most once per hold
 // (docs/recovery.md, "Lost retransmissions").
-func (f *fasrSender) OnFNack(now Time, _, psn qp.PSN, sent qp.PSN) Resume {
+func (f *fasrSender) onFNack(now Time, _, psn qp.PSN, sent qp.PSN) Resume {
 	f.tick(now, sent)
 	if !f.inRec || !f.recovery || !psn.Before(f.rtxNext) || !f.lostRetransmission(psn, true) {
 		return Resume{}
@@ -465,8 +477,8 @@ func (f *fasrSender) OnFNack(now Time, _, psn qp.PSN, sent qp.PSN) Resume {
 	return Resume{}
 }
 
-// OnNak is the receiver's go-back-N NAK (its pools were exhausted).
-func (f *fasrSender) OnNak(now Time, psn, sent qp.PSN) Resume {
+// onNak is the receiver's go-back-N NAK (its pools were exhausted).
+func (f *fasrSender) onNak(now Time, psn, sent qp.PSN) Resume {
 	f.tick(now, sent)
 	f.recovery = false
 	return Resume{GoBack: true, GoBackTo: psn}

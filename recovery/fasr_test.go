@@ -337,7 +337,7 @@ func TestFaSRSenderLostCount(t *testing.T) {
 	f.Reset(start)
 	sent := start.Add(12)
 	at := func(k uint32) qp.PSN { return start.Add(k) }
-	if r := f.OnLostCountSack(0, start, at(3), 3, false, Received, sent); r.GoBack {
+	if r := f.onLostCountSack(0, start, at(3), 3, false, Received, sent); r.GoBack {
 		t.Fatalf("first SACK: %+v", r)
 	}
 	if got := drain(f); !samePSNs(got, at(0), at(1), at(2)) {
@@ -348,7 +348,7 @@ func TestFaSRSenderLostCount(t *testing.T) {
 		t.Fatalf("%+v", st)
 	}
 	// 4 and 5 lost: lost-cnt grew to 5.
-	f.OnLostCountSack(0, start, at(6), 5, false, Received, sent)
+	f.onLostCountSack(0, start, at(6), 5, false, Received, sent)
 	if got := drain(f); !samePSNs(got, at(4), at(5)) {
 		t.Fatalf("a gap with lost-cnt grown resent %x", got)
 	}
@@ -356,7 +356,7 @@ func TestFaSRSenderLostCount(t *testing.T) {
 		t.Fatalf("%+v", st)
 	}
 	// 7 and 8 arrived but their SACKs were lost: lost-cnt unchanged.
-	f.OnLostCountSack(0, start, at(9), 5, false, Received, sent)
+	f.onLostCountSack(0, start, at(9), 5, false, Received, sent)
 	if got := drain(f); len(got) != 0 {
 		t.Fatalf("a gap with lost-cnt unchanged resent %x", got)
 	}
@@ -409,8 +409,8 @@ func TestFaSRSenderTimeoutLostOne(t *testing.T) {
 	if r := f.OnTimeout(0, 104, 110); !r.GoBack || r.GoBackTo != 104 {
 		t.Fatalf("timeout with nothing SACKed: %+v", r)
 	}
-	f.OnLostCountSack(0, 104, 105, 1, false, Received, 110)
-	f.OnLostCountSack(0, 104, 106, 1, false, Received, 110)
+	f.onLostCountSack(0, 104, 105, 1, false, Received, 110)
+	f.onLostCountSack(0, 104, 106, 1, false, Received, 110)
 	if got := drain(f); !samePSNs(got, 104) {
 		t.Fatalf("resent %v", got)
 	}
@@ -451,49 +451,49 @@ func TestFaSRSenderFNack(t *testing.T) {
 	f.Reset(0)
 	f.Timeout(time.Second, 10, RTT{}) // hold 50 µs
 	const sent = 10
-	f.OnFNack(0, 0, 2, sent)
+	f.onFNack(0, 0, 2, sent)
 	if got := drainAt(f, 0, sent); len(got) != 0 || s.Stats().FNacksTaken != 0 {
 		t.Fatalf("an FNACK outside recovery resent %v", got)
 	}
-	f.OnLostCountSack(0, 0, 3, 3, false, Received, sent)
+	f.onLostCountSack(0, 0, 3, 3, false, Received, sent)
 	if got := drainAt(f, 1*us, sent); !samePSNs(got, 0, 1, 2) {
 		t.Fatalf("resent %v", got)
 	}
-	if r := f.OnFNack(40*us, 0, 2, sent); r.GoBack {
+	if r := f.onFNack(40*us, 0, 2, sent); r.GoBack {
 		t.Fatalf("FNACK went back: %+v", r)
 	}
 	if got := drainAt(f, 40*us, sent); len(got) != 0 || s.Stats().FNacksTaken != 0 {
 		t.Fatalf("an FNACK before the hold resent %v (%+v)", got, s.Stats())
 	}
-	f.OnFNack(60*us, 0, 2, sent)
+	f.onFNack(60*us, 0, 2, sent)
 	if got := drainAt(f, 60*us, sent); !samePSNs(got, 0, 1, 2) || s.Stats().FNacksTaken != 1 {
 		t.Fatalf("an FNACK after the hold resent %v (%+v)", got, s.Stats())
 	}
-	f.OnFNack(70*us, 0, 2, sent)
-	f.OnFNack(100*us, 0, 1, sent)
+	f.onFNack(70*us, 0, 2, sent)
+	f.onFNack(100*us, 0, 1, sent)
 	if got := drainAt(f, 100*us, sent); len(got) != 0 || s.Stats().FNacksTaken != 1 {
 		t.Fatalf("a second FNACK within a hold of the new round resent %v (%+v)", got, s.Stats())
 	}
 	f.OnAck(105*us, 1) // progress: PSN 1 became UNACK now
-	f.OnFNack(140*us, 1, 2, sent)
+	f.onFNack(140*us, 1, 2, sent)
 	if got := drainAt(f, 140*us, sent); len(got) != 0 {
 		t.Fatalf("an FNACK within a hold of progress resent %v", got)
 	}
-	f.OnFNack(160*us, 1, 2, sent)
+	f.onFNack(160*us, 1, 2, sent)
 	if got := drainAt(f, 160*us, sent); !samePSNs(got, 1, 2) || s.Stats().FNacksTaken != 2 {
 		t.Fatalf("an FNACK a hold after progress resent %v (%+v)", got, s.Stats())
 	}
 	// With an estimate the hold is RFC 6298's margin: 4·5 µs.
 	f.Timeout(time.Second, 10, RTT{SRTT: 20 * us, RTTVar: 5 * us, MinRTT: 20 * us, Valid: true})
-	f.OnFNack(175*us, 1, 2, sent)
+	f.onFNack(175*us, 1, 2, sent)
 	if got := drainAt(f, 175*us, sent); len(got) != 0 {
 		t.Fatalf("an FNACK 15 µs after the round resent %v", got)
 	}
-	f.OnFNack(180*us, 1, 2, sent)
+	f.onFNack(180*us, 1, 2, sent)
 	if got := drainAt(f, 180*us, sent); !samePSNs(got, 1, 2) || s.Stats().FNacksTaken != 3 {
 		t.Fatalf("an FNACK 20 µs after the round resent %v (%+v)", got, s.Stats())
 	}
-	f.OnFNack(300*us, 1, 4, sent) // 4 was never resent: reordering, not loss
+	f.onFNack(300*us, 1, 4, sent) // 4 was never resent: reordering, not loss
 	if got := drainAt(f, 300*us, sent); len(got) != 0 {
 		t.Fatalf("an FNACK of a PSN not resent resent %v", got)
 	}
@@ -506,8 +506,8 @@ func TestFaSRSenderUnitsExhausted(t *testing.T) {
 	f1, f2 := fasrTx(s), fasrTx(s)
 	f1.Reset(0)
 	f2.Reset(500)
-	f1.OnLostCountSack(0, 0, 2, 2, false, Received, 10)
-	if r := f2.OnLostCountSack(0, 500, 502, 2, false, Received, 510); !r.GoBack || r.GoBackTo != 500 {
+	f1.onLostCountSack(0, 0, 2, 2, false, Received, 10)
+	if r := f2.onLostCountSack(0, 500, 502, 2, false, Received, 510); !r.GoBack || r.GoBackTo != 500 {
 		t.Fatalf("no unit: %+v", r)
 	}
 	if got := drain(f2); len(got) != 0 {
@@ -520,7 +520,7 @@ func TestFaSRSenderUnitsExhausted(t *testing.T) {
 		t.Fatalf("cumulative %d", got)
 	}
 	fasrInUse(t, s, 0, 0)
-	if r := f2.OnLostCountSack(0, 500, 502, 2, false, Received, 510); r.GoBack {
+	if r := f2.onLostCountSack(0, 500, 502, 2, false, Received, 510); r.GoBack {
 		t.Fatalf("a unit is free: %+v", r)
 	}
 	if got := drain(f2); !samePSNs(got, 500, 501) {
@@ -534,8 +534,8 @@ func TestFaSRSenderEvict(t *testing.T) {
 	s := newFasrScheme(t, Params{FasrBlockBits: 4})
 	f := fasrTx(s)
 	f.Reset(0)
-	f.OnLostCountSack(0, 0, 2, 2, false, Received, 12)
-	f.OnLostCountSack(0, 0, 9, 8, true, Received, 12)
+	f.onLostCountSack(0, 0, 2, 2, false, Received, 12)
+	f.onLostCountSack(0, 0, 9, 8, true, Received, 12)
 	fasrInUse(t, s, 1, 2)
 	var ev Evictable = f
 	ev.OnEvict()
@@ -559,12 +559,12 @@ func TestFaSRSenderHeldNotResent(t *testing.T) {
 	s := newFasrScheme(t, Params{})
 	f := fasrTx(s)
 	f.Reset(5)
-	f.OnLostCountSack(0, 5, 6, 1, false, Held, 20)
+	f.onLostCountSack(0, 5, 6, 1, false, Held, 20)
 	if got := drain(f); !samePSNs(got, 5) {
 		t.Fatalf("first SACK resent %v, want [5]", got)
 	}
 	for p := qp.PSN(7); p <= 10; p++ {
-		f.OnLostCountSack(0, 5, p, 1, false, Held, 20)
+		f.onLostCountSack(0, 5, p, 1, false, Held, 20)
 		if got := drain(f); len(got) != 0 {
 			t.Fatalf("SACK %d (held, lost-cnt 1, no gap) resent %v", p, got)
 		}
@@ -579,8 +579,8 @@ func TestFaSRSenderBlocksReturned(t *testing.T) {
 	f := fasrTx(s)
 	f.Reset(0)
 	const sent = 8
-	f.OnLostCountSack(0, 0, 3, 3, false, Received, sent)
-	f.OnLostCountSack(0, 0, 6, 5, false, Received, sent)
+	f.onLostCountSack(0, 0, 3, 3, false, Received, sent)
+	f.onLostCountSack(0, 0, 6, 5, false, Received, sent)
 	drain(f)
 	if got := f.OnAck(0, sent); got != sent || f.recovery {
 		t.Fatalf("cumulative %d, recovery %v", got, f.recovery)

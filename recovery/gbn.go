@@ -36,7 +36,9 @@ func (*gbnSender) OnSack(Time, qp.PSN, qp.PSN, SackKind, qp.PSN) {}
 func (*gbnSender) NextRetransmit() (qp.PSN, bool)                { return 0, false }
 func (*gbnSender) Retransmitted(qp.PSN)                          {}
 func (*gbnSender) OnChipBytes() int                              { return 0 }
-func (*gbnSender) OnNak(_ Time, psn, _ qp.PSN) Resume            { return Resume{GoBack: true, GoBackTo: psn} }
+func (s *gbnSender) RetransmittedAt(_ Time, psn, _ qp.PSN)       { s.Retransmitted(psn) }
+func (*gbnSender) onNak(_ Time, psn, _ qp.PSN) Resume            { return Resume{GoBack: true, GoBackTo: psn} }
+func (s *gbnSender) OnFeedback(now Time, fb Feedback) Resume     { return onFeedback(s, now, fb) }
 func (*gbnSender) OnTimeout(_ Time, unacked, _ qp.PSN) Resume {
 	return Resume{GoBack: true, GoBackTo: unacked}
 }

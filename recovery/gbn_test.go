@@ -53,7 +53,7 @@ func TestGBNReceiverNakInterval(t *testing.T) {
 func TestGBNSender(t *testing.T) {
 	s, _ := New(GBN, Params{})
 	snd := s.NewSender()
-	if r := snd.OnNak(0, 42, 50); !r.GoBack || r.GoBackTo != 42 {
+	if r := snd.OnFeedback(0, Feedback{Kind: ReplySeqNak, Cum: 42, Sent: 50}); !r.GoBack || r.GoBackTo != 42 {
 		t.Fatalf("OnNak: %+v", r)
 	}
 	if r := snd.OnTimeout(0, 7, 9); !r.GoBack || r.GoBackTo != 7 {

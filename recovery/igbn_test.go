@@ -11,7 +11,7 @@ func TestIGBNSendsLastTwice(t *testing.T) {
 	if snd.Copies(true) != 2 || snd.Copies(false) != 1 {
 		t.Fatal("ST: the last packet of a message is not sent twice")
 	}
-	if r := snd.OnNak(0, 9, 12); !r.GoBack || r.GoBackTo != 9 {
+	if r := snd.OnFeedback(0, Feedback{Kind: ReplySeqNak, Cum: 9, Sent: 12}); !r.GoBack || r.GoBackTo != 9 {
 		t.Fatalf("igbn does not go back on NAK: %+v", r)
 	}
 }

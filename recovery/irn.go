@@ -108,10 +108,13 @@ func (s *irnSender) OnSack(_ Time, from, to qp.PSN, kind SackKind, sent qp.PSN) 
 	s.sack(from, to, kind, sent)
 }
 
-// OnNak: the responder lacks psn, which is lost. It is a loss signal,
+// OnFeedback: a NACK is a NAK and a SACK (onFeedback).
+func (s *irnSender) OnFeedback(now Time, fb Feedback) Resume { return onFeedback(s, now, fb) }
+
+// onNak: the responder lacks psn, which is lost. It is a loss signal,
 // never an error or a reason to go back (Appendix B.4 keeps go-back-N for
 // RNR NAKs).
-func (s *irnSender) OnNak(_ Time, psn, sent qp.PSN) Resume {
+func (s *irnSender) onNak(_ Time, psn, sent qp.PSN) Resume {
 	s.enterRecovery(sent)
 	s.raiseLossEdge(psn.Next())
 	return Resume{}
@@ -126,6 +129,8 @@ func (s *irnSender) OnTimeout(_ Time, unacked, sent qp.PSN) Resume {
 	s.restart(sent)
 	return Resume{}
 }
+
+func (s *irnSender) RetransmittedAt(_ Time, psn, _ qp.PSN) { s.Retransmitted(psn) }
 
 func (s *irnSender) Retransmitted(psn qp.PSN) {
 	if !psn.Before(s.base) && s.bits.inWindow(s.base, psn) {

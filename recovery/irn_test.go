@@ -96,7 +96,7 @@ func TestIRNSenderPeekAndRange(t *testing.T) {
 	if got := snd.OnAck(0, 100); got != 105 {
 		t.Fatalf("cumulative %d, want 105", got)
 	}
-	snd.OnNak(0, 105, 110)
+	snd.OnFeedback(0, Feedback{Kind: ReplySeqNak, Cum: 105, Sent: 110})
 	for range 3 {
 		if psn, ok := snd.NextRetransmit(); !ok || psn != 105 {
 			t.Fatalf("peek %d %v", psn, ok)
@@ -245,7 +245,7 @@ func TestIRNSenderHeldAndAnswered(t *testing.T) {
 	if got := snd.OnAck(0, 0); got != 2 {
 		t.Fatalf("cumulative %d, want 2", got)
 	}
-	snd.OnNak(0, 2, sent)
+	snd.OnFeedback(0, Feedback{Kind: ReplySeqNak, Cum: 2, Sent: sent})
 	snd.OnSack(0, 3, 3, Held, sent)
 	snd.OnSack(0, 4, 4, Held, sent)
 	if got := drain(snd); !samePSNs(got, 2) {
@@ -281,7 +281,7 @@ func TestIRNSenderHeldAndAnswered(t *testing.T) {
 func TestIRNSenderTimeoutForgetsHeld(t *testing.T) {
 	snd, _ := newIRN(t, Params{})
 	snd.Reset(10)
-	snd.OnNak(0, 10, 12)
+	snd.OnFeedback(0, Feedback{Kind: ReplySeqNak, Cum: 10, Sent: 12})
 	snd.OnSack(0, 11, 11, Held, 12)
 	if got := drain(snd); !samePSNs(got, 10) {
 		t.Fatalf("resent %v, want [10]", got)

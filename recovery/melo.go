@@ -116,10 +116,14 @@ func (m *meloSender) OnSack(now Time, f, t qp.PSN, k SackKind, sent qp.PSN) {
 	}
 }
 
-// OnNak is the receiver's go-back-N NAK: it dropped a packet for want of
+// OnFeedback: a holes NACK acknowledges selectively what lies between the
+// holes (onFeedback, through OnSack).
+func (m *meloSender) OnFeedback(now Time, fb Feedback) Resume { return onFeedback(m, now, fb) }
+
+// onNak is the receiver's go-back-N NAK: it dropped a packet for want of
 // bits (§3.2.5). Everything from psn goes again; what the receiver holds
 // it drops as duplicates.
-func (m *meloSender) OnNak(now Time, psn, sent qp.PSN) Resume {
+func (m *meloSender) onNak(now Time, psn, sent qp.PSN) Resume {
 	m.tick(now, sent)
 	m.recovery = false
 	return Resume{GoBack: true, GoBackTo: psn}

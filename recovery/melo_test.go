@@ -331,7 +331,7 @@ func TestMELOSender(t *testing.T) {
 	if got := snd.OnAck(0, sent); got != sent || snd.recovery || s.Stats().Pools[1].InUse != 0 {
 		t.Fatalf("all acknowledged: %#x, %+v", got, s.Stats().Pools[1])
 	}
-	if r := snd.OnNak(0, sent.Add(3), sent.Add(9)); !r.GoBack || r.GoBackTo != sent.Add(3) {
+	if r := snd.OnFeedback(0, Feedback{Kind: ReplySeqNak, Cum: sent.Add(3), Sent: sent.Add(9)}); !r.GoBack || r.GoBackTo != sent.Add(3) {
 		t.Fatalf("OnNak: %+v", r)
 	}
 }

@@ -186,9 +186,15 @@ type Sender interface {
 	// selectively before (OnSack); a scheme without selective
 	// acknowledgements returns unacked.
 	OnAck(now Time, unacked qp.PSN) qp.PSN
-	// OnNak reports a PSN-sequence-error NAK naming psn: the responder
-	// expects psn and did not get it.
-	OnNak(now Time, psn, sent qp.PSN) Resume
+	// OnFeedback reports a reply of the responder to requests out of
+	// sequence (Feedback.Kind, never ReplyNone): a PSN-sequence-error
+	// NAK, an IRN NACK or FaSR SACK, FaSR's FNACK or MELO's holes NACK.
+	// The transport has already reported what the reply's cumulative
+	// acknowledgement acknowledges (OnSack, OnAck); after it the
+	// transport goes back if asked and, on a connection that keeps
+	// packets out of order, reads the cumulative acknowledgement again
+	// (OnAck).
+	OnFeedback(now Time, fb Feedback) Resume
 	// OnSack reports that the PSNs from through to (inclusive, at or after
 	// the cumulative acknowledgement) are acknowledged selectively, in the
 	// way kind says: an IRN NACK names the packet that triggered it, an
@@ -270,17 +276,45 @@ type Hole struct {
 	Len   uint32
 }
 
-// LostCountSender is a sender that takes FaSR's SACKs whole (§III-B2):
-// cum is the responder's expected PSN (already reported through OnAck as
-// far as it acknowledges anything: a READ before it completes only with
-// its response), sack the PSN it now holds (kind
-// says how, as for OnSack), lostCnt and overflow its lost-cnt. The
-// transport calls it instead of OnNak and OnSack for such a SACK.
-type LostCountSender interface {
-	OnLostCountSack(now Time, cum, sack qp.PSN, lostCnt int, overflow bool, kind SackKind, sent qp.PSN) Resume
-	// OnFNack reports FaSR's FNACK: a retransmission was lost, start
-	// retransmitting from the cumulative acknowledgement again (§III-D).
-	OnFNack(now Time, cum, psn, sent qp.PSN) Resume
+// Feedback is a reply of the responder, as the sender gets it
+// (Sender.OnFeedback). The transport has checked it: the PSNs it names are
+// at or after the cumulative acknowledgement and before sent.
+type Feedback struct {
+	// Kind is the reply: ReplySeqNak, ReplySack, ReplyFNack or ReplyHoles.
+	Kind Reply
+	// Cum is the responder's expected PSN, the cumulative acknowledgement
+	// the reply carries (for a sequence NAK, the PSN it names), already
+	// reported through OnSack and OnAck as far as it acknowledges
+	// anything: a READ before it completes only with its response.
+	Cum qp.PSN
+	// PSN: ReplySack, the PSN the responder now holds, held in the way
+	// SackKind says (as for OnSack); ReplyFNack, the retransmission it
+	// dropped.
+	PSN      qp.PSN
+	SackKind SackKind
+	// ReplySack: FaSR's lost-cnt and whether it overflowed (§III-B1).
+	LostCnt  uint8
+	Overflow bool
+	// ReplyHoles: High is the highest PSN the responder received, Holes
+	// its (at most three) most recent holes, oldest first, each before
+	// High and none overlapping; unused entries have Len 0. What lies
+	// between the holes, and between the last one and High, the
+	// responder holds; Messages says which request each of those PSNs
+	// belongs to.
+	High     qp.PSN
+	Holes    [3]Hole
+	Messages Messages
+	// Sent is one past the highest PSN sent (see Sender).
+	Sent qp.PSN
+}
+
+// Messages is the requester's map of its PSNs to its requests.
+type Messages interface {
+	// Message returns the last PSN of the request psn belongs to and how
+	// the responder holds it once it has it: Received for a SEND or RDMA
+	// WRITE, Held for a READ or atomic. ok is false when no request
+	// outstanding has psn.
+	Message(psn qp.PSN) (last qp.PSN, kind SackKind, ok bool)
 }
 
 // TimedRetransmitter is a Sender that wants the time a retransmission went

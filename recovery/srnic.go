@@ -69,6 +69,10 @@ func (s *srnicSender) Retransmitted(psn qp.PSN) {
 	s.irnSender.Retransmitted(psn)
 }
 
+// RetransmittedAt is srnicSender's Retransmitted (irnSender's would skip
+// the host access).
+func (s *srnicSender) RetransmittedAt(_ Time, psn, _ qp.PSN) { s.Retransmitted(psn) }
+
 func (s *srnicSender) OnChipBytes() int { return srnicSenderBytes }
 
 // srnicReceiver is IRN's receiver whose 2-bitmap lives in host memory; on

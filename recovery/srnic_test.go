@@ -86,7 +86,7 @@ func TestSRNICSenderHostAccess(t *testing.T) {
 	snd.Reset(100)
 	sent := qp.PSN(110)
 	snd.OnSack(0, 105, 105, Received, sent)
-	snd.OnNak(0, 100, sent)
+	snd.OnFeedback(0, Feedback{Kind: ReplySeqNak, Cum: 100, Sent: sent})
 	if n, _ := h.Stats(); n != 0 {
 		t.Fatalf("%d host accesses for taking a SACK", n)
 	}
