@@ -73,6 +73,7 @@ func (s *fasrScheme) Name() string       { return FaSR }
 func (s *fasrScheme) Params() Params     { return s.p }
 func (s *fasrScheme) window() int        { return min(s.p.BDPPackets, MaxBDPPackets) }
 func (s *fasrScheme) ReorderWindow() int { return s.window() }
+func (s *fasrScheme) Caps() Caps         { return Caps{} }
 func (s *fasrScheme) SharedOnChipBytes() int {
 	return s.units.Stats().Bytes + s.blocks.Stats().Bytes
 }

@@ -434,7 +434,7 @@ func drainAt(s Sender, now Time, sent qp.PSN) []qp.PSN {
 	var got []qp.PSN
 	for psn, ok := s.NextRetransmit(); ok; psn, ok = s.NextRetransmit() {
 		got = append(got, psn)
-		s.(TimedRetransmitter).RetransmittedAt(now, psn, sent)
+		s.RetransmittedAt(now, psn, sent)
 	}
 	return got
 }

@@ -23,6 +23,7 @@ func (s gbnScheme) NewSender() Sender      { return &gbnSender{} }
 func (s gbnScheme) NewReceiver() Receiver  { return &gbnReceiver{nakInterval: s.p.NakInterval} }
 func (s gbnScheme) SharedOnChipBytes() int { return 0 }
 func (s gbnScheme) ReorderWindow() int     { return 0 }
+func (s gbnScheme) Caps() Caps             { return Caps{} }
 
 // gbnSender keeps no state: the transport's cumulative-ack PSN and send
 // cursor are all go-back-N needs.

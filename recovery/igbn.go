@@ -34,6 +34,7 @@ func (s igbnScheme) NewReceiver() Receiver {
 }
 func (s igbnScheme) SharedOnChipBytes() int { return 0 }
 func (s igbnScheme) ReorderWindow() int     { return 0 }
+func (s igbnScheme) Caps() Caps             { return Caps{} }
 
 // igbnSender is go-back-N that sends a message's last packet twice.
 type igbnSender struct{ gbnSender }

@@ -62,6 +62,8 @@ func (s irnScheme) SharedOnChipBytes() int { return irnSharedOnChipBytes }
 
 func (s irnScheme) ReorderWindow() int { return s.window() }
 
+func (s irnScheme) Caps() Caps { return Caps{} }
+
 // On-chip state as IRN §6.1 counts it, in bits. Per QP: 52 bits of state at
 // each end (the PSN to retransmit and the recovery sequence, 24 bits each,
 // and 4 bits of flags); at the responder 56 more for the READ timer and the

@@ -10,7 +10,7 @@ import "github.com/softnic/softnic/qp"
 //
 //   - Data and metadata are kept apart (§3.2.1, §3.2.2): an out-of-order
 //     packet goes to an off-chip reorder buffer (the transport keeps it in
-//     host memory, Buffering) and is copied to the application when the
+//     host memory, Caps.BuffersOutOfOrder) and is copied to the application when the
 //     hole before it fills; only its bit is kept on chip.
 //   - The bits come from one shared pool per side of 1-byte blocks (§3.2.3):
 //     a free-slot stack hands them out, next pointers chain a connection's
@@ -60,8 +60,8 @@ func (s *meloScheme) window() int { return min(s.p.BDPPackets, MaxBDPPackets) }
 // ReorderWindow is the BDP's worth of reorder buffer each connection has
 // off chip (§3.2.2) — and what the sender keeps in flight (BDP-FC as in
 // IRN: MELO ran over DCQCN, softnic has no congestion control).
-func (s *meloScheme) ReorderWindow() int      { return s.window() }
-func (s *meloScheme) BuffersOutOfOrder() bool { return true }
+func (s *meloScheme) ReorderWindow() int { return s.window() }
+func (s *meloScheme) Caps() Caps         { return Caps{BuffersOutOfOrder: true} }
 
 // SharedOnChipBytes: both bits pools with their next pointers and
 // free-slot stacks (§3.2.3: 3 Kb per 1 Kb pool).

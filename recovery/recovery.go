@@ -143,6 +143,8 @@ type Scheme interface {
 	// carry softnic's placement headers, the responder NAKs with selective
 	// acknowledgements, and the requester places READ responses by PSN.
 	ReorderWindow() int
+	// Caps declares what else the scheme asks of the transport.
+	Caps() Caps
 }
 
 // Resume is a sender decision after a NAK or a timeout.
@@ -210,8 +212,12 @@ type Sender interface {
 	// Retransmitted reports it sent, so that a full transmit ring loses
 	// nothing.
 	NextRetransmit() (psn qp.PSN, ok bool)
-	// Retransmitted reports that psn, returned by NextRetransmit, was sent
-	// again.
+	// RetransmittedAt reports that psn, returned by NextRetransmit, was
+	// sent again at now, with sent one past the highest PSN sent by then.
+	RetransmittedAt(now Time, psn, sent qp.PSN)
+	// Retransmitted consumes psn, returned by NextRetransmit, without
+	// sending it: it was acknowledged meanwhile. (A sender that keeps no
+	// time implements RetransmittedAt with it.)
 	Retransmitted(psn qp.PSN)
 	// Timeout is the retransmission timeout to arm with inflight packets
 	// outstanding; base is the QP's negotiated ACK timeout and rtt the
@@ -317,18 +323,14 @@ type Messages interface {
 	Message(psn qp.PSN) (last qp.PSN, kind SackKind, ok bool)
 }
 
-// TimedRetransmitter is a Sender that wants the time a retransmission went
-// out and sent (one past the highest PSN sent by then): the transport
-// calls RetransmittedAt instead of Retransmitted.
-type TimedRetransmitter interface {
-	RetransmittedAt(now Time, psn, sent qp.PSN)
-}
-
-// Buffering is a scheme that keeps out-of-order packets in an off-chip
-// reorder buffer and delivers them to application memory when the hole
-// before them fills (MELO §3.2.2), instead of placing them on arrival.
-type Buffering interface {
-	BuffersOutOfOrder() bool
+// Caps are what a scheme asks of the transport beyond the Sender and
+// Receiver calls.
+type Caps struct {
+	// BuffersOutOfOrder: out-of-order packets are kept in an off-chip
+	// reorder buffer and delivered to application memory when the hole
+	// before them fills (MELO §3.2.2), instead of placed on arrival.
+	// Only with a ReorderWindow.
+	BuffersOutOfOrder bool
 }
 
 // SchemeStats are a scheme's counters on one NIC: its shared pools and

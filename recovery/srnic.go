@@ -44,6 +44,7 @@ func (s srnicScheme) Name() string                       { return SRNIC }
 func (s srnicScheme) Params() Params                     { return s.irn.p }
 func (s srnicScheme) SharedOnChipBytes() int             { return s.irn.SharedOnChipBytes() }
 func (s srnicScheme) ReorderWindow() int                 { return s.irn.ReorderWindow() }
+func (s srnicScheme) Caps() Caps                         { return s.irn.Caps() }
 func (s srnicScheme) host() (*HostMemory, time.Duration) { return s.irn.p.Host, s.irn.p.HostLatency }
 
 func (s srnicScheme) NewSender() Sender {
