@@ -6,6 +6,7 @@ import (
 
 	"github.com/softnic/softnic/bth"
 	"github.com/softnic/softnic/qp"
+	"github.com/softnic/softnic/recovery"
 )
 
 // The completer (rxe_comp.c): ACKs, NAKs, read responses and atomic ACKs
@@ -282,7 +283,7 @@ func (e *Engine) onNak(q *QP, psn qp.PSN, code bth.NakCode) {
 			// (Appendix B.4): recovery, no retry spent, no going back.
 			// MELO and FaSR receivers NAK so only when their pools ran
 			// out, and their senders go back (go-back-N fallback).
-			if r := q.sender.OnNak(e.now, psn, q.maxSentPSN); r.GoBack {
+			if r := q.sender.OnFeedback(e.now, seqNak(psn, q.maxSentPSN)); r.GoBack {
 				e.goBack(q, r.GoBackTo)
 			}
 			e.scheduleIfReady(q)
@@ -323,7 +324,7 @@ func (e *Engine) onNak(q *QP, psn qp.PSN, code bth.NakCode) {
 			}
 		}
 		q.nakHeld, q.nakBackTo = psn+1, psn+1
-		if r := q.sender.OnNak(e.now, psn, q.maxSentPSN); r.GoBack {
+		if r := q.sender.OnFeedback(e.now, seqNak(psn, q.maxSentPSN)); r.GoBack {
 			// The NAK acknowledged everything before psn, but unacked
 			// stays at a READ or atomic before psn whose response never
 			// came (ackThrough): that acknowledgement implies the
@@ -353,6 +354,11 @@ func (e *Engine) onNak(q *QP, psn qp.PSN, code bth.NakCode) {
 		e.cnt.ReqRemoteInvalid++
 	}
 	e.failAt(q, q.sq.Head(), status)
+}
+
+// seqNak is a PSN-sequence-error NAK naming psn, as the sender gets it.
+func seqNak(psn, sent qp.PSN) recovery.Feedback {
+	return recovery.Feedback{Kind: recovery.ReplySeqNak, Cum: psn, Sent: sent}
 }
 
 // onRNRNak: the responder had no receive WQE; wait the RNR delay and

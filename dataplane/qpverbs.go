@@ -46,8 +46,7 @@ func (e *Engine) applyScheme(q *QP, scheme recovery.Scheme) {
 	if q.ooo {
 		q.stash = newStash(window)
 	}
-	b, ok := scheme.(recovery.Buffering)
-	q.buffers = q.ooo && ok && b.BuffersOutOfOrder()
+	q.buffers = q.ooo && scheme.Caps().BuffersOutOfOrder
 	q.scheme = scheme
 	q.sender = scheme.NewSender()
 	q.receiver = scheme.NewReceiver()

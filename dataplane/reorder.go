@@ -6,8 +6,8 @@ import (
 
 // The off-chip reorder buffer of schemes that keep out-of-order packets
 // away from application memory until the hole before them fills (MELO
-// §3.2.2, recovery.Buffering). MELO gives each connection a BDP of host
-// memory indexed by PSN; softnic keeps one engine-wide pool of packet
+// §3.2.2, recovery.Caps.BuffersOutOfOrder). MELO gives each connection a BDP
+// of host memory indexed by PSN; softnic keeps one engine-wide pool of packet
 // slots in host memory and, per QP, a PSN-indexed table of slot numbers
 // (allocated on the QP's first kept packet), so that thousands of QPs do
 // not each reserve a BDP they rarely use. A slot holds the RoCE packet as

@@ -3,7 +3,6 @@ package dataplane
 import (
 	"github.com/softnic/softnic/bth"
 	"github.com/softnic/softnic/qp"
-	"github.com/softnic/softnic/recovery"
 )
 
 // maxOutstandingPSNs keeps the requester well inside the half of the PSN
@@ -121,11 +120,7 @@ func (e *Engine) sendRequest(q *QP) bool {
 			if !e.sendPacket(q, w, psn, 0) {
 				return false
 			}
-			if t, ok := q.sender.(recovery.TimedRetransmitter); ok {
-				t.RetransmittedAt(e.now, psn, q.maxSentPSN)
-			} else {
-				q.sender.Retransmitted(psn)
-			}
+			q.sender.RetransmittedAt(e.now, psn, q.maxSentPSN)
 			return true
 		}
 		q.sender.Retransmitted(psn) // acknowledged meanwhile: nothing to resend

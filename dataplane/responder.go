@@ -6,6 +6,7 @@ import (
 
 	"github.com/softnic/softnic/bth"
 	"github.com/softnic/softnic/qp"
+	"github.com/softnic/softnic/recovery"
 )
 
 // The responder (rxe_resp.c). A request is checked in a fixed order —
@@ -69,7 +70,7 @@ func (e *Engine) respond(q *QP, pkt *bth.Packet) {
 	case d > 0:
 		e.cnt.OutOfSeqRequest++
 		act := q.receiver.OnOutOfSequence(e.now, q.ePSN, psn, pkt.Info.Flags&bth.IsLast != 0)
-		if act.Nak {
+		if act.Reply != recovery.ReplyNone { // without the extension opcodes, every reply is the sequence NAK
 			e.queueNak(q, q.ePSN, bth.NakSyndrome(bth.NakPSNSeqError), false)
 			e.cnt.SeqNakSent++
 		}

@@ -120,20 +120,17 @@ func (e *Engine) keepOutOfOrder(q *QP, pkt *bth.Packet, psn qp.PSN) {
 			}
 		}
 	}
-	switch {
-	case act.FNack:
+	switch act.Reply {
+	case recovery.ReplyFNack:
 		e.pushResp(q, respItem{kind: respFNak, psn: q.ePSN, sack: psn})
 		e.cnt.FNakSent++
-	case act.Nak && act.Holes:
-		if hr, ok := q.receiver.(recovery.HoleReporter); ok {
-			high, holes := hr.Holes()
-			e.pushResp(q, respItem{kind: respHolesNak, psn: q.ePSN, sack: high, holes: holes})
-			e.cnt.HolesNakSent++
-		}
-	case act.Nak && act.Sack:
+	case recovery.ReplyHoles:
+		e.pushResp(q, respItem{kind: respHolesNak, psn: q.ePSN, sack: act.High, holes: act.Holes})
+		e.cnt.HolesNakSent++
+	case recovery.ReplySack:
 		e.pushResp(q, respItem{kind: respSackNak, psn: q.ePSN, sack: psn, lostCnt: act.LostCnt, overflow: act.Overflow})
 		e.cnt.SackNakSent++
-	case act.Nak:
+	case recovery.ReplySeqNak:
 		e.queueNak(q, q.ePSN, bth.NakSyndrome(bth.NakPSNSeqError), false)
 		e.cnt.SeqNakSent++
 	}
@@ -220,20 +217,8 @@ func (e *Engine) onSackNak(q *QP, psn qp.PSN, pkt *bth.Packet) {
 	}
 	e.cnt.RcvdSackNak++
 	e.sackThrough(q, psn)
-	kind := q.sackKind(sack)
-	if ls, ok := q.sender.(recovery.LostCountSender); ok {
-		overflow := pkt.Opcode() == bth.RCAcknowledgeSACKOverflow
-		r := ls.OnLostCountSack(e.now, psn, sack, int(pkt.SACKETH().LostCnt()), overflow, kind, q.maxSentPSN)
-		if r.GoBack {
-			e.goBack(q, r.GoBackTo)
-		}
-		e.advanceSelective(q)
-		e.scheduleIfReady(q)
-		return
-	}
-	q.sender.OnNak(e.now, psn, q.maxSentPSN)
-	q.sender.OnSack(e.now, sack, sack, kind, q.maxSentPSN)
-	e.scheduleIfReady(q)
+	e.feedback(q, recovery.Feedback{Kind: recovery.ReplySack, Cum: psn, PSN: sack, SackKind: q.sackKind(sack),
+		LostCnt: pkt.SACKETH().LostCnt(), Overflow: pkt.Opcode() == bth.RCAcknowledgeSACKOverflow})
 }
 
 // onFNak handles FaSR's FNACK: the responder dropped the retransmission
@@ -245,17 +230,7 @@ func (e *Engine) onFNak(q *QP, psn qp.PSN, pkt *bth.Packet) {
 	}
 	e.cnt.RcvdFNak++
 	e.sackThrough(q, psn)
-	var r recovery.Resume
-	if ls, ok := q.sender.(recovery.LostCountSender); ok {
-		r = ls.OnFNack(e.now, psn, sack, q.maxSentPSN)
-	} else {
-		r = q.sender.OnNak(e.now, psn, q.maxSentPSN)
-	}
-	if r.GoBack {
-		e.goBack(q, r.GoBackTo)
-	}
-	e.advanceSelective(q)
-	e.scheduleIfReady(q)
+	e.feedback(q, recovery.Feedback{Kind: recovery.ReplyFNack, Cum: psn, PSN: sack})
 }
 
 // onHolesNak handles MELO's NACK (§3.2.4): the responder expects psn, has
@@ -299,37 +274,34 @@ func (e *Engine) onHolesNak(q *QP, psn qp.PSN, pkt *bth.Packet) {
 	}
 	e.cnt.RcvdHolesNak++
 	e.sackThrough(q, psn)
-	for i, hole := range hs {
-		from := hole.Start.Add(hole.Len)
-		to := high
-		if i+1 < len(hs) {
-			to = hs[i+1].Start.Prev()
-		}
-		e.sackRange(q, from, to)
+	e.feedback(q, recovery.Feedback{Kind: recovery.ReplyHoles, Cum: psn, High: high, Holes: holes, Messages: (*qpMessages)(q)})
+}
+
+// feedback hands a checked reply to the sender (recovery.Sender.OnFeedback)
+// and carries out its decision: the send cursor goes back if asked, and
+// the cumulative acknowledgement is read again.
+func (e *Engine) feedback(q *QP, fb recovery.Feedback) {
+	fb.Sent = q.maxSentPSN
+	if r := q.sender.OnFeedback(e.now, fb); r.GoBack {
+		e.goBack(q, r.GoBackTo)
 	}
 	e.advanceSelective(q)
 	e.scheduleIfReady(q)
 }
 
-// sackRange reports from..to (inclusive) as held by the responder, WQE by
-// WQE: SENDs and WRITEs are received, READs and atomics held.
-func (e *Engine) sackRange(q *QP, from, to qp.PSN) {
-	for p := from; !p.After(to); {
-		w := q.wqeAt(p)
-		if w == nil {
-			return
-		}
-		end := w.lastPSN
-		if end.After(to) {
-			end = to
-		}
-		kind := recovery.Received
-		if w.isReadOrAtomic() {
-			kind = recovery.Held
-		}
-		q.sender.OnSack(e.now, p, end, kind, q.maxSentPSN)
-		p = end.Next()
+// qpMessages is a QP's send queue as recovery.Messages: a WQE is a request,
+// its SENDs and WRITEs received when held, its READs and atomics held.
+type qpMessages QP
+
+func (m *qpMessages) Message(psn qp.PSN) (qp.PSN, recovery.SackKind, bool) {
+	w := (*QP)(m).wqeAt(psn)
+	if w == nil {
+		return 0, 0, false
 	}
+	if w.isReadOrAtomic() {
+		return w.lastPSN, recovery.Held, true
+	}
+	return w.lastPSN, recovery.Received, true
 }
 
 // sackThrough: the responder has every request before peerCum. Its SENDs

@@ -73,6 +73,7 @@ func (s *fasrScheme) Name() string       { return FaSR }
 func (s *fasrScheme) Params() Params     { return s.p }
 func (s *fasrScheme) window() int        { return min(s.p.BDPPackets, MaxBDPPackets) }
 func (s *fasrScheme) ReorderWindow() int { return s.window() }
+func (s *fasrScheme) Caps() Caps         { return Caps{} }
 func (s *fasrScheme) SharedOnChipBytes() int {
 	return s.units.Stats().Bytes + s.blocks.Stats().Bytes
 }
@@ -183,15 +184,15 @@ func (r *fasrReceiver) addLost(n int) {
 	}
 }
 
-func (r *fasrReceiver) sack(keep bool) RxAction {
-	return RxAction{Keep: keep, Nak: true, Sack: true, LostCnt: uint8(r.lost), Overflow: r.overflow}
+func (r *fasrReceiver) sack(keep bool) Decision {
+	return Decision{Keep: keep, Reply: ReplySack, LostCnt: uint8(r.lost), Overflow: r.overflow}
 }
 
 // drop refuses a packet go-back-N style: a NAK of RCV-NXT at most once per
 // NAK interval.
-func (r *fasrReceiver) drop(now Time, psn qp.PSN) RxAction {
+func (r *fasrReceiver) drop(now Time, psn qp.PSN) Decision {
 	r.s.stats.PoolDrops++
-	return RxAction{Nak: r.gbn.OnOutOfSequence(now, r.nxt, psn, false).Nak}
+	return Decision{Reply: r.gbn.OnOutOfSequence(now, r.nxt, psn, false).Reply}
 }
 
 // blocksFor is how many blocks a chain starting at from needs to reach psn.
@@ -200,12 +201,12 @@ func (r *fasrReceiver) blocksFor(from, psn qp.PSN) int {
 	return (int(psn.Diff(from)) + b) / b
 }
 
-func (r *fasrReceiver) OnOutOfSequence(now Time, epsn, psn qp.PSN, _ bool) RxAction {
+func (r *fasrReceiver) OnOutOfSequence(now Time, epsn, psn qp.PSN, _ bool) Decision {
 	r.OnInSequence(now, epsn)
 	r.touch()
 	d := int(psn.Diff(r.nxt))
 	if d <= 0 || d >= r.window {
-		return RxAction{}
+		return Decision{}
 	}
 	st := &r.s.stats
 	if !r.inRec {
@@ -275,7 +276,7 @@ func (r *fasrReceiver) OnOutOfSequence(now Time, epsn, psn qp.PSN, _ bool) RxAct
 	// Between RCV-NXT and sack-high.
 	if r.received(psn) {
 		if r.fallback {
-			return RxAction{} // go-back-N resends what it holds: no word
+			return Decision{} // go-back-N resends what it holds: no word
 		}
 		return r.sack(false) // a duplicate: acknowledge it again
 	}
@@ -290,13 +291,13 @@ func (r *fasrReceiver) OnOutOfSequence(now Time, epsn, psn qp.PSN, _ bool) RxAct
 	// "Reordering is not loss").
 	if !r.slow() || !r.bits.set(r.s.blocks, psn) {
 		st.FNacksSent++
-		return RxAction{FNack: true}
+		return Decision{Reply: ReplyFNack}
 	}
 	if !r.overflow && r.lost > 1 {
 		r.lost--
 	}
 	st.FNacksSent++
-	return RxAction{Keep: true, FNack: true}
+	return Decision{Keep: true, Reply: ReplyFNack}
 }
 
 func (r *fasrReceiver) OnInSequence(_ Time, epsn qp.PSN) {
@@ -397,10 +398,22 @@ func (f *fasrSender) OnSack(now Time, from, to qp.PSN, kind SackKind, sent qp.PS
 	f.sack(from, to, kind, sent)
 }
 
-// OnLostCountSack handles a SACK: the packets between UNACK and the first
+// OnFeedback reads a SACK with its lost-cnt (onLostCountSack) and an
+// FNACK (onFNack); a sequence NAK is onNak (onFeedback).
+func (f *fasrSender) OnFeedback(now Time, fb Feedback) Resume {
+	switch fb.Kind {
+	case ReplySack:
+		return f.onLostCountSack(now, fb.Cum, fb.PSN, int(fb.LostCnt), fb.Overflow, fb.SackKind, fb.Sent)
+	case ReplyFNack:
+		return f.onFNack(now, fb.Cum, fb.PSN, fb.Sent)
+	}
+	return onFeedback(f, now, fb)
+}
+
+// onLostCountSack handles a SACK: the packets between UNACK and the first
 // SACK are lost; later, a gap between the SACK and sack-high is lost only
 // if lost-cnt grew, else it was the SACKs that were lost (§III-B2).
-func (f *fasrSender) OnLostCountSack(now Time, cum, sack qp.PSN, lostCnt int, overflow bool, kind SackKind, sent qp.PSN) Resume {
+func (f *fasrSender) onLostCountSack(now Time, cum, sack qp.PSN, lostCnt int, overflow bool, kind SackKind, sent qp.PSN) Resume {
 	f.tick(now, sent)
 	if !sack.After(f.base) || int(sack.Diff(f.base)) >= f.window {
 		return Resume{}
@@ -446,7 +459,7 @@ func (f *fasrSender) OnLostCountSack(now Time, cum, sack qp.PSN, lostCnt int, ov
 	return Resume{}
 }
 
-// OnFNack restarts the retransmissions from UNACK only when psn was
+// onFNack restarts the retransmissions from UNACK only when psn was
 // resent in this round and the retransmission of UNACK's packet has gone
 // unacknowledged for a hold (max(G, 4·RTTVAR), or RTO_low/8 without an
 // estimate): then the PSNs resent before psn and still missing are taken
@@ -455,7 +468,7 @@ func (f *fasrSender) OnLostCountSack(now Time, cum, sack qp.PSN, lostCnt int, ov
 // jitter, not loss, let overtake another. The new round resets the hold,
 // so FNACKs restart a QP's retransmissions at most once per hold
 // (docs/recovery.md, "Lost retransmissions").
-func (f *fasrSender) OnFNack(now Time, _, psn qp.PSN, sent qp.PSN) Resume {
+func (f *fasrSender) onFNack(now Time, _, psn qp.PSN, sent qp.PSN) Resume {
 	f.tick(now, sent)
 	if !f.inRec || !f.recovery || !psn.Before(f.rtxNext) || !f.lostRetransmission(psn, true) {
 		return Resume{}
@@ -465,8 +478,8 @@ func (f *fasrSender) OnFNack(now Time, _, psn qp.PSN, sent qp.PSN) Resume {
 	return Resume{}
 }
 
-// OnNak is the receiver's go-back-N NAK (its pools were exhausted).
-func (f *fasrSender) OnNak(now Time, psn, sent qp.PSN) Resume {
+// onNak is the receiver's go-back-N NAK (its pools were exhausted).
+func (f *fasrSender) onNak(now Time, psn, sent qp.PSN) Resume {
 	f.tick(now, sent)
 	f.recovery = false
 	return Resume{GoBack: true, GoBackTo: psn}

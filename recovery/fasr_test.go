@@ -29,8 +29,8 @@ func fasrInUse(t *testing.T, s *fasrScheme, units, blocks int) {
 }
 
 // sackOf is the SACK a FaSR receiver answers an early packet with.
-func sackOf(keep bool, lost uint8, overflow bool) RxAction {
-	return RxAction{Keep: keep, Nak: true, Sack: true, LostCnt: lost, Overflow: overflow}
+func sackOf(keep bool, lost uint8, overflow bool) Decision {
+	return Decision{Keep: keep, Reply: ReplySack, LostCnt: lost, Overflow: overflow}
 }
 
 func wantKept(t *testing.T, r Receiver, kept map[qp.PSN]bool) {
@@ -167,10 +167,10 @@ func TestFaSRReceiverFNack(t *testing.T) {
 	r.Reset(0)
 	r.OnOutOfSequence(0, 0, 2, false)
 	r.OnOutOfSequence(0, 0, 4, false)
-	wantRx(t, r.OnOutOfSequence(0, 0, 3, false), RxAction{Keep: true, FNack: true}, "3 (fills a hole, 0 still missing)")
+	wantRx(t, r.OnOutOfSequence(0, 0, 3, false), Decision{Keep: true, Reply: ReplyFNack}, "3 (fills a hole, 0 still missing)")
 	wantKept(t, r, map[qp.PSN]bool{1: false, 2: true, 3: true, 4: true})
 	wantRx(t, r.OnOutOfSequence(0, 0, 2, false), sackOf(false, 2, false), "a copy of 2")
-	wantRx(t, r.OnOutOfSequence(0, 0, 1, false), RxAction{Keep: true, FNack: true}, "1")
+	wantRx(t, r.OnOutOfSequence(0, 0, 1, false), Decision{Keep: true, Reply: ReplyFNack}, "1")
 	wantRx(t, r.OnOutOfSequence(0, 0, 3, false), sackOf(false, 1, false), "a copy of 3")
 	if st := s.Stats(); st.FNacksSent != 2 {
 		t.Fatalf("%+v", st)
@@ -227,9 +227,9 @@ func TestFaSRReceiverUnitsExhausted(t *testing.T) {
 	r1.Reset(0)
 	r2.Reset(50)
 	r1.OnOutOfSequence(0, 0, 1, false)
-	wantRx(t, r2.OnOutOfSequence(0, 50, 52, false), RxAction{Nak: true}, "no unit")
-	wantRx(t, r2.OnOutOfSequence(ival/2, 50, 53, false), RxAction{}, "no unit, within the NAK interval")
-	wantRx(t, r2.OnOutOfSequence(ival, 50, 54, false), RxAction{Nak: true}, "no unit, after the NAK interval")
+	wantRx(t, r2.OnOutOfSequence(0, 50, 52, false), Decision{Reply: ReplySeqNak}, "no unit")
+	wantRx(t, r2.OnOutOfSequence(ival/2, 50, 53, false), Decision{}, "no unit, within the NAK interval")
+	wantRx(t, r2.OnOutOfSequence(ival, 50, 54, false), Decision{Reply: ReplySeqNak}, "no unit, after the NAK interval")
 	wantKept(t, r2, map[qp.PSN]bool{52: false, 53: false})
 	if st := s.Stats(); st.Fallbacks != 3 || st.PoolDrops != 3 || st.Pools[0].Exhausted != 3 {
 		t.Fatalf("%+v", st)
@@ -259,10 +259,10 @@ func TestFaSRReceiverBlocksExhausted(t *testing.T) {
 	}
 	fasrInUse(t, s, 2, 1)
 	// 4 lost, 5 needs the slow path: no block.
-	wantRx(t, r2.OnOutOfSequence(0, 0, 5, false), RxAction{Nak: true}, "5, no block")
-	wantRx(t, r2.OnOutOfSequence(1, 0, 6, false), RxAction{}, "6 within the NAK interval")
-	wantRx(t, r2.OnOutOfSequence(2, 0, 2, false), RxAction{}, "a copy of 2 in fallback")
-	wantRx(t, r2.OnOutOfSequence(ival, 0, 7, false), RxAction{Nak: true}, "7 after the NAK interval")
+	wantRx(t, r2.OnOutOfSequence(0, 0, 5, false), Decision{Reply: ReplySeqNak}, "5, no block")
+	wantRx(t, r2.OnOutOfSequence(1, 0, 6, false), Decision{}, "6 within the NAK interval")
+	wantRx(t, r2.OnOutOfSequence(2, 0, 2, false), Decision{}, "a copy of 2 in fallback")
+	wantRx(t, r2.OnOutOfSequence(ival, 0, 7, false), Decision{Reply: ReplySeqNak}, "7 after the NAK interval")
 	st := s.Stats()
 	if st.Fallbacks != 1 || st.PoolDrops != 3 || st.Pools[1].Exhausted == 0 {
 		t.Fatalf("%+v", st)
@@ -279,8 +279,8 @@ func TestFaSRReceiverBlocksExhausted(t *testing.T) {
 	fasrInUse(t, s, 2, 1)
 	// On the slow path the bitmap cannot grow: fallback too.
 	r1.OnOutOfSequence(ival, 1000, 1016, false) // still in its block (1001-1016)
-	wantRx(t, r1.OnOutOfSequence(ival, 1000, 1017, false), RxAction{Nak: true}, "1017 needs a second block")
-	wantRx(t, r1.OnOutOfSequence(ival, 1000, 1018, false), RxAction{}, "1018 in fallback")
+	wantRx(t, r1.OnOutOfSequence(ival, 1000, 1017, false), Decision{Reply: ReplySeqNak}, "1017 needs a second block")
+	wantRx(t, r1.OnOutOfSequence(ival, 1000, 1018, false), Decision{}, "1018 in fallback")
 	wantKept(t, r1, map[qp.PSN]bool{1002: true, 1016: true, 1017: false})
 	if r1.sackHigh != 1016 {
 		t.Fatalf("sack-high %d moved over dropped packets", r1.sackHigh)
@@ -292,7 +292,7 @@ func TestFaSRReceiverBlocksExhausted(t *testing.T) {
 	fasrInUse(t, s, 0, 0)
 	// A first early packet that needs a block it cannot have.
 	r1.OnOutOfSequence(ival, 1017, 1019, false)
-	wantRx(t, r2.OnOutOfSequence(10*ival, 8, 10, false), RxAction{Nak: true}, "first packet, no block")
+	wantRx(t, r2.OnOutOfSequence(10*ival, 8, 10, false), Decision{Reply: ReplySeqNak}, "first packet, no block")
 	fasrInUse(t, s, 1, 1)
 	if r2.inRec {
 		t.Fatal("a recovery without bits holds a unit")
@@ -337,7 +337,7 @@ func TestFaSRSenderLostCount(t *testing.T) {
 	f.Reset(start)
 	sent := start.Add(12)
 	at := func(k uint32) qp.PSN { return start.Add(k) }
-	if r := f.OnLostCountSack(0, start, at(3), 3, false, Received, sent); r.GoBack {
+	if r := f.onLostCountSack(0, start, at(3), 3, false, Received, sent); r.GoBack {
 		t.Fatalf("first SACK: %+v", r)
 	}
 	if got := drain(f); !samePSNs(got, at(0), at(1), at(2)) {
@@ -348,7 +348,7 @@ func TestFaSRSenderLostCount(t *testing.T) {
 		t.Fatalf("%+v", st)
 	}
 	// 4 and 5 lost: lost-cnt grew to 5.
-	f.OnLostCountSack(0, start, at(6), 5, false, Received, sent)
+	f.onLostCountSack(0, start, at(6), 5, false, Received, sent)
 	if got := drain(f); !samePSNs(got, at(4), at(5)) {
 		t.Fatalf("a gap with lost-cnt grown resent %x", got)
 	}
@@ -356,7 +356,7 @@ func TestFaSRSenderLostCount(t *testing.T) {
 		t.Fatalf("%+v", st)
 	}
 	// 7 and 8 arrived but their SACKs were lost: lost-cnt unchanged.
-	f.OnLostCountSack(0, start, at(9), 5, false, Received, sent)
+	f.onLostCountSack(0, start, at(9), 5, false, Received, sent)
 	if got := drain(f); len(got) != 0 {
 		t.Fatalf("a gap with lost-cnt unchanged resent %x", got)
 	}
@@ -409,8 +409,8 @@ func TestFaSRSenderTimeoutLostOne(t *testing.T) {
 	if r := f.OnTimeout(0, 104, 110); !r.GoBack || r.GoBackTo != 104 {
 		t.Fatalf("timeout with nothing SACKed: %+v", r)
 	}
-	f.OnLostCountSack(0, 104, 105, 1, false, Received, 110)
-	f.OnLostCountSack(0, 104, 106, 1, false, Received, 110)
+	f.onLostCountSack(0, 104, 105, 1, false, Received, 110)
+	f.onLostCountSack(0, 104, 106, 1, false, Received, 110)
 	if got := drain(f); !samePSNs(got, 104) {
 		t.Fatalf("resent %v", got)
 	}
@@ -434,7 +434,7 @@ func drainAt(s Sender, now Time, sent qp.PSN) []qp.PSN {
 	var got []qp.PSN
 	for psn, ok := s.NextRetransmit(); ok; psn, ok = s.NextRetransmit() {
 		got = append(got, psn)
-		s.(TimedRetransmitter).RetransmittedAt(now, psn, sent)
+		s.RetransmittedAt(now, psn, sent)
 	}
 	return got
 }
@@ -451,49 +451,49 @@ func TestFaSRSenderFNack(t *testing.T) {
 	f.Reset(0)
 	f.Timeout(time.Second, 10, RTT{}) // hold 50 µs
 	const sent = 10
-	f.OnFNack(0, 0, 2, sent)
+	f.onFNack(0, 0, 2, sent)
 	if got := drainAt(f, 0, sent); len(got) != 0 || s.Stats().FNacksTaken != 0 {
 		t.Fatalf("an FNACK outside recovery resent %v", got)
 	}
-	f.OnLostCountSack(0, 0, 3, 3, false, Received, sent)
+	f.onLostCountSack(0, 0, 3, 3, false, Received, sent)
 	if got := drainAt(f, 1*us, sent); !samePSNs(got, 0, 1, 2) {
 		t.Fatalf("resent %v", got)
 	}
-	if r := f.OnFNack(40*us, 0, 2, sent); r.GoBack {
+	if r := f.onFNack(40*us, 0, 2, sent); r.GoBack {
 		t.Fatalf("FNACK went back: %+v", r)
 	}
 	if got := drainAt(f, 40*us, sent); len(got) != 0 || s.Stats().FNacksTaken != 0 {
 		t.Fatalf("an FNACK before the hold resent %v (%+v)", got, s.Stats())
 	}
-	f.OnFNack(60*us, 0, 2, sent)
+	f.onFNack(60*us, 0, 2, sent)
 	if got := drainAt(f, 60*us, sent); !samePSNs(got, 0, 1, 2) || s.Stats().FNacksTaken != 1 {
 		t.Fatalf("an FNACK after the hold resent %v (%+v)", got, s.Stats())
 	}
-	f.OnFNack(70*us, 0, 2, sent)
-	f.OnFNack(100*us, 0, 1, sent)
+	f.onFNack(70*us, 0, 2, sent)
+	f.onFNack(100*us, 0, 1, sent)
 	if got := drainAt(f, 100*us, sent); len(got) != 0 || s.Stats().FNacksTaken != 1 {
 		t.Fatalf("a second FNACK within a hold of the new round resent %v (%+v)", got, s.Stats())
 	}
 	f.OnAck(105*us, 1) // progress: PSN 1 became UNACK now
-	f.OnFNack(140*us, 1, 2, sent)
+	f.onFNack(140*us, 1, 2, sent)
 	if got := drainAt(f, 140*us, sent); len(got) != 0 {
 		t.Fatalf("an FNACK within a hold of progress resent %v", got)
 	}
-	f.OnFNack(160*us, 1, 2, sent)
+	f.onFNack(160*us, 1, 2, sent)
 	if got := drainAt(f, 160*us, sent); !samePSNs(got, 1, 2) || s.Stats().FNacksTaken != 2 {
 		t.Fatalf("an FNACK a hold after progress resent %v (%+v)", got, s.Stats())
 	}
 	// With an estimate the hold is RFC 6298's margin: 4·5 µs.
 	f.Timeout(time.Second, 10, RTT{SRTT: 20 * us, RTTVar: 5 * us, MinRTT: 20 * us, Valid: true})
-	f.OnFNack(175*us, 1, 2, sent)
+	f.onFNack(175*us, 1, 2, sent)
 	if got := drainAt(f, 175*us, sent); len(got) != 0 {
 		t.Fatalf("an FNACK 15 µs after the round resent %v", got)
 	}
-	f.OnFNack(180*us, 1, 2, sent)
+	f.onFNack(180*us, 1, 2, sent)
 	if got := drainAt(f, 180*us, sent); !samePSNs(got, 1, 2) || s.Stats().FNacksTaken != 3 {
 		t.Fatalf("an FNACK 20 µs after the round resent %v (%+v)", got, s.Stats())
 	}
-	f.OnFNack(300*us, 1, 4, sent) // 4 was never resent: reordering, not loss
+	f.onFNack(300*us, 1, 4, sent) // 4 was never resent: reordering, not loss
 	if got := drainAt(f, 300*us, sent); len(got) != 0 {
 		t.Fatalf("an FNACK of a PSN not resent resent %v", got)
 	}
@@ -506,8 +506,8 @@ func TestFaSRSenderUnitsExhausted(t *testing.T) {
 	f1, f2 := fasrTx(s), fasrTx(s)
 	f1.Reset(0)
 	f2.Reset(500)
-	f1.OnLostCountSack(0, 0, 2, 2, false, Received, 10)
-	if r := f2.OnLostCountSack(0, 500, 502, 2, false, Received, 510); !r.GoBack || r.GoBackTo != 500 {
+	f1.onLostCountSack(0, 0, 2, 2, false, Received, 10)
+	if r := f2.onLostCountSack(0, 500, 502, 2, false, Received, 510); !r.GoBack || r.GoBackTo != 500 {
 		t.Fatalf("no unit: %+v", r)
 	}
 	if got := drain(f2); len(got) != 0 {
@@ -520,7 +520,7 @@ func TestFaSRSenderUnitsExhausted(t *testing.T) {
 		t.Fatalf("cumulative %d", got)
 	}
 	fasrInUse(t, s, 0, 0)
-	if r := f2.OnLostCountSack(0, 500, 502, 2, false, Received, 510); r.GoBack {
+	if r := f2.onLostCountSack(0, 500, 502, 2, false, Received, 510); r.GoBack {
 		t.Fatalf("a unit is free: %+v", r)
 	}
 	if got := drain(f2); !samePSNs(got, 500, 501) {
@@ -534,8 +534,8 @@ func TestFaSRSenderEvict(t *testing.T) {
 	s := newFasrScheme(t, Params{FasrBlockBits: 4})
 	f := fasrTx(s)
 	f.Reset(0)
-	f.OnLostCountSack(0, 0, 2, 2, false, Received, 12)
-	f.OnLostCountSack(0, 0, 9, 8, true, Received, 12)
+	f.onLostCountSack(0, 0, 2, 2, false, Received, 12)
+	f.onLostCountSack(0, 0, 9, 8, true, Received, 12)
 	fasrInUse(t, s, 1, 2)
 	var ev Evictable = f
 	ev.OnEvict()
@@ -559,12 +559,12 @@ func TestFaSRSenderHeldNotResent(t *testing.T) {
 	s := newFasrScheme(t, Params{})
 	f := fasrTx(s)
 	f.Reset(5)
-	f.OnLostCountSack(0, 5, 6, 1, false, Held, 20)
+	f.onLostCountSack(0, 5, 6, 1, false, Held, 20)
 	if got := drain(f); !samePSNs(got, 5) {
 		t.Fatalf("first SACK resent %v, want [5]", got)
 	}
 	for p := qp.PSN(7); p <= 10; p++ {
-		f.OnLostCountSack(0, 5, p, 1, false, Held, 20)
+		f.onLostCountSack(0, 5, p, 1, false, Held, 20)
 		if got := drain(f); len(got) != 0 {
 			t.Fatalf("SACK %d (held, lost-cnt 1, no gap) resent %v", p, got)
 		}
@@ -579,8 +579,8 @@ func TestFaSRSenderBlocksReturned(t *testing.T) {
 	f := fasrTx(s)
 	f.Reset(0)
 	const sent = 8
-	f.OnLostCountSack(0, 0, 3, 3, false, Received, sent)
-	f.OnLostCountSack(0, 0, 6, 5, false, Received, sent)
+	f.onLostCountSack(0, 0, 3, 3, false, Received, sent)
+	f.onLostCountSack(0, 0, 6, 5, false, Received, sent)
 	drain(f)
 	if got := f.OnAck(0, sent); got != sent || f.recovery {
 		t.Fatalf("cumulative %d, recovery %v", got, f.recovery)

@@ -23,6 +23,7 @@ func (s gbnScheme) NewSender() Sender      { return &gbnSender{} }
 func (s gbnScheme) NewReceiver() Receiver  { return &gbnReceiver{nakInterval: s.p.NakInterval} }
 func (s gbnScheme) SharedOnChipBytes() int { return 0 }
 func (s gbnScheme) ReorderWindow() int     { return 0 }
+func (s gbnScheme) Caps() Caps             { return Caps{} }
 
 // gbnSender keeps no state: the transport's cumulative-ack PSN and send
 // cursor are all go-back-N needs.
@@ -36,7 +37,9 @@ func (*gbnSender) OnSack(Time, qp.PSN, qp.PSN, SackKind, qp.PSN) {}
 func (*gbnSender) NextRetransmit() (qp.PSN, bool)                { return 0, false }
 func (*gbnSender) Retransmitted(qp.PSN)                          {}
 func (*gbnSender) OnChipBytes() int                              { return 0 }
-func (*gbnSender) OnNak(_ Time, psn, _ qp.PSN) Resume            { return Resume{GoBack: true, GoBackTo: psn} }
+func (s *gbnSender) RetransmittedAt(_ Time, psn, _ qp.PSN)       { s.Retransmitted(psn) }
+func (*gbnSender) onNak(_ Time, psn, _ qp.PSN) Resume            { return Resume{GoBack: true, GoBackTo: psn} }
+func (s *gbnSender) OnFeedback(now Time, fb Feedback) Resume     { return onFeedback(s, now, fb) }
 func (*gbnSender) OnTimeout(_ Time, unacked, _ qp.PSN) Resume {
 	return Resume{GoBack: true, GoBackTo: unacked}
 }
@@ -66,12 +69,12 @@ const gbnReceiverOnChipBytes = 5
 
 func (r *gbnReceiver) Reset(qp.PSN) { r.naked = false }
 
-func (r *gbnReceiver) OnOutOfSequence(now Time, _, _ qp.PSN, _ bool) RxAction {
+func (r *gbnReceiver) OnOutOfSequence(now Time, _, _ qp.PSN, _ bool) Decision {
 	if r.naked && now-r.lastNak < r.nakInterval {
-		return RxAction{}
+		return Decision{}
 	}
 	r.naked, r.lastNak = true, now
-	return RxAction{Nak: true}
+	return Decision{Reply: ReplySeqNak}
 }
 
 func (r *gbnReceiver) OnInSequence(Time, qp.PSN) { r.naked = false }

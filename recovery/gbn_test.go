@@ -37,12 +37,12 @@ func TestGBNReceiverNakInterval(t *testing.T) {
 	}
 	for _, st := range steps {
 		a := r.OnOutOfSequence(st.now, 10, st.psn, false)
-		if a.Keep || a.Nak != st.wantNak {
+		if a.Keep || (a.Reply == ReplySeqNak) != st.wantNak {
 			t.Fatalf("at %v psn %d: %+v, want nak %v and drop", st.now, st.psn, a, st.wantNak)
 		}
 	}
 	r.OnInSequence(160*us, 11)
-	if a := r.OnOutOfSequence(161*us, 11, 13, false); !a.Nak {
+	if a := r.OnOutOfSequence(161*us, 11, 13, false); a.Reply != ReplySeqNak {
 		t.Fatal("no NAK for a new hole after progress")
 	}
 	if _, ok := r.Deadline(); ok {
@@ -53,7 +53,7 @@ func TestGBNReceiverNakInterval(t *testing.T) {
 func TestGBNSender(t *testing.T) {
 	s, _ := New(GBN, Params{})
 	snd := s.NewSender()
-	if r := snd.OnNak(0, 42, 50); !r.GoBack || r.GoBackTo != 42 {
+	if r := snd.OnFeedback(0, Feedback{Kind: ReplySeqNak, Cum: 42, Sent: 50}); !r.GoBack || r.GoBackTo != 42 {
 		t.Fatalf("OnNak: %+v", r)
 	}
 	if r := snd.OnTimeout(0, 7, 9); !r.GoBack || r.GoBackTo != 7 {

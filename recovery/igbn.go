@@ -34,6 +34,7 @@ func (s igbnScheme) NewReceiver() Receiver {
 }
 func (s igbnScheme) SharedOnChipBytes() int { return 0 }
 func (s igbnScheme) ReorderWindow() int     { return 0 }
+func (s igbnScheme) Caps() Caps             { return Caps{} }
 
 // igbnSender is go-back-N that sends a message's last packet twice.
 type igbnSender struct{ gbnSender }
@@ -58,7 +59,7 @@ const igbnReceiverOnChipBytes = gbnReceiverOnChipBytes + 3 + 4
 
 func (r *igbnReceiver) Reset(start qp.PSN) { r.gbn.Reset(start); r.armed = false }
 
-func (r *igbnReceiver) OnOutOfSequence(now Time, epsn, psn qp.PSN, last bool) RxAction {
+func (r *igbnReceiver) OnOutOfSequence(now Time, epsn, psn qp.PSN, last bool) Decision {
 	a := r.gbn.OnOutOfSequence(now, epsn, psn, last)
 	if last && (!r.armed || psn.After(r.lpsn)) {
 		// CE: start from what is left of the NAK interval (a NAK just sent
@@ -66,7 +67,7 @@ func (r *igbnReceiver) OnOutOfSequence(now Time, epsn, psn qp.PSN, last bool) Rx
 		r.lpsn = psn
 		if !r.armed {
 			r.deadline = max(now, r.gbn.lastNak+r.gbn.nakInterval)
-			if a.Nak {
+			if a.Reply == ReplySeqNak {
 				r.deadline = now + r.gbn.nakInterval
 			}
 		}

@@ -11,7 +11,7 @@ func TestIGBNSendsLastTwice(t *testing.T) {
 	if snd.Copies(true) != 2 || snd.Copies(false) != 1 {
 		t.Fatal("ST: the last packet of a message is not sent twice")
 	}
-	if r := snd.OnNak(0, 9, 12); !r.GoBack || r.GoBackTo != 9 {
+	if r := snd.OnFeedback(0, Feedback{Kind: ReplySeqNak, Cum: 9, Sent: 12}); !r.GoBack || r.GoBackTo != 9 {
 		t.Fatalf("igbn does not go back on NAK: %+v", r)
 	}
 }
@@ -26,7 +26,7 @@ func TestIGBNCheckEPSN(t *testing.T) {
 	r := s.NewReceiver()
 	r.Reset(0)
 	// Packet 0 lost; 1 arrives: NAK(0) now.
-	if a := r.OnOutOfSequence(10*us, 0, 1, false); !a.Nak {
+	if a := r.OnOutOfSequence(10*us, 0, 1, false); a.Reply != ReplySeqNak {
 		t.Fatal("no NAK for the first out-of-sequence packet")
 	}
 	if _, ok := r.Deadline(); ok {

@@ -62,6 +62,8 @@ func (s irnScheme) SharedOnChipBytes() int { return irnSharedOnChipBytes }
 
 func (s irnScheme) ReorderWindow() int { return s.window() }
 
+func (s irnScheme) Caps() Caps { return Caps{} }
+
 // On-chip state as IRN §6.1 counts it, in bits. Per QP: 52 bits of state at
 // each end (the PSN to retransmit and the recovery sequence, 24 bits each,
 // and 4 bits of flags); at the responder 56 more for the READ timer and the
@@ -108,10 +110,13 @@ func (s *irnSender) OnSack(_ Time, from, to qp.PSN, kind SackKind, sent qp.PSN) 
 	s.sack(from, to, kind, sent)
 }
 
-// OnNak: the responder lacks psn, which is lost. It is a loss signal,
+// OnFeedback: a NACK is a NAK and a SACK (onFeedback).
+func (s *irnSender) OnFeedback(now Time, fb Feedback) Resume { return onFeedback(s, now, fb) }
+
+// onNak: the responder lacks psn, which is lost. It is a loss signal,
 // never an error or a reason to go back (Appendix B.4 keeps go-back-N for
 // RNR NAKs).
-func (s *irnSender) OnNak(_ Time, psn, sent qp.PSN) Resume {
+func (s *irnSender) onNak(_ Time, psn, sent qp.PSN) Resume {
 	s.enterRecovery(sent)
 	s.raiseLossEdge(psn.Next())
 	return Resume{}
@@ -126,6 +131,8 @@ func (s *irnSender) OnTimeout(_ Time, unacked, sent qp.PSN) Resume {
 	s.restart(sent)
 	return Resume{}
 }
+
+func (s *irnSender) RetransmittedAt(_ Time, psn, _ qp.PSN) { s.Retransmitted(psn) }
 
 func (s *irnSender) Retransmitted(psn qp.PSN) {
 	if !psn.Before(s.base) && s.bits.inWindow(s.base, psn) {
@@ -246,19 +253,19 @@ func (r *irnReceiver) Reset(start qp.PSN) {
 // selective acknowledgement (§3.1); a packet already kept is acknowledged
 // again, since the first NACK may have been lost. Beyond the window (a
 // sender that ignores BDP-FC) a packet is dropped without a word.
-func (r *irnReceiver) OnOutOfSequence(now Time, epsn, psn qp.PSN, last bool) RxAction {
+func (r *irnReceiver) OnOutOfSequence(now Time, epsn, psn qp.PSN, last bool) Decision {
 	r.OnInSequence(now, epsn)
 	if d := psn.Diff(epsn); d <= 0 || int(d) >= r.window {
-		return RxAction{}
+		return Decision{}
 	}
 	if r.arrived.get(psn) {
-		return RxAction{Nak: true, Sack: true}
+		return Decision{Reply: ReplySack}
 	}
 	r.arrived.set(psn)
 	if last {
 		r.last.set(psn)
 	}
-	return RxAction{Keep: true, Nak: true, Sack: true}
+	return Decision{Keep: true, Reply: ReplySack}
 }
 
 func (r *irnReceiver) OnInSequence(_ Time, epsn qp.PSN) {

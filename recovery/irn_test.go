@@ -96,7 +96,7 @@ func TestIRNSenderPeekAndRange(t *testing.T) {
 	if got := snd.OnAck(0, 100); got != 105 {
 		t.Fatalf("cumulative %d, want 105", got)
 	}
-	snd.OnNak(0, 105, 110)
+	snd.OnFeedback(0, Feedback{Kind: ReplySeqNak, Cum: 105, Sent: 110})
 	for range 3 {
 		if psn, ok := snd.NextRetransmit(); !ok || psn != 105 {
 			t.Fatalf("peek %d %v", psn, ok)
@@ -190,16 +190,16 @@ func TestIRNReceiver(t *testing.T) {
 	_, r := newIRN(t, Params{BDPPackets: 16})
 	const e = qp.PSN(0xFFFFFE)
 	r.Reset(e)
-	if a := r.OnOutOfSequence(0, e, e.Add(2), false); !a.Keep || !a.Nak || !a.Sack {
+	if a := r.OnOutOfSequence(0, e, e.Add(2), false); !a.Keep || a.Reply != ReplySack {
 		t.Fatalf("first out-of-order packet: %+v", a)
 	}
 	if a := r.OnOutOfSequence(0, e, e.Add(3), true); !a.Keep {
 		t.Fatalf("last packet of a message: %+v", a)
 	}
-	if a := r.OnOutOfSequence(0, e, e.Add(2), false); a.Keep || !a.Nak || !a.Sack {
+	if a := r.OnOutOfSequence(0, e, e.Add(2), false); a.Keep || a.Reply != ReplySack {
 		t.Fatalf("a kept packet again: %+v", a)
 	}
-	if a := r.OnOutOfSequence(0, e, e.Add(16), false); a != (RxAction{}) {
+	if a := r.OnOutOfSequence(0, e, e.Add(16), false); a != (Decision{}) {
 		t.Fatalf("beyond the window: %+v", a)
 	}
 	// e arrives in order; the transport walks: e+1 is missing.
@@ -245,7 +245,7 @@ func TestIRNSenderHeldAndAnswered(t *testing.T) {
 	if got := snd.OnAck(0, 0); got != 2 {
 		t.Fatalf("cumulative %d, want 2", got)
 	}
-	snd.OnNak(0, 2, sent)
+	snd.OnFeedback(0, Feedback{Kind: ReplySeqNak, Cum: 2, Sent: sent})
 	snd.OnSack(0, 3, 3, Held, sent)
 	snd.OnSack(0, 4, 4, Held, sent)
 	if got := drain(snd); !samePSNs(got, 2) {
@@ -281,7 +281,7 @@ func TestIRNSenderHeldAndAnswered(t *testing.T) {
 func TestIRNSenderTimeoutForgetsHeld(t *testing.T) {
 	snd, _ := newIRN(t, Params{})
 	snd.Reset(10)
-	snd.OnNak(0, 10, 12)
+	snd.OnFeedback(0, Feedback{Kind: ReplySeqNak, Cum: 10, Sent: 12})
 	snd.OnSack(0, 11, 11, Held, 12)
 	if got := drain(snd); !samePSNs(got, 10) {
 		t.Fatalf("resent %v, want [10]", got)

@@ -10,7 +10,7 @@ import "github.com/softnic/softnic/qp"
 //
 //   - Data and metadata are kept apart (§3.2.1, §3.2.2): an out-of-order
 //     packet goes to an off-chip reorder buffer (the transport keeps it in
-//     host memory, Buffering) and is copied to the application when the
+//     host memory, Caps.BuffersOutOfOrder) and is copied to the application when the
 //     hole before it fills; only its bit is kept on chip.
 //   - The bits come from one shared pool per side of 1-byte blocks (§3.2.3):
 //     a free-slot stack hands them out, next pointers chain a connection's
@@ -60,8 +60,8 @@ func (s *meloScheme) window() int { return min(s.p.BDPPackets, MaxBDPPackets) }
 // ReorderWindow is the BDP's worth of reorder buffer each connection has
 // off chip (§3.2.2) — and what the sender keeps in flight (BDP-FC as in
 // IRN: MELO ran over DCQCN, softnic has no congestion control).
-func (s *meloScheme) ReorderWindow() int      { return s.window() }
-func (s *meloScheme) BuffersOutOfOrder() bool { return true }
+func (s *meloScheme) ReorderWindow() int { return s.window() }
+func (s *meloScheme) Caps() Caps         { return Caps{BuffersOutOfOrder: true} }
 
 // SharedOnChipBytes: both bits pools with their next pointers and
 // free-slot stacks (§3.2.3: 3 Kb per 1 Kb pool).
@@ -116,10 +116,14 @@ func (m *meloSender) OnSack(now Time, f, t qp.PSN, k SackKind, sent qp.PSN) {
 	}
 }
 
-// OnNak is the receiver's go-back-N NAK: it dropped a packet for want of
+// OnFeedback: a holes NACK acknowledges selectively what lies between the
+// holes (onFeedback, through OnSack).
+func (m *meloSender) OnFeedback(now Time, fb Feedback) Resume { return onFeedback(m, now, fb) }
+
+// onNak is the receiver's go-back-N NAK: it dropped a packet for want of
 // bits (§3.2.5). Everything from psn goes again; what the receiver holds
 // it drops as duplicates.
-func (m *meloSender) OnNak(now Time, psn, sent qp.PSN) Resume {
+func (m *meloSender) onNak(now Time, psn, sent qp.PSN) Resume {
 	m.tick(now, sent)
 	m.recovery = false
 	return Resume{GoBack: true, GoBackTo: psn}
@@ -153,10 +157,10 @@ func (r *meloReceiver) Reset(start qp.PSN) {
 	r.gbn.Reset(start)
 }
 
-func (r *meloReceiver) OnOutOfSequence(now Time, epsn, psn qp.PSN, _ bool) RxAction {
+func (r *meloReceiver) OnOutOfSequence(now Time, epsn, psn qp.PSN, _ bool) Decision {
 	r.OnInSequence(now, epsn)
 	if d := psn.Diff(r.nxt); d <= 0 || int(d) >= r.window {
-		return RxAction{}
+		return Decision{}
 	}
 	if !r.ooo {
 		r.ooo, r.high = true, r.nxt.Prev()
@@ -170,18 +174,21 @@ func (r *meloReceiver) OnOutOfSequence(now Time, epsn, psn qp.PSN, _ bool) RxAct
 			if r.high == r.nxt.Prev() {
 				r.ooo = false // nothing kept: no episode began
 			}
-			return RxAction{Nak: r.gbn.OnOutOfSequence(now, r.nxt, psn, false).Nak}
+			return Decision{Reply: r.gbn.OnOutOfSequence(now, r.nxt, psn, false).Reply}
 		}
 		newHole := psn.After(r.high.Next())
 		if newHole {
 			r.pushHole(Hole{Start: r.high.Next(), Len: uint32(psn.Diff(r.high) - 1)})
 		}
 		r.high = psn
-		return RxAction{Keep: true, Nak: newHole, Holes: newHole}
+		if newHole {
+			return Decision{Keep: true, Reply: ReplyHoles, High: r.high, Holes: r.holes}
+		}
+		return Decision{Keep: true}
 	}
 	switch {
 	case r.bits.get(r.s.rx, psn):
-		return RxAction{} // a duplicate
+		return Decision{} // a duplicate
 	case r.bits.inMiddle(r.s.rx, psn):
 		// §3.2.3 drops it, taking it for a retransmission that overtook
 		// a lost one; under reordering it is as often an original that
@@ -192,10 +199,10 @@ func (r *meloReceiver) OnOutOfSequence(now Time, epsn, psn qp.PSN, _ bool) RxAct
 	}
 	if !r.bits.set(r.s.rx, psn) { // inside the chain: no block needed
 		r.s.stats.MiddleDrops++ // stranded in host memory, say
-		return RxAction{}
+		return Decision{}
 	}
 	r.fill(psn)
-	return RxAction{Keep: true}
+	return Decision{Keep: true}
 }
 
 func (r *meloReceiver) OnInSequence(_ Time, epsn qp.PSN) {
@@ -224,6 +231,8 @@ func (r *meloReceiver) Kept(psn qp.PSN) (bool, bool) {
 	return r.bits.get(r.s.rx, psn), false
 }
 
+// Holes is RCV.HIGH and the three most recent holes, what a holes NACK
+// carries (Decision.High, Decision.Holes).
 func (r *meloReceiver) Holes() (qp.PSN, [3]Hole) { return r.high, r.holes }
 
 func (r *meloReceiver) Deadline() (Time, bool)    { return 0, false }

@@ -30,13 +30,18 @@ func wantHoles(t *testing.T, r *meloReceiver, high qp.PSN, want ...Hole) {
 }
 
 var (
-	keepNakHoles = RxAction{Keep: true, Nak: true, Holes: true}
-	keepOnly     = RxAction{Keep: true}
-	dropQuiet    = RxAction{}
+	keepNakHoles = Decision{Keep: true, Reply: ReplyHoles}
+	keepOnly     = Decision{Keep: true}
+	dropQuiet    = Decision{}
 )
 
-func wantRx(t *testing.T, got, want RxAction, what string) {
+// wantRx compares a decision with want; a holes NACK's High and Holes only
+// when want names them (wantHoles checks them against the receiver).
+func wantRx(t *testing.T, got, want Decision, what string) {
 	t.Helper()
+	if got.Reply == ReplyHoles && want.Reply == ReplyHoles && want.High == 0 && want.Holes == [3]Hole{} {
+		got.High, got.Holes = 0, [3]Hole{}
+	}
 	if got != want {
 		t.Fatalf("%s: %+v, want %+v", what, got, want)
 	}
@@ -55,7 +60,8 @@ func TestMELOReceiverHoles(t *testing.T) {
 	wantHoles(t, r, 103, Hole{100, 2})
 	wantRx(t, r.OnOutOfSequence(0, 100, 105, false), keepNakHoles, "hole 104")
 	wantRx(t, r.OnOutOfSequence(0, 100, 109, false), keepNakHoles, "hole 106-108")
-	wantRx(t, r.OnOutOfSequence(0, 100, 111, false), keepNakHoles, "hole 110")
+	wantRx(t, r.OnOutOfSequence(0, 100, 111, false), Decision{Keep: true, Reply: ReplyHoles, High: 111,
+		Holes: [3]Hole{{110, 1}, {106, 3}, {104, 1}}}, "hole 110, the NACK's holes in the decision")
 	// Four holes: the oldest (100-101) is forgotten.
 	wantHoles(t, r, 111, Hole{110, 1}, Hole{106, 3}, Hole{104, 1})
 	wantRx(t, r.OnOutOfSequence(0, 100, 103, false), dropQuiet, "a duplicate")
@@ -184,13 +190,13 @@ func TestMELOReceiverPoolExhausted(t *testing.T) {
 	r3.Reset(2000)
 	wantRx(t, r1.OnOutOfSequence(0, 0, 2, false), keepNakHoles, "r1 2")
 	wantRx(t, r2.OnOutOfSequence(0, 1000, 1003, false), keepNakHoles, "r2 1003")
-	wantRx(t, r1.OnOutOfSequence(0, 0, 9, false), RxAction{Nak: true}, "r1 9 (no block)")
+	wantRx(t, r1.OnOutOfSequence(0, 0, 9, false), Decision{Reply: ReplySeqNak}, "r1 9 (no block)")
 	wantRx(t, r1.OnOutOfSequence(10*time.Microsecond, 0, 10, false), dropQuiet, "r1 10 within the NAK interval")
 	wantRx(t, r1.OnOutOfSequence(20*time.Microsecond, 0, 3, false), keepOnly, "r1 3 (its block)")
 	wantRx(t, r1.OnOutOfSequence(99*time.Microsecond, 0, 11, false), dropQuiet, "r1 11")
-	wantRx(t, r1.OnOutOfSequence(ival, 0, 12, false), RxAction{Nak: true}, "r1 12 after the NAK interval")
+	wantRx(t, r1.OnOutOfSequence(ival, 0, 12, false), Decision{Reply: ReplySeqNak}, "r1 12 after the NAK interval")
 	// A first early packet that gets no bits: no episode.
-	wantRx(t, r3.OnOutOfSequence(ival, 2000, 2005, false), RxAction{Nak: true}, "r3 2005")
+	wantRx(t, r3.OnOutOfSequence(ival, 2000, 2005, false), Decision{Reply: ReplySeqNak}, "r3 2005")
 	st := s.Stats()
 	if st.PoolDrops != 5 || st.Fallbacks != 5 || st.Pools[0].InUse != 2 || st.Pools[0].Exhausted == 0 {
 		t.Fatalf("after the drops: %+v", st)
@@ -211,7 +217,7 @@ func TestMELOReceiverPoolExhausted(t *testing.T) {
 	}
 	wantRx(t, r3.OnOutOfSequence(2*ival, 2000, 2005, false), keepNakHoles, "r3 2005 with a block free")
 	// After progress a NAK goes out at once again.
-	wantRx(t, r1.OnOutOfSequence(2*ival, 4, 9, false), RxAction{Nak: true}, "r1 9, pool empty again")
+	wantRx(t, r1.OnOutOfSequence(2*ival, 4, 9, false), Decision{Reply: ReplySeqNak}, "r1 9, pool empty again")
 }
 
 // TestMELOReceiverEvict: an evicted context returns its blocks; its bits
@@ -325,7 +331,7 @@ func TestMELOSender(t *testing.T) {
 	if got := snd.OnAck(0, sent); got != sent || snd.recovery || s.Stats().Pools[1].InUse != 0 {
 		t.Fatalf("all acknowledged: %#x, %+v", got, s.Stats().Pools[1])
 	}
-	if r := snd.OnNak(0, sent.Add(3), sent.Add(9)); !r.GoBack || r.GoBackTo != sent.Add(3) {
+	if r := snd.OnFeedback(0, Feedback{Kind: ReplySeqNak, Cum: sent.Add(3), Sent: sent.Add(9)}); !r.GoBack || r.GoBackTo != sent.Add(3) {
 		t.Fatalf("OnNak: %+v", r)
 	}
 }

@@ -143,6 +143,8 @@ type Scheme interface {
 	// carry softnic's placement headers, the responder NAKs with selective
 	// acknowledgements, and the requester places READ responses by PSN.
 	ReorderWindow() int
+	// Caps declares what else the scheme asks of the transport.
+	Caps() Caps
 }
 
 // Resume is a sender decision after a NAK or a timeout.
@@ -186,9 +188,15 @@ type Sender interface {
 	// selectively before (OnSack); a scheme without selective
 	// acknowledgements returns unacked.
 	OnAck(now Time, unacked qp.PSN) qp.PSN
-	// OnNak reports a PSN-sequence-error NAK naming psn: the responder
-	// expects psn and did not get it.
-	OnNak(now Time, psn, sent qp.PSN) Resume
+	// OnFeedback reports a reply of the responder to requests out of
+	// sequence (Feedback.Kind, never ReplyNone): a PSN-sequence-error
+	// NAK, an IRN NACK or FaSR SACK, FaSR's FNACK or MELO's holes NACK.
+	// The transport has already reported what the reply's cumulative
+	// acknowledgement acknowledges (OnSack, OnAck); after it the
+	// transport goes back if asked and, on a connection that keeps
+	// packets out of order, reads the cumulative acknowledgement again
+	// (OnAck).
+	OnFeedback(now Time, fb Feedback) Resume
 	// OnSack reports that the PSNs from through to (inclusive, at or after
 	// the cumulative acknowledgement) are acknowledged selectively, in the
 	// way kind says: an IRN NACK names the packet that triggered it, an
@@ -204,8 +212,12 @@ type Sender interface {
 	// Retransmitted reports it sent, so that a full transmit ring loses
 	// nothing.
 	NextRetransmit() (psn qp.PSN, ok bool)
-	// Retransmitted reports that psn, returned by NextRetransmit, was sent
-	// again.
+	// RetransmittedAt reports that psn, returned by NextRetransmit, was
+	// sent again at now, with sent one past the highest PSN sent by then.
+	RetransmittedAt(now Time, psn, sent qp.PSN)
+	// Retransmitted consumes psn, returned by NextRetransmit, without
+	// sending it: it was acknowledged meanwhile. (A sender that keeps no
+	// time implements RetransmittedAt with it.)
 	Retransmitted(psn qp.PSN)
 	// Timeout is the retransmission timeout to arm with inflight packets
 	// outstanding; base is the QP's negotiated ACK timeout and rtt the
@@ -216,29 +228,49 @@ type Sender interface {
 	OnChipBytes() int
 }
 
-// RxAction is a receiver decision about an out-of-sequence request.
-type RxAction struct {
+// Reply is the kind of answer a receiver gives to an out-of-sequence
+// request, and so the kind of feedback its sender gets back (Feedback).
+// Each kind beyond the sequence NAK has its own opcode and extension
+// header on the wire (docs/wire.md), spoken only by connections whose
+// scheme keeps packets out of order (ReorderWindow not 0).
+type Reply uint8
+
+const (
+	// ReplyNone: no answer.
+	ReplyNone Reply = iota
+	// ReplySeqNak: a PSN-sequence-error NAK naming the expected PSN.
+	ReplySeqNak
+	// ReplySack: a NAK naming the expected PSN that also names psn as held
+	// by the receiver, kept now or before (an IRN NACK, §3.1; a FaSR SACK
+	// with its lost-cnt, §III-B1).
+	ReplySack
+	// ReplyFNack: psn was a retransmission that skipped a lost one (FaSR's
+	// FNACK, §III-D); the reply names psn.
+	ReplyFNack
+	// ReplyHoles: a NACK carrying the receiver's highest PSN received and
+	// its most recent holes (MELO §3.2.4).
+	ReplyHoles
+)
+
+// Decision is a receiver decision about an out-of-sequence request: keep
+// it or not, and the reply with its data.
+type Decision struct {
 	// Keep: the packet is accepted out of order (placed or buffered) by a
 	// selective scheme; false drops it, as go-back-N does. The transport
 	// asks only about packets it can keep: a packet that would fail its
 	// checks is discarded without asking (IRN Appendix B.3, B.4).
 	Keep bool
-	// Nak: send a PSN-sequence-error NAK naming the expected PSN now.
-	Nak bool
-	// Sack: the NAK also names psn as held by the receiver, kept now or
-	// before (an IRN NACK, §3.1).
-	Sack bool
-	// LostCnt is FaSR's lost-cnt (§III-B1), carried in the SACK; Overflow
-	// says it overflowed its 3 bits and no longer counts.
+	// Reply is the answer to send now.
+	Reply Reply
+	// ReplySack: LostCnt is FaSR's lost-cnt (§III-B1); Overflow says it
+	// overflowed its 3 bits and no longer counts.
 	LostCnt  uint8
 	Overflow bool
-	// FNack: psn was dropped as a retransmission that skipped a lost one
-	// (FaSR's FNACK, §III-D); the transport answers with an FNACK naming
-	// psn instead of a SACK.
-	FNack bool
-	// Holes: answer with a NACK carrying the receiver's most recent holes
-	// (MELO §3.2.4), from its HoleReporter.
-	Holes bool
+	// ReplyHoles: High is the highest PSN received (RCV.HIGH) and Holes
+	// the three most recent holes, most recent first; unused entries have
+	// Len 0.
+	High  qp.PSN
+	Holes [3]Hole
 }
 
 // MaxLostCnt is the largest lost-cnt FaSR's 3-bit field carries (§III-D).
@@ -250,38 +282,55 @@ type Hole struct {
 	Len   uint32
 }
 
-// HoleReporter is a receiver that answers with MELO's NACK: the expected
-// PSN (the transport's), the highest PSN received (RCV.HIGH) and the three
-// most recent holes, most recent first; unused entries have Len 0.
-type HoleReporter interface {
-	Holes() (high qp.PSN, holes [3]Hole)
+// Feedback is a reply of the responder, as the sender gets it
+// (Sender.OnFeedback). The transport has checked it: the PSNs it names are
+// at or after the cumulative acknowledgement and before sent.
+type Feedback struct {
+	// Kind is the reply: ReplySeqNak, ReplySack, ReplyFNack or ReplyHoles.
+	Kind Reply
+	// Cum is the responder's expected PSN, the cumulative acknowledgement
+	// the reply carries (for a sequence NAK, the PSN it names), already
+	// reported through OnSack and OnAck as far as it acknowledges
+	// anything: a READ before it completes only with its response.
+	Cum qp.PSN
+	// PSN: ReplySack, the PSN the responder now holds, held in the way
+	// SackKind says (as for OnSack); ReplyFNack, the retransmission it
+	// dropped.
+	PSN      qp.PSN
+	SackKind SackKind
+	// ReplySack: FaSR's lost-cnt and whether it overflowed (§III-B1).
+	LostCnt  uint8
+	Overflow bool
+	// ReplyHoles: High is the highest PSN the responder received, Holes
+	// its (at most three) most recent holes, oldest first, each before
+	// High and none overlapping; unused entries have Len 0. What lies
+	// between the holes, and between the last one and High, the
+	// responder holds; Messages says which request each of those PSNs
+	// belongs to.
+	High     qp.PSN
+	Holes    [3]Hole
+	Messages Messages
+	// Sent is one past the highest PSN sent (see Sender).
+	Sent qp.PSN
 }
 
-// LostCountSender is a sender that takes FaSR's SACKs whole (§III-B2):
-// cum is the responder's expected PSN (already reported through OnAck as
-// far as it acknowledges anything: a READ before it completes only with
-// its response), sack the PSN it now holds (kind
-// says how, as for OnSack), lostCnt and overflow its lost-cnt. The
-// transport calls it instead of OnNak and OnSack for such a SACK.
-type LostCountSender interface {
-	OnLostCountSack(now Time, cum, sack qp.PSN, lostCnt int, overflow bool, kind SackKind, sent qp.PSN) Resume
-	// OnFNack reports FaSR's FNACK: a retransmission was lost, start
-	// retransmitting from the cumulative acknowledgement again (§III-D).
-	OnFNack(now Time, cum, psn, sent qp.PSN) Resume
+// Messages is the requester's map of its PSNs to its requests.
+type Messages interface {
+	// Message returns the last PSN of the request psn belongs to and how
+	// the responder holds it once it has it: Received for a SEND or RDMA
+	// WRITE, Held for a READ or atomic. ok is false when no request
+	// outstanding has psn.
+	Message(psn qp.PSN) (last qp.PSN, kind SackKind, ok bool)
 }
 
-// TimedRetransmitter is a Sender that wants the time a retransmission went
-// out and sent (one past the highest PSN sent by then): the transport
-// calls RetransmittedAt instead of Retransmitted.
-type TimedRetransmitter interface {
-	RetransmittedAt(now Time, psn, sent qp.PSN)
-}
-
-// Buffering is a scheme that keeps out-of-order packets in an off-chip
-// reorder buffer and delivers them to application memory when the hole
-// before them fills (MELO §3.2.2), instead of placing them on arrival.
-type Buffering interface {
-	BuffersOutOfOrder() bool
+// Caps are what a scheme asks of the transport beyond the Sender and
+// Receiver calls.
+type Caps struct {
+	// BuffersOutOfOrder: out-of-order packets are kept in an off-chip
+	// reorder buffer and delivered to application memory when the hole
+	// before them fills (MELO §3.2.2), instead of placed on arrival.
+	// Only with a ReorderWindow.
+	BuffersOutOfOrder bool
 }
 
 // SchemeStats are a scheme's counters on one NIC: its shared pools and
@@ -329,7 +378,7 @@ type Receiver interface {
 	// OnOutOfSequence reports a request with PSN psn while epsn is
 	// expected (psn after epsn); last says whether psn ends its message
 	// and msgLast is then that PSN.
-	OnOutOfSequence(now Time, epsn, psn qp.PSN, last bool) RxAction
+	OnOutOfSequence(now Time, epsn, psn qp.PSN, last bool) Decision
 	// OnInSequence reports that the expected PSN advanced to epsn.
 	OnInSequence(now Time, epsn qp.PSN)
 	// Kept reports whether the request with PSN psn was kept out of order

@@ -253,7 +253,7 @@ func (s *selSender) Retransmitted(psn qp.PSN) {
 }
 
 // RetransmittedAt is Retransmitted with the time the packet went out and
-// one past the highest PSN sent by then (recovery.TimedRetransmitter).
+// one past the highest PSN sent by then.
 func (s *selSender) RetransmittedAt(now Time, psn, sent qp.PSN) {
 	s.tick(now, sent)
 	s.Retransmitted(psn)

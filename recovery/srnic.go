@@ -44,6 +44,7 @@ func (s srnicScheme) Name() string                       { return SRNIC }
 func (s srnicScheme) Params() Params                     { return s.irn.p }
 func (s srnicScheme) SharedOnChipBytes() int             { return s.irn.SharedOnChipBytes() }
 func (s srnicScheme) ReorderWindow() int                 { return s.irn.ReorderWindow() }
+func (s srnicScheme) Caps() Caps                         { return s.irn.Caps() }
 func (s srnicScheme) host() (*HostMemory, time.Duration) { return s.irn.p.Host, s.irn.p.HostLatency }
 
 func (s srnicScheme) NewSender() Sender {
@@ -69,6 +70,10 @@ func (s *srnicSender) Retransmitted(psn qp.PSN) {
 	s.irnSender.Retransmitted(psn)
 }
 
+// RetransmittedAt is srnicSender's Retransmitted (irnSender's would skip
+// the host access).
+func (s *srnicSender) RetransmittedAt(_ Time, psn, _ qp.PSN) { s.Retransmitted(psn) }
+
 func (s *srnicSender) OnChipBytes() int { return srnicSenderBytes }
 
 // srnicReceiver is IRN's receiver whose 2-bitmap lives in host memory; on
@@ -86,7 +91,7 @@ func (r *srnicReceiver) Reset(start qp.PSN) {
 	r.kept = 0
 }
 
-func (r *srnicReceiver) OnOutOfSequence(now Time, epsn, psn qp.PSN, last bool) RxAction {
+func (r *srnicReceiver) OnOutOfSequence(now Time, epsn, psn qp.PSN, last bool) Decision {
 	r.OnInSequence(now, epsn)
 	act := r.irnReceiver.OnOutOfSequence(now, epsn, psn, last)
 	if act.Keep {

@@ -46,7 +46,7 @@ func TestSRNICReceiverHostAccess(t *testing.T) {
 	}
 	// 2 is lost; 3 and 4 arrive and are kept.
 	for _, d := range []uint32{3, 4} {
-		if act := rcv.OnOutOfSequence(0, start.Add(2), start.Add(d), false); !act.Keep || !act.Sack {
+		if act := rcv.OnOutOfSequence(0, start.Add(2), start.Add(d), false); !act.Keep || act.Reply != ReplySack {
 			t.Fatalf("PSN +%d: %+v", d, act)
 		}
 	}
@@ -86,7 +86,7 @@ func TestSRNICSenderHostAccess(t *testing.T) {
 	snd.Reset(100)
 	sent := qp.PSN(110)
 	snd.OnSack(0, 105, 105, Received, sent)
-	snd.OnNak(0, 100, sent)
+	snd.OnFeedback(0, Feedback{Kind: ReplySeqNak, Cum: 100, Sent: sent})
 	if n, _ := h.Stats(); n != 0 {
 		t.Fatalf("%d host accesses for taking a SACK", n)
 	}

@@ -1,0 +1,61 @@
+package recovery
+
+import "github.com/softnic/softnic/qp"
+
+// nakSacker is what onFeedback needs of a sender: its reading of a
+// sequence NAK, and OnSack.
+type nakSacker interface {
+	onNak(now Time, psn, sent qp.PSN) Resume
+	OnSack(now Time, from, to qp.PSN, kind SackKind, sent qp.PSN)
+}
+
+// onFeedback is the reading of a reply that every sender shares, and
+// that the schemes without a reading of their own use whole (a FaSR
+// sender reads its SACK and FNACK itself):
+//
+//   - a sequence NAK is onNak;
+//   - a SACK (IRN's NACK, §3.1) is a NAK, a loss signal whose Resume is
+//     not acted on, and a selective acknowledgement of the PSN held;
+//   - an FNACK is a NAK;
+//   - a holes NACK (MELO §3.2.4) acknowledges selectively what lies
+//     between the holes, and between the last one and High, request by
+//     request; it says nothing of what lies before the oldest hole.
+func onFeedback(s nakSacker, now Time, fb Feedback) Resume {
+	switch fb.Kind {
+	case ReplySeqNak, ReplyFNack:
+		return s.onNak(now, fb.Cum, fb.Sent)
+	case ReplySack:
+		s.onNak(now, fb.Cum, fb.Sent)
+		s.OnSack(now, fb.PSN, fb.PSN, fb.SackKind, fb.Sent)
+	case ReplyHoles:
+		for i, hole := range fb.Holes {
+			if hole.Len == 0 {
+				break
+			}
+			from, to := hole.Start.Add(hole.Len), fb.High
+			if i+1 < len(fb.Holes) && fb.Holes[i+1].Len > 0 {
+				to = fb.Holes[i+1].Start.Prev()
+			}
+			sackMessages(s, now, from, to, fb.Messages, fb.Sent)
+		}
+	}
+	return Resume{}
+}
+
+// sackMessages reports from..to (inclusive) as held by the responder,
+// request by request: SENDs and WRITEs are received, READs and atomics
+// held. It stops at a PSN of no outstanding request.
+func sackMessages(s nakSacker, now Time, from, to qp.PSN, m Messages, sent qp.PSN) {
+	for p := from; !p.After(to); {
+		last, kind, ok := m.Message(p)
+		if !ok {
+			return
+		}
+		end := last
+		if end.After(to) {
+			end = to
+		}
+		s.OnSack(now, p, end, kind, sent)
+		p = end.Next()
+	}
+}
