@@ -117,6 +117,7 @@ func (e *Engine) ackThrough(q *QP, upto qp.PSN) {
 		progressed = true
 	}
 	if progressed {
+		q.sender.OnAck(e.now, q.unacked)
 		e.onProgress(q)
 	}
 }
@@ -178,7 +179,9 @@ func (e *Engine) goBackHold(q *QP) time.Duration {
 // RNR NAK's PSN).
 func (e *Engine) acknowledge(q *QP, psn qp.PSN) {
 	if q.ooo {
+		before := q.unacked
 		e.sackThrough(q, psn)
+		e.settle(q, before)
 	} else {
 		e.ackThrough(q, psn)
 	}
@@ -204,9 +207,8 @@ func (e *Engine) responseInOrder(q *QP, psn qp.PSN) bool {
 // onReadResponse places one READ response packet.
 func (e *Engine) onReadResponse(q *QP, psn qp.PSN, pkt *bth.Packet) {
 	if !e.responseInOrder(q, psn) {
-		return
+		return // (in order: every earlier request is acknowledged already)
 	}
-	e.ackThrough(q, psn) // a response acknowledges every earlier request
 	w := q.sq.Front()
 	if q.state != qp.RTS && q.state != qp.SQD || w == nil || w.wr.Opcode != qp.WRRDMARead || !w.contains(psn) {
 		e.cnt.RcvdBadResponse++
@@ -226,6 +228,7 @@ func (e *Engine) onReadResponse(q *QP, psn qp.PSN, pkt *bth.Packet) {
 	if psn == w.lastPSN {
 		e.retire(q, qp.WCSuccess)
 	}
+	q.sender.OnAck(e.now, q.unacked)
 	e.onProgress(q)
 }
 
@@ -234,7 +237,6 @@ func (e *Engine) onAtomicAck(q *QP, psn qp.PSN, orig uint64) {
 	if !e.responseInOrder(q, psn) {
 		return
 	}
-	e.ackThrough(q, psn)
 	w := q.sq.Front()
 	if q.state != qp.RTS && q.state != qp.SQD || w == nil || !w.wr.Opcode.IsAtomic() || w.firstPSN != psn {
 		e.cnt.RcvdBadResponse++
@@ -248,6 +250,7 @@ func (e *Engine) onAtomicAck(q *QP, psn qp.PSN, orig uint64) {
 	}
 	q.unacked = psn.Next()
 	e.retire(q, qp.WCSuccess)
+	q.sender.OnAck(e.now, q.unacked)
 	e.onProgress(q)
 }
 
@@ -441,8 +444,9 @@ func (e *Engine) goBack(q *QP, psn qp.PSN) {
 	e.schedule(q)
 }
 
-// onProgress runs when unacked moved: fresh retry budget, restarted
-// timer, and a cursor that never points at acknowledged PSNs.
+// onProgress runs when unacked moved, once per response packet, after the
+// scheme has heard it (OnAck): fresh retry budget, restarted timer, and a
+// cursor that never points at acknowledged PSNs.
 func (e *Engine) onProgress(q *QP) {
 	e.rttAcked(q)
 	q.retryLeft, q.rnrLeft = q.retryCnt, q.rnrRetry
@@ -453,7 +457,6 @@ func (e *Engine) onProgress(q *QP) {
 	if q.nakBackTo != 0 && (q.nakBackTo - 1).Before(q.unacked) {
 		q.nakBackTo = 0
 	}
-	q.sender.OnAck(e.now, q.unacked)
 	if q.curPSN.Before(q.unacked) {
 		q.seekCursor(q.unacked)
 	}

@@ -181,7 +181,9 @@ func (e *Engine) onSelectiveAck(q *QP, psn qp.PSN) {
 	if !e.responseInWindow(q, psn) {
 		return
 	}
+	before := q.unacked
 	e.sackThrough(q, psn.Next())
+	e.settle(q, before)
 }
 
 // sackNakValid checks a NAK with a selective acknowledgement naming sack
@@ -216,8 +218,10 @@ func (e *Engine) onSackNak(q *QP, psn qp.PSN, pkt *bth.Packet) {
 		return
 	}
 	e.cnt.RcvdSackNak++
+	before := q.unacked
 	e.sackThrough(q, psn)
-	e.feedback(q, recovery.Feedback{Kind: recovery.ReplySack, Cum: psn, PSN: sack, SackKind: q.sackKind(sack),
+	e.advanceSelective(q) // the scheme hears the cumulative acknowledgement first
+	e.feedback(q, before, recovery.Feedback{Kind: recovery.ReplySack, Cum: psn, PSN: sack, SackKind: q.sackKind(sack),
 		LostCnt: pkt.SACKETH().LostCnt(), Overflow: pkt.Opcode() == bth.RCAcknowledgeSACKOverflow})
 }
 
@@ -229,8 +233,10 @@ func (e *Engine) onFNak(q *QP, psn qp.PSN, pkt *bth.Packet) {
 		return
 	}
 	e.cnt.RcvdFNak++
+	before := q.unacked
 	e.sackThrough(q, psn)
-	e.feedback(q, recovery.Feedback{Kind: recovery.ReplyFNack, Cum: psn, PSN: sack})
+	e.advanceSelective(q) // the scheme hears the cumulative acknowledgement first
+	e.feedback(q, before, recovery.Feedback{Kind: recovery.ReplyFNack, Cum: psn, PSN: sack})
 }
 
 // onHolesNak handles MELO's NACK (§3.2.4): the responder expects psn, has
@@ -273,20 +279,23 @@ func (e *Engine) onHolesNak(q *QP, psn qp.PSN, pkt *bth.Packet) {
 		}
 	}
 	e.cnt.RcvdHolesNak++
+	before := q.unacked
 	e.sackThrough(q, psn)
-	e.feedback(q, recovery.Feedback{Kind: recovery.ReplyHoles, Cum: psn, High: high, Holes: holes, Messages: (*qpMessages)(q)})
+	e.advanceSelective(q) // the scheme hears the cumulative acknowledgement first
+	e.feedback(q, before, recovery.Feedback{Kind: recovery.ReplyHoles, Cum: psn, High: high, Holes: holes, Messages: (*qpMessages)(q)})
 }
 
-// feedback hands a checked reply to the sender (recovery.Sender.OnFeedback)
-// and carries out its decision: the send cursor goes back if asked, and
-// the cumulative acknowledgement is read again.
-func (e *Engine) feedback(q *QP, fb recovery.Feedback) {
+// feedback hands a checked reply to the sender (recovery.Sender.OnFeedback),
+// which has heard the cumulative acknowledgement the reply carries
+// (sackThrough, advanceSelective), and carries out its decision: the send
+// cursor goes back if asked; then the packet settles (settle, once since
+// before).
+func (e *Engine) feedback(q *QP, before qp.PSN, fb recovery.Feedback) {
 	fb.Sent = q.maxSentPSN
 	if r := q.sender.OnFeedback(e.now, fb); r.GoBack {
 		e.goBack(q, r.GoBackTo)
 	}
-	e.advanceSelective(q)
-	e.scheduleIfReady(q)
+	e.settle(q, before)
 }
 
 // qpMessages is a QP's send queue as recovery.Messages: a WQE is a request,
@@ -309,6 +318,7 @@ func (m *qpMessages) Message(psn qp.PSN) (qp.PSN, recovery.SackKind, bool) {
 // answered before this news, and only their responses acknowledge them:
 // one that has not come by the time a later packet is acknowledged was
 // lost, which is IRN's loss rule and IBA's implied NAK (§9.7.5.1.2) at once.
+// It only tells the scheme; the handler settles the packet (settle).
 func (e *Engine) sackThrough(q *QP, peerCum qp.PSN) {
 	for i := q.sq.Head(); i != q.sqStart; i++ {
 		w := q.sq.At(i)
@@ -327,8 +337,6 @@ func (e *Engine) sackThrough(q *QP, peerCum qp.PSN) {
 		}
 		q.sender.OnSack(e.now, from, to, recovery.Received, q.maxSentPSN)
 	}
-	e.advanceSelective(q)
-	e.scheduleIfReady(q)
 }
 
 // advanceSelective moves unacked to the scheme's cumulative
@@ -342,7 +350,19 @@ func (e *Engine) advanceSelective(q *QP) {
 	for q.sq.Head() != q.sqStart && q.sq.Front().lastPSN.Before(cum) {
 		e.retire(q, qp.WCSuccess)
 	}
-	e.onProgress(q)
+}
+
+// settle ends the handling of one response on a selective connection,
+// once per packet whatever it carried: the scheme's cumulative
+// acknowledgement is taken (advanceSelective), progress since before
+// resets the retry budget and rearms the timer (onProgress), and q is
+// scheduled if it can send.
+func (e *Engine) settle(q *QP, before qp.PSN) {
+	e.advanceSelective(q)
+	if q.unacked != before {
+		e.onProgress(q)
+	}
+	e.scheduleIfReady(q)
 }
 
 // onResponseOutOfOrder places a READ response or an atomic ACK by its PSN,
@@ -385,10 +405,11 @@ func (e *Engine) onResponseOutOfOrder(q *QP, psn qp.PSN, pkt *bth.Packet) {
 	if psn != q.unacked {
 		e.cnt.OOOResponses++
 	}
+	before := q.unacked
 	e.sackThrough(q, psn)
-	q.sender.OnSack(e.now, psn, psn, recovery.Answered, q.maxSentPSN)
 	e.advanceSelective(q)
-	e.scheduleIfReady(q)
+	q.sender.OnSack(e.now, psn, psn, recovery.Answered, q.maxSentPSN)
+	e.settle(q, before)
 }
 
 // put stores pkt for q's PSN psn; false if the buffer is full.
