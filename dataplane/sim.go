@@ -22,6 +22,7 @@ type Sim struct {
 	Clock  *fabric.FakeClock
 	Fabric *fabric.Fabric
 	A, B   *Engine
+	group  Group
 	bell   atomic.Pointer[doorbell.Doorbell] // RunRealtime's, while it runs
 }
 
@@ -89,66 +90,28 @@ func NewSim(cfg SimConfig) (*Sim, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Sim{Clock: clock, Fabric: f, A: a, B: b}, nil
+	// Each port's frame deliveries are events besides the engines' own.
+	group := Group{Engines: []*Engine{a, b}, Events: []func() (time.Duration, bool){f.A().NextDelivery, f.B().NextDelivery}}
+	return &Sim{Clock: clock, Fabric: f, A: a, B: b, group: group}, nil
 }
 
 // Now is the simulated time.
 func (s *Sim) Now() time.Duration { return s.Clock.Now() }
 
 // Step polls both engines until neither has anything to do at the
-// current time, then moves the clock to the next event. It returns false
-// when nothing at all is pending (no frame in flight, no timer armed).
-func (s *Sim) Step() bool {
-	now := s.Clock.Now()
-	for s.A.Poll(now) || s.B.Poll(now) {
-	}
-	// Neither engine can do anything at now, so whatever is due at or
-	// before now waits for a later event (frames for an engine whose
-	// pipeline is stalled on a context fetch wait for the fetch, its
-	// NextDeadline): take the earliest event after now, per port, so that
-	// one engine's stall never delays the other's frames. An engine's
-	// NextDeadline includes the moment its emulated link takes frames
-	// again (Config.LinkRate).
-	var next time.Duration
-	ok := false
-	consider := func(t time.Duration, armed bool) {
-		if armed && t > now && (!ok || t < next) {
-			next, ok = t, true
-		}
-	}
-	consider(s.Fabric.A().NextDelivery())
-	consider(s.Fabric.B().NextDelivery())
-	consider(s.A.NextDeadline())
-	consider(s.B.NextDeadline())
-	if !ok {
-		return false
-	}
-	s.Clock.Set(next)
-	return true
-}
+// current time, then moves the clock to the next event (Group.Step). It
+// returns false when nothing at all is pending (no frame in flight, no
+// timer armed).
+func (s *Sim) Step() bool { return s.group.Step(s.Clock) }
 
 // RunUntil steps until cond holds, returning false if the simulation went
 // idle or simulated time passed limit first.
 func (s *Sim) RunUntil(cond func() bool, limit time.Duration) bool {
-	end := s.Clock.Now() + limit
-	for !cond() {
-		if s.Clock.Now() > end || !s.Step() {
-			return cond()
-		}
-	}
-	return true
+	return s.group.RunUntil(s.Clock, cond, limit)
 }
 
 // RunFor advances simulated time by d, processing every event on the way.
-func (s *Sim) RunFor(d time.Duration) {
-	end := s.Clock.Now() + d
-	for s.Clock.Now() < end {
-		if !s.Step() {
-			s.Clock.Set(end)
-			return
-		}
-	}
-}
+func (s *Sim) RunFor(d time.Duration) { s.group.RunFor(s.Clock, d) }
 
 // ConnParams are what a connection exchange agrees on (perftest's
 // defaults where it has them). Connect and package verbs/cm's ConnectQP
