@@ -2,10 +2,7 @@ package dataplane
 
 import (
 	"context"
-	"fmt"
 	"time"
-
-	"github.com/softnic/softnic/dataplane/afxdp/doorbell"
 )
 
 // Waiter is what a poll loop blocks on when its engine is idle: the port's
@@ -254,39 +251,3 @@ func NewMonotonicClock() *MonotonicClock { return &MonotonicClock{start: time.No
 
 // Now is the time since the clock started.
 func (c *MonotonicClock) Now() time.Duration { return time.Since(c.start) }
-
-// RunRealtime runs the Sim against the wall clock instead of jumping from
-// event to event: the fabric's delays and rates then take real time, and
-// other goroutines (a verbs server, a benchmark client) can post work
-// while it runs. It is the engines' own poll loop (Group.Run, which
-// Engine.Run is for one engine), so all of rc applies as it does to a
-// daemon's engine; each round first moves the simulated clock to the wall
-// clock's time since the call (plus the simulated time it started at).
-// The loop blocks in ppoll on an eventfd that Wake writes, with a
-// nanosecond timeout: a Go timer shorter than a millisecond would round
-// up to about one. It returns when ctx ends.
-func (s *Sim) RunRealtime(ctx context.Context, rc RunConfig) {
-	bell, err := doorbell.New()
-	if err != nil {
-		panic(fmt.Sprintf("dataplane: RunRealtime: %v", err)) // eventfd(2) failing means no descriptors left
-	}
-	s.bell.Store(bell)
-	defer func() {
-		s.bell.Store(nil)
-		bell.Close()
-	}()
-	start, base := time.Now(), s.Clock.Now()
-	now := func() time.Duration {
-		t := base + time.Since(start)
-		s.Clock.Set(t)
-		return t
-	}
-	s.group.Run(ctx, bell, now, rc)
-}
-
-// Wake wakes RunRealtime's loop. Safe from any goroutine.
-func (s *Sim) Wake() {
-	if b := s.bell.Load(); b != nil {
-		b.Wake()
-	}
-}
