@@ -2,10 +2,7 @@ package dataplane
 
 import (
 	"context"
-	"fmt"
 	"time"
-
-	"github.com/softnic/softnic/dataplane/afxdp/doorbell"
 )
 
 // Waiter is what a poll loop blocks on when its engine is idle: the port's
@@ -75,21 +72,53 @@ func (rc RunConfig) withDefaults() RunConfig {
 	return rc
 }
 
+// A Group is engines that share one clock and one poll loop, and the
+// other sources of events that wake them: Engine.Run drives a group of one
+// engine; package dataplane/sim drives its two engines and the fabric
+// between them as a group, in simulated time (Step, RunUntil, RunFor) or on
+// the wall clock (Run). There is one poll loop, Run, so that whatever it
+// learns (IdlePolls, MaxWait, BusyPoll, LinkSpin, Pump, BeforeWait) holds
+// for the daemon and the embedded mode alike, and one event step, Step,
+// which the simulator and this package's tests share.
+type Group struct {
+	Engines []*Engine
+	// Events are the other sources of events (a fabric port's frame
+	// deliveries): each returns when its next event is due, if one is.
+	Events []func() (time.Duration, bool)
+}
+
 // Run drives e until ctx ends: poll while there is work, spin a little
 // when there is none, then block in w until the next timer deadline.
-// now is the engine's clock (time since its epoch).
+// now is the engine's clock (time since its epoch). It is Group.Run for a
+// group of one.
 func (e *Engine) Run(ctx context.Context, w Waiter, now func() time.Duration, rc RunConfig) {
+	Group{Engines: []*Engine{e}}.Run(ctx, w, now, rc)
+}
+
+// Run drives the group until ctx ends: poll every engine (each every round)
+// while there is work, spin a little when there is none, then block in w
+// until the next timer deadline or event. now is the engines' clock, read
+// once a round before the engines are polled (a simulator's wall-clock mode
+// moves its simulated clock there).
+func (g Group) Run(ctx context.Context, w Waiter, now func() time.Duration, rc RunConfig) {
 	rc = rc.withDefaults()
-	e.SetDoorbell(w.Wake)
-	defer e.SetDoorbell(nil)
+	for _, e := range g.Engines {
+		e.SetDoorbell(w.Wake)
+		defer e.SetDoorbell(nil)
+	}
 	stop := context.AfterFunc(ctx, w.Wake)
 	defer stop()
 	idle := 0
 	var lastWork time.Duration
 	for ctx.Err() == nil {
 		t := now()
-		busy := e.Poll(t)
-		if rc.Pump != nil && rc.Pump() {
+		busy := false
+		for _, e := range g.Engines {
+			if e.Poll(t) {
+				busy = true
+			}
+		}
+		if rc.Pump != nil && rc.Pump() { // every round, busy or not
 			busy = true
 		}
 		if busy {
@@ -104,8 +133,8 @@ func (e *Engine) Run(ctx context.Context, w Waiter, now func() time.Duration, rc
 			continue
 		}
 		idle = 0
-		if d, ok := e.linkWait(t); ok && d < rc.LinkSpin {
-			yieldCPU() // the emulated link is busy: poll until it takes more
+		if g.linkBusy(t, rc.LinkSpin) {
+			yieldCPU() // an emulated link is busy: poll until it takes more
 			continue
 		}
 		if rc.BeforeWait != nil {
@@ -115,11 +144,101 @@ func (e *Engine) Run(ctx context.Context, w Waiter, now func() time.Duration, rc
 			}
 		}
 		wait := rc.MaxWait
-		if d, ok := e.NextDeadline(); ok {
-			wait = min(wait, max(0, d-t))
-		}
+		g.events(func(d time.Duration, ok bool) {
+			if ok {
+				wait = min(wait, max(0, d-t))
+			}
+		})
 		if wait > 0 {
 			w.Wait(wait)
+		}
+	}
+}
+
+// linkBusy reports whether an engine's emulated link holds packets back
+// and takes them again sooner than spin after now.
+func (g Group) linkBusy(now, spin time.Duration) bool {
+	for _, e := range g.Engines {
+		if d, ok := e.linkWait(now); ok && d < spin {
+			return true
+		}
+	}
+	return false
+}
+
+// events calls fn with the next event of every source: the engines'
+// deadlines (NextDeadline), then Events.
+func (g Group) events(fn func(time.Duration, bool)) {
+	for _, e := range g.Engines {
+		fn(e.NextDeadline())
+	}
+	for _, next := range g.Events {
+		fn(next())
+	}
+}
+
+// SimClock is simulated time: it moves only when set (fabric.FakeClock).
+type SimClock interface {
+	Now() time.Duration
+	Set(time.Duration)
+}
+
+// Step polls the engines at c's time until none has anything to do (the
+// first engine until it is idle, then the next, and from the first again
+// whenever one did work), then moves c to the next event. It returns
+// false when nothing at all is pending (no frame in flight, no timer
+// armed).
+func (g Group) Step(c SimClock) bool {
+	now := c.Now()
+	for again := true; again; {
+		again = false
+		for _, e := range g.Engines {
+			if e.Poll(now) {
+				again = true
+				break
+			}
+		}
+	}
+	// No engine can do anything at now, so whatever is due at or before
+	// now waits for a later event (frames for an engine whose pipeline is
+	// stalled on a context fetch wait for the fetch, its NextDeadline):
+	// take the earliest event after now, per source, so that one engine's
+	// stall never delays another's frames. An engine's NextDeadline
+	// includes the moment its emulated link takes frames again
+	// (Config.LinkRate).
+	var next time.Duration
+	found := false
+	g.events(func(t time.Duration, ok bool) {
+		if ok && t > now && (!found || t < next) {
+			next, found = t, true
+		}
+	})
+	if !found {
+		return false
+	}
+	c.Set(next)
+	return true
+}
+
+// RunUntil steps until cond holds, returning false if the group went idle
+// or c passed limit from now first.
+func (g Group) RunUntil(c SimClock, cond func() bool, limit time.Duration) bool {
+	end := c.Now() + limit
+	for !cond() {
+		if c.Now() > end || !g.Step(c) {
+			return cond()
+		}
+	}
+	return true
+}
+
+// RunFor advances c by d, processing every event on the way.
+func (g Group) RunFor(c SimClock, d time.Duration) {
+	end := c.Now() + d
+	for c.Now() < end {
+		if !g.Step(c) {
+			c.Set(end)
+			return
 		}
 	}
 }
@@ -132,76 +251,3 @@ func NewMonotonicClock() *MonotonicClock { return &MonotonicClock{start: time.No
 
 // Now is the time since the clock started.
 func (c *MonotonicClock) Now() time.Duration { return time.Since(c.start) }
-
-// RunRealtime runs the Sim against the wall clock instead of jumping from
-// event to event: the fabric's delays and rates then take real time, and
-// other goroutines (a verbs server, a benchmark client) can post work
-// while it runs. It polls and waits as Run does (rc's IdlePolls, MaxWait,
-// BusyPoll, Pump and BeforeWait), blocking in ppoll on an eventfd that
-// Wake writes, with a nanosecond timeout: a Go timer shorter than a
-// millisecond would round up to about one. It returns when ctx ends.
-func (s *Sim) RunRealtime(ctx context.Context, rc RunConfig) {
-	bell, err := doorbell.New()
-	if err != nil {
-		panic(fmt.Sprintf("dataplane: RunRealtime: %v", err)) // eventfd(2) failing means no descriptors left
-	}
-	s.bell.Store(bell)
-	defer func() {
-		s.bell.Store(nil)
-		bell.Close()
-	}()
-	ring := s.Wake
-	s.A.SetDoorbell(ring)
-	s.B.SetDoorbell(ring)
-	defer s.A.SetDoorbell(nil)
-	defer s.B.SetDoorbell(nil)
-	stop := context.AfterFunc(ctx, bell.Wake)
-	defer stop()
-	rc = rc.withDefaults()
-	start, base := time.Now(), s.Clock.Now()
-	idle := 0
-	var lastWork time.Duration
-	for ctx.Err() == nil {
-		now := base + time.Since(start)
-		s.Clock.Set(now)
-		a, b := s.A.Poll(now), s.B.Poll(now)
-		pumped := rc.Pump != nil && rc.Pump() // every round, busy or not
-		if a || b || pumped {
-			idle, lastWork = 0, now
-			continue
-		}
-		if idle++; idle < rc.IdlePolls {
-			continue
-		}
-		if now-lastWork < rc.BusyPoll {
-			yieldCPU()
-			continue
-		}
-		idle = 0
-		if rc.BeforeWait != nil {
-			rc.BeforeWait()
-			if rc.Pump != nil && rc.Pump() {
-				continue
-			}
-		}
-		wait := rc.MaxWait
-		if t, ok := s.Fabric.NextDelivery(); ok {
-			wait = min(wait, t-now)
-		}
-		for _, e := range [...]*Engine{s.A, s.B} {
-			if t, ok := e.NextDeadline(); ok {
-				wait = min(wait, t-now)
-			}
-		}
-		if wait > 0 {
-			bell.Wait(wait)
-		}
-	}
-}
-
-// Wake wakes RunRealtime's loop. Safe from any goroutine.
-func (s *Sim) Wake() {
-	if b := s.bell.Load(); b != nil {
-		b.Wake()
-	}
-}

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/softnic/softnic/dataplane"
+	"github.com/softnic/softnic/dataplane/sim"
 	"github.com/softnic/softnic/verbs/verbsd"
 )
 
@@ -23,7 +24,7 @@ type chanPair struct {
 func newChanPair(t *testing.T, mode string) *chanPair {
 	t.Helper()
 	if mode == "embedded" {
-		m, err := NewEmbedded(dataplane.SimConfig{Seed: 3})
+		m, err := NewEmbedded(sim.Config{Seed: 3})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -33,7 +34,7 @@ func newChanPair(t *testing.T, mode string) *chanPair {
 		t.Cleanup(func() { stop(); wg.Wait() })
 		return &chanPair{a: m.A, b: m.B}
 	}
-	d := startDaemons(t, dataplane.SimConfig{Seed: 3}, true)
+	d := startDaemons(t, sim.Config{Seed: 3}, true)
 	a, err := Dial(d.sockA)
 	if err != nil {
 		t.Fatal(err)
@@ -347,7 +348,7 @@ func TestCompChannelNoAllocs(t *testing.T) {
 func TestCompChannelDaemonGone(t *testing.T) {
 	for _, how := range []string{"daemon closes", "context closes"} {
 		t.Run(how, func(t *testing.T) {
-			d := startDaemons(t, dataplane.SimConfig{}, true)
+			d := startDaemons(t, sim.Config{}, true)
 			ctx, err := Dial(d.sockA)
 			if err != nil {
 				t.Fatal(err)
@@ -405,7 +406,7 @@ func countFDs(t *testing.T) int {
 // descriptors (its channel's eventfd is closed), and the daemon serves
 // the next client's events as before.
 func TestCompChannelClientKilled(t *testing.T) {
-	d := startDaemons(t, dataplane.SimConfig{}, true)
+	d := startDaemons(t, sim.Config{}, true)
 	dir := t.TempDir()
 	// A first client opens whatever descriptors the daemon keeps for the
 	// life of the server (the listener's, the poller's).

@@ -13,6 +13,7 @@ import (
 
 	"github.com/softnic/softnic/dataplane"
 	"github.com/softnic/softnic/dataplane/fabric"
+	"github.com/softnic/softnic/dataplane/sim"
 	"github.com/softnic/softnic/verbs/internal/proto"
 	"github.com/softnic/softnic/verbs/verbsd"
 )
@@ -34,7 +35,7 @@ func TestDaemonAllOpcodes(t *testing.T) {
 				}
 				return l
 			}
-			d := startDaemons(t, dataplane.SimConfig{Seed: 11, AtoB: link(), BtoA: link()}, true)
+			d := startDaemons(t, sim.Config{Seed: 11, AtoB: link(), BtoA: link()}, true)
 			dir := t.TempDir()
 			a, outA := startHelper(t, "peer-a", "SOFTNIC_SOCK="+d.sockA, "SOFTNIC_DIR="+dir)
 			b, outB := startHelper(t, "peer-b", "SOFTNIC_SOCK="+d.sockB, "SOFTNIC_DIR="+dir)
@@ -73,7 +74,7 @@ func TestDaemonAllOpcodes(t *testing.T) {
 // a transfer leaves nothing behind in its daemon, and the daemon serves
 // the next client as before.
 func TestDaemonClientKilled(t *testing.T) {
-	d := startDaemons(t, dataplane.SimConfig{Seed: 5}, true)
+	d := startDaemons(t, sim.Config{Seed: 5}, true)
 	dir := t.TempDir()
 	cmd, out := startHelper(t, "flood", "SOFTNIC_SOCK="+d.sockA, "SOFTNIC_DIR="+dir)
 
@@ -162,7 +163,7 @@ func TestDaemonClientKilled(t *testing.T) {
 // that names the first one's objects reaches nothing, and the first
 // client's objects are unharmed.
 func TestDaemonForeignHandles(t *testing.T) {
-	d := startDaemons(t, dataplane.SimConfig{Seed: 1}, true)
+	d := startDaemons(t, sim.Config{Seed: 1}, true)
 	owner, err := Dial(d.sockA)
 	if err != nil {
 		t.Fatal(err)
@@ -214,7 +215,7 @@ func TestDaemonForeignHandles(t *testing.T) {
 // TestDaemonSocket: the socket is 0660, never world-accessible; a stale
 // socket file is replaced, a live server's is not.
 func TestDaemonSocket(t *testing.T) {
-	d := startDaemons(t, dataplane.SimConfig{}, false)
+	d := startDaemons(t, sim.Config{}, false)
 	fi, err := os.Stat(d.sockA)
 	if err != nil {
 		t.Fatal(err)
@@ -261,7 +262,7 @@ func leaveSocketFile(t *testing.T, s *verbsd.Server) {
 // TestDaemonStats: the stats RPC gives the engine's counters by name, in
 // the engine's order.
 func TestDaemonStats(t *testing.T) {
-	d := startDaemons(t, dataplane.SimConfig{}, false)
+	d := startDaemons(t, sim.Config{}, false)
 	ctx, err := Dial(d.sockB)
 	if err != nil {
 		t.Fatal(err)
@@ -291,7 +292,7 @@ func TestDaemonStats(t *testing.T) {
 // TestRegMRNeedsAllocBuf: the daemon can only register memory it can
 // map, and says so.
 func TestRegMRNeedsAllocBuf(t *testing.T) {
-	d := startDaemons(t, dataplane.SimConfig{}, false)
+	d := startDaemons(t, sim.Config{}, false)
 	ctx, err := Dial(d.sockA)
 	if err != nil {
 		t.Fatal(err)
@@ -376,14 +377,14 @@ func TestRegMRAccess(t *testing.T) {
 		}
 	}
 	t.Run("embedded", func(t *testing.T) {
-		m, err := NewEmbedded(dataplane.SimConfig{})
+		m, err := NewEmbedded(sim.Config{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		check(t, m.A, make([]byte, 4096), false)
 	})
 	t.Run("daemon", func(t *testing.T) {
-		d := startDaemons(t, dataplane.SimConfig{}, false)
+		d := startDaemons(t, sim.Config{}, false)
 		ctx, err := Dial(d.sockA)
 		if err != nil {
 			t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/softnic/softnic/dataplane"
 	"github.com/softnic/softnic/dataplane/impair"
+	"github.com/softnic/softnic/dataplane/sim"
 	"github.com/softnic/softnic/qp"
 	"github.com/softnic/softnic/verbs/internal/protoconv"
 	"github.com/softnic/softnic/verbs/internal/shm"
@@ -19,13 +20,13 @@ import (
 // then jumps from event to event, so a run at 25 Gb/s with millisecond
 // timeouts takes only the CPU time its packets need.
 type Embedded struct {
-	Sim  *dataplane.Sim
+	Sim  *sim.Sim
 	A, B *Context
 }
 
 // NewEmbedded builds the pair.
-func NewEmbedded(cfg dataplane.SimConfig) (*Embedded, error) {
-	sim, err := dataplane.NewSim(cfg)
+func NewEmbedded(cfg sim.Config) (*Embedded, error) {
+	sim, err := sim.New(cfg)
 	if err != nil {
 		return nil, err
 	}

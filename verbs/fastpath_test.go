@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/softnic/softnic/dataplane"
+	"github.com/softnic/softnic/dataplane/sim"
 	"github.com/softnic/softnic/qp"
 )
 
@@ -22,7 +23,7 @@ func addrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b
 // This goroutine plays the poll loop (Pump, then the Sim's Step), so
 // nothing else runs while it measures.
 func TestDaemonFastPath(t *testing.T) {
-	d := startDaemons(t, dataplane.SimConfig{Seed: 3}, false)
+	d := startDaemons(t, sim.Config{Seed: 3}, false)
 	ctxA, err := Dial(d.sockA)
 	if err != nil {
 		t.Fatal(err)
@@ -164,7 +165,7 @@ func TestDaemonFastPath(t *testing.T) {
 // engine, and requires the same transcript: the same results, the same
 // errors with the same messages, the same completions.
 func TestConformance(t *testing.T) {
-	m, err := NewEmbedded(dataplane.SimConfig{Seed: 9})
+	m, err := NewEmbedded(sim.Config{Seed: 9})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +173,7 @@ func TestConformance(t *testing.T) {
 		return m.RunUntil(cond, time.Second)
 	})
 
-	d := startDaemons(t, dataplane.SimConfig{Seed: 9}, true)
+	d := startDaemons(t, sim.Config{Seed: 9}, true)
 	ctx, err := Dial(d.sockA)
 	if err != nil {
 		t.Fatal(err)
@@ -326,7 +327,7 @@ func conformanceScript(t *testing.T, ctx *Context, peerGID netip.Addr, peerMAC [
 // it, and once the peer acknowledged them 4 more fit (the last
 // signaled), whose completion comes with all 8 WRITEs' data in place.
 func TestDaemonUnsignaled(t *testing.T) {
-	d := startDaemons(t, dataplane.SimConfig{Seed: 4}, false)
+	d := startDaemons(t, sim.Config{Seed: 4}, false)
 	ctxA, err := Dial(d.sockA)
 	if err != nil {
 		t.Fatal(err)

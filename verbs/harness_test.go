@@ -18,11 +18,12 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/dataplane"
+	"github.com/softnic/softnic/dataplane/sim"
 	"github.com/softnic/softnic/verbs/verbsd"
 )
 
 // This file is the harness of the daemon-mode tests: two verbs servers on
-// the two engines of a dataplane.Sim run in real time (the daemon side of
+// the two engines of a sim.Sim run in real time (the daemon side of
 // two hosts), and client processes that are this test binary run again
 // with SOFTNIC_VERBS_HELPER set (the helper-process pattern of os/exec's
 // own tests).
@@ -43,7 +44,7 @@ func TestMain(m *testing.M) {
 // daemons is host A's and host B's daemon side: a Sim's engines, a verbs
 // server on each, and the real-time poll loop pumping both.
 type daemons struct {
-	sim          *dataplane.Sim
+	sim          *sim.Sim
 	a, b         *verbsd.Server
 	sockA, sockB string
 	stopLoop     func() // stops the poll loop (the servers stay)
@@ -51,9 +52,9 @@ type daemons struct {
 
 // startDaemons starts both servers and, if realtime, the poll loop. A
 // test that drives the Sim itself passes realtime false.
-func startDaemons(t testing.TB, cfg dataplane.SimConfig, realtime bool) *daemons {
+func startDaemons(t testing.TB, cfg sim.Config, realtime bool) *daemons {
 	t.Helper()
-	sim, err := dataplane.NewSim(cfg)
+	sim, err := sim.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

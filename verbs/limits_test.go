@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/softnic/softnic/dataplane"
+	"github.com/softnic/softnic/dataplane/sim"
 	"github.com/softnic/softnic/verbs/verbsd"
 )
 
@@ -15,7 +15,7 @@ import (
 // error that is ErrLimit and names the limit and its flag, and the stats
 // RPC carries the refusal counters the daemon adds.
 func TestDaemonLimits(t *testing.T) {
-	sim, err := dataplane.NewSim(dataplane.SimConfig{})
+	sim, err := sim.New(sim.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/softnic/softnic/bth"
 	"github.com/softnic/softnic/dataplane"
 	"github.com/softnic/softnic/dataplane/fabric"
+	"github.com/softnic/softnic/dataplane/sim"
 	"github.com/softnic/softnic/recovery"
 )
 
@@ -21,13 +22,13 @@ import (
 // and is refused from RTR on; an unknown name fails with the available
 // ones, at create and at SetScheme.
 func TestQPScheme(t *testing.T) {
-	m, err := NewEmbedded(dataplane.SimConfig{Seed: 12})
+	m, err := NewEmbedded(sim.Config{Seed: 12})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Run("embedded", func(t *testing.T) { qpSchemes(t, m.A, m.Sim.A) })
 	t.Run("daemon", func(t *testing.T) {
-		d := startDaemons(t, dataplane.SimConfig{Seed: 12}, true)
+		d := startDaemons(t, sim.Config{Seed: 12}, true)
 		ctx, err := Dial(d.sockA)
 		if err != nil {
 			t.Fatal(err)
@@ -113,7 +114,7 @@ func qpSchemes(t *testing.T, ctx *Context, e *dataplane.Engine) {
 		t.Fatalf("SetScheme to the default: %v", err)
 	}
 	runs(q, dev.Scheme)
-	if err := q.Modify(&QPAttr{State: QPSRTR, AV: AHAttr{DGID: dataplane.SimAddrB, HopLimit: 64}, PathMTU: MTU1024, DestQPN: 0x10, MaxDestRdAtomic: 1},
+	if err := q.Modify(&QPAttr{State: QPSRTR, AV: AHAttr{DGID: sim.AddrB, HopLimit: 64}, PathMTU: MTU1024, DestQPN: 0x10, MaxDestRdAtomic: 1},
 		AttrState|AttrAV|AttrPathMTU|AttrDestQPN|AttrRQPSN|AttrMaxDestRdAtomic|AttrMinRNRTimer); err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +174,7 @@ func TestDaemonPerQPScheme(t *testing.T) {
 	// Step): simulated time, so that irn's short retransmission timeouts
 	// fire exactly when the protocol says, never because a loaded machine
 	// was slow.
-	d := startDaemons(t, dataplane.SimConfig{Seed: 13, AtoB: atob, BtoA: link}, false)
+	d := startDaemons(t, sim.Config{Seed: 13, AtoB: atob, BtoA: link}, false)
 	ctxA, err := Dial(d.sockA)
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,7 @@
 // A Context runs on one of two backends with the same behaviour:
 //
 //   - embedded (NewEmbedded): the NIC runs inside the calling process on
-//     the in-memory fabric (package dataplane's Sim), which is what unit
+//     the in-memory fabric (package dataplane/sim), which is what unit
 //     tests, the demo and hosts without XDP use. Every call goes straight
 //     into the engine.
 //   - daemon (Dial): the softnic daemon owns the NIC and serves the API

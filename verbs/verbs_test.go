@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/softnic/softnic/dataplane"
 	"github.com/softnic/softnic/dataplane/fabric"
+	"github.com/softnic/softnic/dataplane/sim"
 )
 
 type host struct {
@@ -50,7 +50,7 @@ func poll(t *testing.T, m *Embedded, cq *CQ) WC {
 // resources, connect, SEND/RECV, WRITE, READ, atomics, and errors.
 func TestEmbeddedVerbs(t *testing.T) {
 	lossy := fabric.LinkConfig{Loss: 0.02, Delay: time.Microsecond, RateBps: 10e9, QueueFrames: 32}
-	m, err := NewEmbedded(dataplane.SimConfig{Seed: 3, AtoB: lossy, BtoA: lossy})
+	m, err := NewEmbedded(sim.Config{Seed: 3, AtoB: lossy, BtoA: lossy})
 	if err != nil {
 		t.Fatal(err)
 	}

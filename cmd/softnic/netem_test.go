@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/softnic/softnic/dataplane"
+	"github.com/softnic/softnic/dataplane/sim"
 	"github.com/softnic/softnic/verbs/verbsd"
 )
 
@@ -53,7 +53,7 @@ func TestNetemFlag(t *testing.T) {
 // before connecting.
 func TestNetemCommand(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "softnic.sock")
-	sim, err := dataplane.NewSim(dataplane.SimConfig{})
+	sim, err := sim.New(sim.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

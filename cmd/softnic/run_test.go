@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/dataplane"
+	"github.com/softnic/softnic/dataplane/sim"
 	"github.com/softnic/softnic/verbs/verbsd"
 )
 
@@ -53,7 +54,7 @@ func TestConfigFileAndFlags(t *testing.T) {
 func TestControlSocket(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "softnic.sock")
-	sim, err := dataplane.NewSim(dataplane.SimConfig{})
+	sim, err := sim.New(sim.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +178,7 @@ func (p *stubPort) Close() error     { p.closed++; return nil }
 // made shutdown panic), and shutdown undoes any prefix of start, a
 // panicking step included, without stopping at it.
 func TestPartialStartShutdown(t *testing.T) {
-	sim, err := dataplane.NewSim(dataplane.SimConfig{})
+	sim, err := sim.New(sim.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

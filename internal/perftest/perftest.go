@@ -25,6 +25,7 @@ import (
 
 	"github.com/softnic/softnic/dataplane"
 	"github.com/softnic/softnic/dataplane/fabric"
+	"github.com/softnic/softnic/dataplane/sim"
 	"github.com/softnic/softnic/qp"
 	"github.com/softnic/softnic/recovery"
 	"github.com/softnic/softnic/verbs"
@@ -75,7 +76,7 @@ func WriteBWEmbedded(o Options, link Link) (Result, error) {
 		return Result{}, errors.New("perftest: size, iterations and tx depth must be positive")
 	}
 	lc := fabric.LinkConfig{RateBps: link.RateBps, Delay: link.Delay, Loss: link.Loss, QueueFrames: link.Ring}
-	m, err := verbs.NewEmbedded(dataplane.SimConfig{Seed: o.Seed, AtoB: lc, BtoA: lc, SchemeA: o.Scheme, SchemeB: o.Scheme, SchemeParams: o.Params})
+	m, err := verbs.NewEmbedded(sim.Config{Seed: o.Seed, AtoB: lc, BtoA: lc, SchemeA: o.Scheme, SchemeB: o.Scheme, SchemeParams: o.Params})
 	if err != nil {
 		return Result{}, err
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/dataplane"
+	"github.com/softnic/softnic/dataplane/sim"
 	"github.com/softnic/softnic/verbs"
 	"github.com/softnic/softnic/verbs/cm"
 )
@@ -103,7 +104,7 @@ func TestEmbeddedTests(t *testing.T) {
 // devices, a TCP connection, Run on each side with its own hooks; the
 // server prints the rows the client measured.
 func TestRunDaemonShape(t *testing.T) {
-	m, err := verbs.NewEmbedded(dataplane.SimConfig{})
+	m, err := verbs.NewEmbedded(sim.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +160,7 @@ func device(c *verbs.Context) Device {
 // TestRunMismatch: two sides started with different tests stop with an
 // error naming both, instead of hanging.
 func TestRunMismatch(t *testing.T) {
-	m, err := verbs.NewEmbedded(dataplane.SimConfig{})
+	m, err := verbs.NewEmbedded(sim.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +215,7 @@ func TestConfigChecks(t *testing.T) {
 	if _, err := RunEmbedded(context.Background(), Config{Test: WriteBW, Sizes: []int{8}, Iters: 1}, Fabric{Scheme: "nope"}, Hooks{}); err == nil {
 		t.Error("unknown scheme accepted")
 	}
-	m, _ := verbs.NewEmbedded(dataplane.SimConfig{})
+	m, _ := verbs.NewEmbedded(sim.Config{})
 	c1, _ := net.Pipe()
 	defer c1.Close()
 	if _, err := Run(context.Background(), Device{Ctx: m.A}, c1, Client, Config{Test: WriteBW, Sizes: []int{8}, Iters: 1}, Hooks{}); err == nil {

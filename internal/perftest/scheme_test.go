@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/softnic/softnic/dataplane"
+	"github.com/softnic/softnic/dataplane/sim"
 	"github.com/softnic/softnic/recovery"
 	"github.com/softnic/softnic/verbs"
 )
@@ -35,7 +36,7 @@ func TestRunAppliesAgreedScheme(t *testing.T) {
 		{"NIC defaults agree", recovery.IGBN, recovery.IGBN, nil, nil, recovery.IGBN},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m, err := verbs.NewEmbedded(dataplane.SimConfig{Seed: 17, SchemeA: tc.defaultA, SchemeB: tc.defaultB})
+			m, err := verbs.NewEmbedded(sim.Config{Seed: 17, SchemeA: tc.defaultA, SchemeB: tc.defaultB})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -89,7 +90,7 @@ func TestRunAppliesAgreedScheme(t *testing.T) {
 		})
 	}
 
-	m, err := verbs.NewEmbedded(dataplane.SimConfig{})
+	m, err := verbs.NewEmbedded(sim.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/softnic/softnic/dataplane"
 	"github.com/softnic/softnic/dataplane/fabric"
+	"github.com/softnic/softnic/dataplane/sim"
 	"github.com/softnic/softnic/qp"
 	"github.com/softnic/softnic/recovery"
 )
@@ -89,7 +90,7 @@ func RunQPs(c QPConfig) (QPResult, error) {
 	if penalty == 0 {
 		penalty = -1
 	}
-	sim, err := dataplane.NewSim(dataplane.SimConfig{Seed: c.Seed, AtoB: link, BtoA: link, SchemeA: c.Scheme, SchemeB: c.Scheme, SchemeParams: c.Params, SRAMBytes: c.SRAM, FetchPenalty: penalty})
+	sim, err := sim.New(sim.Config{Seed: c.Seed, AtoB: link, BtoA: link, SchemeA: c.Scheme, SchemeB: c.Scheme, SchemeParams: c.Params, SRAMBytes: c.SRAM, FetchPenalty: penalty})
 	if err != nil {
 		return QPResult{}, err
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/dataplane"
+	"github.com/softnic/softnic/dataplane/sim"
 	"github.com/softnic/softnic/qp"
 	"github.com/softnic/softnic/verbs"
 )
@@ -363,7 +364,7 @@ func TestRandomPSN(t *testing.T) {
 // TestConnectQP connects two embedded NICs through a real exchange and
 // moves data both ways with the PSNs the exchange chose.
 func TestConnectQP(t *testing.T) {
-	m, err := verbs.NewEmbedded(dataplane.SimConfig{Seed: 1})
+	m, err := verbs.NewEmbedded(sim.Config{Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -465,7 +466,7 @@ func TestConnectDefaultsAgree(t *testing.T) {
 		{MinRNRTimer: 32},
 		{MTU: 9},
 	} {
-		m, err := verbs.NewEmbedded(dataplane.SimConfig{Seed: 1})
+		m, err := verbs.NewEmbedded(sim.Config{Seed: 1})
 		if err != nil {
 			t.Fatal(err)
 		}

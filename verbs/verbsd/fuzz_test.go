@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/softnic/softnic/dataplane"
+	"github.com/softnic/softnic/dataplane/sim"
 	"github.com/softnic/softnic/qp"
 	"github.com/softnic/softnic/verbs/internal/proto"
 	"github.com/softnic/softnic/verbs/internal/protoconv"
@@ -39,7 +40,7 @@ import (
 // go test runs the seeds (valid requests, bogus handles, descriptors
 // where none belong); go test -fuzz FuzzControl explores.
 func FuzzControl(f *testing.F) {
-	sim, err := dataplane.NewSim(dataplane.SimConfig{})
+	sim, err := sim.New(sim.Config{})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -105,7 +106,7 @@ const (
 
 type fuzzer struct {
 	s     *Server
-	sim   *dataplane.Sim
+	sim   *sim.Sim
 	memfd int
 	null  int
 	fds   int // the process's descriptors with no client connected

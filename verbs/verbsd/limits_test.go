@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/softnic/softnic/dataplane"
+	"github.com/softnic/softnic/dataplane/sim"
 	"github.com/softnic/softnic/verbs/internal/proto"
 	"github.com/softnic/softnic/verbs/internal/shm"
 )
@@ -25,7 +26,7 @@ import (
 // newServerLimits is newServer with limits.
 func newServerLimits(t *testing.T, lim Limits) *Server {
 	t.Helper()
-	sim, err := dataplane.NewSim(dataplane.SimConfig{})
+	sim, err := sim.New(sim.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

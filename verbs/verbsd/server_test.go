@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/softnic/softnic/dataplane"
+	"github.com/softnic/softnic/dataplane/sim"
 	"github.com/softnic/softnic/qp"
 	"github.com/softnic/softnic/verbs/internal/proto"
 	"github.com/softnic/softnic/verbs/internal/protoconv"
@@ -32,15 +33,15 @@ type rawClient struct {
 	next uint64
 }
 
-func newServer(t *testing.T) (*Server, *dataplane.Sim) {
+func newServer(t *testing.T) (*Server, *sim.Sim) {
 	t.Helper()
 	return newServerLog(t, nil)
 }
 
 // newServerLog is newServer with log as the server's logger (nil: none).
-func newServerLog(t *testing.T, log *slog.Logger) (*Server, *dataplane.Sim) {
+func newServerLog(t *testing.T, log *slog.Logger) (*Server, *sim.Sim) {
 	t.Helper()
-	sim, err := dataplane.NewSim(dataplane.SimConfig{})
+	sim, err := sim.New(sim.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +190,7 @@ func TestProtocolAbuse(t *testing.T) {
 }
 
 // hostileQP sets up a QP in RTS over the raw protocol and maps its rings.
-func hostileQP(t *testing.T, r *rawClient, sim *dataplane.Sim) (qpRes proto.CreateQPResult, l shm.QPLayout, rings []byte, cqRing []byte, cqLayout shm.CQLayout) {
+func hostileQP(t *testing.T, r *rawClient, sim *sim.Sim) (qpRes proto.CreateQPResult, l shm.QPLayout, rings []byte, cqRing []byte, cqLayout shm.CQLayout) {
 	t.Helper()
 	var pd proto.Handle
 	r.call(proto.OpAllocPD, nil, &pd)
