@@ -1,6 +1,10 @@
 package bth
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/softnic/softnic/qp"
+)
 
 // RETH is a view of the 16-byte RDMA Extended Transport Header (IBA 9.3):
 // virtual address (8), R_Key (4), DMA length (4). It opens an RDMA WRITE
@@ -209,6 +213,25 @@ func (p PETH) SetOffset(off uint32) { binary.BigEndian.PutUint32(p[4:], off) }
 // responder's expected PSN, the cumulative acknowledgement.
 type SACKETH []byte
 
+// SACKETHFields holds every SACKETH field. Whether FaSR's lost-cnt
+// overflowed is not among them: the opcode says it
+// (RCAcknowledgeSACKOverflow; Reply.Overflow).
+type SACKETHFields struct {
+	PSN     uint32 // 24 bits
+	LostCnt uint8  // 3 bits
+}
+
+// Encode writes the whole header from f: the reserved bits are zero, PSN
+// is masked to 24 bits and LostCnt to 3.
+func (s SACKETH) Encode(f *SACKETHFields) {
+	_ = s[SACKETHLen-1]
+	s.SetPSN(f.PSN)
+	s.SetLostCnt(f.LostCnt)
+}
+
+// Fields returns every field of the header.
+func (s SACKETH) Fields() SACKETHFields { return SACKETHFields{PSN: s.PSN(), LostCnt: s.LostCnt()} }
+
 // LostCnt returns FaSR's lost-cnt (§III-B1).
 func (s SACKETH) LostCnt() uint8 { return s[0] & 7 }
 
@@ -235,6 +258,77 @@ type HolesETH []byte
 // HolesETHEntries is how many holes a HolesETH carries.
 const HolesETHEntries = 3
 
+// Hole is a run of missing PSNs, Len of them from Start.
+type Hole struct {
+	Start uint32 // 24 bits
+	Len   uint32
+}
+
+// HolesETHFields holds a HolesETH's fields as PSNs. The header itself
+// counts each hole from the BTH PSN of its packet, which Encode and Fields
+// therefore take.
+type HolesETHFields struct {
+	High  uint32 // RCV.HIGH, the highest PSN the responder holds
+	Holes [HolesETHEntries]Hole
+}
+
+// Encode writes the whole header from f for a packet whose BTH PSN is
+// cum: the reserved byte zero, High masked to 24 bits, and the holes in
+// the order f has them (the wire's is most recent first), each as its
+// offset from cum and its length. A hole that the 16-bit fields cannot
+// carry (it starts before cum, or its offset or length passes 0xFFFF) is
+// written unused, as is one of length 0.
+func (h HolesETH) Encode(cum uint32, f *HolesETHFields) {
+	_ = h[HolesETHLen-1]
+	h.SetHigh(f.High)
+	base := qp.PSN(cum & qp.PSNMask)
+	for i, hole := range f.Holes {
+		var off, length uint16
+		start := qp.PSN(hole.Start & qp.PSNMask)
+		if hole.Len > 0 && !start.Before(base) && hole.Len <= 0xFFFF && start.Diff(base) <= 0xFFFF {
+			off, length = uint16(start.Diff(base)), uint16(hole.Len)
+		}
+		h.SetHole(i, off, length)
+	}
+}
+
+// Fields returns the fields of the header of a packet whose BTH PSN is
+// cum: RCV.HIGH and the holes in use as PSNs, oldest first, the unused
+// entries (length 0) after them. ok is false if the header breaks the
+// rules of docs/wire.md: a hole that does not end before RCV.HIGH, or two
+// holes that overlap; High is read all the same, the holes only in part.
+func (h HolesETH) Fields(cum uint32) (f HolesETHFields, ok bool) {
+	_ = h[HolesETHLen-1]
+	f.High = h.High()
+	high, base := qp.PSN(f.High), qp.PSN(cum&qp.PSNMask)
+	n := 0
+	for i := range HolesETHEntries {
+		off, length := h.Hole(i)
+		if length == 0 {
+			continue
+		}
+		start := base.Add(uint32(off))
+		if !start.Add(uint32(length) - 1).Before(high) {
+			return f, false
+		}
+		f.Holes[n] = Hole{Start: uint32(start), Len: uint32(length)}
+		n++
+	}
+	// Oldest first, and no overlaps.
+	hs := f.Holes[:n]
+	for i := 1; i < len(hs); i++ {
+		for j := i; j > 0 && qp.PSN(hs[j].Start).Before(qp.PSN(hs[j-1].Start)); j-- {
+			hs[j], hs[j-1] = hs[j-1], hs[j]
+		}
+	}
+	for i := 1; i < len(hs); i++ {
+		if !qp.PSN(hs[i].Start).After(qp.PSN(hs[i-1].Start).Add(hs[i-1].Len - 1)) {
+			return f, false
+		}
+	}
+	return f, true
+}
+
 // High returns RCV.HIGH.
 func (h HolesETH) High() uint32 { return get24(h[1:]) }
 
@@ -244,13 +338,14 @@ func (h HolesETH) SetHigh(psn uint32) {
 	put24(h[1:], psn)
 }
 
-// Hole returns entry i: its offset from the BTH PSN and its length.
+// Hole returns entry i as it is on the wire: its offset from the BTH PSN
+// and its length.
 func (h HolesETH) Hole(i int) (off, length uint16) {
 	b := h[4+4*i:]
 	return binary.BigEndian.Uint16(b), binary.BigEndian.Uint16(b[2:])
 }
 
-// SetHole sets entry i.
+// SetHole sets entry i as it is on the wire.
 func (h HolesETH) SetHole(i int, off, length uint16) {
 	b := h[4+4*i:]
 	binary.BigEndian.PutUint16(b, off)

@@ -61,7 +61,39 @@ func FuzzParse(f *testing.F) {
 		if fieldsOf(&p2) != pf {
 			t.Fatalf("fields changed: %+v != %+v", fieldsOf(&p2), pf)
 		}
+		checkReply(t, &p)
 	})
+}
+
+// checkReply: a reply the table decodes, encoded again after a BTH like
+// the one it came with, decodes to the same reply.
+func checkReply(t *testing.T, p *bth.Packet) {
+	r, ok := p.Reply()
+	if bth.ReplyOf(p.Opcode()) == bth.ReplyNone {
+		if ok || r.Kind != bth.ReplyNone {
+			t.Fatalf("%s: Reply() = %+v, %v", p.Opcode(), r, ok)
+		}
+		return
+	}
+	if r.Kind != bth.ReplyOf(p.Opcode()) || r.Opcode() != p.Opcode() {
+		t.Fatalf("%s: Reply() = %+v", p.Opcode(), r)
+	}
+	if !ok {
+		return
+	}
+	b := make([]byte, p.Info.PacketLen(0))
+	bth.BTH(b).Encode(&bth.BTHFields{Opcode: r.Opcode(), PSN: p.BTH().PSN()})
+	r.Encode(b, p.AETH().MSN())
+	p2, err := bth.Parse(b)
+	if err != nil {
+		t.Fatalf("encoded reply does not parse: %v", err)
+	}
+	if r2, ok := p2.Reply(); !ok || r2 != r {
+		t.Fatalf("reply changed: %+v, %v != %+v\n%x", r2, ok, r, b)
+	}
+	if a := p2.AETH().Fields(); a.Syndrome != bth.NakSyndrome(bth.NakPSNSeqError) || a.MSN != p.AETH().MSN() {
+		t.Fatalf("AETH %+v", a)
+	}
 }
 
 func FuzzParseFrame(f *testing.F) {

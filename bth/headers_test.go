@@ -220,11 +220,129 @@ func TestPETH(t *testing.T) {
 	}
 }
 
-// TestSACKETH pins the IRN NACK's selective-acknowledgement header.
+// TestSACKETH pins the selective-acknowledgement header byte by byte
+// (docs/wire.md): lost-cnt in the low 3 bits of the first byte, the rest
+// reserved, then the 24-bit PSN.
 func TestSACKETH(t *testing.T) {
 	s := bth.SACKETH(bytes.Repeat([]byte{0xff}, bth.SACKETHLen))
 	s.SetPSN(0x1000007) // masked to 24 bits, reserved byte cleared
 	if want := []byte{0x00, 0x00, 0x00, 0x07}; !bytes.Equal(s, want) || s.PSN() != 7 {
 		t.Fatalf("SetPSN = % x, want % x", []byte(s), want)
+	}
+	for _, c := range []struct {
+		f    bth.SACKETHFields
+		want []byte
+		back bth.SACKETHFields // what Fields reads back: the masked fields
+	}{
+		// docs/wire.md's example (golden vector rc_ack_sack_v4): PSN 0xA07.
+		{bth.SACKETHFields{PSN: 0xA07}, []byte{0x00, 0x00, 0x0a, 0x07}, bth.SACKETHFields{PSN: 0xA07}},
+		// rc_ack_sack_lostcnt_v4: FaSR's lost-cnt 3.
+		{bth.SACKETHFields{PSN: 0xB05, LostCnt: 3}, []byte{0x03, 0x00, 0x0b, 0x05}, bth.SACKETHFields{PSN: 0xB05, LostCnt: 3}},
+		// rc_ack_sack_overflow_v6: lost-cnt held at 7 once it overflowed.
+		{bth.SACKETHFields{PSN: 0xB40, LostCnt: 7}, []byte{0x07, 0x00, 0x0b, 0x40}, bth.SACKETHFields{PSN: 0xB40, LostCnt: 7}},
+		// Masking: PSN to 24 bits, lost-cnt to 3, reserved bits 0.
+		{bth.SACKETHFields{PSN: 0xff123456, LostCnt: 0xfa}, []byte{0x02, 0x12, 0x34, 0x56}, bth.SACKETHFields{PSN: 0x123456, LostCnt: 2}},
+	} {
+		s := bth.SACKETH(bytes.Repeat([]byte{0xff}, bth.SACKETHLen))
+		s.Encode(&c.f)
+		if !bytes.Equal(s, c.want) {
+			t.Errorf("Encode(%+v) = % x, want % x", c.f, []byte(s), c.want)
+		}
+		if got := s.Fields(); got != c.back {
+			t.Errorf("Fields() = %+v, want %+v", got, c.back)
+		}
+	}
+	s = bth.SACKETH([]byte{0xfd, 0, 0, 1}) // reserved bits set: ignored
+	if got := s.Fields(); got != (bth.SACKETHFields{PSN: 1, LostCnt: 5}) {
+		t.Errorf("Fields() = %+v", got)
+	}
+}
+
+// TestHolesETH pins MELO's NACK header byte by byte (docs/wire.md; golden
+// vectors rc_ack_holes_v4 and rc_ack_holes_wrap_v6): Encode takes the
+// holes as PSNs, most recent first as the wire has them, and writes each
+// as its offset from the BTH PSN; Fields gives them back oldest first.
+func TestHolesETH(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		cum  uint32
+		f    bth.HolesETHFields // as the responder has them, most recent first
+		wire []byte
+		back bth.HolesETHFields // oldest first
+	}{
+		{"rc_ack_holes_v4", 0xC00,
+			bth.HolesETHFields{High: 0xC20, Holes: [3]bth.Hole{{0xC18, 2}, {0xC08, 5}, {0xC00, 3}}},
+			[]byte{0x00, 0x00, 0x0c, 0x20, 0x00, 0x18, 0x00, 0x02, 0x00, 0x08, 0x00, 0x05, 0x00, 0x00, 0x00, 0x03},
+			bth.HolesETHFields{High: 0xC20, Holes: [3]bth.Hole{{0xC00, 3}, {0xC08, 5}, {0xC18, 2}}}},
+		{"rc_ack_holes_wrap_v6", 0xFFFFF0,
+			bth.HolesETHFields{High: 4, Holes: [3]bth.Hole{{0, 4}, {0xFFFFF0, 1}}},
+			[]byte{0x00, 0x00, 0x00, 0x04, 0x00, 0x10, 0x00, 0x04, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00},
+			bth.HolesETHFields{High: 4, Holes: [3]bth.Hole{{0xFFFFF0, 1}, {0, 4}}}},
+		// Holes the 16-bit fields cannot carry are sent unused, in place:
+		// one before the BTH PSN, one too long, one too far.
+		{"clamped", 0x100,
+			bth.HolesETHFields{High: 0x30000, Holes: [3]bth.Hole{{0xFF, 2}, {0x200, 0x10000}, {0x10101, 1}}},
+			[]byte{0x00, 0x03, 0x00, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+			bth.HolesETHFields{High: 0x30000}},
+		{"clamp edges", 0x100,
+			bth.HolesETHFields{High: 0x30000, Holes: [3]bth.Hole{{0x100FF, 1}, {0x200, 0xFFFF}, {0x100, 0}}},
+			[]byte{0x00, 0x03, 0x00, 0x00, 0xff, 0xff, 0x00, 0x01, 0x01, 0x00, 0xff, 0xff, 0, 0, 0, 0},
+			bth.HolesETHFields{}}, // overlapping: see below
+	} {
+		h := bth.HolesETH(bytes.Repeat([]byte{0xff}, bth.HolesETHLen))
+		h.Encode(c.cum, &c.f)
+		if !bytes.Equal(h, c.wire) {
+			t.Errorf("%s: Encode = % x, want % x", c.name, []byte(h), c.wire)
+		}
+		got, ok := h.Fields(c.cum)
+		if c.name == "clamp edges" {
+			if ok { // 0x200 for 0xFFFF runs over 0x100FF
+				t.Errorf("%s: Fields() ok for overlapping holes: %+v", c.name, got)
+			}
+			continue
+		}
+		if !ok || got != c.back {
+			t.Errorf("%s: Fields() = %+v, %v, want %+v", c.name, got, ok, c.back)
+		}
+	}
+
+	// Fields refuses what docs/wire.md forbids: a hole that does not end
+	// before RCV.HIGH, or two that overlap.
+	for _, c := range []struct {
+		name  string
+		holes [3][2]uint16
+		ok    bool
+	}{
+		{"ends just before high", [3][2]uint16{{0, 10}}, true},
+		{"reaches high", [3][2]uint16{{0, 11}}, false},
+		{"past high", [3][2]uint16{{12, 1}}, false},
+		{"adjacent", [3][2]uint16{{4, 2}, {0, 4}}, true},
+		{"overlapping", [3][2]uint16{{3, 2}, {0, 4}}, false},
+		{"same", [3][2]uint16{{6, 1}, {0, 1}, {6, 1}}, false},
+		{"gap in the entries", [3][2]uint16{{6, 1}, {0, 0}, {0, 1}}, true},
+	} {
+		h := make(bth.HolesETH, bth.HolesETHLen)
+		h.SetHigh(0x50A)
+		for i, e := range c.holes {
+			h.SetHole(i, e[0], e[1])
+		}
+		f, ok := h.Fields(0x500)
+		if ok != c.ok || f.High != 0x50A {
+			t.Errorf("%s: Fields() = %+v, %v, want ok %v", c.name, f, ok, c.ok)
+		}
+		if ok && c.name == "gap in the entries" && f.Holes != [3]bth.Hole{{0x500, 1}, {0x506, 1}} {
+			t.Errorf("%s: holes %+v", c.name, f.Holes)
+		}
+	}
+
+	// The raw setters and getters are the wire's.
+	h := bth.HolesETH(bytes.Repeat([]byte{0xff}, bth.HolesETHLen))
+	h.SetHigh(0x1abcdef)
+	h.SetHole(1, 0x1234, 0x5678)
+	if h.High() != 0xabcdef || h[0] != 0 {
+		t.Errorf("SetHigh: % x", []byte(h))
+	}
+	if off, n := h.Hole(1); off != 0x1234 || n != 0x5678 {
+		t.Errorf("Hole(1) = %#x, %#x", off, n)
 	}
 }

@@ -55,7 +55,8 @@ func fieldsOf(p *bth.Packet) packetFields {
 		pf.PETH = h.Fields()
 	}
 	if h := p.SACKETH(); h != nil {
-		pf.SACK = uint32(h.LostCnt())<<24 | h.PSN()
+		f := h.Fields()
+		pf.SACK = uint32(f.LostCnt)<<24 | f.PSN
 	}
 	if h := p.HolesETH(); h != nil {
 		pf.Holes[0] = h.High()
@@ -96,8 +97,7 @@ func (pf *packetFields) encode(dst []byte, info *bth.OpInfo) {
 		bth.PETH(dst[info.PETHOff:]).Encode(&pf.PETH)
 	}
 	if info.SACKETHOff >= 0 {
-		bth.SACKETH(dst[info.SACKETHOff:]).SetPSN(pf.SACK)
-		bth.SACKETH(dst[info.SACKETHOff:]).SetLostCnt(uint8(pf.SACK >> 24))
+		bth.SACKETH(dst[info.SACKETHOff:]).Encode(&bth.SACKETHFields{PSN: pf.SACK, LostCnt: uint8(pf.SACK >> 24)})
 	}
 	if info.HolesETHOff >= 0 {
 		h := bth.HolesETH(dst[info.HolesETHOff:])

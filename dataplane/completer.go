@@ -27,8 +27,8 @@ var nakStatus = map[bth.NakCode]qp.WCStatus{
 func (e *Engine) complete(q *QP, pkt *bth.Packet) {
 	psn := qp.PSN(pkt.BTH().PSN())
 	op := pkt.Opcode()
-	nakOp := op == bth.RCAcknowledge || op == bth.RCAcknowledgeSACK || op == bth.RCAcknowledgeSACKOverflow ||
-		op == bth.RCAcknowledgeFNAK || op == bth.RCAcknowledgeHoles
+	reply := bth.ReplyOf(op) // softnic's acknowledgements: SACK, FNAK, HOLES
+	nakOp := op == bth.RCAcknowledge || reply != bth.ReplyNone
 	if !nakOp && pkt.Info.AETHOff >= 0 && pkt.AETH().Syndrome().Kind() != bth.AckKind {
 		e.cnt.RcvdBadResponse++ // read responses and atomic ACKs always carry an ACK syndrome
 		return
@@ -50,12 +50,16 @@ func (e *Engine) complete(q *QP, pkt *bth.Packet) {
 		default:
 			e.cnt.RcvdBadResponse++
 		}
-	case op == bth.RCAcknowledgeSACK || op == bth.RCAcknowledgeSACKOverflow:
-		e.onSackNak(q, psn, pkt)
-	case op == bth.RCAcknowledgeFNAK:
-		e.onFNak(q, psn, pkt)
-	case op == bth.RCAcknowledgeHoles:
-		e.onHolesNak(q, psn, pkt)
+	case reply != bth.ReplyNone:
+		r, ok := pkt.Reply()
+		switch r.Kind {
+		case bth.ReplySack:
+			e.onSackNak(q, psn, pkt, &r)
+		case bth.ReplyFNak:
+			e.onFNak(q, psn, pkt, &r)
+		case bth.ReplyHoles:
+			e.onHolesNak(q, psn, pkt, &r, ok)
+		}
 	case q.ooo:
 		e.onResponseOutOfOrder(q, psn, pkt)
 	case op == bth.RCAtomicAcknowledge:

@@ -402,10 +402,8 @@ const (
 	respNak
 	respRead
 	respAtomic
-	respSackNak  // IRN NACK, FaSR SACK: NAK psn, selectively acknowledge sack
+	respReply    // IRN NACK, FaSR SACK or FNACK, MELO NACK: NAK psn, carrying reply
 	respReadPull // the one response packet of a READ request with out-of-order placement
-	respFNak     // FaSR FNACK: NAK psn, sack was dropped
-	respHolesNak // MELO NACK: NAK psn, RCV.HIGH in sack, the holes
 )
 
 // respItem is one entry of the ordered response queue.
@@ -415,12 +413,9 @@ type respItem struct {
 	syn       bth.Syndrome
 	res       int
 	gen       uint32
-	thenError bool   // class C error: the QP moves to ERR once this NAK is out
-	sack      qp.PSN // respSackNak, respFNak; RCV.HIGH for respHolesNak
-	lostCnt   uint8  // respSackNak: FaSR's lost-cnt
-	overflow  bool   // ... overflowed
-	holes     [3]recovery.Hole
-	va        uint64 // respReadPull: what to read
+	thenError bool      // class C error: the QP moves to ERR once this NAK is out
+	reply     bth.Reply // respReply: its kind and extension header
+	va        uint64    // respReadPull: what to read
 	rkey      uint32
 	length    uint32
 }

@@ -590,41 +590,12 @@ func (e *Engine) sendResponse(q *QP) bool {
 			e.setState(q, qp.Err)
 		}
 		return true
-	case respSackNak, respFNak:
-		op := bth.RCAcknowledgeSACK
-		switch {
-		case it.kind == respFNak:
-			op = bth.RCAcknowledgeFNAK
-		case it.overflow:
-			op = bth.RCAcknowledgeSACKOverflow
-		}
-		t, ok := e.beginTx(q, op, it.psn, false, 0)
+	case respReply:
+		t, ok := e.beginTx(q, it.reply.Opcode(), it.psn, false, 0)
 		if !ok {
 			return false
 		}
-		bth.AETH(t.roce[t.info.AETHOff:]).Encode(&bth.AETHFields{Syndrome: bth.NakSyndrome(bth.NakPSNSeqError), MSN: uint32(q.msn)})
-		sa := bth.SACKETH(t.roce[t.info.SACKETHOff:])
-		sa.SetPSN(uint32(it.sack))
-		sa.SetLostCnt(it.lostCnt)
-		e.endTx(q, &t, 1)
-		e.cnt.AcksSent++
-		q.respQ.Pop()
-		return true
-	case respHolesNak:
-		t, ok := e.beginTx(q, bth.RCAcknowledgeHoles, it.psn, false, 0)
-		if !ok {
-			return false
-		}
-		bth.AETH(t.roce[t.info.AETHOff:]).Encode(&bth.AETHFields{Syndrome: bth.NakSyndrome(bth.NakPSNSeqError), MSN: uint32(q.msn)})
-		h := bth.HolesETH(t.roce[t.info.HolesETHOff:])
-		h.SetHigh(uint32(it.sack))
-		for i, hole := range it.holes {
-			var off, length uint16
-			if hole.Len > 0 && !hole.Start.Before(it.psn) && hole.Len <= 0xFFFF && hole.Start.Diff(it.psn) <= 0xFFFF {
-				off, length = uint16(hole.Start.Diff(it.psn)), uint16(hole.Len)
-			}
-			h.SetHole(i, off, length)
-		}
+		it.reply.Encode(t.roce, uint32(q.msn))
 		e.endTx(q, &t, 1)
 		e.cnt.AcksSent++
 		q.respQ.Pop()

@@ -121,18 +121,20 @@ func (e *Engine) keepOutOfOrder(q *QP, pkt *bth.Packet, psn qp.PSN) {
 		}
 	}
 	switch act.Reply {
-	case recovery.ReplyFNack:
-		e.pushResp(q, respItem{kind: respFNak, psn: q.ePSN, sack: psn})
-		e.cnt.FNakSent++
-	case recovery.ReplyHoles:
-		e.pushResp(q, respItem{kind: respHolesNak, psn: q.ePSN, sack: act.High, holes: act.Holes})
-		e.cnt.HolesNakSent++
-	case recovery.ReplySack:
-		e.pushResp(q, respItem{kind: respSackNak, psn: q.ePSN, sack: psn, lostCnt: act.LostCnt, overflow: act.Overflow})
-		e.cnt.SackNakSent++
+	case recovery.ReplyNone:
 	case recovery.ReplySeqNak:
 		e.queueNak(q, q.ePSN, bth.NakSyndrome(bth.NakPSNSeqError), false)
 		e.cnt.SeqNakSent++
+	default:
+		e.pushResp(q, respItem{kind: respReply, psn: q.ePSN, reply: wireReply(&act, psn)})
+		switch act.Reply {
+		case recovery.ReplySack:
+			e.cnt.SackNakSent++
+		case recovery.ReplyFNack:
+			e.cnt.FNakSent++
+		case recovery.ReplyHoles:
+			e.cnt.HolesNakSent++
+		}
 	}
 	e.armReceiverTimer(q)
 }
@@ -212,8 +214,8 @@ func (q *QP) sackKind(psn qp.PSN) recovery.SackKind {
 
 // onSackNak handles an IRN NACK or a FaSR SACK: the responder expects psn
 // and holds sack (IRN §3.1; FaSR §III-B2 with its lost-cnt).
-func (e *Engine) onSackNak(q *QP, psn qp.PSN, pkt *bth.Packet) {
-	sack := qp.PSN(pkt.SACKETH().PSN())
+func (e *Engine) onSackNak(q *QP, psn qp.PSN, pkt *bth.Packet, r *bth.Reply) {
+	sack := qp.PSN(r.SACK.PSN)
 	if !e.sackNakValid(q, psn, sack, pkt) {
 		return
 	}
@@ -227,8 +229,8 @@ func (e *Engine) onSackNak(q *QP, psn qp.PSN, pkt *bth.Packet) {
 
 // onFNak handles FaSR's FNACK: the responder dropped the retransmission
 // sack because one before it was lost (§III-D).
-func (e *Engine) onFNak(q *QP, psn qp.PSN, pkt *bth.Packet) {
-	sack := qp.PSN(pkt.SACKETH().PSN())
+func (e *Engine) onFNak(q *QP, psn qp.PSN, pkt *bth.Packet, r *bth.Reply) {
+	sack := qp.PSN(r.SACK.PSN)
 	if !e.sackNakValid(q, psn, sack, pkt) {
 		return
 	}
@@ -244,40 +246,16 @@ func (e *Engine) onFNak(q *QP, psn qp.PSN, pkt *bth.Packet) {
 // What lies between the holes, and between the last hole and high, it
 // holds; what lies before the oldest reported hole, if that hole does not
 // start at psn, this NACK does not say.
-func (e *Engine) onHolesNak(q *QP, psn qp.PSN, pkt *bth.Packet) {
-	h := pkt.HolesETH()
-	high := qp.PSN(h.High())
+func (e *Engine) onHolesNak(q *QP, psn qp.PSN, pkt *bth.Packet, r *bth.Reply, ok bool) {
+	high := qp.PSN(r.Holes.High)
 	if !e.sackNakValid(q, psn, high, pkt) {
 		return
 	}
-	var holes [bth.HolesETHEntries]recovery.Hole
-	n := 0
-	for i := range holes {
-		off, length := h.Hole(i)
-		if length == 0 {
-			continue
-		}
-		start := psn.Add(uint32(off))
-		if !start.Add(uint32(length) - 1).Before(high) {
-			e.cnt.RcvdBadResponse++
-			return
-		}
-		holes[n] = recovery.Hole{Start: start, Len: uint32(length)}
-		n++
+	if !ok { // a hole past high, or two overlapping (bth.HolesETH.Fields)
+		e.cnt.RcvdBadResponse++
+		return
 	}
-	// Oldest first, and no overlaps.
-	hs := holes[:n]
-	for i := 1; i < len(hs); i++ {
-		for j := i; j > 0 && hs[j].Start.Before(hs[j-1].Start); j-- {
-			hs[j], hs[j-1] = hs[j-1], hs[j]
-		}
-	}
-	for i := 1; i < len(hs); i++ {
-		if !hs[i].Start.After(hs[i-1].Start.Add(hs[i-1].Len - 1)) {
-			e.cnt.RcvdBadResponse++
-			return
-		}
-	}
+	holes := schemeHoles(&r.Holes)
 	e.cnt.RcvdHolesNak++
 	before := q.unacked
 	e.sackThrough(q, psn)

@@ -112,7 +112,8 @@ func (r *RoCE) DecodeFromBytes(data []byte, df gopacket.DecodeFeedback) error {
 		r.PETH = h.Fields()
 	}
 	if h := p.SACKETH(); h != nil {
-		r.SACKPSN, r.LostCnt = h.PSN(), h.LostCnt()
+		f := h.Fields()
+		r.SACKPSN, r.LostCnt = f.PSN, f.LostCnt
 	}
 	if h := p.HolesETH(); h != nil {
 		r.HolesHigh = h.High()
