@@ -224,7 +224,7 @@ func (e *Engine) onSackNak(q *QP, psn qp.PSN, pkt *bth.Packet, r *bth.Reply) {
 	e.sackThrough(q, psn)
 	e.advanceSelective(q) // the scheme hears the cumulative acknowledgement first
 	e.feedback(q, before, recovery.Feedback{Kind: recovery.ReplySack, Cum: psn, PSN: sack, SackKind: q.sackKind(sack),
-		LostCnt: pkt.SACKETH().LostCnt(), Overflow: pkt.Opcode() == bth.RCAcknowledgeSACKOverflow})
+		LostCnt: r.SACK.LostCnt, Overflow: r.Overflow})
 }
 
 // onFNak handles FaSR's FNACK: the responder dropped the retransmission
