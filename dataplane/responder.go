@@ -147,7 +147,10 @@ func (e *Engine) executeOne(q *QP, pkt *bth.Packet, psn qp.PSN) uint32 {
 			return 0
 		}
 	default:
-		e.place(q, pkt, psn, &pl)
+		if !e.place(q, pkt, psn, &pl) {
+			e.refuse(q, pkt, psn, refusedLocalProtection, &pl)
+			return 0
+		}
 		e.finish(q, psn, f&bth.IsLast != 0)
 	}
 	return 1
@@ -270,8 +273,14 @@ func (e *Engine) admit(q *QP, pkt *bth.Packet, inOrder bool, pl *placement) verd
 	if end > uint64(w.length) {
 		return refusedLength
 	}
-	if _, ok := e.checkSGL(q, w.wr.SGEs(), true); !ok {
-		return refusedLocalProtection
+	// A packet placed by its PETH, kept out of order perhaps, is checked
+	// whole before anything is written; in order without one, the copy
+	// checks as it goes (place), as rxe's copy_data does, which spares a
+	// second walk over the scatter list per packet.
+	if q.ooo {
+		if _, ok := e.checkSGL(q, w.wr.SGEs(), true); !ok {
+			return refusedLocalProtection
+		}
 	}
 	pl.total = uint32(end)
 	return admitted
@@ -299,38 +308,48 @@ func (e *Engine) refuse(q *QP, pkt *bth.Packet, psn qp.PSN, v verdict, pl *place
 }
 
 // place writes an admitted SEND or WRITE packet's payload. The last packet
-// of a message that consumes a receive WQE prepares its completion there;
-// finish delivers it in order. In order without out-of-order placement
-// the message in progress moves on.
-func (e *Engine) place(q *QP, pkt *bth.Packet, psn qp.PSN, pl *placement) {
+// of a message that consumes a receive WQE prepares its completion there,
+// and finish delivers it in order; without out-of-order placement the
+// packet is in order, so the completion goes out at once and the message
+// in progress moves on. It reports false when the copy found the receive
+// WQE's memory gone (only possible without out-of-order placement: admit
+// checked the scatter list otherwise).
+func (e *Engine) place(q *QP, pkt *bth.Packet, psn qp.PSN, pl *placement) bool {
 	f := pkt.Info.Flags
 	write, last := f&bth.IsWrite != 0, f&bth.IsLast != 0
 	if write {
 		copy(pl.dst, pkt.Payload())
-	} else {
-		_ = e.copySGL(q, pl.rwqe.wr.SGEs(), pl.off, pkt.Payload(), true) // admit checked the SGL
+	} else if !e.copySGL(q, pl.rwqe.wr.SGEs(), pl.off, pkt.Payload(), true) {
+		return false // in order without a PETH: its receive WQE's memory is gone (admit)
 	}
 	if !q.ooo {
 		r := &pl.reth
 		q.msg = respMsg{active: !last, write: write, off: pl.off + uint32(len(pkt.Payload())), va: r.VA, rkey: r.RKey, dmaLen: r.DMALen}
 	}
 	if !last || pl.rwqe == nil {
-		return
+		return true
 	}
 	w := pl.rwqe
 	op := qp.WCRecv
 	if write {
 		op = qp.WCRecvRDMAWithImm
 	}
-	w.ready, w.lastPSN = true, psn
-	w.wc = qp.WC{WRID: w.wr.WRID, Status: qp.WCSuccess, Opcode: op, ByteLen: pl.total, QPNum: q.qpn, SrcQP: q.destQPN}
+	wc := qp.WC{WRID: w.wr.WRID, Status: qp.WCSuccess, Opcode: op, ByteLen: pl.total, QPNum: q.qpn, SrcQP: q.destQPN}
 	if f&bth.HasImm != 0 {
-		w.wc.ImmData = pkt.Imm().Imm()
-		w.wc.Flags |= qp.WCWithImm
+		wc.ImmData = pkt.Imm().Imm()
+		wc.Flags |= qp.WCWithImm
 	}
 	if pkt.BTH().SolicitedEvent() {
-		w.wc.Flags |= qp.WCSolicited
+		wc.Flags |= qp.WCSolicited
 	}
+	if !q.ooo {
+		// In order, its turn is now: no need to keep it for finish.
+		e.pushWC(q.recvCQ, wc)
+		e.popRecv(q)
+		return true
+	}
+	w.ready, w.lastPSN, w.wc = true, psn, wc
+	return true
 }
 
 // finish runs the in-order actions of the SEND or WRITE packet psn that

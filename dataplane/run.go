@@ -206,13 +206,20 @@ func (g Group) Step(c SimClock) bool {
 	// stall never delays another's frames. An engine's NextDeadline
 	// includes the moment its emulated link takes frames again
 	// (Config.LinkRate).
+	// (The same sources as events, without its callback: this is the
+	// simulator's per-event path.)
 	var next time.Duration
 	found := false
-	g.events(func(t time.Duration, ok bool) {
-		if ok && t > now && (!found || t < next) {
+	for _, e := range g.Engines {
+		if t, ok := e.NextDeadline(); ok && t > now && (!found || t < next) {
 			next, found = t, true
 		}
-	})
+	}
+	for _, ev := range g.Events {
+		if t, ok := ev(); ok && t > now && (!found || t < next) {
+			next, found = t, true
+		}
+	}
 	if !found {
 		return false
 	}

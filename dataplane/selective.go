@@ -111,7 +111,7 @@ func (e *Engine) keepOutOfOrder(q *QP, pkt *bth.Packet, psn qp.PSN) {
 		case f&bth.IsAtomic != 0:
 			*q.stashSlot(psn) = stashedReq{used: true, psn: psn, op: pkt.Opcode(), atomic: pkt.AtomicETH().Fields()}
 		default:
-			e.place(q, pkt, psn, &pl)
+			e.place(q, pkt, psn, &pl) // admit checked its scatter list
 			if f&bth.IsLast != 0 {
 				// Its last-packet actions wait for their turn; the stash,
 				// in host memory, remembers them for schemes that keep
