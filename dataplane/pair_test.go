@@ -24,21 +24,8 @@ type testPair struct {
 
 const testMRSize = 9 << 20 // room for a 4 MiB message, offsets and guard bytes
 
-// lossyLink is a link with a rate and delay like a small datacenter hop,
-// and a shallow transmit ring, so that go-back-N's in-flight window (and
-// so its cost) is bounded the way a NIC's is.
-func lossyLink(loss float64) fabric.LinkConfig {
-	return fabric.LinkConfig{
-		Loss:         loss,
-		Duplicate:    loss / 2,
-		Reorder:      loss,
-		ReorderDelay: 3 * time.Microsecond,
-		Delay:        2 * time.Microsecond,
-		Jitter:       200 * time.Nanosecond,
-		RateBps:      25e9,
-		QueueFrames:  64,
-	}
-}
+// lossyLink is the protocol tests' link (fabric.LossyHop).
+func lossyLink(loss float64) fabric.LinkConfig { return fabric.LossyHop(loss) }
 
 func newTestPair(tb testing.TB, cfg SimConfig, p ConnParams) *testPair {
 	tb.Helper()

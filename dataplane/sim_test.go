@@ -2,13 +2,12 @@ package dataplane
 
 import (
 	"net/netip"
-	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/softnic/softnic/dataplane/fabric"
 	"github.com/softnic/softnic/dataplane/impair"
+	"github.com/softnic/softnic/internal/depcheck"
 	"github.com/softnic/softnic/recovery"
 )
 
@@ -89,17 +88,7 @@ func (s *Sim) RunUntil(cond func() bool, limit time.Duration) bool {
 // TestNoFabric: the engine does not link the in-memory fabric (or the
 // simulator): they are in packages dataplane/fabric and dataplane/sim.
 func TestNoFabric(t *testing.T) {
-	gotool, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command:", err)
-	}
-	out, err := exec.Command(gotool, "list", "-deps", ".").Output()
-	if err != nil {
-		t.Skip("go list:", err)
-	}
-	for _, p := range strings.Fields(string(out)) {
-		if p == "github.com/softnic/softnic/dataplane/fabric" || p == "github.com/softnic/softnic/dataplane/sim" {
-			t.Errorf("dataplane depends on %s", p)
-		}
-	}
+	depcheck.Forbid(t, func(p string) bool {
+		return p == "github.com/softnic/softnic/dataplane/fabric" || p == "github.com/softnic/softnic/dataplane/sim"
+	})
 }

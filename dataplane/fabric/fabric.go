@@ -527,3 +527,21 @@ func (p *Port) NextDelivery() (time.Duration, bool) {
 // Pending returns the number of frames queued towards this port, delivered or
 // not yet.
 func (p *Port) Pending() int { return len(p.rx.queue) }
+
+// LossyHop is the link of the protocol tests: a small datacenter hop
+// (25 Gb/s, 2 µs one way with 200 ns of jitter, a 64-frame transmit ring,
+// so that go-back-N's in-flight window, and so its cost, is bounded the
+// way a NIC's is) that loses a frame with probability loss, duplicates
+// one with half that, and holds one back 3 µs with loss.
+func LossyHop(loss float64) LinkConfig {
+	return LinkConfig{
+		Loss:         loss,
+		Duplicate:    loss / 2,
+		Reorder:      loss,
+		ReorderDelay: 3 * time.Microsecond,
+		Delay:        2 * time.Microsecond,
+		Jitter:       200 * time.Nanosecond,
+		RateBps:      25e9,
+		QueueFrames:  64,
+	}
+}

@@ -96,20 +96,8 @@ func (x *pair) check(t *testing.T) {
 	}
 }
 
-// lossyLink is package dataplane's test link: a small datacenter hop
-// that loses, duplicates and reorders.
-func lossyLink(loss float64) fabric.LinkConfig {
-	return fabric.LinkConfig{
-		Loss:         loss,
-		Duplicate:    loss / 2,
-		Reorder:      loss,
-		ReorderDelay: 3 * time.Microsecond,
-		Delay:        2 * time.Microsecond,
-		Jitter:       200 * time.Nanosecond,
-		RateBps:      25e9,
-		QueueFrames:  64,
-	}
-}
+// lossyLink is the protocol tests' link (fabric.LossyHop).
+func lossyLink(loss float64) fabric.LinkConfig { return fabric.LossyHop(loss) }
 
 // TestSimulated: a 1 MiB WRITE over a lossy link in simulated time, and
 // the same run again gives the same time.

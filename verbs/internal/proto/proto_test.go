@@ -3,9 +3,10 @@ package proto
 import (
 	"errors"
 	"fmt"
-	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/softnic/softnic/internal/depcheck"
 )
 
 // TestErrorRoundTrip: an error of one of the table's sentinels reaches the
@@ -31,17 +32,7 @@ func TestErrorRoundTrip(t *testing.T) {
 // TestNoEngine: the protocol package does not link the engine (package
 // dataplane); the conversions are in package protoconv.
 func TestNoEngine(t *testing.T) {
-	gotool, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command:", err)
-	}
-	out, err := exec.Command(gotool, "list", "-deps", ".").Output()
-	if err != nil {
-		t.Skip("go list:", err)
-	}
-	for _, p := range strings.Fields(string(out)) {
-		if p == "github.com/softnic/softnic/dataplane" || strings.HasPrefix(p, "github.com/softnic/softnic/dataplane/") {
-			t.Errorf("proto depends on %s", p)
-		}
-	}
+	depcheck.Forbid(t, func(p string) bool {
+		return p == "github.com/softnic/softnic/dataplane" || strings.HasPrefix(p, "github.com/softnic/softnic/dataplane/")
+	})
 }
