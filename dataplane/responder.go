@@ -317,14 +317,15 @@ func (e *Engine) refuse(q *QP, pkt *bth.Packet, psn qp.PSN, v verdict, pl *place
 func (e *Engine) place(q *QP, pkt *bth.Packet, psn qp.PSN, pl *placement) bool {
 	f := pkt.Info.Flags
 	write, last := f&bth.IsWrite != 0, f&bth.IsLast != 0
+	payload := pkt.Payload()
 	if write {
-		copy(pl.dst, pkt.Payload())
-	} else if !e.copySGL(q, pl.rwqe.wr.SGEs(), pl.off, pkt.Payload(), true) {
+		copy(pl.dst, payload)
+	} else if !e.copySGL(q, pl.rwqe.wr.SGEs(), pl.off, payload, true) {
 		return false // in order without a PETH: its receive WQE's memory is gone (admit)
 	}
 	if !q.ooo {
 		r := &pl.reth
-		q.msg = respMsg{active: !last, write: write, off: pl.off + uint32(len(pkt.Payload())), va: r.VA, rkey: r.RKey, dmaLen: r.DMALen}
+		q.msg = respMsg{active: !last, write: write, off: pl.off + uint32(len(payload)), va: r.VA, rkey: r.RKey, dmaLen: r.DMALen}
 	}
 	if !last || pl.rwqe == nil {
 		return true
