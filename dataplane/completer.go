@@ -387,7 +387,17 @@ func (e *Engine) onRNRNak(q *QP, psn qp.PSN, code uint8) {
 		}
 		q.rnrLeft--
 	}
-	e.goBack(q, psn)
+	// Back to the NAKed request, or, in order, to an earlier READ or
+	// atomic whose response the NAK implies was lost (as for a sequence
+	// NAK, onNak): once the implied NAK for that hole is spent, going back
+	// to psn alone left the READ unasked until the ACK timeout
+	// (TestRNRNakBehindLostReadResponse). A selective scheme's loss rule
+	// asks for it again itself.
+	to := psn
+	if !q.ooo && q.unacked.Before(to) {
+		to = q.unacked
+	}
+	e.goBack(q, to)
 	q.rnrWait = true
 	e.wheel.Stop(&q.retryTimer)
 	e.wheel.Schedule(&q.rnrTimer, e.now+RNRDelay(code))

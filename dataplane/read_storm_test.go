@@ -111,3 +111,39 @@ func TestSeqNakBehindLostReadResponse(t *testing.T) {
 		})
 	}
 }
+
+// TestRNRNakBehindLostReadResponse is TestSeqNakBehindLostReadResponse's
+// case for an RNR NAK: a READ whose response is lost, then a SEND that
+// finds no receive WQE. The RNR NAK names the SEND and so acknowledges the
+// READ, whose response must have been lost: the requester goes back to
+// the READ (the implied NAK), waits the RNR delay and resends both. The
+// READ's response is lost again and the SEND draws a second RNR NAK; the
+// implied NAK for that hole is spent, and the RNR go-back went to the
+// NAKed SEND: the READ was not asked again until the ACK timeout fired.
+// It must go back to the READ again: no timeout.
+func TestRNRNakBehindLostReadResponse(t *testing.T) {
+	for _, scheme := range []string{recovery.GBN, recovery.IGBN} {
+		t.Run(scheme, func(t *testing.T) {
+			back := lossyLink(0)
+			back.Drop = dropTimes(bth.RCReadResponseOnly, 2, 0)
+			p := newSchemePair(t, scheme, recovery.Params{}, SimConfig{Seed: 2, AtoB: lossyLink(0), BtoA: back},
+				ConnParams{MTU: qp.MTU1024, Timeout: 14, MinRNRTimer: 1})
+			fillRandom(p.mrB.Bytes()[:512], 7)
+			fillRandom(p.mrA.Bytes()[1024:1024+64], 8)
+			read := sendWR(1, qp.WRRDMARead, sge(p.mrA, 0, 512))
+			read.RemoteAddr, read.RKey = p.mrB.Addr, p.mrB.RKey
+			p.postSend(read, sendWR(2, qp.WRSend, sge(p.mrA, 1024, 64)))
+			if !p.sim.RunUntil(func() bool { return p.sim.B.Counters().SendRNRErr >= 2 }, time.Second) {
+				t.Fatalf("%d RNR NAKs, want 2", p.sim.B.Counters().SendRNRErr)
+			}
+			p.postRecv(recvWR(3, sge(p.mrB, 4096, 64)))
+			wcs := p.waitWCs(p.sim.A, p.cqA, 2, waitLimit)
+			wantWC(t, wcs[0], 1, qp.WCSuccess, qp.WCRDMARead)
+			wantWC(t, wcs[1], 2, qp.WCSuccess, qp.WCSend)
+			mustEqual(t, "READ", p.mrA.Bytes()[:512], p.mrB.Bytes()[:512])
+			if a := p.sim.A.Counters(); a.LocalAckTimeout != 0 {
+				t.Fatalf("%d ACK timeouts, want 0: the RNR NAK goes back to the READ whose response was lost (A %+v)", a.LocalAckTimeout, a)
+			}
+		})
+	}
+}
