@@ -112,7 +112,7 @@ func (e *Engine) execute(q *QP, pkt *bth.Packet, psn qp.PSN) {
 		return
 	}
 	q.ePSN = psn.Add(n)
-	walked := e.walkKept(q)
+	walked := q.ooo && e.walkKept(q) // a scheme with no window keeps nothing
 	q.receiver.OnInSequence(e.now, q.ePSN)
 	e.armReceiverTimer(q)
 	// An ACK when asked, and whenever the walk moved the expected PSN over

@@ -36,16 +36,37 @@ func main() {
 	}
 }
 
+// report is what run measures.
+type report struct {
+	name    string
+	files   []string
+	lines   int
+	methods int
+	twoWay  []string   // "a.go <-> b.go"
+	sccs    [][]string // largest first
+	largest int
+	edges   map[string]map[string]map[string]bool
+}
+
 func run(dir, typeName string, verbose bool) error {
+	r, err := measure(dir, typeName)
+	if err != nil {
+		return err
+	}
+	r.print(typeName, verbose)
+	return nil
+}
+
+func measure(dir, typeName string) (*report, error) {
 	fset := token.NewFileSet()
 	pkgs, err := parser.ParseDir(fset, dir, func(fi os.FileInfo) bool {
 		return !strings.HasSuffix(fi.Name(), "_test.go")
 	}, 0)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(pkgs) != 1 {
-		return fmt.Errorf("%s: %d packages, want 1", dir, len(pkgs))
+		return nil, fmt.Errorf("%s: %d packages, want 1", dir, len(pkgs))
 	}
 	var files []*ast.File
 	var name string
@@ -124,7 +145,12 @@ func run(dir, typeName string, verbose bool) error {
 			methods = n.NumMethods()
 		}
 	}
-	fmt.Printf("package %s: %d non-test files, %d lines\n", name, len(files), lines)
+	return &report{name: name, files: names, lines: lines, methods: methods, twoWay: twoWay, sccs: sccs, largest: largest, edges: edges}, nil
+}
+
+func (r *report) print(typeName string, verbose bool) {
+	name, names, lines, methods, twoWay, sccs, largest, edges := r.name, r.files, r.lines, r.methods, r.twoWay, r.sccs, r.largest, r.edges
+	fmt.Printf("package %s: %d non-test files, %d lines\n", name, len(names), lines)
 	fmt.Printf("%s methods: %d\n", typeName, methods)
 	fmt.Printf("two-way file pairs: %d\n", len(twoWay))
 	for _, p := range twoWay {
@@ -150,7 +176,6 @@ func run(dir, typeName string, verbose bool) error {
 			}
 		}
 	}
-	return nil
 }
 
 // components returns the strongly connected components of the file
