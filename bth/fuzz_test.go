@@ -51,6 +51,14 @@ func FuzzParse(f *testing.F) {
 		}
 		f.Add(fr.Pkt.Buf)
 	}
+	// StaR's opcodes with every header byte set, reserved ones included,
+	// which re-encoding must clear.
+	for op := bth.StarWQEP; op <= bth.StarSDP; op++ {
+		info := bth.Lookup(op)
+		b := bytes.Repeat([]byte{0xff}, info.PacketLen(0))
+		bth.BTH(b).Encode(&bth.BTHFields{Opcode: op, PKey: 0xffff, DestQPN: 0xffffff, PSN: 0xffffff})
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p, err := bth.Parse(b)
 		if err != nil {
