@@ -25,6 +25,21 @@ func canonical(b []byte, info *bth.OpInfo) []byte {
 	if info.HolesETHOff >= 0 {
 		c[info.HolesETHOff] = 0 // HolesETH reserved byte
 	}
+	if o := info.WQEPETHOff; o >= 0 {
+		c[o+6], c[o+7] = 0, 0 // WQEPETH reserved bytes
+	}
+	if o := info.CQEPETHOff; o >= 0 {
+		c[o+7] = 0 // CQEPETH reserved byte
+	}
+	if o := info.EAETHOff; o >= 0 {
+		c[o+1], c[o+2], c[o+3] = 0, 0, 0 // EAETH reserved bytes
+	}
+	if o := info.RDPETHOff; o >= 0 {
+		c[o+15], c[o+16] = 0, 0 // RDPETH reserved byte, ReplyQP's top byte
+	}
+	if o := info.GDETHOff; o >= 0 {
+		c[o+16] = 0 // GDETH: ReplyQP's top byte
+	}
 	return c
 }
 
@@ -35,6 +50,14 @@ func FuzzParse(f *testing.F) {
 			f.Fatal(err)
 		}
 		f.Add(fr.Pkt.Buf)
+	}
+	// StaR's opcodes with every header byte set, reserved ones included,
+	// which re-encoding must clear.
+	for op := bth.StarWQEP; op <= bth.StarSDP; op++ {
+		info := bth.Lookup(op)
+		b := bytes.Repeat([]byte{0xff}, info.PacketLen(0))
+		bth.BTH(b).Encode(&bth.BTHFields{Opcode: op, PKey: 0xffff, DestQPN: 0xffffff, PSN: 0xffffff})
+		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p, err := bth.Parse(b)

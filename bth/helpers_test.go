@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/softnic/softnic/bth"
+	"github.com/softnic/softnic/qp"
 )
 
 // packetFields holds every header field of a RoCE packet; the zero value of
@@ -25,6 +26,12 @@ type packetFields struct {
 	PETH      bth.PETHFields
 	SACK      uint32 // lost-cnt << 24 | PSN
 	Holes     [1 + 2*bth.HolesETHEntries]uint32
+	WQEP      bth.WQEPETHFields
+	CQEP      bth.CQEPETHFields
+	EA        bth.EAETHFields
+	RDP       bth.RDPETHFields
+	GD        bth.GDETHFields
+	SDP       bth.SDPETHFields
 }
 
 // fieldsOf reads every header of p through the views.
@@ -64,6 +71,24 @@ func fieldsOf(p *bth.Packet) packetFields {
 			off, n := h.Hole(i)
 			pf.Holes[1+2*i], pf.Holes[2+2*i] = uint32(off), uint32(n)
 		}
+	}
+	if h := p.WQEPETH(); h != nil {
+		pf.WQEP = h.Fields()
+	}
+	if h := p.CQEPETH(); h != nil {
+		pf.CQEP = h.Fields()
+	}
+	if h := p.EAETH(); h != nil {
+		pf.EA = h.Fields()
+	}
+	if h := p.RDPETH(); h != nil {
+		pf.RDP = h.Fields()
+	}
+	if h := p.GDETH(); h != nil {
+		pf.GD = h.Fields()
+	}
+	if h := p.SDPETH(); h != nil {
+		pf.SDP = h.Fields()
 	}
 	return pf
 }
@@ -105,6 +130,24 @@ func (pf *packetFields) encode(dst []byte, info *bth.OpInfo) {
 		for i := range bth.HolesETHEntries {
 			h.SetHole(i, uint16(pf.Holes[1+2*i]), uint16(pf.Holes[2+2*i]))
 		}
+	}
+	if info.WQEPETHOff >= 0 {
+		bth.WQEPETH(dst[info.WQEPETHOff:]).Encode(&pf.WQEP)
+	}
+	if info.CQEPETHOff >= 0 {
+		bth.CQEPETH(dst[info.CQEPETHOff:]).Encode(&pf.CQEP)
+	}
+	if info.EAETHOff >= 0 {
+		bth.EAETH(dst[info.EAETHOff:]).Encode(&pf.EA)
+	}
+	if info.RDPETHOff >= 0 {
+		bth.RDPETH(dst[info.RDPETHOff:]).Encode(&pf.RDP)
+	}
+	if info.GDETHOff >= 0 {
+		bth.GDETH(dst[info.GDETHOff:]).Encode(&pf.GD)
+	}
+	if info.SDPETHOff >= 0 {
+		bth.SDPETH(dst[info.SDPETHOff:]).Encode(&pf.SDP)
 	}
 }
 
@@ -180,6 +223,48 @@ type goldenVector struct {
 		High  uint32      `json:"high"`
 		Holes [][2]uint32 `json:"holes"`
 	} `json:"holes"`
+	WQEP *struct {
+		DriverSeq uint32 `json:"driver_seq"`
+		Kind      uint8  `json:"kind"`
+		Flags     uint8  `json:"flags"`
+		WRID      uint64 `json:"wrid"`
+		LocalVA   uint64 `json:"local_va"`
+		LocalKey  uint32 `json:"local_key"`
+		Length    uint32 `json:"length"`
+		RemoteVA  uint64 `json:"remote_va"`
+		RemoteKey uint32 `json:"remote_key"`
+		Imm       uint32 `json:"imm"`
+	} `json:"wqep"`
+	CQEP *struct {
+		DriverSeq uint32 `json:"driver_seq"`
+		Status    uint8  `json:"status"`
+		Opcode    uint8  `json:"opcode"`
+		Flags     uint8  `json:"flags"`
+		ByteLen   uint32 `json:"byte_len"`
+		Imm       uint32 `json:"imm"`
+	} `json:"cqep"`
+	EA *struct {
+		Kind      uint8  `json:"kind"`
+		DriverSeq uint32 `json:"driver_seq"`
+	} `json:"ea"`
+	RDP *struct {
+		VA      uint64 `json:"va"`
+		RKey    uint32 `json:"rkey"`
+		Length  uint16 `json:"length"`
+		Flags   uint8  `json:"flags"`
+		ReplyQP uint32 `json:"reply_qp"`
+	} `json:"rdp"`
+	GD *struct {
+		VA      uint64 `json:"va"`
+		RKey    uint32 `json:"rkey"`
+		Length  uint16 `json:"length"`
+		MTU     uint8  `json:"mtu"`
+		Flags   uint8  `json:"flags"`
+		ReplyQP uint32 `json:"reply_qp"`
+	} `json:"gd"`
+	SDP *struct {
+		Offset uint32 `json:"offset"`
+	} `json:"sdp"`
 	Payload string `json:"payload"`
 	Frame   string `json:"frame"`
 	ICRC    uint32 `json:"icrc"`
@@ -291,6 +376,27 @@ func (v *goldenVector) fields() packetFields {
 		for i, e := range h.Holes {
 			pf.Holes[1+2*i], pf.Holes[2+2*i] = e[0], e[1]
 		}
+	}
+	if x := v.WQEP; x != nil {
+		pf.WQEP = bth.WQEPETHFields{DriverSeq: x.DriverSeq, Kind: bth.WQEPKind(x.Kind), Flags: bth.WQEPFlags(x.Flags),
+			WRID: x.WRID, LocalVA: x.LocalVA, LocalKey: x.LocalKey, Length: x.Length,
+			RemoteVA: x.RemoteVA, RemoteKey: x.RemoteKey, Imm: x.Imm}
+	}
+	if x := v.CQEP; x != nil {
+		pf.CQEP = bth.CQEPETHFields{DriverSeq: x.DriverSeq, Status: qp.WCStatus(x.Status), Opcode: qp.WCOpcode(x.Opcode),
+			Flags: bth.CQEPFlags(x.Flags), ByteLen: x.ByteLen, Imm: x.Imm}
+	}
+	if x := v.EA; x != nil {
+		pf.EA = bth.EAETHFields{Kind: bth.EAKind(x.Kind), DriverSeq: x.DriverSeq}
+	}
+	if x := v.RDP; x != nil {
+		pf.RDP = bth.RDPETHFields{VA: x.VA, RKey: x.RKey, Length: x.Length, Flags: bth.RDPFlags(x.Flags), ReplyQP: x.ReplyQP}
+	}
+	if x := v.GD; x != nil {
+		pf.GD = bth.GDETHFields{VA: x.VA, RKey: x.RKey, Length: x.Length, MTU: qp.MTU(x.MTU), Flags: x.Flags, ReplyQP: x.ReplyQP}
+	}
+	if x := v.SDP; x != nil {
+		pf.SDP = bth.SDPETHFields{Offset: x.Offset}
 	}
 	return pf
 }

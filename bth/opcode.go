@@ -22,6 +22,15 @@ const (
 	PETHLen     = 8
 	SACKETHLen  = 4
 	HolesETHLen = 16
+
+	// StaR's stateless-mode headers (docs/wire.md), carried only by the
+	// opcodes 0xE0-0xE6.
+	WQEPETHLen = 48
+	CQEPETHLen = 16
+	EAETHLen   = 8
+	RDPETHLen  = 20
+	GDETHLen   = 20
+	SDPETHLen  = 4
 )
 
 // Opcode is the BTH OpCode field (IBA 9.2.1). The top three bits
@@ -89,9 +98,32 @@ const (
 	RCAcknowledgeHoles Opcode = 0xD4
 )
 
+// StaR's stateless mode (StaR §3.1, "Packet types"; star.go and
+// docs/wire.md), one block of the manufacturer-specific range, all on the
+// RC transport. The server's driver pushes work requests (WQEP) and the
+// client completions (CQEP), each acknowledged by an EA; the client sends
+// the server data in RDPs, each acknowledged by an RA (an ACK built from
+// the RDP's headers), and gets data from it with GDs, answered by SDPs.
+// The engine neither sends nor handles them yet: it counts them as
+// rcvd_bad_opcode, as it does every opcode that is neither request nor
+// response.
+const (
+	StarWQEP Opcode = 0xE0 // server -> client: a work request
+	StarCQEP Opcode = 0xE1 // client -> server: a completion
+	StarEA   Opcode = 0xE2 // element ACK of a WQEP or CQEP
+	StarRDP  Opcode = 0xE3 // client -> server: receiving data packet
+	StarRA   Opcode = 0xE4 // server -> client: receiving ACK of an RDP
+	StarGD   Opcode = 0xE5 // client -> server: get data
+	StarSDP  Opcode = 0xE6 // server -> client: sending data packet
+)
+
 // IsExtension reports whether op is in the manufacturer-specific range,
 // which standard RoCEv2 peers and tools do not decode.
 func (o Opcode) IsExtension() bool { return o >= 0xC0 }
+
+// IsStar reports whether op is one of StaR's stateless-mode opcodes,
+// StarWQEP through StarSDP.
+func (o Opcode) IsStar() bool { return o >= StarWQEP && o <= StarSDP }
 
 // String returns the rxe/Wireshark style name, e.g. "RC_RDMA_WRITE_ONLY", or
 // "OPCODE_0x15" for opcodes softnic does not know.
@@ -137,6 +169,19 @@ const (
 	IsAtomic
 )
 
+// StaR's stateless-mode headers (docs/wire.md), after the others so that
+// the flags above keep their values. A StaR opcode has none of the role
+// flags of the RC state machines (IsRequest, IsResponse, position,
+// family): its role is its opcode's (Opcode.IsStar).
+const (
+	HasWQEPETH OpFlags = IsAtomic << (1 + iota) // StaR's work request push header follows
+	HasCQEPETH                                  // StaR's completion push header follows
+	HasEAETH                                    // StaR's element ACK header follows
+	HasRDPETH                                   // StaR's receiving data packet header follows
+	HasGDETH                                    // StaR's get data header follows
+	HasSDPETH                                   // StaR's sending data packet header follows
+)
+
 // OpInfo is the static description of one opcode, the equivalent of rxe's
 // struct rxe_opcode_info. Offsets are from the start of the BTH; an absent
 // header has offset -1.
@@ -147,6 +192,7 @@ type OpInfo struct {
 
 	RETHOff, AETHOff, ImmOff, IETHOff, DETHOff, AtomicETHOff, AtomicAckETHOff int
 	PETHOff, SACKETHOff, HolesETHOff                                          int
+	WQEPETHOff, CQEPETHOff, EAETHOff, RDPETHOff, GDETHOff, SDPETHOff          int
 }
 
 // PacketLen returns the length of a RoCE packet of this opcode with
@@ -212,6 +258,14 @@ var opTable = layoutOpTable([256]OpInfo{
 	RCAcknowledgeSACKOverflow: {Name: "RC_ACKNOWLEDGE_SACK_OVERFLOW", Flags: HasAETH | HasSACKETH | IsResponse | IsFirst | IsLast},
 	RCAcknowledgeFNAK:         {Name: "RC_ACKNOWLEDGE_FNAK", Flags: HasAETH | HasSACKETH | IsResponse | IsFirst | IsLast},
 	RCAcknowledgeHoles:        {Name: "RC_ACKNOWLEDGE_HOLES", Flags: HasAETH | HasHolesETH | IsResponse | IsFirst | IsLast},
+
+	StarWQEP: {Name: "STAR_WQEP", Flags: HasWQEPETH},
+	StarCQEP: {Name: "STAR_CQEP", Flags: HasCQEPETH},
+	StarEA:   {Name: "STAR_EA", Flags: HasEAETH},
+	StarRDP:  {Name: "STAR_RDP", Flags: HasRDPETH | HasPayload},
+	StarRA:   {Name: "STAR_RA", Flags: HasAETH},
+	StarGD:   {Name: "STAR_GD", Flags: HasGDETH},
+	StarSDP:  {Name: "STAR_SDP", Flags: HasSDPETH | HasPayload},
 })
 
 // layoutOpTable fills in Length and the header offsets of every named entry.
@@ -219,7 +273,7 @@ var opTable = layoutOpTable([256]OpInfo{
 // rxe_opcode.c encodes: DETH, RETH, AtomicETH, ImmDt, IETH for requests, and
 // AETH then AtomicAckETH for responses (no opcode mixes the two groups).
 // softnic's headers come after all IBA ones: PETH for requests, SACKETH
-// for responses.
+// for responses; StaR's opcodes carry one header each (STAR_RA the AETH).
 func layoutOpTable(table [256]OpInfo) [256]OpInfo {
 	order := [...]struct {
 		flag OpFlags
@@ -236,6 +290,12 @@ func layoutOpTable(table [256]OpInfo) [256]OpInfo {
 		{HasPETH, PETHLen, func(i *OpInfo) *int { return &i.PETHOff }},
 		{HasSACKETH, SACKETHLen, func(i *OpInfo) *int { return &i.SACKETHOff }},
 		{HasHolesETH, HolesETHLen, func(i *OpInfo) *int { return &i.HolesETHOff }},
+		{HasWQEPETH, WQEPETHLen, func(i *OpInfo) *int { return &i.WQEPETHOff }},
+		{HasCQEPETH, CQEPETHLen, func(i *OpInfo) *int { return &i.CQEPETHOff }},
+		{HasEAETH, EAETHLen, func(i *OpInfo) *int { return &i.EAETHOff }},
+		{HasRDPETH, RDPETHLen, func(i *OpInfo) *int { return &i.RDPETHOff }},
+		{HasGDETH, GDETHLen, func(i *OpInfo) *int { return &i.GDETHOff }},
+		{HasSDPETH, SDPETHLen, func(i *OpInfo) *int { return &i.SDPETHOff }},
 	}
 	for op := range table {
 		info := &table[op]

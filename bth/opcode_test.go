@@ -20,6 +20,12 @@ const (
 	hPETH
 	hSACKETH
 	hHolesETH
+	hWQEPETH
+	hCQEPETH
+	hEAETH
+	hRDPETH
+	hGDETH
+	hSDPETH
 )
 
 // wantHeaders lists, independently of the package's table, the extension
@@ -76,10 +82,28 @@ var wantHeaders = map[bth.Opcode]struct {
 	bth.RCAcknowledgeHoles:        {"RC_ACKNOWLEDGE_HOLES", []hdr{hAETH, hHolesETH}, false},
 }
 
+// wantStarHeaders does the same for StaR's stateless-mode opcodes
+// (docs/wire.md): one header each, payload only on RDP and SDP.
+var wantStarHeaders = map[bth.Opcode]struct {
+	name    string
+	hdrs    []hdr
+	payload bool
+}{
+	bth.StarWQEP: {"STAR_WQEP", []hdr{hWQEPETH}, false},
+	bth.StarCQEP: {"STAR_CQEP", []hdr{hCQEPETH}, false},
+	bth.StarEA:   {"STAR_EA", []hdr{hEAETH}, false},
+	bth.StarRDP:  {"STAR_RDP", []hdr{hRDPETH}, true},
+	bth.StarRA:   {"STAR_RA", []hdr{hAETH}, false},
+	bth.StarGD:   {"STAR_GD", []hdr{hGDETH}, false},
+	bth.StarSDP:  {"STAR_SDP", []hdr{hSDPETH}, true},
+}
+
 var hdrLen = map[hdr]int{
 	hRETH: bth.RETHLen, hAETH: bth.AETHLen, hImm: bth.ImmDtLen, hIETH: bth.IETHLen,
 	hDETH: bth.DETHLen, hAtomic: bth.AtomicETHLen, hAtomicAck: bth.AtomicAckETHLen,
 	hPETH: bth.PETHLen, hSACKETH: bth.SACKETHLen, hHolesETH: bth.HolesETHLen,
+	hWQEPETH: bth.WQEPETHLen, hCQEPETH: bth.CQEPETHLen, hEAETH: bth.EAETHLen,
+	hRDPETH: bth.RDPETHLen, hGDETH: bth.GDETHLen, hSDPETH: bth.SDPETHLen,
 }
 
 func offsets(info *bth.OpInfo) map[hdr]int {
@@ -87,6 +111,8 @@ func offsets(info *bth.OpInfo) map[hdr]int {
 		hRETH: info.RETHOff, hAETH: info.AETHOff, hImm: info.ImmOff, hIETH: info.IETHOff,
 		hDETH: info.DETHOff, hAtomic: info.AtomicETHOff, hAtomicAck: info.AtomicAckETHOff,
 		hPETH: info.PETHOff, hSACKETH: info.SACKETHOff, hHolesETH: info.HolesETHOff,
+		hWQEPETH: info.WQEPETHOff, hCQEPETH: info.CQEPETHOff, hEAETH: info.EAETHOff,
+		hRDPETH: info.RDPETHOff, hGDETH: info.GDETHOff, hSDPETH: info.SDPETHOff,
 	}
 }
 
@@ -94,6 +120,8 @@ var hdrFlag = map[hdr]bth.OpFlags{
 	hRETH: bth.HasRETH, hAETH: bth.HasAETH, hImm: bth.HasImm, hIETH: bth.HasIETH,
 	hDETH: bth.HasDETH, hAtomic: bth.HasAtomicETH, hAtomicAck: bth.HasAtomicAckETH,
 	hPETH: bth.HasPETH, hSACKETH: bth.HasSACKETH, hHolesETH: bth.HasHolesETH,
+	hWQEPETH: bth.HasWQEPETH, hCQEPETH: bth.HasCQEPETH, hEAETH: bth.HasEAETH,
+	hRDPETH: bth.HasRDPETH, hGDETH: bth.HasGDETH, hSDPETH: bth.HasSDPETH,
 }
 
 func TestOpcodeTableLayout(t *testing.T) {
@@ -101,6 +129,9 @@ func TestOpcodeTableLayout(t *testing.T) {
 		op := bth.Opcode(op)
 		info := bth.Lookup(op)
 		want, known := wantHeaders[op]
+		if star, ok := wantStarHeaders[op]; ok {
+			want, known = star, true
+		}
 		if !known {
 			if info != nil {
 				t.Errorf("%#02x: Lookup = %q, want nil", uint8(op), info.Name)
@@ -258,5 +289,39 @@ func TestExtensionOpcodes(t *testing.T) {
 	ack, sack := bth.Lookup(bth.RCAcknowledge), bth.Lookup(bth.RCAcknowledgeSACK)
 	if sack.Flags != ack.Flags|bth.HasSACKETH || sack.AETHOff != ack.AETHOff || sack.SACKETHOff != ack.Length {
 		t.Errorf("RC_ACKNOWLEDGE_SACK is not an ACK plus a SACKETH: %+v", sack)
+	}
+}
+
+// TestStarOpcodes: StaR's opcodes are the block 0xE0-0xE6, extensions
+// (manufacturer-specific), with none of the RC state machines' role flags,
+// so that an engine that does not handle them drops them (docs/wire.md).
+func TestStarOpcodes(t *testing.T) {
+	roles := bth.IsRequest | bth.IsResponse | bth.IsFirst | bth.IsMiddle | bth.IsLast |
+		bth.IsSend | bth.IsWrite | bth.IsRead | bth.IsAtomic
+	for op := range 256 {
+		op := bth.Opcode(op)
+		_, want := wantStarHeaders[op]
+		if op.IsStar() != want || want != (op >= 0xE0 && op <= 0xE6) {
+			t.Errorf("%s: IsStar = %v", op, op.IsStar())
+		}
+		if !want {
+			continue
+		}
+		info := bth.Lookup(op)
+		if !op.IsExtension() || info.Flags&roles != 0 || bth.ReplyOf(op) != bth.ReplyNone {
+			t.Errorf("%s: IsExtension %v, flags %#x, ReplyOf %v", op, op.IsExtension(), info.Flags, bth.ReplyOf(op))
+		}
+	}
+	ack, ra := bth.Lookup(bth.RCAcknowledge), bth.Lookup(bth.StarRA)
+	if ra.AETHOff != ack.AETHOff || ra.Length != ack.Length {
+		t.Errorf("STAR_RA is not laid out as an ACK: %+v", ra)
+	}
+	for op, want := range map[bth.Opcode]int{
+		bth.StarWQEP: 60, bth.StarCQEP: 28, bth.StarEA: 20, bth.StarRDP: 32,
+		bth.StarRA: 16, bth.StarGD: 32, bth.StarSDP: 16,
+	} {
+		if got := bth.Lookup(op).Length; got != want {
+			t.Errorf("%s: Length %d, want %d", op, got, want)
+		}
 	}
 }

@@ -109,6 +109,28 @@ func (p *Packet) SACKETH() SACKETH { return SACKETH(p.ext(p.Info.SACKETHOff, SAC
 // opcode has none.
 func (p *Packet) HolesETH() HolesETH { return HolesETH(p.ext(p.Info.HolesETHOff, HolesETHLen)) }
 
+// WQEPETH returns StaR's work request push header, or nil if the opcode
+// has none.
+func (p *Packet) WQEPETH() WQEPETH { return WQEPETH(p.ext(p.Info.WQEPETHOff, WQEPETHLen)) }
+
+// CQEPETH returns StaR's completion push header, or nil if the opcode has
+// none.
+func (p *Packet) CQEPETH() CQEPETH { return CQEPETH(p.ext(p.Info.CQEPETHOff, CQEPETHLen)) }
+
+// EAETH returns StaR's element ACK header, or nil if the opcode has none.
+func (p *Packet) EAETH() EAETH { return EAETH(p.ext(p.Info.EAETHOff, EAETHLen)) }
+
+// RDPETH returns StaR's receiving data packet header, or nil if the
+// opcode has none.
+func (p *Packet) RDPETH() RDPETH { return RDPETH(p.ext(p.Info.RDPETHOff, RDPETHLen)) }
+
+// GDETH returns StaR's get data header, or nil if the opcode has none.
+func (p *Packet) GDETH() GDETH { return GDETH(p.ext(p.Info.GDETHOff, GDETHLen)) }
+
+// SDPETH returns StaR's sending data packet header, or nil if the opcode
+// has none.
+func (p *Packet) SDPETH() SDPETH { return SDPETH(p.ext(p.Info.SDPETHOff, SDPETHLen)) }
+
 // Payload returns the payload without pad bytes and ICRC; it is empty for
 // opcodes without payload.
 func (p *Packet) Payload() []byte {

@@ -53,6 +53,15 @@ type RoCE struct {
 	HolesHigh      uint32         // softnic's HolesETH (MELO's NACK): RCV.HIGH
 	Holes          [bth.HolesETHEntries]struct{ Offset, Len uint16 }
 
+	// StaR's stateless-mode headers (docs/wire.md); STAR_RA's AETH is in
+	// AETH.
+	WQEP bth.WQEPETHFields
+	CQEP bth.CQEPETHFields
+	EA   bth.EAETHFields
+	RDP  bth.RDPETHFields
+	GD   bth.GDETHFields
+	SDP  bth.SDPETHFields
+
 	ICRC uint32 // as stored on the wire; see VerifyICRC
 }
 
@@ -120,6 +129,24 @@ func (r *RoCE) DecodeFromBytes(data []byte, df gopacket.DecodeFeedback) error {
 		for i := range r.Holes {
 			r.Holes[i].Offset, r.Holes[i].Len = h.Hole(i)
 		}
+	}
+	if h := p.WQEPETH(); h != nil {
+		r.WQEP = h.Fields()
+	}
+	if h := p.CQEPETH(); h != nil {
+		r.CQEP = h.Fields()
+	}
+	if h := p.EAETH(); h != nil {
+		r.EA = h.Fields()
+	}
+	if h := p.RDPETH(); h != nil {
+		r.RDP = h.Fields()
+	}
+	if h := p.GDETH(); h != nil {
+		r.GD = h.Fields()
+	}
+	if h := p.SDPETH(); h != nil {
+		r.SDP = h.Fields()
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 
 	"github.com/softnic/softnic/bth"
 	"github.com/softnic/softnic/bth/bthlayer"
+	"github.com/softnic/softnic/qp"
 )
 
 // vector is the part of ../testdata/golden.json (see gen_golden.py) that
@@ -60,6 +62,48 @@ type vector struct {
 		High  uint32      `json:"high"`
 		Holes [][2]uint16 `json:"holes"`
 	} `json:"holes"`
+	WQEP *struct {
+		DriverSeq uint32 `json:"driver_seq"`
+		Kind      uint8  `json:"kind"`
+		Flags     uint8  `json:"flags"`
+		WRID      uint64 `json:"wrid"`
+		LocalVA   uint64 `json:"local_va"`
+		LocalKey  uint32 `json:"local_key"`
+		Length    uint32 `json:"length"`
+		RemoteVA  uint64 `json:"remote_va"`
+		RemoteKey uint32 `json:"remote_key"`
+		Imm       uint32 `json:"imm"`
+	} `json:"wqep"`
+	CQEP *struct {
+		DriverSeq uint32 `json:"driver_seq"`
+		Status    uint8  `json:"status"`
+		Opcode    uint8  `json:"opcode"`
+		Flags     uint8  `json:"flags"`
+		ByteLen   uint32 `json:"byte_len"`
+		Imm       uint32 `json:"imm"`
+	} `json:"cqep"`
+	EA *struct {
+		Kind      uint8  `json:"kind"`
+		DriverSeq uint32 `json:"driver_seq"`
+	} `json:"ea"`
+	RDP *struct {
+		VA      uint64 `json:"va"`
+		RKey    uint32 `json:"rkey"`
+		Length  uint16 `json:"length"`
+		Flags   uint8  `json:"flags"`
+		ReplyQP uint32 `json:"reply_qp"`
+	} `json:"rdp"`
+	GD *struct {
+		VA      uint64 `json:"va"`
+		RKey    uint32 `json:"rkey"`
+		Length  uint16 `json:"length"`
+		MTU     uint8  `json:"mtu"`
+		Flags   uint8  `json:"flags"`
+		ReplyQP uint32 `json:"reply_qp"`
+	} `json:"gd"`
+	SDP *struct {
+		Offset uint32 `json:"offset"`
+	} `json:"sdp"`
 	Payload string `json:"payload"`
 	Frame   string `json:"frame"`
 	ICRC    uint32 `json:"icrc"`
@@ -140,10 +184,33 @@ func checkRoCE(t *testing.T, v *vector, frame []byte) {
 			want.Holes[i].Offset, want.Holes[i].Len = h[0], h[1]
 		}
 	}
+	if x := v.WQEP; x != nil {
+		want.WQEP = bth.WQEPETHFields{DriverSeq: x.DriverSeq, Kind: bth.WQEPKind(x.Kind), Flags: bth.WQEPFlags(x.Flags),
+			WRID: x.WRID, LocalVA: x.LocalVA, LocalKey: x.LocalKey, Length: x.Length,
+			RemoteVA: x.RemoteVA, RemoteKey: x.RemoteKey, Imm: x.Imm}
+	}
+	if x := v.CQEP; x != nil {
+		want.CQEP = bth.CQEPETHFields{DriverSeq: x.DriverSeq, Status: qp.WCStatus(x.Status), Opcode: qp.WCOpcode(x.Opcode),
+			Flags: bth.CQEPFlags(x.Flags), ByteLen: x.ByteLen, Imm: x.Imm}
+	}
+	if x := v.EA; x != nil {
+		want.EA = bth.EAETHFields{Kind: bth.EAKind(x.Kind), DriverSeq: x.DriverSeq}
+	}
+	if x := v.RDP; x != nil {
+		want.RDP = bth.RDPETHFields{VA: x.VA, RKey: x.RKey, Length: x.Length, Flags: bth.RDPFlags(x.Flags), ReplyQP: x.ReplyQP}
+	}
+	if x := v.GD; x != nil {
+		want.GD = bth.GDETHFields{VA: x.VA, RKey: x.RKey, Length: x.Length, MTU: qp.MTU(x.MTU), Flags: x.Flags, ReplyQP: x.ReplyQP}
+	}
+	if x := v.SDP; x != nil {
+		want.SDP = bth.SDPETHFields{Offset: x.Offset}
+	}
 	if r.RETH != want.RETH || r.AETH != want.AETH || r.Imm != want.Imm || r.InvalidateRKey != want.InvalidateRKey ||
 		r.DETH != want.DETH || r.Atomic != want.Atomic || r.AtomicOrigData != want.AtomicOrigData ||
 		r.PETH != want.PETH || r.SACKPSN != want.SACKPSN || r.LostCnt != want.LostCnt ||
-		r.HolesHigh != want.HolesHigh || r.Holes != want.Holes {
+		r.HolesHigh != want.HolesHigh || r.Holes != want.Holes ||
+		r.WQEP != want.WQEP || r.CQEP != want.CQEP || r.EA != want.EA || r.RDP != want.RDP ||
+		r.GD != want.GD || r.SDP != want.SDP {
 		t.Errorf("%s: extension headers\n got %+v\nwant %+v", v.Name, r, &want)
 	}
 	if r.ICRC != v.ICRC {
@@ -268,5 +335,41 @@ func TestLayerString(t *testing.T) {
 	s := gopacket.LayerString(pkt.Layer(bthlayer.LayerTypeRoCE))
 	if !bytes.Contains([]byte(s), []byte("RC_SEND_FIRST")) {
 		t.Errorf("LayerString = %q, want it to name the opcode", s)
+	}
+}
+
+// TestStarLayerString: gopacket shows StaR's headers field by field, with
+// the names of their enums.
+func TestStarLayerString(t *testing.T) {
+	vs, frames := loadVectors(t)
+	want := map[string][]string{
+		"star_wqep_read_v4": {"STAR_WQEP", "WQEP={", "DriverSeq=1", "Kind=RDMA_READ", "WRID=2561", "RemoteKey=8194"},
+		"star_cqep_v4":      {"STAR_CQEP", "CQEP={", "Status=SUCCESS", "Opcode=RDMA_READ", "ByteLen=8253"},
+		"star_ea_wqep_v6":   {"STAR_EA", "EA={", "Kind=WQEP", "DriverSeq=1"},
+		"star_rdp_last_v6":  {"STAR_RDP", "RDP={", "Length=61", "ReplyQP=257"},
+		"star_ra_v4":        {"STAR_RA", "AETH={"},
+		"star_gd_v6":        {"STAR_GD", "GD={", "Length=3000", "MTU=1024", "ReplyQP=257"},
+		"star_sdp_v4":       {"STAR_SDP", "SDP={", "Offset=2048"},
+	}
+	for i, v := range vs {
+		names, ok := want[v.Name]
+		if !ok {
+			continue
+		}
+		delete(want, v.Name)
+		pkt := gopacket.NewPacket(frames[i], layers.LayerTypeEthernet, gopacket.Default)
+		l := pkt.Layer(bthlayer.LayerTypeRoCE)
+		if l == nil {
+			t.Fatalf("%s: no RoCE layer", v.Name)
+		}
+		s := gopacket.LayerString(l)
+		for _, n := range names {
+			if !strings.Contains(s, n) {
+				t.Errorf("%s: LayerString lacks %q:\n%s", v.Name, n, s)
+			}
+		}
+	}
+	for name := range want {
+		t.Errorf("no golden vector %s", name)
 	}
 }

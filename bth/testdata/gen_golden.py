@@ -13,7 +13,8 @@ this writes, so they need no Python.
   UDP checksum over the final packet, ICRC included) and the BTH bit layout
   are built by scapy.
 * Extension headers are packed here with struct from the IBA 9.3 layouts
-  (softnic's PETH and SACKETH from docs/wire.md), in the header order listed
+  (softnic's PETH, SACKETH and HolesETH and StaR's headers from
+  docs/wire.md), in the header order listed
   in HEADERS (IBA 9.2 / rxe_opcode.c, softnic's headers last).
 * IPv4 ICRCs are computed by scapy.contrib.roce (BTH.compute_icrc), which
   supports only IPv4: for IPv6 it warns and writes 0. So IPv6 ICRCs come
@@ -90,7 +91,34 @@ HEADERS = {
     0xD2: ["aeth", "sack"],                      # RC_ACKNOWLEDGE_SACK_OVERFLOW
     0xD3: ["aeth", "sack"],                      # RC_ACKNOWLEDGE_FNAK
     0xD4: ["aeth", "holes"],                     # RC_ACKNOWLEDGE_HOLES
+    # StaR's stateless mode (docs/wire.md): one header each.
+    0xE0: ["wqep"],                              # STAR_WQEP
+    0xE1: ["cqep"],                              # STAR_CQEP
+    0xE2: ["ea"],                                # STAR_EA
+    0xE3: ["rdp", "payload"],                    # STAR_RDP
+    0xE4: ["aeth"],                              # STAR_RA
+    0xE5: ["gd"],                                # STAR_GD
+    0xE6: ["sdp", "payload"],                    # STAR_SDP
 }
+
+# StaR's header layouts (docs/wire.md), big-endian, and their lengths.
+STAR_LAYOUTS = {
+    # DriverSeq, Kind, Flags, reserved (2), WRID, LocalVA, LocalKey,
+    # Length, RemoteVA, RemoteKey, Imm
+    "wqep": (">IBBHQQIIQII", 48),
+    # DriverSeq, Status, Opcode, Flags, reserved, ByteLen, Imm
+    "cqep": (">IBBBBII", 16),
+    # Kind, reserved (3), DriverSeq
+    "ea": (">B3xI", 8),
+    # VA, RKey, Length, Flags, reserved, ReplyQP (reserved byte, 24-bit QPN)
+    "rdp": (">QIHBBI", 20),
+    # VA, RKey, Length, MTU, Flags, ReplyQP (reserved byte, 24-bit QPN)
+    "gd": (">QIHBBI", 20),
+    # Offset
+    "sdp": (">I", 4),
+}
+for _fmt, _n in STAR_LAYOUTS.values():
+    assert struct.calcsize(_fmt) == _n, (_fmt, _n)
 
 def ack(credit):
     return credit & 0x1F  # AETH syndrome 0b00xxxxx
@@ -127,6 +155,25 @@ def pack_ext(name, v):
         for off, n in v["holes"]:
             b += struct.pack(">HH", off, n)
         return b
+    if name == "wqep":
+        return struct.pack(STAR_LAYOUTS[name][0], v["driver_seq"], v["kind"], v["flags"], 0,
+                           v["wrid"], v["local_va"], v["local_key"], v["length"],
+                           v["remote_va"], v["remote_key"], v["imm"])
+    if name == "cqep":
+        return struct.pack(STAR_LAYOUTS[name][0], v["driver_seq"], v["status"], v["opcode"],
+                           v["flags"], 0, v["byte_len"], v["imm"])
+    if name == "ea":
+        return struct.pack(STAR_LAYOUTS[name][0], v["kind"], v["driver_seq"])
+    if name == "rdp":
+        assert v["reply_qp"] < 1 << 24
+        return struct.pack(STAR_LAYOUTS[name][0], v["va"], v["rkey"], v["length"], v["flags"], 0,
+                           v["reply_qp"])
+    if name == "gd":
+        assert v["reply_qp"] < 1 << 24
+        return struct.pack(STAR_LAYOUTS[name][0], v["va"], v["rkey"], v["length"], v["mtu"],
+                           v["flags"], v["reply_qp"])
+    if name == "sdp":
+        return struct.pack(STAR_LAYOUTS[name][0], v["offset"])
     raise ValueError(name)
 
 
@@ -168,6 +215,8 @@ def build(v):
             after_bth += pack_ext(name, v[name])
     if "payload" not in HEADERS[bth["opcode"]]:
         assert not payload
+    if "rdp" in v:  # an RDP's Length is its payload's
+        assert v["rdp"]["length"] == len(payload)
     h = v["header"]
     bth_layer = BTH(
         opcode=bth["opcode"], solicited=bth["se"], migreq=bth["migreq"],
@@ -341,6 +390,30 @@ VECTORS = [
         aeth=dict(syndrome=nak(0), msn=0x000048), holes=dict(high=0x000C20, holes=[(0x18, 2), (0x08, 5), (0, 3)])),
     vec("rc_ack_holes_wrap_v6", True, bthf(0xD4, 0x000077, 0xFFFFF0),
         aeth=dict(syndrome=nak(0), msn=0x000049), holes=dict(high=0x000004, holes=[(0x10, 4), (0, 1), (0, 0)])),
+    # StaR's stateless mode: the server (QP 0x201) READs 8253 bytes from
+    # the client (QP 0x101) into 0x7F0000100000: a WQEP, its EA, the last
+    # of nine 1024-byte RDPs (PSNs 0x10-0x18) and its RA, an RA refusing an
+    # RDP, the CQEP; then the client gets 3000 bytes the server SENDs with a
+    # GD, answered by three SDPs (PSNs 0x20-0x22), the last of them here.
+    vec("star_wqep_read_v4", False, bthf(0xE0, 0x000101, 0),
+        wqep=dict(driver_seq=1, kind=5, flags=0x01, wrid=0x0000000000000A01,
+                  local_va=0x00007F0000100000, local_key=0x00001001, length=8253,
+                  remote_va=0x00007F5500200000, remote_key=0x00002002, imm=0)),
+    vec("star_ea_wqep_v6", True, bthf(0xE2, 0x000201, 0), ea=dict(kind=0, driver_seq=1)),
+    vec("star_rdp_last_v6", True, bthf(0xE3, 0x000201, 0x000018, ackreq=1),
+        rdp=dict(va=0x00007F0000102000, rkey=0x00001001, length=61, flags=0x01, reply_qp=0x000101),
+        payload=pattern(61, 31)),
+    vec("star_ra_v4", False, bthf(0xE4, 0x000101, 0x000018),
+        aeth=dict(syndrome=ack(0x1F), msn=0)),
+    vec("star_ra_nak_remote_access_v6", True, bthf(0xE4, 0x000101, 0x000031),
+        aeth=dict(syndrome=nak(2), msn=0)),
+    vec("star_cqep_v4", False, bthf(0xE1, 0x000201, 0),
+        cqep=dict(driver_seq=1, status=0, opcode=2, flags=0, byte_len=8253, imm=0)),
+    vec("star_gd_v6", True, bthf(0xE5, 0x000201, 0x000020),
+        gd=dict(va=0x00007F0000300000, rkey=0x00003003, length=3000, mtu=3, flags=0,
+                reply_qp=0x000101)),
+    vec("star_sdp_v4", False, bthf(0xE6, 0x000101, 0x000022),
+        sdp=dict(offset=2048), payload=pattern(952, 32)),
 ]
 
 
