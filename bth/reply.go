@@ -116,14 +116,21 @@ func (k ReplyKind) Header() OpFlags {
 // RC_ACKNOWLEDGE_SACK and RC_ACKNOWLEDGE_SACK_OVERFLOW, ReplyFNak,
 // ReplyHoles. Every other opcode gives ReplyNone, RC_ACKNOWLEDGE
 // included: whether one is a sequence NAK its AETH says.
-func ReplyOf(op Opcode) ReplyKind {
+func ReplyOf(op Opcode) ReplyKind { return replyOfOp[op] }
+
+// replyOfOp is ReplyOf's answer per opcode, from replyTable: one load on
+// the path of every response the completer handles.
+var replyOfOp = func() (m [256]ReplyKind) {
 	for k := range replyTable {
-		if c := &replyTable[k]; c.header != 0 && (c.op == op || c.overflowOp == op && op != 0) {
-			return ReplyKind(k)
+		if c := &replyTable[k]; c.header != 0 {
+			m[c.op] = ReplyKind(k)
+			if c.overflowOp != 0 {
+				m[c.overflowOp] = ReplyKind(k)
+			}
 		}
 	}
-	return ReplyNone
-}
+	return m
+}()
 
 // Opcode returns the opcode of r's packet; r.Kind is not ReplyNone.
 func (r *Reply) Opcode() Opcode {
