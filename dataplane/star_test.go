@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"bytes"
+	"math/rand/v2"
 	"net/netip"
 	"testing"
 	"time"
@@ -518,4 +519,41 @@ func TestStarZeroState(t *testing.T) {
 	if c.StarRDPRcvd != 111 || c.StarRASent != 111 || c.StarGDRcvd != 111 || c.StarSDPSent != 333 || c.StarNakSent+c.StarTxDrops+c.StarDropped != 0 {
 		t.Fatalf("counters %+v", c)
 	}
+}
+
+// TestStarMutated: StaR frames with random bytes in their headers (and a
+// valid ICRC, so that they reach the server path) never panic the server,
+// and every one is counted: served, refused with an RA, or dropped.
+func TestStarMutated(t *testing.T) {
+	b := newStarBench(t, starOpts{})
+	payload := make([]byte, 300)
+	fillRandom(payload, 5)
+	seeds := [][]byte{
+		b.rdp(1, bth.RDPETHFields{VA: b.rw.Addr + 64, RKey: b.rw.RKey, Length: 300, ReplyQP: starReplyQP}, payload),
+		b.gd(2, bth.GDETHFields{VA: b.rw.Addr + 64, RKey: b.rw.RKey, Length: 3000, MTU: qp.MTU1024, ReplyQP: starReplyQP}),
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := 0; i < 20000; i++ {
+		frame := bytes.Clone(seeds[i%2])
+		off := b.hdr.Len()
+		for k := r.IntN(4) + 1; k > 0; k-- {
+			// The BTH's opcode stays StaR; the rest of BTH and ETH is fair game.
+			j := off + 1 + r.IntN(bth.BTHLen+bth.RDPETHLen-1)
+			frame[j] = byte(r.Uint32())
+		}
+		if r.IntN(4) == 0 {
+			frame[off] = byte(bth.StarWQEP) + byte(r.IntN(7))
+		}
+		f, err := bth.ParseFrame(frame)
+		if err != nil {
+			continue
+		}
+		bth.WriteICRC(f.Buf, f.L3Off, f.IPv6)
+		b.exchange(frame)
+	}
+	c := b.e.Counters()
+	if c.StarRDPRcvd+c.StarGDRcvd+c.StarDropped+c.RcvdPKeyErr != c.RcvdPkts || c.RcvdPkts < 10000 || c.StarNakSent == 0 || c.StarSDPSent == 0 {
+		t.Fatalf("counters %+v", c)
+	}
+	t.Logf("%d frames: %d RDPs, %d GDs, %d others, %d P_Key errors; %d RAs (%d NAKs), %d SDPs", c.RcvdPkts, c.StarRDPRcvd, c.StarGDRcvd, c.StarDropped, c.RcvdPKeyErr, c.StarRASent, c.StarNakSent, c.StarSDPSent)
 }
