@@ -104,9 +104,10 @@ const (
 // client completions (CQEP), each acknowledged by an EA; the client sends
 // the server data in RDPs, each acknowledged by an RA (an ACK built from
 // the RDP's headers), and gets data from it with GDs, answered by SDPs.
-// The engine neither sends nor handles them yet: it counts them as
-// rcvd_bad_opcode, as it does every opcode that is neither request nor
-// response.
+// An engine with dataplane.Config.StarServer answers RDPs and GDs
+// (dataplane/star.go) and counts the others as star_dropped; without it,
+// the engine counts them all as rcvd_bad_opcode, as it does every opcode
+// that is neither request nor response.
 const (
 	StarWQEP Opcode = 0xE0 // server -> client: a work request
 	StarCQEP Opcode = 0xE1 // client -> server: a completion

@@ -84,6 +84,14 @@ type Config struct {
 	// jitter on top of LinkDelay, reordering, duplication, corruption.
 	// The zero Spec: none. SetNetem changes it while the engine runs.
 	Netem impair.Spec
+	// StarServer makes the NIC serve StaR's stateless data packets (StaR
+	// §3, docs/star.md "Server data path"; star.go): an RDP is placed and
+	// answered with an RA, a GD with SDPs, with no QP and no per-connection
+	// state, checked only against the NIC's memory regions (key, bounds,
+	// access; no protection domain: the server trusts its clients'
+	// security tables, StaR §3.2). Off, the default: StaR packets are
+	// dropped like any opcode an RC QP does not take.
+	StarServer bool
 }
 
 // RTOMode says where retransmission timeouts come from.

@@ -100,6 +100,15 @@ type Counters struct {
 	RespQueueFull   uint64 // resp_queue_full: request dropped, responder output queue full
 	CQOverflow      uint64 // cq_overflow
 
+	// StaR's stateless server (Config.StarServer; star.go).
+	StarRDPRcvd uint64 // star_rdp_rcvd: RDPs received
+	StarRASent  uint64 // star_ra_sent: RAs sent, ACK or NAK
+	StarGDRcvd  uint64 // star_gd_rcvd: GDs received
+	StarSDPSent uint64 // star_sdp_sent: SDPs sent
+	StarNakSent uint64 // star_nak_sent: RAs sent that NAK an RDP or a GD
+	StarTxDrops uint64 // star_tx_drops: RAs and SDPs not sent, transmit ring full or link's bucket empty (nothing is kept to send later)
+	StarDropped uint64 // star_dropped: other StaR packets (WQEP, CQEP, EA, RA, SDP), not served yet
+
 	// The on-chip QP-context cache (qp.Cache).
 	QPCHits              uint64 // qpc_cache_hits
 	QPCMisses            uint64 // qpc_cache_misses
@@ -158,6 +167,9 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"rcvd_bad_opcode", c.RcvdBadOpcode}, {"rcvd_bad_response", c.RcvdBadResponse},
 		{"rcvd_stale_ack", c.RcvdStaleAck}, {"resp_queue_full", c.RespQueueFull},
 		{"cq_overflow", c.CQOverflow},
+		{"star_rdp_rcvd", c.StarRDPRcvd}, {"star_ra_sent", c.StarRASent},
+		{"star_gd_rcvd", c.StarGDRcvd}, {"star_sdp_sent", c.StarSDPSent},
+		{"star_nak_sent", c.StarNakSent}, {"star_tx_drops", c.StarTxDrops}, {"star_dropped", c.StarDropped},
 		{"qpc_cache_hits", c.QPCHits}, {"qpc_cache_misses", c.QPCMisses},
 		{"qpc_cache_evictions", c.QPCEvictions}, {"qpc_cache_writebacks", c.QPCWriteBacks},
 		{"qpc_stall_ns", c.QPCStallNs}, {"host_accesses", c.HostAccesses}, {"host_stall_ns", c.HostStallNs},

@@ -341,6 +341,13 @@ func (e *Engine) receive(frame []byte) {
 		e.cnt.RcvdPKeyErr++
 		return
 	}
+	// A stateless server's packets name no QP: they are served before
+	// the QP lookup and the context cache (star.go). Without StarServer
+	// they go on, and a QP drops them as rcvd_bad_opcode.
+	if e.cfg.StarServer && pkt.Opcode().IsStar() {
+		e.starReceive(&f)
+		return
+	}
 	q := e.qps[hdr.DestQPN()]
 	if q == nil {
 		e.cnt.RcvdUnknownQPN++

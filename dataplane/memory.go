@@ -34,6 +34,24 @@ func (e *Engine) remoteSlice(q *QP, rkey uint32, va uint64, n uint32, need qp.Ac
 	return m.slice(va, n)
 }
 
+// regionSlice resolves (rkey, va, n) for a packet that names no QP,
+// StaR's RDP and GD (star.go): the region exists, grants the access and
+// covers the whole range, as remoteSlice checks them, but there is no PD
+// to match. StaR's server trusts its clients' security tables (StaR
+// §3.2): only the regions a connection's server allowed reach the
+// client's table, and only packets the table lets through reach this
+// NIC. Zero-length accesses need no key, as in remoteSlice.
+func (e *Engine) regionSlice(rkey uint32, va uint64, n uint32, need qp.Access) ([]byte, bool) {
+	if n == 0 {
+		return nil, true
+	}
+	m := e.lookupMR(rkey)
+	if m == nil || m.Access&need != need {
+		return nil, false
+	}
+	return m.slice(va, n)
+}
+
 // localSlice resolves one SGE.
 func (e *Engine) localSlice(q *QP, s *qp.SGE, off, n uint32, write bool) ([]byte, bool) {
 	m := e.lookupMR(s.LKey)

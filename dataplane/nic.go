@@ -152,22 +152,52 @@ func (e *Engine) beginTx(q *QP, op bth.Opcode, psn qp.PSN, ackReq bool, payloadL
 		e.cnt.TxRingFull++
 		return txPacket{}, false
 	}
+	return writeTx(buf, &q.hdr, q.destQPN, op, psn, ackReq, payloadLen), true
+}
+
+// writeTx writes Ethernet/IP/UDP from h and the BTH into the transmit
+// buffer buf.
+func writeTx(buf []byte, h *bth.FrameHeader, destQPN uint32, op bth.Opcode, psn qp.PSN, ackReq bool, payloadLen int) txPacket {
 	info := bth.Lookup(op)
 	pad := bth.PadFor(payloadLen)
 	roceLen := info.Length + payloadLen + pad + bth.ICRCLen
-	off := q.hdr.Encode(buf, roceLen)
+	off := h.Encode(buf, roceLen)
 	roce := buf[off : off+roceLen]
 	bth.BTH(roce).Encode(&bth.BTHFields{
 		Opcode:   op,
 		PadCount: uint8(pad),
 		PKey:     defaultPKey,
-		DestQPN:  q.destQPN,
+		DestQPN:  destQPN,
 		AckReq:   ackReq,
 		PSN:      uint32(psn),
 	})
 	payloadEnd := info.Length + payloadLen
 	clear(roce[payloadEnd : payloadEnd+pad])
-	return txPacket{frame: buf[:off+roceLen], roce: roce, payload: roce[info.Length:payloadEnd], info: info}, true
+	return txPacket{frame: buf[:off+roceLen], roce: roce, payload: roce[info.Length:payloadEnd], info: info}
+}
+
+// beginTxFrame is beginTx for a frame that belongs to no QP, StaR's RA
+// and SDP (star.go): its addressing h and destination QP come from the
+// frame it answers. The link's bucket and the transmit ring rule as for
+// a QP's frame, but nothing waits: when either is closed it returns
+// false, and the caller drops the frame (a stateless server keeps
+// nothing to send later) and counts it in star_tx_drops, not in
+// tx_ring_full or link_paced, which count packets that wait.
+func (e *Engine) beginTxFrame(h *bth.FrameHeader, destQPN uint32, op bth.Opcode, psn qp.PSN, payloadLen int) (txPacket, bool) {
+	if !e.link.open(e.now) {
+		return txPacket{}, false
+	}
+	buf := e.port.TxBuffer()
+	if buf == nil {
+		return txPacket{}, false
+	}
+	return writeTx(buf, h, destQPN, op, psn, false, payloadLen), true
+}
+
+// endTxFrame seals a frame of beginTxFrame and queues it once.
+func (e *Engine) endTxFrame(h *bth.FrameHeader, t *txPacket) {
+	bth.FinishFrame(t.frame, h)
+	e.toWire(len(t.frame))
 }
 
 // endTx seals the frame (ICRC, IPv6 UDP checksum) and queues it copies

@@ -72,6 +72,8 @@ type options struct {
 	// limits bound what one verbs client may make the daemon hold
 	// (verbsd.Limits; -1: no limit).
 	limits verbsd.Limits
+	// starServer is dataplane.Config.StarServer.
+	starServer bool
 }
 
 // The daemon's retransmission timeouts. IRN sets RTO_high to the longest
@@ -156,6 +158,7 @@ func runFlags(o *options) *flag.FlagSet {
 	fs.IntVar(&o.limits.Channels, "max-channels", verbsd.DefaultChannels, "completion channels per verbs connection (-1: no limit)")
 	fs.Int64Var(&o.limits.RingBytes, "max-ring-bytes", verbsd.DefaultRingBytes, "bytes of QP and CQ rings the daemon allocates per verbs connection: ring files and the engine's own queues behind them (-1: no limit)")
 	fs.Int64Var(&o.limits.RingBytesPerUID, "max-ring-bytes-per-uid", verbsd.DefaultRingBytesPerUID, "bytes of QP and CQ rings (as --max-ring-bytes counts them) all verbs connections of one uid may hold together (-1: no limit)")
+	fs.BoolVar(&o.starServer, "star-server", false, "serve StaR's stateless data packets (RDP -> RA, GD -> SDPs) with no per-connection state, checked against the memory regions' keys, bounds and access only, with no protection domain: the NIC trusts its StaR clients' security tables (StaR §3.2; docs/star.md; counters star_*)")
 	fs.Int64Var(&o.limits.MRBytes, "max-mr-bytes", verbsd.DefaultMRBytes, "bytes of client memory the daemon maps for one verbs connection's memory regions (-1: no limit)")
 	fs.String("config", "", "config file: one `key = value` per line with the keys of these flags; flags override it")
 	return fs
@@ -394,7 +397,7 @@ func start(o options, log *slog.Logger) (d *daemon, err error) {
 		log.Info("UDP port open", "addr", netip.AddrPortFrom(d.addr, 4791), "max_frame", p.MaxFrame())
 	}
 	if d.engine, err = dataplane.NewEngine(dataplane.Config{MAC: mac, Addr: d.addr, Scheme: o.scheme, SchemeParams: o.params, SRAMBytes: o.sram, FetchPenalty: fetchPenalty(scaled(o.penalty, o.emulationScale())), RTOBackoff: o.backoff, RTO: o.rto, RTOMin: o.rtoMin,
-		LinkRate: uint64(o.linkRate), LinkBurst: int(o.linkBurst), LinkDelay: o.linkDelay, Netem: o.netem}, d.port); err != nil {
+		LinkRate: uint64(o.linkRate), LinkBurst: int(o.linkBurst), LinkDelay: o.linkDelay, Netem: o.netem, StarServer: o.starServer}, d.port); err != nil {
 		return d, err
 	}
 	// Fields are set only from values known not to be nil, so that

@@ -1,0 +1,146 @@
+package dataplane
+
+import (
+	"github.com/softnic/softnic/bth"
+	"github.com/softnic/softnic/qp"
+)
+
+// This file is StaR's stateless server NIC (StaR §3, docs/star.md
+// "Server data path"), on with Config.StarServer: the data packets a
+// client sends to a server, served with no QP, no context-cache access
+// and no per-connection state at all. An RDP is placed in memory and
+// answered with an RA; a GD is answered with the SDPs it asks for. Every
+// answer is built from the request's own frame: addresses swapped, the
+// destination QP from its ReplyQP, the PSN from its PSN. The other StaR
+// packets (WQEP, CQEP and EA, which belong to the server's driver, and
+// RA and SDP, which only a client takes) are counted and dropped for now.
+//
+// What guards memory is the NIC's region table alone: the RDP's or GD's
+// key must name a live region that grants the access (remote write,
+// remote read) and covers the whole range. There is no QP, so no
+// protection domain to match: StaR's server trusts its clients' security
+// tables (StaR §3.2), which let through only the packets, ranges and keys
+// the server installed for each connection.
+
+// ECN codepoints of the IP traffic class's two low bits (RFC 3168).
+const (
+	ecnMask = 0x3
+	ecnECT0 = 0x2
+	ecnCE   = 0x3
+)
+
+// starReceive takes a StaR packet that passed the frame checks (parse,
+// ICRC, P_Key) on a server NIC, before any QP lookup.
+func (e *Engine) starReceive(f *bth.Frame) {
+	// The answer goes back from the address the request came to: it must
+	// be ours (rxe check_addr, without a QP to name the peer).
+	if f.DstAddr() != e.cfg.Addr {
+		e.cnt.RcvdBadAddr++
+		return
+	}
+	switch f.Pkt.Opcode() {
+	case bth.StarRDP:
+		e.starRDP(f)
+	case bth.StarGD:
+		e.starGD(f)
+	default:
+		e.cnt.StarDropped++
+	}
+}
+
+// starRDP places an RDP's payload at its VA and answers with an RA: ACK,
+// NAK invalid request when Length is not the payload's length, NAK
+// remote access error when the key, the range or the access is wrong.
+// A refused RDP leaves memory untouched.
+func (e *Engine) starRDP(f *bth.Frame) {
+	e.cnt.StarRDPRcvd++
+	pkt := &f.Pkt
+	r := pkt.RDPETH()
+	payload := pkt.Payload()
+	syn := bth.AckSyndrome(bth.CreditInvalid) // no receive queue to count
+	if int(r.Length()) != len(payload) {
+		syn = bth.NakSyndrome(bth.NakInvalidRequest)
+	} else if dst, ok := e.regionSlice(r.RKey(), r.VA(), uint32(len(payload)), qp.AccessRemoteWrite); ok {
+		copy(dst, payload)
+	} else {
+		syn = bth.NakSyndrome(bth.NakRemoteAccessError)
+	}
+	h := starReplyHeader(f)
+	e.starRA(&h, r.ReplyQP(), qp.PSN(pkt.BTH().PSN()), syn)
+}
+
+// starGD sends the SDPs a GD asks for: Length bytes from VA in packets of
+// its MTU, the i-th with PSN GD's PSN + i and Offset i*MTU. A GD for 0
+// bytes asks for nothing and gets nothing. A GD that names no valid MTU,
+// or one whose SDPs the port cannot carry, gets an RA NAK invalid
+// request; one whose key, range or access is wrong an RA NAK remote
+// access error; both with the GD's PSN. When the transmit ring fills or
+// the link's bucket empties, the rest of the SDPs are dropped and
+// counted: the server cannot remember them, the client asks again.
+func (e *Engine) starGD(f *bth.Frame) {
+	e.cnt.StarGDRcvd++
+	pkt := &f.Pkt
+	g := pkt.GDETH()
+	h := starReplyHeader(f)
+	replyQP, psn := g.ReplyQP(), qp.PSN(pkt.BTH().PSN())
+	mtu, n := g.MTU().Bytes(), int(g.Length())
+	if largest := min(mtu, n); mtu == 0 ||
+		h.Len()+bth.BTHLen+bth.SDPETHLen+largest+bth.PadFor(largest)+bth.ICRCLen > e.port.MaxFrame() {
+		e.starRA(&h, replyQP, psn, bth.NakSyndrome(bth.NakInvalidRequest))
+		return
+	}
+	src, ok := e.regionSlice(g.RKey(), g.VA(), uint32(n), qp.AccessRemoteRead)
+	if !ok {
+		e.starRA(&h, replyQP, psn, bth.NakSyndrome(bth.NakRemoteAccessError))
+		return
+	}
+	for off, i := 0, uint32(0); off < n; off, i = off+mtu, i+1 {
+		k := min(mtu, n-off)
+		t, ok := e.beginTxFrame(&h, replyQP, bth.StarSDP, psn.Add(i), k)
+		if !ok {
+			e.cnt.StarTxDrops += uint64((n - off + mtu - 1) / mtu)
+			return
+		}
+		bth.SDPETH(t.roce[t.info.SDPETHOff:]).SetOffset(uint32(off))
+		copy(t.payload, src[off:off+k])
+		e.endTxFrame(&h, &t)
+		e.cnt.StarSDPSent++
+	}
+}
+
+// starRA sends a STAR_RA: the BTH to replyQP with psn, an AETH with syn
+// and MSN 0 (a stateless server counts no messages).
+func (e *Engine) starRA(h *bth.FrameHeader, replyQP uint32, psn qp.PSN, syn bth.Syndrome) {
+	t, ok := e.beginTxFrame(h, replyQP, bth.StarRA, psn, 0)
+	if !ok {
+		e.cnt.StarTxDrops++
+		return
+	}
+	bth.AETH(t.roce[t.info.AETHOff:]).Encode(&bth.AETHFields{Syndrome: syn})
+	e.endTxFrame(h, &t)
+	e.cnt.StarRASent++
+	if syn.Kind() == bth.NakKind {
+		e.cnt.StarNakSent++
+	}
+}
+
+// starReplyHeader is the addressing of an answer to f, taken from f
+// alone: MAC and IP addresses swapped; the UDP source port the request's
+// (the client's choice of ECMP entropy for the exchange; the destination
+// port is 4791, as always); the
+// traffic class the request's, except that a CE mark, which the path set
+// and not the sender, goes back as ECT(0); the request's IPv6 flow label;
+// a fresh hop limit (the request's was spent on its way here).
+func starReplyHeader(f *bth.Frame) bth.FrameHeader {
+	r := f.Header()
+	tos := r.TOS
+	if tos&ecnMask == ecnCE {
+		tos = tos&^ecnMask | ecnECT0
+	}
+	return bth.FrameHeader{
+		SrcMAC: r.DstMAC, DstMAC: r.SrcMAC,
+		Src: r.Dst, Dst: r.Src,
+		SrcPort: r.SrcPort,
+		TOS:     tos, FlowLabel: r.FlowLabel,
+	}
+}
