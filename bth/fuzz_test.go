@@ -45,7 +45,7 @@ func canonical(b []byte, info *bth.OpInfo) []byte {
 
 func FuzzParse(f *testing.F) {
 	for _, v := range loadGolden(f) {
-		fr, err := bth.ParseFrame(v.frame(f))
+		fr, err := bth.ParseFrame(vectorFrame(f, &v))
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -121,7 +121,7 @@ func checkReply(t *testing.T, p *bth.Packet) {
 
 func FuzzParseFrame(f *testing.F) {
 	for _, v := range loadGolden(f) {
-		f.Add(v.frame(f))
+		f.Add(vectorFrame(f, &v))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		fr, err := bth.ParseFrame(b)

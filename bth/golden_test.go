@@ -15,7 +15,7 @@ import (
 func TestGoldenParse(t *testing.T) {
 	for _, v := range loadGolden(t) {
 		t.Run(v.Name, func(t *testing.T) {
-			frame := v.frame(t)
+			frame := vectorFrame(t, &v)
 			f, err := bth.ParseFrame(frame)
 			if err != nil {
 				t.Fatalf("ParseFrame: %v", err)
@@ -35,7 +35,7 @@ func TestGoldenParse(t *testing.T) {
 				t.Errorf("L4Off %d BTHOff %d, want %d %d", f.L4Off, f.BTHOff, wantL4, wantL4+8)
 			}
 
-			wantHdr := v.frameHeader(t)
+			wantHdr := vectorHeader(t, &v)
 			if !v.IPv6 {
 				wantHdr.FlowLabel = 0
 			}
@@ -48,7 +48,7 @@ func TestGoldenParse(t *testing.T) {
 			}
 
 			p := &f.Pkt
-			want := v.fields()
+			want := vectorFields(&v)
 			if p.Opcode() != want.BTH.Opcode || p.Info != bth.Lookup(want.BTH.Opcode) {
 				t.Fatalf("opcode %s info %p", p.Opcode(), p.Info)
 			}
@@ -110,7 +110,7 @@ func checkViewPresence(t *testing.T, p *bth.Packet, v *goldenVector) {
 func TestGoldenICRCCoverage(t *testing.T) {
 	for _, v := range loadGolden(t) {
 		t.Run(v.Name, func(t *testing.T) {
-			frame := v.frame(t)
+			frame := vectorFrame(t, &v)
 			f, err := bth.ParseFrame(frame)
 			if err != nil {
 				t.Fatal(err)
@@ -142,12 +142,12 @@ func TestGoldenICRCCoverage(t *testing.T) {
 func TestGoldenEncode(t *testing.T) {
 	for _, v := range loadGolden(t) {
 		t.Run(v.Name, func(t *testing.T) {
-			want := v.frame(t)
+			want := vectorFrame(t, &v)
 			if v.VLAN != nil { // softnic sends untagged; the ICRC does not cover L2
 				want = append(want[:12:12], want[16:]...)
 			}
-			h := v.frameHeader(t)
-			pf := v.fields()
+			h := vectorHeader(t, &v)
+			pf := vectorFields(&v)
 			got := buildFrame(&h, &pf, mustHex(t, v.Payload))
 			if !bytes.Equal(got, want) {
 				t.Errorf("encoded frame differs\n got %x\nwant %x", got, want)

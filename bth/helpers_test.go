@@ -2,13 +2,12 @@ package bth_test
 
 import (
 	"encoding/hex"
-	"encoding/json"
 	"net"
 	"net/netip"
-	"os"
 	"testing"
 
 	"github.com/softnic/softnic/bth"
+	"github.com/softnic/softnic/bth/internal/golden"
 	"github.com/softnic/softnic/qp"
 )
 
@@ -164,133 +163,19 @@ func buildFrame(h *bth.FrameHeader, pf *packetFields, payload []byte) []byte {
 	return frame
 }
 
-// goldenVector is one entry of testdata/golden.json, written by
-// testdata/gen_golden.py.
-type goldenVector struct {
-	Name   string  `json:"name"`
-	IPv6   bool    `json:"ipv6"`
-	VLAN   *uint16 `json:"vlan"`
-	Header struct {
-		SrcMAC    string `json:"src_mac"`
-		DstMAC    string `json:"dst_mac"`
-		Src       string `json:"src"`
-		Dst       string `json:"dst"`
-		SrcPort   uint16 `json:"sport"`
-		TOS       uint8  `json:"tos"`
-		TTL       uint8  `json:"ttl"`
-		FlowLabel uint32 `json:"flow_label"`
-	} `json:"header"`
-	BTH struct {
-		Opcode uint8  `json:"opcode"`
-		SE     int    `json:"se"`
-		MigReq int    `json:"migreq"`
-		Pad    uint8  `json:"pad"`
-		PKey   uint16 `json:"pkey"`
-		FECN   int    `json:"fecn"`
-		BECN   int    `json:"becn"`
-		DQPN   uint32 `json:"dqpn"`
-		AckReq int    `json:"ackreq"`
-		PSN    uint32 `json:"psn"`
-	} `json:"bth"`
-	RETH *struct {
-		VA     uint64 `json:"va"`
-		RKey   uint32 `json:"rkey"`
-		DMALen uint32 `json:"dmalen"`
-	} `json:"reth"`
-	AETH *struct {
-		Syndrome uint8  `json:"syndrome"`
-		MSN      uint32 `json:"msn"`
-	} `json:"aeth"`
-	Imm  *uint32 `json:"imm"`
-	IETH *uint32 `json:"ieth"`
-	DETH *struct {
-		QKey   uint32 `json:"qkey"`
-		SrcQPN uint32 `json:"src_qpn"`
-	} `json:"deth"`
-	Atomic *struct {
-		VA      uint64 `json:"va"`
-		RKey    uint32 `json:"rkey"`
-		SwapAdd uint64 `json:"swap_add"`
-		Compare uint64 `json:"compare"`
-	} `json:"atomic"`
-	AtomicAck *uint64 `json:"atomic_ack"`
-	PETH      *struct {
-		RecvSN uint32 `json:"recv_sn"`
-		Offset uint32 `json:"offset"`
-	} `json:"peth"`
-	SACK  *uint32 `json:"sack"`
-	Holes *struct {
-		High  uint32      `json:"high"`
-		Holes [][2]uint32 `json:"holes"`
-	} `json:"holes"`
-	WQEP *struct {
-		DriverSeq uint32 `json:"driver_seq"`
-		Kind      uint8  `json:"kind"`
-		Flags     uint8  `json:"flags"`
-		WRID      uint64 `json:"wrid"`
-		LocalVA   uint64 `json:"local_va"`
-		LocalKey  uint32 `json:"local_key"`
-		Length    uint32 `json:"length"`
-		RemoteVA  uint64 `json:"remote_va"`
-		RemoteKey uint32 `json:"remote_key"`
-		Imm       uint32 `json:"imm"`
-	} `json:"wqep"`
-	CQEP *struct {
-		DriverSeq uint32 `json:"driver_seq"`
-		Status    uint8  `json:"status"`
-		Opcode    uint8  `json:"opcode"`
-		Flags     uint8  `json:"flags"`
-		ByteLen   uint32 `json:"byte_len"`
-		Imm       uint32 `json:"imm"`
-	} `json:"cqep"`
-	EA *struct {
-		Kind      uint8  `json:"kind"`
-		DriverSeq uint32 `json:"driver_seq"`
-	} `json:"ea"`
-	RDP *struct {
-		VA      uint64 `json:"va"`
-		RKey    uint32 `json:"rkey"`
-		Length  uint16 `json:"length"`
-		Flags   uint8  `json:"flags"`
-		ReplyQP uint32 `json:"reply_qp"`
-	} `json:"rdp"`
-	GD *struct {
-		VA      uint64 `json:"va"`
-		RKey    uint32 `json:"rkey"`
-		Length  uint16 `json:"length"`
-		MTU     uint8  `json:"mtu"`
-		Flags   uint8  `json:"flags"`
-		ReplyQP uint32 `json:"reply_qp"`
-	} `json:"gd"`
-	SDP *struct {
-		Offset uint32 `json:"offset"`
-	} `json:"sdp"`
-	Payload string `json:"payload"`
-	Frame   string `json:"frame"`
-	ICRC    uint32 `json:"icrc"`
-}
+// goldenVector is one entry of testdata/golden.json (package golden).
+type goldenVector = golden.Vector
 
 func loadGolden(tb testing.TB) []goldenVector {
 	tb.Helper()
-	data, err := os.ReadFile("testdata/golden.json")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	var vs []goldenVector
-	if err := json.Unmarshal(data, &vs); err != nil {
-		tb.Fatal(err)
-	}
-	if len(vs) == 0 {
-		tb.Fatal("no golden vectors")
-	}
-	return vs
+	return golden.Load(tb, "testdata/golden.json")
 }
 
 func goldenFrame(tb testing.TB, name string) []byte {
 	tb.Helper()
 	for _, v := range loadGolden(tb) {
 		if v.Name == name {
-			return v.frame(tb)
+			return vectorFrame(tb, &v)
 		}
 	}
 	tb.Fatalf("no golden vector %q", name)
@@ -306,9 +191,9 @@ func mustHex(tb testing.TB, s string) []byte {
 	return b
 }
 
-func (v *goldenVector) frame(tb testing.TB) []byte { return mustHex(tb, v.Frame) }
+func vectorFrame(tb testing.TB, v *goldenVector) []byte { return mustHex(tb, v.Frame) }
 
-func (v *goldenVector) frameHeader(tb testing.TB) bth.FrameHeader {
+func vectorHeader(tb testing.TB, v *goldenVector) bth.FrameHeader {
 	tb.Helper()
 	mac := func(s string) [6]byte {
 		hw, err := net.ParseMAC(s)
@@ -330,7 +215,7 @@ func (v *goldenVector) frameHeader(tb testing.TB) bth.FrameHeader {
 	}
 }
 
-func (v *goldenVector) fields() packetFields {
+func vectorFields(v *goldenVector) packetFields {
 	b := v.BTH
 	pf := packetFields{BTH: bth.BTHFields{
 		Opcode:         bth.Opcode(b.Opcode),

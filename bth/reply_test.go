@@ -61,7 +61,7 @@ func TestReplyGolden(t *testing.T) {
 			continue
 		}
 		t.Run(v.Name, func(t *testing.T) {
-			f, err := bth.ParseFrame(v.frame(t))
+			f, err := bth.ParseFrame(vectorFrame(t, &v))
 			if err != nil {
 				t.Fatal(err)
 			}

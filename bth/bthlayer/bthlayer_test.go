@@ -3,7 +3,6 @@ package bthlayer_test
 import (
 	"bytes"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -18,112 +17,19 @@ import (
 
 	"github.com/softnic/softnic/bth"
 	"github.com/softnic/softnic/bth/bthlayer"
+	"github.com/softnic/softnic/bth/internal/golden"
 	"github.com/softnic/softnic/qp"
 )
 
-// vector is the part of ../testdata/golden.json (see gen_golden.py) that
-// these tests check.
-type vector struct {
-	Name string `json:"name"`
-	BTH  struct {
-		Opcode uint8  `json:"opcode"`
-		AckReq int    `json:"ackreq"`
-		DQPN   uint32 `json:"dqpn"`
-		PSN    uint32 `json:"psn"`
-	} `json:"bth"`
-	RETH *struct {
-		VA     uint64 `json:"va"`
-		RKey   uint32 `json:"rkey"`
-		DMALen uint32 `json:"dmalen"`
-	} `json:"reth"`
-	AETH *struct {
-		Syndrome uint8  `json:"syndrome"`
-		MSN      uint32 `json:"msn"`
-	} `json:"aeth"`
-	Imm  *uint32 `json:"imm"`
-	IETH *uint32 `json:"ieth"`
-	DETH *struct {
-		QKey   uint32 `json:"qkey"`
-		SrcQPN uint32 `json:"src_qpn"`
-	} `json:"deth"`
-	Atomic *struct {
-		VA      uint64 `json:"va"`
-		RKey    uint32 `json:"rkey"`
-		SwapAdd uint64 `json:"swap_add"`
-		Compare uint64 `json:"compare"`
-	} `json:"atomic"`
-	AtomicAck *uint64 `json:"atomic_ack"`
-	PETH      *struct {
-		RecvSN uint32 `json:"recv_sn"`
-		Offset uint32 `json:"offset"`
-	} `json:"peth"`
-	SACK  *uint32 `json:"sack"`
-	Holes *struct {
-		High  uint32      `json:"high"`
-		Holes [][2]uint16 `json:"holes"`
-	} `json:"holes"`
-	WQEP *struct {
-		DriverSeq uint32 `json:"driver_seq"`
-		Kind      uint8  `json:"kind"`
-		Flags     uint8  `json:"flags"`
-		WRID      uint64 `json:"wrid"`
-		LocalVA   uint64 `json:"local_va"`
-		LocalKey  uint32 `json:"local_key"`
-		Length    uint32 `json:"length"`
-		RemoteVA  uint64 `json:"remote_va"`
-		RemoteKey uint32 `json:"remote_key"`
-		Imm       uint32 `json:"imm"`
-	} `json:"wqep"`
-	CQEP *struct {
-		DriverSeq uint32 `json:"driver_seq"`
-		Status    uint8  `json:"status"`
-		Opcode    uint8  `json:"opcode"`
-		Flags     uint8  `json:"flags"`
-		ByteLen   uint32 `json:"byte_len"`
-		Imm       uint32 `json:"imm"`
-	} `json:"cqep"`
-	EA *struct {
-		Kind      uint8  `json:"kind"`
-		DriverSeq uint32 `json:"driver_seq"`
-	} `json:"ea"`
-	RDP *struct {
-		VA      uint64 `json:"va"`
-		RKey    uint32 `json:"rkey"`
-		Length  uint16 `json:"length"`
-		Flags   uint8  `json:"flags"`
-		ReplyQP uint32 `json:"reply_qp"`
-	} `json:"rdp"`
-	GD *struct {
-		VA      uint64 `json:"va"`
-		RKey    uint32 `json:"rkey"`
-		Length  uint16 `json:"length"`
-		MTU     uint8  `json:"mtu"`
-		Flags   uint8  `json:"flags"`
-		ReplyQP uint32 `json:"reply_qp"`
-	} `json:"gd"`
-	SDP *struct {
-		Offset uint32 `json:"offset"`
-	} `json:"sdp"`
-	Payload string `json:"payload"`
-	Frame   string `json:"frame"`
-	ICRC    uint32 `json:"icrc"`
-}
+// vector is one entry of ../testdata/golden.json (package golden).
+type vector = golden.Vector
 
 func loadVectors(t *testing.T) ([]vector, [][]byte) {
 	t.Helper()
-	data, err := os.ReadFile("../testdata/golden.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var vs []vector
-	if err := json.Unmarshal(data, &vs); err != nil {
-		t.Fatal(err)
-	}
-	if len(vs) == 0 {
-		t.Fatal("no vectors")
-	}
+	vs := golden.Load(t, "../testdata/golden.json")
 	frames := make([][]byte, len(vs))
 	for i, v := range vs {
+		var err error
 		if frames[i], err = hex.DecodeString(v.Frame); err != nil {
 			t.Fatal(err)
 		}
@@ -181,7 +87,7 @@ func checkRoCE(t *testing.T, v *vector, frame []byte) {
 	if x := v.Holes; x != nil {
 		want.HolesHigh = x.High
 		for i, h := range x.Holes {
-			want.Holes[i].Offset, want.Holes[i].Len = h[0], h[1]
+			want.Holes[i].Offset, want.Holes[i].Len = uint16(h[0]), uint16(h[1])
 		}
 	}
 	if x := v.WQEP; x != nil {
