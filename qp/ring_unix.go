@@ -4,6 +4,7 @@ package qp
 
 import (
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -14,6 +15,8 @@ import (
 type mapping struct {
 	once sync.Once
 	mem  []byte
+	err  error       // what munmap said (tests: the pages were returned)
+	done atomic.Bool // unmapped (tests; set after err)
 }
 
 func mapAnon(n uintptr) *mapping {
@@ -30,7 +33,8 @@ func (m *mapping) base() unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData
 // ring dropped without it may both come.
 func (m *mapping) unmap() {
 	m.once.Do(func() {
-		unix.Munmap(m.mem)
+		m.err = unix.Munmap(m.mem)
 		m.mem = nil
+		m.done.Store(true)
 	})
 }
