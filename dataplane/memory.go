@@ -22,31 +22,17 @@ func (e *Engine) lookupMR(key uint32) *MR {
 // remoteSlice resolves a peer's (rkey, va, n) to memory, checking the
 // region exists, belongs to the QP's PD, grants the access and covers the
 // whole range. Zero-length accesses need no key (IBA §9.4.3: an R_Key is
-// not checked for a zero-length RDMA operation).
+// not checked for a zero-length RDMA operation). q is nil for a packet
+// that names no QP, StaR's RDP and GD (star.go): there is no PD to
+// match. StaR's server trusts its clients' security tables (StaR §3.2):
+// only the regions a connection's server allowed reach the client's
+// table, and only packets the table lets through reach this NIC.
 func (e *Engine) remoteSlice(q *QP, rkey uint32, va uint64, n uint32, need qp.Access) ([]byte, bool) {
 	if n == 0 {
 		return nil, true
 	}
 	m := e.lookupMR(rkey)
-	if m == nil || m.PD != q.pd || m.Access&need != need {
-		return nil, false
-	}
-	return m.slice(va, n)
-}
-
-// regionSlice resolves (rkey, va, n) for a packet that names no QP,
-// StaR's RDP and GD (star.go): the region exists, grants the access and
-// covers the whole range, as remoteSlice checks them, but there is no PD
-// to match. StaR's server trusts its clients' security tables (StaR
-// §3.2): only the regions a connection's server allowed reach the
-// client's table, and only packets the table lets through reach this
-// NIC. Zero-length accesses need no key, as in remoteSlice.
-func (e *Engine) regionSlice(rkey uint32, va uint64, n uint32, need qp.Access) ([]byte, bool) {
-	if n == 0 {
-		return nil, true
-	}
-	m := e.lookupMR(rkey)
-	if m == nil || m.Access&need != need {
+	if m == nil || q != nil && m.PD != q.pd || m.Access&need != need {
 		return nil, false
 	}
 	return m.slice(va, n)

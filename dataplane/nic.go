@@ -205,8 +205,7 @@ func (e *Engine) endTxFrame(h *bth.FrameHeader, t *txPacket) {
 // returns how many went out: fewer when the ring filled up or the link's
 // bucket emptied, and the caller keeps the rest pending.
 func (e *Engine) endTx(q *QP, t *txPacket, copies int) int {
-	bth.FinishFrame(t.frame, &q.hdr)
-	e.toWire(len(t.frame))
+	e.endTxFrame(&q.hdr, t)
 	for c := 1; c < copies; c++ {
 		if !e.linkOpen() {
 			return c

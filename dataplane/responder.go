@@ -6,7 +6,6 @@ import (
 
 	"github.com/softnic/softnic/bth"
 	"github.com/softnic/softnic/qp"
-	"github.com/softnic/softnic/recovery"
 )
 
 // The responder (rxe_resp.c). A request is checked in a fixed order —
@@ -64,17 +63,9 @@ func (e *Engine) respond(q *QP, pkt *bth.Packet) {
 	}
 	psn := qp.PSN(pkt.BTH().PSN())
 	switch d := psn.Diff(q.ePSN); {
-	case d > 0 && q.ooo:
-		e.cnt.OutOfSeqRequest++
-		e.keepOutOfOrder(q, pkt, psn)
 	case d > 0:
 		e.cnt.OutOfSeqRequest++
-		act := q.receiver.OnOutOfSequence(e.now, q.ePSN, psn, pkt.Info.Flags&bth.IsLast != 0)
-		if act.Reply != recovery.ReplyNone { // without the extension opcodes, every reply is the sequence NAK
-			e.queueNak(q, q.ePSN, bth.NakSyndrome(bth.NakPSNSeqError), false)
-			e.cnt.SeqNakSent++
-		}
-		e.armReceiverTimer(q)
+		e.keepOutOfOrder(q, pkt, psn)
 	case d < 0:
 		e.cnt.DuplicateRequest++
 		e.duplicate(q, pkt, psn)
@@ -577,6 +568,12 @@ func (e *Engine) queueNak(q *QP, psn qp.PSN, syn bth.Syndrome, thenError bool) {
 	e.pushResp(q, respItem{kind: respNak, psn: psn, syn: syn, thenError: thenError})
 }
 
+// seqNak queues a PSN-sequence-error NAK for the expected PSN.
+func (e *Engine) seqNak(q *QP) {
+	e.queueNak(q, q.ePSN, bth.NakSyndrome(bth.NakPSNSeqError), false)
+	e.cnt.SeqNakSent++
+}
+
 func (e *Engine) pushResp(q *QP, it respItem) bool {
 	slot := q.respQ.Push()
 	if slot == nil {
@@ -705,8 +702,7 @@ func (e *Engine) onReceiverTimer(q *QP, now time.Duration) {
 		return
 	}
 	if q.receiver.OnTimer(now, q.ePSN) {
-		e.queueNak(q, q.ePSN, bth.NakSyndrome(bth.NakPSNSeqError), false)
-		e.cnt.SeqNakSent++
+		e.seqNak(q)
 	}
 	e.armReceiverTimer(q)
 }

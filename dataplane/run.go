@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"context"
+	"math"
 	"time"
 )
 
@@ -144,11 +145,9 @@ func (g Group) Run(ctx context.Context, w Waiter, now func() time.Duration, rc R
 			}
 		}
 		wait := rc.MaxWait
-		g.events(func(d time.Duration, ok bool) {
-			if ok {
-				wait = min(wait, max(0, d-t))
-			}
-		})
+		if d, ok := g.nextEvent(math.MinInt64); ok {
+			wait = min(wait, max(0, d-t))
+		}
 		if wait > 0 {
 			w.Wait(wait)
 		}
@@ -166,15 +165,20 @@ func (g Group) linkBusy(now, spin time.Duration) bool {
 	return false
 }
 
-// events calls fn with the next event of every source: the engines'
-// deadlines (NextDeadline), then Events.
-func (g Group) events(fn func(time.Duration, bool)) {
+// nextEvent is the earliest event after after of every source: the
+// engines' deadlines (NextDeadline), then Events.
+func (g Group) nextEvent(after time.Duration) (next time.Duration, found bool) {
 	for _, e := range g.Engines {
-		fn(e.NextDeadline())
+		if t, ok := e.NextDeadline(); ok && t > after && (!found || t < next) {
+			next, found = t, true
+		}
 	}
-	for _, next := range g.Events {
-		fn(next())
+	for _, ev := range g.Events {
+		if t, ok := ev(); ok && t > after && (!found || t < next) {
+			next, found = t, true
+		}
 	}
+	return next, found
 }
 
 // SimClock is simulated time: it moves only when set (fabric.FakeClock).
@@ -206,20 +210,7 @@ func (g Group) Step(c SimClock) bool {
 	// stall never delays another's frames. An engine's NextDeadline
 	// includes the moment its emulated link takes frames again
 	// (Config.LinkRate).
-	// (The same sources as events, without its callback: this is the
-	// simulator's per-event path.)
-	var next time.Duration
-	found := false
-	for _, e := range g.Engines {
-		if t, ok := e.NextDeadline(); ok && t > now && (!found || t < next) {
-			next, found = t, true
-		}
-	}
-	for _, ev := range g.Events {
-		if t, ok := ev(); ok && t > now && (!found || t < next) {
-			next, found = t, true
-		}
-	}
+	next, found := g.nextEvent(now)
 	if !found {
 		return false
 	}

@@ -91,17 +91,19 @@ func (e *Engine) walkKept(q *QP) bool {
 // FNACK, or a go-back-N NAK.
 func (e *Engine) keepOutOfOrder(q *QP, pkt *bth.Packet, psn qp.PSN) {
 	var pl placement
-	if e.admit(q, pkt, false, &pl) != admitted {
-		e.cnt.OOODiscarded++ // IRN Appendix B.3, B.4: no NAK, it comes again
-		return
-	}
-	if q.buffers && e.rob != nil && e.rob.full() {
-		e.cnt.ROBFull++ // no room off chip: it comes again
-		return
+	if q.ooo { // a scheme without a reorder window keeps nothing: no checks to run
+		if e.admit(q, pkt, false, &pl) != admitted {
+			e.cnt.OOODiscarded++ // IRN Appendix B.3, B.4: no NAK, it comes again
+			return
+		}
+		if q.buffers && e.rob != nil && e.rob.full() {
+			e.cnt.ROBFull++ // no room off chip: it comes again
+			return
+		}
 	}
 	f := pkt.Info.Flags
 	act := q.receiver.OnOutOfSequence(e.now, q.ePSN, psn, f&bth.IsLast != 0)
-	if act.Keep {
+	if act.Keep && q.ooo {
 		e.cnt.OOOKept++
 		switch {
 		case q.buffers:
@@ -120,11 +122,10 @@ func (e *Engine) keepOutOfOrder(q *QP, pkt *bth.Packet, psn qp.PSN) {
 			}
 		}
 	}
-	switch act.Reply {
-	case recovery.ReplyNone:
-	case recovery.ReplySeqNak:
-		e.queueNak(q, q.ePSN, bth.NakSyndrome(bth.NakPSNSeqError), false)
-		e.cnt.SeqNakSent++
+	switch {
+	case act.Reply == recovery.ReplyNone:
+	case act.Reply == recovery.ReplySeqNak || !q.ooo: // without the extension opcodes, every reply is the sequence NAK
+		e.seqNak(q)
 	default:
 		e.pushResp(q, respItem{kind: respReply, psn: q.ePSN, reply: wireReply(&act, psn)})
 		switch act.Reply {

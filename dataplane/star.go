@@ -60,7 +60,7 @@ func (e *Engine) starRDP(f *bth.Frame) {
 	syn := bth.AckSyndrome(bth.CreditInvalid) // no receive queue to count
 	if int(r.Length()) != len(payload) {
 		syn = bth.NakSyndrome(bth.NakInvalidRequest)
-	} else if dst, ok := e.regionSlice(r.RKey(), r.VA(), uint32(len(payload)), qp.AccessRemoteWrite); ok {
+	} else if dst, ok := e.remoteSlice(nil, r.RKey(), r.VA(), uint32(len(payload)), qp.AccessRemoteWrite); ok {
 		copy(dst, payload)
 	} else {
 		syn = bth.NakSyndrome(bth.NakRemoteAccessError)
@@ -89,7 +89,7 @@ func (e *Engine) starGD(f *bth.Frame) {
 		e.starRA(&h, replyQP, psn, bth.NakSyndrome(bth.NakInvalidRequest))
 		return
 	}
-	src, ok := e.regionSlice(g.RKey(), g.VA(), uint32(n), qp.AccessRemoteRead)
+	src, ok := e.remoteSlice(nil, g.RKey(), g.VA(), uint32(n), qp.AccessRemoteRead)
 	if !ok {
 		e.starRA(&h, replyQP, psn, bth.NakSyndrome(bth.NakRemoteAccessError))
 		return
