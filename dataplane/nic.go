@@ -142,22 +142,24 @@ func (e *Engine) toWire(n int) {
 // beginTx takes a transmit buffer and writes Ethernet/IP/UDP and the BTH.
 // It returns false when the port's ring is full or the link's bucket is
 // empty.
-func (e *Engine) beginTx(q *QP, op bth.Opcode, psn qp.PSN, ackReq bool, payloadLen int) (txPacket, bool) {
+func (e *Engine) beginTx(t *txPacket, q *QP, op bth.Opcode, psn qp.PSN, ackReq bool, payloadLen int) bool {
 	if !e.linkOpen() {
-		return txPacket{}, false
+		return false
 	}
 	buf := e.port.TxBuffer()
 	if buf == nil {
 		e.txStall = true
 		e.cnt.TxRingFull++
-		return txPacket{}, false
+		return false
 	}
-	return writeTx(buf, &q.hdr, q.destQPN, op, psn, ackReq, payloadLen), true
+	writeTx(t, buf, &q.hdr, q.destQPN, op, psn, ackReq, payloadLen)
+	return true
 }
 
 // writeTx writes Ethernet/IP/UDP from h and the BTH into the transmit
-// buffer buf.
-func writeTx(buf []byte, h *bth.FrameHeader, destQPN uint32, op bth.Opcode, psn qp.PSN, ackReq bool, payloadLen int) txPacket {
+// buffer buf, and t says where its parts are (filled in place: the hot
+// path copies no txPacket).
+func writeTx(t *txPacket, buf []byte, h *bth.FrameHeader, destQPN uint32, op bth.Opcode, psn qp.PSN, ackReq bool, payloadLen int) {
 	info := bth.Lookup(op)
 	pad := bth.PadFor(payloadLen)
 	roceLen := info.Length + payloadLen + pad + bth.ICRCLen
@@ -172,8 +174,10 @@ func writeTx(buf []byte, h *bth.FrameHeader, destQPN uint32, op bth.Opcode, psn 
 		PSN:      uint32(psn),
 	})
 	payloadEnd := info.Length + payloadLen
-	clear(roce[payloadEnd : payloadEnd+pad])
-	return txPacket{frame: buf[:off+roceLen], roce: roce, payload: roce[info.Length:payloadEnd], info: info}
+	for i := payloadEnd; i < payloadEnd+pad; i++ { // at most 3 bytes
+		roce[i] = 0
+	}
+	t.frame, t.roce, t.payload, t.info = buf[:off+roceLen], roce, roce[info.Length:payloadEnd], info
 }
 
 // beginTxFrame is beginTx for a frame that belongs to no QP, StaR's RA
@@ -183,15 +187,16 @@ func writeTx(buf []byte, h *bth.FrameHeader, destQPN uint32, op bth.Opcode, psn 
 // false, and the caller drops the frame (a stateless server keeps
 // nothing to send later) and counts it in star_tx_drops, not in
 // tx_ring_full or link_paced, which count packets that wait.
-func (e *Engine) beginTxFrame(h *bth.FrameHeader, destQPN uint32, op bth.Opcode, psn qp.PSN, payloadLen int) (txPacket, bool) {
+func (e *Engine) beginTxFrame(t *txPacket, h *bth.FrameHeader, destQPN uint32, op bth.Opcode, psn qp.PSN, payloadLen int) bool {
 	if !e.link.open(e.now) {
-		return txPacket{}, false
+		return false
 	}
 	buf := e.port.TxBuffer()
 	if buf == nil {
-		return txPacket{}, false
+		return false
 	}
-	return writeTx(buf, h, destQPN, op, psn, false, payloadLen), true
+	writeTx(t, buf, h, destQPN, op, psn, false, payloadLen)
+	return true
 }
 
 // endTxFrame seals a frame of beginTxFrame and queues it once.

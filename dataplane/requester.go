@@ -201,7 +201,7 @@ func (e *Engine) sendPacket(q *QP, w *sendWQE, psn qp.PSN, copies int) bool {
 		if q.ooo {
 			length = min(q.mtu, length)
 		}
-		if t, ok = e.beginTx(q, bth.RCReadRequest, psn, false, 0); !ok {
+		if ok = e.beginTx(&t, q, bth.RCReadRequest, psn, false, 0); !ok {
 			return false
 		}
 		bth.RETH(t.roce[t.info.RETHOff:]).Encode(&bth.RETHFields{VA: w.wr.RemoteAddr + uint64(off), RKey: w.wr.RKey, DMALen: length})
@@ -211,7 +211,7 @@ func (e *Engine) sendPacket(q *QP, w *sendWQE, psn qp.PSN, copies int) bool {
 		if w.wr.Opcode == qp.WRAtomicCmpAndSwp {
 			op = bth.RCCompareSwap
 		}
-		if t, ok = e.beginTx(q, op, psn, true, 0); !ok {
+		if ok = e.beginTx(&t, q, op, psn, true, 0); !ok {
 			return false
 		}
 		bth.AtomicETH(t.roce[t.info.AtomicETHOff:]).Encode(&bth.AtomicETHFields{VA: w.wr.RemoteAddr, RKey: w.wr.RKey, SwapAdd: swapAdd(&w.wr), Compare: w.wr.CompareAdd})
@@ -238,7 +238,7 @@ func (e *Engine) sendPacket(q *QP, w *sendWQE, psn qp.PSN, copies int) bool {
 		// requester must learn that the hole is filled (IRN §5.2 ACKs every
 		// packet; softnic coalesces, so it asks where it matters).
 		ackReq := last || q.noAck+1 >= q.ackReqInterval() || q.ooo && psn.Before(q.maxSentPSN)
-		if t, ok = e.beginTx(q, op, psn, ackReq, int(size)); !ok {
+		if ok = e.beginTx(&t, q, op, psn, ackReq, int(size)); !ok {
 			return false
 		}
 		if t.info.RETHOff >= 0 { // the message's RETH, on every packet with out-of-order placement

@@ -594,8 +594,8 @@ func (e *Engine) sendResponse(q *QP) bool {
 		if it.kind == respAck {
 			syn = bth.AckSyndrome(bth.CreditCode(q.rq.Len()))
 		}
-		t, ok := e.beginTx(q, bth.RCAcknowledge, it.psn, false, 0)
-		if !ok {
+		var t txPacket
+		if !e.beginTx(&t, q, bth.RCAcknowledge, it.psn, false, 0) {
 			return false
 		}
 		bth.AETH(t.roce[t.info.AETHOff:]).Encode(&bth.AETHFields{Syndrome: syn, MSN: uint32(q.msn)})
@@ -608,8 +608,8 @@ func (e *Engine) sendResponse(q *QP) bool {
 		}
 		return true
 	case respReply:
-		t, ok := e.beginTx(q, it.reply.Opcode(), it.psn, false, 0)
-		if !ok {
+		var t txPacket
+		if !e.beginTx(&t, q, it.reply.Opcode(), it.psn, false, 0) {
 			return false
 		}
 		it.reply.Encode(t.roce, uint32(q.msn))
@@ -625,8 +625,8 @@ func (e *Engine) sendResponse(q *QP) bool {
 			q.respQ.Pop()
 			return true
 		}
-		t, ok := e.beginTx(q, bth.RCAtomicAcknowledge, r.firstPSN, false, 0)
-		if !ok {
+		var t txPacket
+		if !e.beginTx(&t, q, bth.RCAtomicAcknowledge, r.firstPSN, false, 0) {
 			return false
 		}
 		bth.AETH(t.roce[t.info.AETHOff:]).Encode(&bth.AETHFields{Syndrome: bth.AckSyndrome(bth.CreditCode(q.rq.Len())), MSN: uint32(q.msn)})
@@ -668,8 +668,8 @@ func (e *Engine) sendReadResponse(q *QP, it *respItem) bool {
 		e.classC(q, r.next, bth.NakRemoteAccessError)
 		return true
 	}
-	t, ok := e.beginTx(q, op, r.next, false, int(n))
-	if !ok {
+	var t txPacket
+	if !e.beginTx(&t, q, op, r.next, false, int(n)) {
 		return false
 	}
 	if t.info.AETHOff >= 0 {

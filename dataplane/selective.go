@@ -165,8 +165,8 @@ func (e *Engine) sendReadPull(q *QP, it *respItem) bool {
 		e.classC(q, psn, bth.NakRemoteAccessError)
 		return true
 	}
-	t, ok := e.beginTx(q, bth.RCReadResponseOnly, psn, false, int(it.length))
-	if !ok {
+	var t txPacket
+	if !e.beginTx(&t, q, bth.RCReadResponseOnly, psn, false, int(it.length)) {
 		return false
 	}
 	bth.AETH(t.roce[t.info.AETHOff:]).Encode(&bth.AETHFields{Syndrome: bth.AckSyndrome(bth.CreditCode(q.rq.Len())), MSN: uint32(q.msn)})

@@ -96,8 +96,8 @@ func (e *Engine) starGD(f *bth.Frame) {
 	}
 	for off, i := 0, uint32(0); off < n; off, i = off+mtu, i+1 {
 		k := min(mtu, n-off)
-		t, ok := e.beginTxFrame(&h, replyQP, bth.StarSDP, psn.Add(i), k)
-		if !ok {
+		var t txPacket
+		if !e.beginTxFrame(&t, &h, replyQP, bth.StarSDP, psn.Add(i), k) {
 			e.cnt.StarTxDrops += uint64((n - off + mtu - 1) / mtu)
 			return
 		}
@@ -111,8 +111,8 @@ func (e *Engine) starGD(f *bth.Frame) {
 // starRA sends a STAR_RA: the BTH to replyQP with psn, an AETH with syn
 // and MSN 0 (a stateless server counts no messages).
 func (e *Engine) starRA(h *bth.FrameHeader, replyQP uint32, psn qp.PSN, syn bth.Syndrome) {
-	t, ok := e.beginTxFrame(h, replyQP, bth.StarRA, psn, 0)
-	if !ok {
+	var t txPacket
+	if !e.beginTxFrame(&t, h, replyQP, bth.StarRA, psn, 0) {
 		e.cnt.StarTxDrops++
 		return
 	}
