@@ -60,6 +60,9 @@ func (p ConnParams) WithDefaults() ConnParams {
 // pointing at each other: what the connection exchange of perftest does.
 func Connect(ea *Engine, qa *QP, eb *Engine, qb *QP, p ConnParams) error {
 	p = p.WithDefaults()
+	if (qa.star == StarServer) != (qb.star == StarClient) || (qb.star == StarServer) != (qa.star == StarClient) {
+		return fmt.Errorf("connect: %w (roles %v and %v)", ErrStarPeer, qa.star, qb.star)
+	}
 	for _, side := range []struct {
 		e, peer *Engine
 		q, pq   *QP
@@ -89,6 +92,13 @@ func Connect(ea *Engine, qa *QP, eb *Engine, qb *QP, p ConnParams) error {
 		if err := side.e.ModifyQP(side.q, &a, qp.AttrState|qp.AttrSQPSN|qp.AttrTimeout|qp.AttrRetryCnt|qp.AttrRNRRetry|qp.AttrMaxQPRdAtomic); err != nil {
 			return fmt.Errorf("connect: %w", err)
 		}
+	}
+	// A StaR server sends its memory table to its client (StaR §3.2).
+	if qb.star == StarServer {
+		return ea.SetStarTable(qa, eb.StarTable(qb))
+	}
+	if qa.star == StarServer {
+		return eb.SetStarTable(qb, ea.StarTable(qa))
 	}
 	return nil
 }

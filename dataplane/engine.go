@@ -344,7 +344,8 @@ func (e *Engine) receive(frame []byte) {
 	// A stateless server's packets name no QP: they are served before
 	// the QP lookup and the context cache (star.go). Without StarServer
 	// they go on, and a QP drops them as rcvd_bad_opcode.
-	if e.cfg.StarServer && pkt.Opcode().IsStar() {
+	op := pkt.Opcode()
+	if e.cfg.StarServer && op.IsStar() && op != bth.StarRA && op != bth.StarSDP {
 		e.starReceive(&f)
 		return
 	}
@@ -357,6 +358,10 @@ func (e *Engine) receive(frame []byte) {
 	// rxe check_addr: an RC QP takes frames only from its peer, to us.
 	if f.DstAddr() != e.cfg.Addr || f.SrcAddr() != q.av.DGID {
 		e.cnt.RcvdBadAddr++
+		return
+	}
+	if op.IsStar() { // a StaR client's answers (starclient.go)
+		e.starComplete(q, pkt)
 		return
 	}
 	flags := pkt.Info.Flags

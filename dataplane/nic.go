@@ -72,6 +72,9 @@ func (e *Engine) hostStall() {
 // touch is every access of a QP's on-chip context: a miss fetches it
 // from host memory and stalls the pipeline for the fetch penalty.
 func (e *Engine) touch(q *QP, write bool) {
+	if q.star == StarServer {
+		return // a stateless QP's context is never on chip (starclient.go)
+	}
 	if stall := e.cache.Access(&q.cache, write); stall > 0 {
 		e.busyUntil = max(e.busyUntil, e.now) + stall
 	}

@@ -52,6 +52,9 @@ type QPInitAttr struct {
 	// the engine's. Both ends of a connection must agree (the connection
 	// exchange negotiates it).
 	Scheme string
+	// Star is the QP's part in StaR's stateless mode (starclient.go,
+	// docs/star.md "Roles"); the zero value is an ordinary RC QP.
+	Star StarRole
 }
 
 // Limits of one QP.
@@ -88,6 +91,8 @@ type QP struct {
 	buffers    bool               // ... and keeps early packets in the reorder buffer (MELO)
 	rob        []int32            // reorder-buffer slot+1 per PSN slot (reorder.go)
 	scheme     recovery.Scheme
+	star       StarRole
+	starTable  []StarRegion // a StaR client's security table: the server's memory table (starclient.go)
 	sender     recovery.Sender
 	receiver   recovery.Receiver
 	retryTimer timer.Timer

@@ -78,6 +78,9 @@ func (e *Engine) CreateQP(pd uint32, attr QPInitAttr) (*QP, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := e.checkStarRole(attr.Star, scheme); err != nil {
+		return nil, err
+	}
 	for e.qps[e.nextQP] != nil || e.nextQP < 0x10 {
 		e.nextQP = (e.nextQP + 1) & qp.PSNMask
 	}
@@ -87,6 +90,7 @@ func (e *Engine) CreateQP(pd uint32, attr QPInitAttr) (*QP, error) {
 		sendCQ: attr.SendCQ,
 		recvCQ: attr.RecvCQ,
 		sigAll: attr.SigAll,
+		star:   attr.Star,
 		sq:     qp.NewRing[sendWQE](attr.MaxSendWR),
 		rq:     qp.NewRing[recvWQE](attr.MaxRecvWR),
 	}

@@ -28,6 +28,9 @@ func (e *Engine) PostSend(q *QP, wrs []qp.SendWR) (int, error) {
 		if err := checkSendWR(wr); err != nil {
 			return i, errorf(q, "WR %d: %w", i, err)
 		}
+		if err := checkStarWR(q, wr); err != nil {
+			return i, errorf(q, "WR %d: %w", i, err)
+		}
 		if q.state == qp.Err { // IBA §10.3.1: posted to ERR, completes flushed
 			e.pushWC(q.sendCQ, qp.WC{WRID: wr.WRID, Status: qp.WCWRFlushErr, Opcode: qp.WCOpcodeFor(wr.Opcode), QPNum: q.qpn})
 			continue
@@ -191,8 +194,13 @@ func (e *Engine) sendPacket(q *QP, w *sendWQE, psn qp.PSN, copies int) bool {
 	var t txPacket
 	var ok bool
 	respond := true // the responder answers this packet at once (RTT timing)
-	switch w.wr.Opcode {
-	case qp.WRRDMARead:
+	switch {
+	case q.star == StarClient:
+		// An RDP or a GD, answered at once by an RA or an SDP.
+		if !e.beginStar(&t, q, w, psn, off) {
+			return false
+		}
+	case w.wr.Opcode == qp.WRRDMARead:
 		// A retried READ asks only for what is missing (IBA §9.7.5.1.4).
 		// With out-of-order placement every READ request asks for one
 		// response packet, so that the request and its response share
@@ -206,7 +214,7 @@ func (e *Engine) sendPacket(q *QP, w *sendWQE, psn qp.PSN, copies int) bool {
 		}
 		bth.RETH(t.roce[t.info.RETHOff:]).Encode(&bth.RETHFields{VA: w.wr.RemoteAddr + uint64(off), RKey: w.wr.RKey, DMALen: length})
 		last = true
-	case qp.WRAtomicCmpAndSwp, qp.WRAtomicFetchAndAdd:
+	case w.wr.Opcode.IsAtomic():
 		op := bth.RCFetchAdd
 		if w.wr.Opcode == qp.WRAtomicCmpAndSwp {
 			op = bth.RCCompareSwap

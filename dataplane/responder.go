@@ -28,6 +28,9 @@ func (e *Engine) PostRecv(q *QP, wrs []qp.RecvWR) (int, error) {
 	if q.state == qp.Reset {
 		return 0, errorf(q, "%w: post receive in RESET", ErrPostState)
 	}
+	if q.star == StarServer {
+		return 0, errorf(q, "%w", ErrStarServerWR)
+	}
 	for i := range wrs {
 		wr := &wrs[i]
 		if wr.NumSGE < 0 || wr.NumSGE > qp.MaxSGE {

@@ -35,6 +35,8 @@ type SimConfig struct {
 	IPv6             bool
 	SRAMBytes        int
 	FetchPenalty     time.Duration
+	SRAMBytesB       int
+	StarServerB      bool
 	RTOBackoff       bool
 	RTO              RTOMode
 	LinkRate         uint64
@@ -69,7 +71,11 @@ func NewSim(cfg SimConfig) (*Sim, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := NewEngine(Config{MAC: SimMACB, Addr: addrB, Scheme: cfg.SchemeB, SchemeParams: cfg.SchemeParams, SRAMBytes: cfg.SRAMBytes, FetchPenalty: cfg.FetchPenalty, RTOBackoff: cfg.RTOBackoff, RTO: cfg.RTO,
+	sramB := cfg.SRAMBytes
+	if cfg.SRAMBytesB != 0 {
+		sramB = cfg.SRAMBytesB
+	}
+	b, err := NewEngine(Config{MAC: SimMACB, Addr: addrB, Scheme: cfg.SchemeB, SchemeParams: cfg.SchemeParams, SRAMBytes: sramB, StarServer: cfg.StarServerB, FetchPenalty: cfg.FetchPenalty, RTOBackoff: cfg.RTOBackoff, RTO: cfg.RTO,
 		LinkRate: cfg.LinkRate, LinkBurst: cfg.LinkBurst, LinkDelay: cfg.LinkDelay, LinkDelaySlots: cfg.LinkDelaySlots, Netem: netemB}, f.B())
 	if err != nil {
 		return nil, err

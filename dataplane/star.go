@@ -71,7 +71,9 @@ func (e *Engine) starRDP(f *bth.Frame) {
 
 // starGD sends the SDPs a GD asks for: Length bytes from VA in packets of
 // its MTU, the i-th with PSN GD's PSN + i and Offset i*MTU. A GD for 0
-// bytes asks for nothing and gets nothing. A GD that names no valid MTU,
+// bytes gets one empty SDP, as a zero-length RDMA READ gets one empty
+// READ response (IBA §9.7.4.1.3): the client needs an answer to complete
+// it. A GD that names no valid MTU,
 // or one whose SDPs the port cannot carry, gets an RA NAK invalid
 // request; one whose key, range or access is wrong an RA NAK remote
 // access error; both with the GD's PSN. When the transmit ring fills or
@@ -94,11 +96,11 @@ func (e *Engine) starGD(f *bth.Frame) {
 		e.starRA(&h, replyQP, psn, bth.NakSyndrome(bth.NakRemoteAccessError))
 		return
 	}
-	for off, i := 0, uint32(0); off < n; off, i = off+mtu, i+1 {
+	for off, i := 0, uint32(0); off < n || i == 0; off, i = off+mtu, i+1 {
 		k := min(mtu, n-off)
 		var t txPacket
 		if !e.beginTxFrame(&t, &h, replyQP, bth.StarSDP, psn.Add(i), k) {
-			e.cnt.StarTxDrops += uint64((n - off + mtu - 1) / mtu)
+			e.cnt.StarTxDrops += uint64(max(1, (n-off+mtu-1)/mtu))
 			return
 		}
 		bth.SDPETH(t.roce[t.info.SDPETHOff:]).SetOffset(uint32(off))

@@ -52,8 +52,15 @@ type Config struct {
 	// dataplane.Config).
 	SRAMBytes    int
 	FetchPenalty time.Duration
-	RTOBackoff   bool              // both NICs (see dataplane.Config)
-	RTO          dataplane.RTOMode // both NICs (see dataplane.Config)
+	// SRAMBytesB, when not 0, is B's budget alone (A keeps SRAMBytes):
+	// StaR's setup budgets the server and leaves the clients, which stand
+	// for many machines, unlimited.
+	SRAMBytesB int
+	// StarServerB makes B serve StaR's stateless packets (see
+	// dataplane.Config.StarServer).
+	StarServerB bool
+	RTOBackoff  bool              // both NICs (see dataplane.Config)
+	RTO         dataplane.RTOMode // both NICs (see dataplane.Config)
 	// LinkRate and LinkBurst pace both NICs' transmission (see
 	// dataplane.Config); the fabric's links have their own rate
 	// (LinkConfig.RateBps).
@@ -98,7 +105,11 @@ func New(cfg Config) (*Sim, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := dataplane.NewEngine(dataplane.Config{MAC: MACB, Addr: addrB, Scheme: cfg.SchemeB, SchemeParams: cfg.SchemeParams, SRAMBytes: cfg.SRAMBytes, FetchPenalty: cfg.FetchPenalty, RTOBackoff: cfg.RTOBackoff, RTO: cfg.RTO,
+	sramB := cfg.SRAMBytes
+	if cfg.SRAMBytesB != 0 {
+		sramB = cfg.SRAMBytesB
+	}
+	b, err := dataplane.NewEngine(dataplane.Config{MAC: MACB, Addr: addrB, Scheme: cfg.SchemeB, SchemeParams: cfg.SchemeParams, SRAMBytes: sramB, StarServer: cfg.StarServerB, FetchPenalty: cfg.FetchPenalty, RTOBackoff: cfg.RTOBackoff, RTO: cfg.RTO,
 		LinkRate: cfg.LinkRate, LinkBurst: cfg.LinkBurst, LinkDelay: cfg.LinkDelay, LinkDelaySlots: cfg.LinkDelaySlots, Netem: netemB}, f.B())
 	if err != nil {
 		return nil, err

@@ -1,0 +1,235 @@
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/softnic/softnic/dataplane/fabric"
+	"github.com/softnic/softnic/dataplane/impair"
+	"github.com/softnic/softnic/qp"
+	"github.com/softnic/softnic/recovery"
+)
+
+// newStarPair is a StaR connection on a Sim: A's QP is the client (scheme
+// scheme), B's the stateless server (B has StarServer on). Each side has
+// one big region; B's region is the server memory table the client gets.
+func newStarPair(tb testing.TB, scheme string, cfg SimConfig, p ConnParams) *testPair {
+	tb.Helper()
+	cfg.SchemeA, cfg.SchemeB, cfg.StarServerB = scheme, scheme, true
+	sim, err := NewSim(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	t := &testPair{tb: tb, sim: sim, wcs: make([]qp.WC, 64)}
+	must := func(err error) {
+		tb.Helper()
+		if err != nil {
+			tb.Fatal(err)
+		}
+	}
+	t.pdA, t.pdB = sim.A.AllocPD(), sim.B.AllocPD()
+	t.mrA, err = sim.A.RegMR(t.pdA, make([]byte, testMRSize), 0, qp.AccessLocalWrite)
+	must(err)
+	t.mrB, err = sim.B.RegMR(t.pdB, make([]byte, testMRSize), 0, qp.AccessLocalWrite|qp.AccessRemoteWrite|qp.AccessRemoteRead)
+	must(err)
+	t.cqA, err = sim.A.CreateCQ(4096, nil)
+	must(err)
+	t.cqB, err = sim.B.CreateCQ(64, nil)
+	must(err)
+	t.qa, err = sim.A.CreateQP(t.pdA, QPInitAttr{SendCQ: t.cqA, RecvCQ: t.cqA, MaxSendWR: 256, MaxRecvWR: 1, Star: StarClient})
+	must(err)
+	t.qb, err = sim.B.CreateQP(t.pdB, QPInitAttr{SendCQ: t.cqB, RecvCQ: t.cqB, MaxSendWR: 1, MaxRecvWR: 1, Star: StarServer})
+	must(err)
+	must(Connect(sim.A, t.qa, sim.B, t.qb, p))
+	return t
+}
+
+func starWR(p *testPair, id uint64, op qp.WROpcode, localOff, remoteOff, n int) qp.SendWR {
+	wr := sendWR(id, op, sge(p.mrA, localOff, n))
+	wr.RemoteAddr, wr.RKey = p.mrB.Addr+uint64(remoteOff), p.mrB.RKey
+	return wr
+}
+
+// TestStarClientData: through a StaR connection, WRITEs of every size
+// class land in the server's memory and READs bring it back byte for
+// byte, completions in posting order, at 0, 1 and 5% loss with
+// reordering and duplication, under every scheme a client can run. The
+// server's context cache is never touched: 0 misses, 0 contexts and 0
+// bytes on chip.
+func TestStarClientData(t *testing.T) {
+	for _, scheme := range []string{recovery.IRN, recovery.MELO, recovery.FaSR, recovery.SRNIC} {
+		for _, loss := range []float64{0, 0.01, 0.05} {
+			t.Run(fmt.Sprintf("%s/loss%v", scheme, loss), func(t *testing.T) {
+				spec, err := impair.Parse(fmt.Sprintf("loss %v%% delay 5us 3us reorder 2%% duplicate 1%%", loss*100))
+				if err != nil {
+					t.Fatal(err)
+				}
+				link := fabric.LinkConfig{Netem: spec, RateBps: 10e9, QueueFrames: 256}
+				p := newStarPair(t, scheme, SimConfig{Seed: 7, AtoB: link, BtoA: link, RTO: RTOAdaptive}, ConnParams{MTU: qp.MTU1024, Timeout: 8})
+				sizes := []int{0, 1, 1024, 1025, 3000, 8192, 20000}
+				src := p.mrA.Bytes()
+				fillRandom(src[:1<<20], uint64(loss*1000)+1)
+				var wrs []qp.SendWR
+				off := 0
+				for i, n := range sizes {
+					wrs = append(wrs, starWR(p, uint64(i), qp.WRRDMAWrite, off, off, n))
+					off += n + 64
+				}
+				p.postSend(wrs...)
+				wcs := p.waitWCs(p.sim.A, p.cqA, len(wrs), 20*time.Second)
+				for i, wc := range wcs {
+					wantWC(t, wc, uint64(i), qp.WCSuccess, qp.WCRDMAWrite)
+				}
+				off = 0
+				for _, n := range sizes {
+					mustEqual(t, "server memory", p.mrB.Bytes()[off:off+n], src[off:off+n])
+					off += n + 64
+				}
+				// READ it back into A at 2 MiB.
+				const back = 2 << 20
+				wrs = wrs[:0]
+				off = 0
+				for i, n := range sizes {
+					wrs = append(wrs, starWR(p, uint64(100+i), qp.WRRDMARead, back+off, off, n))
+					off += n + 64
+				}
+				p.postSend(wrs...)
+				wcs = p.waitWCs(p.sim.A, p.cqA, len(wrs), 20*time.Second)
+				for i, wc := range wcs {
+					wantWC(t, wc, uint64(100+i), qp.WCSuccess, qp.WCRDMARead)
+				}
+				off = 0
+				for _, n := range sizes {
+					mustEqual(t, "read back", src[back+off:back+off+n], src[off:off+n])
+					off += n + 64
+				}
+				p.settle()
+				cs, c := p.sim.B.CacheStats(), p.sim.B.Counters()
+				if cs.Misses != 0 || cs.Hits != 0 || cs.PeakResident != 0 || c.QPCResidentBytesPeak != 0 {
+					t.Errorf("server context cache touched: %+v, resident bytes peak %d", cs, c.QPCResidentBytesPeak)
+				}
+				if c.StarRDPRcvd == 0 || c.StarGDRcvd == 0 || p.sim.A.Counters().StarRARcvd == 0 || p.sim.A.Counters().StarSDPRcvd == 0 {
+					t.Errorf("StaR counters: server %+v, client %+v", c, p.sim.A.Counters())
+				}
+				if loss > 0 && p.sim.A.Counters().Retransmits == 0 {
+					t.Errorf("no retransmission at %v loss", loss)
+				}
+			})
+		}
+	}
+}
+
+// TestStarSecurityTable: a client's RDP or GD outside the memory table the
+// server installed never leaves the client NIC: it is counted in
+// star_sec_drops, the server sees nothing, and the work request fails
+// with a local protection error. Installing a table is for a client QP
+// only, and the client's verbs cannot reach it (only the connection
+// exchange, with what the server sent).
+func TestStarSecurityTable(t *testing.T) {
+	cases := []struct {
+		name string
+		wr   func(p *testPair) qp.SendWR
+	}{
+		{"write past the region", func(p *testPair) qp.SendWR {
+			return starWR(p, 1, qp.WRRDMAWrite, 0, testMRSize-512, 1024)
+		}},
+		{"read before the region", func(p *testPair) qp.SendWR {
+			w := starWR(p, 1, qp.WRRDMARead, 0, 0, 64)
+			w.RemoteAddr = p.mrB.Addr - 64
+			return w
+		}},
+		{"wrong key", func(p *testPair) qp.SendWR {
+			w := starWR(p, 1, qp.WRRDMAWrite, 0, 0, 64)
+			w.RKey ^= 0x100
+			return w
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := newStarPair(t, recovery.IRN, SimConfig{Seed: 1, AtoB: lossyLink(0), BtoA: lossyLink(0)}, ConnParams{MTU: qp.MTU1024})
+			p.postSend(c.wr(p))
+			wcs := p.waitWCs(p.sim.A, p.cqA, 1, time.Second)
+			if wcs[0].Status != qp.WCLocProtErr {
+				t.Fatalf("completion %+v, want %v", wcs[0], qp.WCLocProtErr)
+			}
+			p.settle()
+			if n := p.sim.A.Counters().StarSecDrops; n != 1 {
+				t.Errorf("star_sec_drops %d, want 1", n)
+			}
+			if c := p.sim.B.Counters(); c.RcvdPkts != 0 {
+				t.Errorf("the server received %d packets", c.RcvdPkts)
+			}
+		})
+	}
+	t.Run("a table reaches a client QP only", func(t *testing.T) {
+		p := newStarPair(t, recovery.IRN, SimConfig{Seed: 1, AtoB: lossyLink(0), BtoA: lossyLink(0)}, ConnParams{MTU: qp.MTU1024})
+		if err := p.sim.B.SetStarTable(p.qb, []StarRegion{{RKey: 1, Length: 1 << 30, Access: qp.AccessRemoteWrite}}); err == nil {
+			t.Error("a server QP took a memory table")
+		}
+	})
+}
+
+// TestStarRoles: a role is checked when the QP is made and when it
+// connects, and a StaR QP refuses what it cannot run, each with its
+// error.
+func TestStarRoles(t *testing.T) {
+	sim, err := NewSim(SimConfig{Seed: 1, SchemeA: recovery.GBN, SchemeB: recovery.IRN})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pdA, pdB := sim.A.AllocPD(), sim.B.AllocPD()
+	cqA, _ := sim.A.CreateCQ(16, nil)
+	cqB, _ := sim.B.CreateCQ(16, nil)
+	attr := func(cq *CQ, r StarRole, scheme string) QPInitAttr {
+		return QPInitAttr{SendCQ: cq, RecvCQ: cq, MaxSendWR: 4, MaxRecvWR: 4, Star: r, Scheme: scheme}
+	}
+	if _, err := sim.B.CreateQP(pdB, attr(cqB, StarServer, "")); !errors.Is(err, ErrStarServerOff) {
+		t.Errorf("server QP on a NIC without StarServer: %v", err)
+	}
+	if _, err := sim.A.CreateQP(pdA, attr(cqA, StarClient, recovery.GBN)); !errors.Is(err, ErrStarScheme) {
+		t.Errorf("gbn client QP: %v", err)
+	}
+	qa, err := sim.A.CreateQP(pdA, attr(cqA, StarClient, recovery.IRN))
+	if err != nil {
+		t.Fatal(err)
+	}
+	qb, err := sim.B.CreateQP(pdB, attr(cqB, StarNone, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Connect(sim.A, qa, sim.B, qb, ConnParams{}); !errors.Is(err, ErrStarPeer) {
+		t.Errorf("client with an ordinary QP: %v", err)
+	}
+	for _, c := range []struct {
+		op   qp.WROpcode
+		want error
+	}{
+		{qp.WRAtomicFetchAndAdd, ErrStarAtomic}, {qp.WRAtomicCmpAndSwp, ErrStarAtomic},
+		{qp.WRSend, ErrStarOpcode}, {qp.WRRDMAWriteWithImm, ErrStarOpcode},
+	} {
+		if err := checkStarWR(qa, &qp.SendWR{Opcode: c.op}); !errors.Is(err, c.want) {
+			t.Errorf("%v on a client QP: %v, want %v", c.op, err, c.want)
+		}
+	}
+	if err := checkStarWR(qa, &qp.SendWR{Opcode: qp.WRRDMAWrite}); err != nil {
+		t.Errorf("WRITE on a client QP: %v", err)
+	}
+}
+
+// TestStarServerQPStateless: a stateless server QP's context never enters
+// the context cache, and work requests on it are refused (they belong to
+// the server's driver).
+func TestStarServerQPStateless(t *testing.T) {
+	p := newStarPair(t, recovery.IRN, SimConfig{Seed: 1, AtoB: lossyLink(0), BtoA: lossyLink(0)}, ConnParams{MTU: qp.MTU1024})
+	if _, err := p.sim.B.PostSend(p.qb, []qp.SendWR{sendWR(1, qp.WRSend)}); !errors.Is(err, ErrStarServerWR) {
+		t.Errorf("post send on a server QP: %v", err)
+	}
+	if _, err := p.sim.B.PostRecv(p.qb, []qp.RecvWR{recvWR(1)}); !errors.Is(err, ErrStarServerWR) {
+		t.Errorf("post recv on a server QP: %v", err)
+	}
+	if cs := p.sim.B.CacheStats(); cs.Hits+cs.Misses != 0 || cs.PeakResident != 0 {
+		t.Errorf("server cache %+v after connect", cs)
+	}
+}
