@@ -11,9 +11,10 @@ import (
 // and no per-connection state at all. An RDP is placed in memory and
 // answered with an RA; a GD is answered with the SDPs it asks for. Every
 // answer is built from the request's own frame: addresses swapped, the
-// destination QP from its ReplyQP, the PSN from its PSN. The other StaR
-// packets (WQEP, CQEP and EA, which belong to the server's driver, and
-// RA and SDP, which only a client takes) are counted and dropped for now.
+// destination QP from its ReplyQP, the PSN from its PSN. WQEP, CQEP and
+// EA, which belong to the server's driver, are counted and dropped for
+// now; RA and SDP never come here: they go to a client QP
+// (starclient.go) through the QP lookup.
 //
 // What guards memory is the NIC's region table alone: the RDP's or GD's
 // key must name a live region that grants the access (remote write,

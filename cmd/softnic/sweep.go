@@ -19,6 +19,7 @@ const sweepUsage = `sweep: usage: softnic sweep <command> [flags] (softnic sweep
   qps        StaR's QP-scalability stress test on the embedded fabric (CSV + PNG);
              -budget fasr for FaSR's 1.4 MB of on-chip QP state
   loss       goodput against loss rate, every scheme, embedded fabric (CSV + PNG)
+  star       StaR Fig. 5a: the stateful NIC vs StaR's stateless server, 1-5000 connections (CSV + PNG)
   schemes    print the registered recovery schemes, one a line (for scripts)
   plot-loss  combine and plot a loss CSV (scripts/sweep-loss.sh: the testbed)
   plot-qps   combine and plot a QP CSV (scripts/sweep-qps.sh: the testbed)`
@@ -32,6 +33,8 @@ func sweepCmd(args []string) error {
 		return lossSweepCmd(args[1:])
 	case "qps":
 		return qpSweepCmd(args[1:])
+	case "star":
+		return starSweepCmd(args[1:])
 	case "schemes":
 		for _, n := range recovery.Names() {
 			fmt.Println(n)

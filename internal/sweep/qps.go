@@ -35,6 +35,13 @@ type QPConfig struct {
 	Seed        uint64
 	// Params are the schemes' knobs (zero: defaults).
 	Params recovery.Params
+	// ServerSRAMOnly budgets the server (B) alone with SRAM and leaves the
+	// clients (A) unlimited: StaR's setup (§4), where the clients stand
+	// for many machines. Otherwise both NICs get SRAM.
+	ServerSRAMOnly bool
+	// Star makes every connection a StaR one (docs/star.md): A's QPs
+	// clients running Scheme (a selective one), B's stateless servers.
+	Star bool
 }
 
 // On-chip budgets for QP contexts and recovery state (QPConfig.SRAM, the
@@ -76,7 +83,10 @@ type QPResult struct {
 	PeakQPs     int // most contexts resident at once (B)
 	SRBytes     int // on-chip SR bytes needed: per-QP state of every QP plus shared pools
 	Retransmits uint64
-	Wall        time.Duration
+	// ServerOnChipPeak is the most context bytes the server (B) held on
+	// chip at once (qpc_resident_bytes_peak).
+	ServerOnChipPeak int
+	Wall             time.Duration
 }
 
 // RunQPs runs the StaR stress test: c.QPs connections from NIC A to NIC B,
@@ -90,11 +100,19 @@ func RunQPs(c QPConfig) (QPResult, error) {
 	if penalty == 0 {
 		penalty = -1
 	}
-	sim, err := sim.New(sim.Config{Seed: c.Seed, AtoB: link, BtoA: link, SchemeA: c.Scheme, SchemeB: c.Scheme, SchemeParams: c.Params, SRAMBytes: c.SRAM, FetchPenalty: penalty})
+	cfg := sim.Config{Seed: c.Seed, AtoB: link, BtoA: link, SchemeA: c.Scheme, SchemeB: c.Scheme, SchemeParams: c.Params, SRAMBytes: c.SRAM, FetchPenalty: penalty, StarServerB: c.Star}
+	if c.ServerSRAMOnly {
+		cfg.SRAMBytes, cfg.SRAMBytesB = 0, c.SRAM
+	}
+	sim, err := sim.New(cfg)
 	if err != nil {
 		return QPResult{}, err
 	}
 	access := qp.AccessLocalWrite | qp.AccessRemoteWrite
+	roleA, roleB := dataplane.StarNone, dataplane.StarNone
+	if c.Star {
+		roleA, roleB = dataplane.StarClient, dataplane.StarServer
+	}
 	pdA, pdB := sim.A.AllocPD(), sim.B.AllocPD()
 	mrA, err := sim.A.RegMR(pdA, make([]byte, c.Size), 0, access)
 	if err != nil {
@@ -109,11 +127,11 @@ func RunQPs(c QPConfig) (QPResult, error) {
 	qps := make([]*dataplane.QP, c.QPs)
 	wrs := make([][]qp.SendWR, c.QPs)
 	for i := range qps {
-		qa, err := sim.A.CreateQP(pdA, dataplane.QPInitAttr{SendCQ: cqA, RecvCQ: cqA, MaxSendWR: 2, MaxRecvWR: 1})
+		qa, err := sim.A.CreateQP(pdA, dataplane.QPInitAttr{SendCQ: cqA, RecvCQ: cqA, MaxSendWR: 2, MaxRecvWR: 1, Star: roleA})
 		if err != nil {
 			return QPResult{}, err
 		}
-		qb, err := sim.B.CreateQP(pdB, dataplane.QPInitAttr{SendCQ: cqB, RecvCQ: cqB, MaxSendWR: 1, MaxRecvWR: 1})
+		qb, err := sim.B.CreateQP(pdB, dataplane.QPInitAttr{SendCQ: cqB, RecvCQ: cqB, MaxSendWR: 1, MaxRecvWR: 1, Star: roleB})
 		if err != nil {
 			return QPResult{}, err
 		}
@@ -192,6 +210,7 @@ func RunQPs(c QPConfig) (QPResult, error) {
 		r.HitRate = 1 - float64(r.Misses)/float64(acc)
 	}
 	r.PeakQPs = cs.PeakResident
+	r.ServerOnChipPeak = cs.PeakResidentBytes
 	r.SRBytes = SRBytes(sim.A.Scheme(), c.QPs)
 	r.Retransmits = sim.A.Counters().Retransmits - startRetx
 	return r, nil
