@@ -684,3 +684,26 @@ func (o *options) link() perftest.Link {
 	l.RateBps, l.Delay, l.Loss = o.rate*1e9, o.delay, o.loss/100
 	return l
 }
+
+// ignored lists perftest's flags that name hardware softnic does not
+// have, each with why it is ignored, for the banner.
+func (o *options) ignored(device string) []string {
+	var lines []string
+	add := func(flag, why string) { lines = append(lines, fmt.Sprintf("%-15s : ignored: %s", flag, why)) }
+	if o.set["ib-dev"] {
+		add("-d "+o.ibDev, fmt.Sprintf("the device is the softnic daemon's (%s), reached through --socket", device))
+		if o.embedded {
+			lines[len(lines)-1] = fmt.Sprintf("%-15s : ignored: the device is the embedded NIC", "-d "+o.ibDev)
+		}
+	}
+	if o.set["gid-index"] {
+		add("-x "+strconv.Itoa(o.gidIndex), "a softnic device has one GID, its IP address (softnic run --ip)")
+	}
+	if o.set["ib-port"] {
+		add("-i "+strconv.Itoa(o.ibPort), "a softnic device has one port")
+	}
+	if o.cpuFreq {
+		add("-F", "softnic times with the monotonic clock, not CPU cycles: the CPU frequency does not matter")
+	}
+	return lines
+}
