@@ -75,7 +75,10 @@ func TestPerftestFlags(t *testing.T) {
 		{"-s4096", []string{"write_bw", "-s4096", "-n100", "-q2", "h"}, true,
 			func(o *options) bool { c := o.config(); return c.Sizes[0] == 4096 && c.Iters == 100 && c.QPs == 2 }, nil},
 		{"-bs 64K clustered", []string{"write_bw", "-bN", "-es", "64K", "h"}, true,
-			func(o *options) bool { c := o.config(); return c.Bidirectional && c.NoPeak && c.Events && c.Sizes[0] == 65536 }, nil},
+			func(o *options) bool {
+				c := o.config()
+				return c.Bidirectional && c.NoPeak && c.Events && c.Sizes[0] == 65536
+			}, nil},
 		{"--run_infinitely", []string{"write_bw", "--run_infinitely", "-D", "0.02", "h"}, true,
 			func(o *options) bool { c := o.config(); return c.Infinite && c.Duration == 20*time.Millisecond }, nil},
 		{"--run_infinitely default", []string{"send_bw", "--run_infinitely", "h"}, true,
