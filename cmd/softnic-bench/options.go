@@ -284,16 +284,20 @@ tests:
   raw                                  raw RoCEv2 frames through the AF_XDP
                                        port, no transport: the path limit
 
-flags (perftest names):
-  -s, --size N          message size in bytes (default 65536 bw, 2 lat)
-  -n, --iters N         messages per size (default 5000 bw, 1000 lat)
-  -D, --duration SEC    run each size this many seconds instead of -n
+flags (perftest names; getopt's spellings work too: -s4096, -bN, --size=64K):
+  -s, --size N          message size in bytes, with K, M or G: 64K (default
+                        65536 bw, 2 lat)
+  -n, --iters N         messages per size, spread over the QPs (default 5000
+                        write_bw, 1000 the other tests, as perftest)
+  -D, --duration SEC    run each size this many seconds instead of -n (no BW
+                        peak then, as perftest)
   -q, --qp N            QPs, WRs spread round robin (bw tests; default 1,
                         at most 16384)
   -a, --all             sweep sizes 2 B .. 8 MiB in powers of two
   -m, --mtu N           path MTU: 256, 512, 1024, 2048 or 4096 (default 1024)
-  -t, --tx-depth N      send WRs in flight per QP (default 128): -q 5000 -t 1
-                        keeps one WR outstanding on each of 5000 QPs
+  -t, --tx-depth N      send WRs in flight per QP (default 128 bw, 1 lat):
+                        -q 5000 -t 1 keeps one WR outstanding on each of
+                        5000 QPs
   -r, --rx-depth N      receive WRs posted per QP, SEND tests (default 512)
   -p, --port N          TCP port of the connection exchange (default 18515)
   -e, --events          wait for completions by completion events only: arm
@@ -302,7 +306,26 @@ flags (perftest names):
                         briefly and then blocks on the channel the same way;
                         write_lat's wait for the peer's write to land in
                         memory has no completion and spins either way
-      --report_gbits    bandwidth in Gb/s rather than MB/s (2^20 B/s)
+  -b, --bidirectional   both sides send (bw tests); rows add the two sides
+      --report-both     with -b, also print each side's rows
+  -l, --post_list N     post send WRs in lists of N (bw tests; default: all a
+                        QP has room for in one call)
+  -u, --qp-timeout N    QPs' local ACK timeout, 4.096 us * 2^N (default 14;
+                        0: none)
+  -N, --noPeak          do not compute BW peak
+  -c, --connection RC   connection type: softnic runs RC only
+  -R, --rdma_cm         accepted: softnic has no RDMA CM, the QPs are always
+                        connected by the TCP exchange on --port
+      --run_infinitely  bw tests: run until interrupted (SIGINT, SIGTERM),
+                        printing a row every -D seconds (default 5)
+      --out_json        write the last row to perftest_out.json with
+                        perftest's JSON keys (--out_json=FILE names the file)
+      --out_json_file F the file for --out_json
+      --report_gbits    bandwidth in Gb/s rather than MiB/s (2^20 B/s)
+  -d, --ib-dev NAME     accepted and ignored: the device is the daemon's
+  -x, --gid-index N     accepted and ignored: a softnic device has one GID
+  -i, --ib-port N       accepted and ignored: a softnic device has one port
+  -F, --CPU-freq        accepted and ignored: softnic does not count cycles
       --csv FILE        append rows to FILE (bandwidth in Gb/s, times in
                         usec, loss in percent), with a header when new:
                         test,bytes,iterations,bw_peak,bw_avg,msg_rate,t_min,
