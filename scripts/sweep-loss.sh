@@ -20,7 +20,9 @@
 #
 # Output, in $SOFTNIC_SWEEP_OUT (default docs/results):
 #   testbed-loss-runs.csv  one row per run: loss.csv's columns, then rep,
-#                          attempt, seconds, bw_peak_gbps, msg_rate_mpps, sent_pkts,
+#                          attempt, seconds, bw_peak_gbps (empty: the bench
+#                          measures BW peak as perftest does, not in timed
+#                          -D runs), msg_rate_mpps, sent_pkts,
 #                          rx_dropped_b (frames B's AF_XDP socket had no
 #                          room for), rx_dropped_a, switch_drops (the loss
 #                          rule's count), nic_scheme (from the bench's

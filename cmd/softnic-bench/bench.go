@@ -25,6 +25,7 @@ const connectRetry = 30 * time.Second
 func runVerbs(ctx context.Context, o *options, out io.Writer) error {
 	cfg := o.config()
 	p := &printer{o: o, out: out, cfg: cfg}
+	p.cfg.TxDepth = o.txDepthOrDefault()
 	if o.csv != "" {
 		// Fail before measuring, not after, if the file cannot be written.
 		if err := perftest.AppendCSV(o.csv); err != nil {
@@ -32,6 +33,13 @@ func runVerbs(ctx context.Context, o *options, out io.Writer) error {
 		}
 	}
 	hooks := perftest.Hooks{Connected: p.connected, Row: p.row, Counters: p.counters}
+	if o.infinite && (o.embedded || o.server != "") {
+		// The client's interrupt ends an infinite run: posting stops, the
+		// WRs in flight complete, and both sides finish cleanly. A second
+		// interrupt kills the process (main).
+		cfg.Stop = ctx.Done()
+		ctx = context.WithoutCancel(ctx)
+	}
 	if o.embedded {
 		p.device = "softnic_a (embedded)"
 		_, err := perftest.RunEmbedded(ctx, cfg, perftest.Fabric{Link: o.link(), Scheme: o.scheme, Seed: o.seed, IPv6: o.ipv6}, hooks)
@@ -67,21 +75,48 @@ func runVerbs(ctx context.Context, o *options, out io.Writer) error {
 
 // printer prints perftest's banner and table as a run goes.
 type printer struct {
-	o      *options
-	out    io.Writer
-	cfg    perftest.Config
-	device string
-	csvErr error
-	rows   int
+	o       *options
+	out     io.Writer
+	cfg     perftest.Config
+	device  string
+	csvErr  error
+	jsonErr error
+	rows    int
+	// local and remote are each side's rows of a bidirectional run, for
+	// --report-both.
+	local, remote []perftest.Row
 }
 
 func (p *printer) connected(c perftest.Connection) {
 	w, o := p.out, p.o
 	perftest.PrintRule(w)
-	fmt.Fprintf(w, "                    %s\n", o.verbs.Title())
+	fmt.Fprintf(w, "                    %s\n", p.title())
+	if o.events {
+		fmt.Fprintf(w, " Test with events: completions by the CQ's completion channel\n")
+	}
 	fmt.Fprintf(w, " Device          : %s\n", p.device)
 	fmt.Fprintf(w, " Number of qps   : %-14d Transport type : RoCEv2 RC\n", p.cfg.QPs)
+	fmt.Fprintf(w, " Connection type : %-14s Using SRQ      : OFF\n", "RC")
 	fmt.Fprintf(w, " Mtu             : %-14s TX depth       : %d\n", strconv.Itoa(o.mtu)+"[B]", p.cfg.TxDepth)
+	if o.postList > 1 {
+		fmt.Fprintf(w, " Post List       : %d\n", o.postList)
+	}
+	if o.set["qp-timeout"] {
+		timeout := "none"
+		if c.QPTimeout > 0 {
+			timeout = (4096 * time.Nanosecond << c.QPTimeout).String()
+		}
+		fmt.Fprintf(w, " QP timeout      : %d (local ACK timeout %s)\n", c.QPTimeout, timeout)
+	}
+	cmNote := ""
+	if o.rdmaCM {
+		cmNote = fmt.Sprintf(" (-R: softnic has no RDMA CM; the QPs are connected by the TCP exchange on port %d, which carries what rdma_cm would)", o.port)
+	}
+	fmt.Fprintf(w, " rdma_cm QPs     : OFF%s\n", cmNote)
+	fmt.Fprintf(w, " Data ex. method : Ethernet\n")
+	for _, line := range o.ignored(p.device) {
+		fmt.Fprintf(w, " %s\n", line)
+	}
 	fmt.Fprintf(w, " Recovery scheme : %s (agreed: this side offered %v, the peer %v", c.QPScheme, c.Local[0].Schemes, c.Remote[0].Schemes)
 	if c.QPScheme != c.Scheme {
 		// Never expected (the run applies the agreement to every QP), but
@@ -89,8 +124,14 @@ func (p *printer) connected(c perftest.Connection) {
 		fmt.Fprintf(w, "; agreed on %s, but the QPs run %s", c.Scheme, c.QPScheme)
 	}
 	fmt.Fprintln(w, ")")
-	if p.cfg.Duration > 0 {
+	switch {
+	case p.cfg.Infinite:
+		fmt.Fprintf(w, " Duration        : a row every %v until interrupted (--run_infinitely)\n", p.cfg.Duration)
+	case p.cfg.Duration > 0:
 		fmt.Fprintf(w, " Duration        : %v per size\n", p.cfg.Duration)
+	}
+	if !o.verbs.IsLatency() && (p.cfg.Duration > 0 || p.cfg.NoPeak || p.cfg.Iters > perftest.MaxPeakIters) {
+		fmt.Fprintf(w, " WARNING: BW peak won't be measured in this run.\n")
 	}
 	if o.embedded {
 		l := o.link()
@@ -119,11 +160,49 @@ func (p *printer) connected(c perftest.Connection) {
 	perftest.PrintHeader(w, o.verbs, o.gbits)
 }
 
+// title is perftest's test title, e.g. "RDMA_Write Bidirectional BW Test".
+func (p *printer) title() string {
+	title := p.o.verbs.Title()
+	if p.o.bidir {
+		title = strings.Replace(title, " BW Test", " Bidirectional BW Test", 1)
+	}
+	if p.o.postList > 1 {
+		title = strings.Replace(title, " BW Test", " Post List BW Test", 1)
+	}
+	return title
+}
+
 func (p *printer) row(r perftest.Row) {
 	perftest.PrintRow(p.out, r, p.o.gbits)
 	p.rows++
+	if r.Both != nil {
+		p.local, p.remote = append(p.local, r.Both.Local), append(p.remote, r.Both.Remote)
+	}
 	if p.o.csv != "" && p.csvErr == nil {
 		p.csvErr = perftest.AppendCSV(p.o.csv, r)
+	}
+	if p.o.outJSON != "" && p.jsonErr == nil {
+		// perftest rewrites its JSON file with every report: the last
+		// row's is left.
+		p.jsonErr = writeJSON(p.o.outJSON, p.o, p.cfg, p.device, r)
+	}
+}
+
+// reportBoth prints each side's rows of a bidirectional run after the
+// table of their sums, as perftest's --report-both does.
+func (p *printer) reportBoth() {
+	for _, part := range []struct {
+		name string
+		rows []perftest.Row
+	}{{"Local", p.local}, {"Remote", p.remote}} {
+		if part.name == "Remote" {
+			perftest.PrintRule(p.out) // the table before Local's ends with one
+		}
+		fmt.Fprintf(p.out, "\n %s results: \n", part.name)
+		perftest.PrintHeader(p.out, p.o.verbs, p.o.gbits)
+		for _, r := range part.rows {
+			perftest.PrintRow(p.out, r, p.o.gbits)
+		}
 	}
 }
 
@@ -191,11 +270,18 @@ func (p *printer) finish(err error) error {
 	if p.rows > 0 {
 		perftest.PrintRule(p.out)
 	}
+	if p.o.reportBoth && len(p.local) > 0 {
+		p.reportBoth()
+		perftest.PrintRule(p.out)
+	}
 	if err != nil {
 		return err
 	}
 	if p.csvErr != nil {
 		return fmt.Errorf("csv: %w", p.csvErr)
+	}
+	if p.jsonErr != nil {
+		return fmt.Errorf("--out_json: %w", p.jsonErr)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -44,6 +45,24 @@ type options struct {
 	ipv6     bool
 	sweepMax int // hidden: the largest size of an -a sweep (tests)
 
+	// perftest's flags that act on softnic too
+	bidir      bool   // -b
+	postList   int    // -l: WRs per post call (bandwidth tests)
+	qpTimeout  int    // -u: local ACK timeout exponent
+	noPeak     bool   // -N
+	conn       string // -c: RC only
+	rdmaCM     bool   // -R
+	infinite   bool   // --run_infinitely
+	reportBoth bool   // --report-both
+	outJSON    string // --out_json, --out_json_file: file name, "" for none
+
+	// perftest's flags that name hardware softnic does not have: accepted
+	// and printed in the banner as ignored.
+	ibDev    string // -d
+	gidIndex int    // -x
+	ibPort   int    // -i
+	cpuFreq  bool   // -F
+
 	// raw
 	iface  string
 	dstMAC string
@@ -60,6 +79,10 @@ const (
 	// perftest's -a sweeps 2 B to 8 MiB in powers of two.
 	sweepMin = 2
 	sweepMax = 1 << 23
+	// perftest's QP timeout (-u): 4.096 us * 2^14, 67 ms.
+	defaultQPTimeout = 14
+	// perftest's --out_json file name.
+	defaultJSONFile = "perftest_out.json"
 )
 
 // usageError is a bad command line: exit status 2.
@@ -103,6 +126,151 @@ func (fs *flagSet) boolVar(p *bool, short, long string) {
 
 func (fs *flagSet) stringVar(p *string, long, def string) { fs.StringVar(p, long, def, "") }
 
+func (fs *flagSet) shortStringVar(p *string, short, long, def string) {
+	fs.StringVar(p, long, def, "")
+	fs.StringVar(p, short, def, "")
+	fs.long[short] = long
+}
+
+// sizeVar registers a byte count that takes perftest's suffixes: 64K is
+// 65536 bytes, 1M 2^20, 1G 2^30.
+func (fs *flagSet) sizeVar(p *int, short, long string) {
+	fs.Var(sizeValue{p}, long, "")
+	fs.Var(sizeValue{p}, short, "")
+	fs.long[short] = long
+}
+
+type sizeValue struct{ p *int }
+
+func (v sizeValue) String() string {
+	if v.p == nil {
+		return "0"
+	}
+	return strconv.Itoa(*v.p)
+}
+
+func (v sizeValue) Set(s string) error {
+	n, err := parseSize(s)
+	if err != nil {
+		return err
+	}
+	*v.p = n
+	return nil
+}
+
+// parseSize reads a byte count as perftest's -s does: a number (decimal,
+// 0x hex or 0 octal, as strtol with base 0), optionally followed by K, M
+// or G (binary multiples; perftest has K and M).
+func parseSize(s string) (int, error) {
+	factor := int64(1)
+	num := s
+	if n := len(s); n > 1 {
+		switch s[n-1] {
+		case 'K', 'k':
+			factor, num = 1<<10, s[:n-1]
+		case 'M', 'm':
+			factor, num = 1<<20, s[:n-1]
+		case 'G', 'g':
+			factor, num = 1<<30, s[:n-1]
+		}
+	}
+	n, err := strconv.ParseInt(num, 0, 64)
+	if err != nil || n < 0 || n > (1<<40)/factor {
+		return 0, errors.New("not a size: a byte count, optionally with K, M or G")
+	}
+	return int(n * factor), nil
+}
+
+// jsonValue is perftest's --out_json: a switch that writes the report
+// to perftest_out.json; --out_json=FILE names the file, as
+// --out_json_file FILE does.
+type jsonValue struct{ p *string }
+
+func (v jsonValue) IsBoolFlag() bool { return true }
+
+func (v jsonValue) String() string {
+	if v.p == nil {
+		return ""
+	}
+	return *v.p
+}
+
+func (v jsonValue) Set(s string) error {
+	switch s {
+	case "true", "1":
+		if *v.p == "" {
+			*v.p = defaultJSONFile
+		}
+	case "false", "0":
+		*v.p = ""
+	case "":
+		return errors.New("empty file name")
+	default:
+		*v.p = s
+	}
+	return nil
+}
+
+// expandShort rewrites perftest's getopt spellings into ones package flag
+// parses: a value attached to a short flag (-s4096, -n100) and clustered
+// short switches (-ab, -eF, -bs 64K). Values that follow a flag are
+// passed on untouched, so "-n -1" still reads -1 as -n's value.
+func (fs *flagSet) expandShort(args []string) []string {
+	takesValue := func(f *flag.Flag) bool {
+		b, ok := f.Value.(interface{ IsBoolFlag() bool })
+		return !ok || !b.IsBoolFlag()
+	}
+	var out []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return append(out, args[i:]...)
+		}
+		if len(a) < 2 || a[0] != '-' {
+			out = append(out, a)
+			continue
+		}
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if f := fs.Lookup(name); f != nil || strings.HasPrefix(a, "--") || len(a) == 2 {
+			out = append(out, a)
+			if f != nil && !hasValue && takesValue(f) && i+1 < len(args) {
+				i++
+				out = append(out, args[i])
+			}
+			continue
+		}
+		// -XYZ: short flags, the first that takes a value ending the
+		// cluster with the rest of the word (or the next word) as its value.
+		var expanded []string
+		ok := true
+		for k := 1; k < len(a); k++ {
+			c := a[k : k+1]
+			f := fs.Lookup(c)
+			if _, short := fs.long[c]; f == nil || !short {
+				ok = false
+				break
+			}
+			expanded = append(expanded, "-"+c)
+			if !takesValue(f) {
+				continue
+			}
+			if k+1 < len(a) {
+				expanded = append(expanded, a[k+1:])
+			} else if i+1 < len(args) {
+				i++
+				expanded = append(expanded, args[i])
+			}
+			break
+		}
+		if !ok {
+			out = append(out, a) // package flag names the unknown flag
+			continue
+		}
+		out = append(out, expanded...)
+	}
+	return out
+}
+
 const usageText = `usage: softnic-bench <test> [flags] [server]
 
 perftest for softnic. The server runs "softnic-bench <test> [flags]", the
@@ -116,16 +284,20 @@ tests:
   raw                                  raw RoCEv2 frames through the AF_XDP
                                        port, no transport: the path limit
 
-flags (perftest names):
-  -s, --size N          message size in bytes (default 65536 bw, 2 lat)
-  -n, --iters N         messages per size (default 5000 bw, 1000 lat)
-  -D, --duration SEC    run each size this many seconds instead of -n
+flags (perftest names; getopt's spellings work too: -s4096, -bN, --size=64K):
+  -s, --size N          message size in bytes, with K, M or G: 64K (default
+                        65536 bw, 2 lat)
+  -n, --iters N         messages per size, spread over the QPs (default 5000
+                        write_bw, 1000 the other tests, as perftest)
+  -D, --duration SEC    run each size this many seconds instead of -n (no BW
+                        peak then, as perftest)
   -q, --qp N            QPs, WRs spread round robin (bw tests; default 1,
                         at most 16384)
   -a, --all             sweep sizes 2 B .. 8 MiB in powers of two
   -m, --mtu N           path MTU: 256, 512, 1024, 2048 or 4096 (default 1024)
-  -t, --tx-depth N      send WRs in flight per QP (default 128): -q 5000 -t 1
-                        keeps one WR outstanding on each of 5000 QPs
+  -t, --tx-depth N      send WRs in flight per QP (default 128 bw, 1 lat):
+                        -q 5000 -t 1 keeps one WR outstanding on each of
+                        5000 QPs
   -r, --rx-depth N      receive WRs posted per QP, SEND tests (default 512)
   -p, --port N          TCP port of the connection exchange (default 18515)
   -e, --events          wait for completions by completion events only: arm
@@ -134,7 +306,26 @@ flags (perftest names):
                         briefly and then blocks on the channel the same way;
                         write_lat's wait for the peer's write to land in
                         memory has no completion and spins either way
-      --report_gbits    bandwidth in Gb/s rather than MB/s (2^20 B/s)
+  -b, --bidirectional   both sides send (bw tests); rows add the two sides
+      --report-both     with -b, also print each side's rows
+  -l, --post_list N     post send WRs in lists of N (bw tests; default: all a
+                        QP has room for in one call)
+  -u, --qp-timeout N    QPs' local ACK timeout, 4.096 us * 2^N (default 14;
+                        0: none)
+  -N, --noPeak          do not compute BW peak
+  -c, --connection RC   connection type: softnic runs RC only
+  -R, --rdma_cm         accepted: softnic has no RDMA CM, the QPs are always
+                        connected by the TCP exchange on --port
+      --run_infinitely  bw tests: run until interrupted (SIGINT, SIGTERM),
+                        printing a row every -D seconds (default 5)
+      --out_json        write the last row to perftest_out.json with
+                        perftest's JSON keys (--out_json=FILE names the file)
+      --out_json_file F the file for --out_json
+      --report_gbits    bandwidth in Gb/s rather than MiB/s (2^20 B/s)
+  -d, --ib-dev NAME     accepted and ignored: the device is the daemon's
+  -x, --gid-index N     accepted and ignored: a softnic device has one GID
+  -i, --ib-port N       accepted and ignored: a softnic device has one port
+  -F, --CPU-freq        accepted and ignored: softnic does not count cycles
       --csv FILE        append rows to FILE (bandwidth in Gb/s, times in
                         usec, loss in percent), with a header when new:
                         test,bytes,iterations,bw_peak,bw_avg,msg_rate,t_min,
@@ -169,13 +360,13 @@ func newFlagSet(o *options) *flagSet {
 	// Errors are reported once, by run, with a pointer to -h.
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	fs.intVar(&o.size, "s", "size", 0)
+	fs.sizeVar(&o.size, "s", "size")
 	fs.intVar(&o.iters, "n", "iters", 0)
 	fs.floatVar(&o.duration, "D", "duration", 0)
 	fs.intVar(&o.qps, "q", "qp", 1)
 	fs.boolVar(&o.all, "a", "all")
 	fs.intVar(&o.mtu, "m", "mtu", 1024)
-	fs.intVar(&o.txDepth, "t", "tx-depth", perftest.DefaultTxDepth)
+	fs.intVar(&o.txDepth, "t", "tx-depth", 0)
 	fs.intVar(&o.rxDepth, "r", "rx-depth", perftest.DefaultRxDepth)
 	fs.intVar(&o.port, "p", "port", defaultPort)
 	fs.boolVar(&o.gbits, "", "report_gbits")
@@ -190,6 +381,20 @@ func newFlagSet(o *options) *flagSet {
 	fs.Uint64Var(&o.seed, "seed", 1, "")
 	fs.boolVar(&o.ipv6, "", "ipv6")
 	fs.intVar(&o.sweepMax, "", "sweep_max", sweepMax)
+	fs.boolVar(&o.bidir, "b", "bidirectional")
+	fs.intVar(&o.postList, "l", "post_list", 0)
+	fs.intVar(&o.qpTimeout, "u", "qp-timeout", defaultQPTimeout)
+	fs.boolVar(&o.noPeak, "N", "noPeak")
+	fs.shortStringVar(&o.conn, "c", "connection", "RC")
+	fs.boolVar(&o.rdmaCM, "R", "rdma_cm")
+	fs.boolVar(&o.infinite, "", "run_infinitely")
+	fs.boolVar(&o.reportBoth, "", "report-both")
+	fs.Var(jsonValue{&o.outJSON}, "out_json", "")
+	fs.StringVar(&o.outJSON, "out_json_file", "", "")
+	fs.shortStringVar(&o.ibDev, "d", "ib-dev", "")
+	fs.intVar(&o.gidIndex, "x", "gid-index", -1)
+	fs.intVar(&o.ibPort, "i", "ib-port", 1)
+	fs.boolVar(&o.cpuFreq, "F", "CPU-freq")
 	fs.stringVar(&o.iface, "iface", "")
 	fs.stringVar(&o.dstMAC, "dst-mac", "")
 	fs.stringVar(&o.srcIP, "src-ip", "")
@@ -216,7 +421,7 @@ func parseArgs(args []string) (*options, error) {
 	var positional []string
 	// Flags may come before and after the server address, as perftest
 	// takes them.
-	for rest := args[1:]; ; {
+	for rest := fs.expandShort(args[1:]); ; {
 		if err := fs.Parse(rest); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, errHelp
@@ -280,7 +485,7 @@ func (o *options) check() error {
 		return usagef("-q %d: 1 to %d QPs", o.qps, cm.MaxQPs)
 	case t.IsLatency() && o.qps != 1:
 		return usagef("-q %d: latency tests run on one QP", o.qps)
-	case o.txDepth < 1 || o.txDepth > 1<<16:
+	case o.set["tx-depth"] && (o.txDepth < 1 || o.txDepth > 1<<16):
 		return usagef("-t %d: tx depth must be 1 to 65536", o.txDepth)
 	case o.rxDepth < 1 || o.rxDepth > 1<<16:
 		return usagef("-r %d: rx depth must be 1 to 65536", o.rxDepth)
@@ -288,6 +493,9 @@ func (o *options) check() error {
 		return usagef("-p %d: not a TCP port", o.port)
 	case o.sweepMax < sweepMin:
 		return usagef("--sweep_max %d: at least %d", o.sweepMax, sweepMin)
+	}
+	if err := o.checkPerftest(); err != nil {
+		return err
 	}
 	if _, err := qp.MTUFromBytes(o.mtu); err != nil {
 		return usagef("-m %d: path MTU must be 256, 512, 1024, 2048 or 4096", o.mtu)
@@ -310,6 +518,53 @@ func (o *options) check() error {
 		}
 	}
 	return nil
+}
+
+// checkPerftest checks perftest's flags that softnic takes for
+// compatibility.
+func (o *options) checkPerftest() error {
+	t := o.verbs
+	if !strings.EqualFold(o.conn, "RC") {
+		return usagef("-c %s: softnic runs RC only (perftest's UC, UD, XRC, DC, SRD and RawEth are not implemented)", o.conn)
+	}
+	if t.IsLatency() {
+		for _, f := range []struct{ name, flag string }{{"bidirectional", "-b"}, {"post_list", "-l"}, {"run_infinitely", "--run_infinitely"}, {"noPeak", "-N"}} {
+			if o.set[f.name] {
+				return usagef("%s applies to the bandwidth tests, as in perftest", f.flag)
+			}
+		}
+	}
+	switch {
+	case o.set["post_list"] && (o.postList < 1 || o.postList > o.txDepthOrDefault()):
+		return usagef("-l %d: a post list holds 1 to -t (%d) WRs", o.postList, o.txDepthOrDefault())
+	case o.set["post_list"] && o.set["iters"] && o.iters%o.postList != 0:
+		return usagef("-n %d: iterations must be a multiple of the post list (-l %d), as in perftest", o.iters, o.postList)
+	case o.qpTimeout < 0 || o.qpTimeout > 31:
+		return usagef("-u %d: the QP timeout is an exponent, 0 (none) to 31", o.qpTimeout)
+	case o.set["gid-index"] && (o.gidIndex < 0 || o.gidIndex > 255):
+		return usagef("-x %d: a GID index is 0 to 255", o.gidIndex)
+	case o.ibPort < 1 || o.ibPort > 255:
+		return usagef("-i %d: a port number is 1 to 255", o.ibPort)
+	case o.set["ib-dev"] && o.ibDev == "":
+		return usagef("-d: empty device name")
+	case o.infinite && o.bidir:
+		return usagef("--run_infinitely with -b is not supported: the client's interrupt ends an infinite run, which the sending server would not see")
+	case o.infinite && (o.set["iters"] || o.all):
+		return usagef("--run_infinitely runs until interrupted and reports every -D seconds: -n and -a do not apply")
+	}
+	return nil
+}
+
+// txDepthOrDefault is -t, or perftest's default for the test: 128 for
+// the bandwidth tests, 1 for the latency tests.
+func (o *options) txDepthOrDefault() int {
+	if o.set["tx-depth"] {
+		return o.txDepth
+	}
+	if o.verbs.IsLatency() {
+		return perftest.DefaultTxDepthLat
+	}
+	return perftest.DefaultTxDepth
 }
 
 func (o *options) checkScheme() error {
@@ -351,7 +606,9 @@ func (o *options) checkRaw() error {
 	if o.iface == "" {
 		return usagef("raw needs --iface")
 	}
-	for _, name := range []string{"iters", "all", "qp", "mtu", "tx-depth", "rx-depth", "csv", "report_gbits", "scheme", "socket", "events"} {
+	for _, name := range []string{"iters", "all", "qp", "mtu", "tx-depth", "rx-depth", "csv", "report_gbits", "scheme", "socket", "events",
+		"bidirectional", "post_list", "qp-timeout", "noPeak", "connection", "rdma_cm", "run_infinitely", "report-both",
+		"out_json", "out_json_file", "ib-dev", "gid-index", "ib-port", "CPU-freq"} {
 		if o.set[name] {
 			return usagef("--%s does not apply to raw (it sends for -D seconds, frames of -s payload bytes)", name)
 		}
@@ -393,11 +650,18 @@ func (o *options) checkRaw() error {
 // config turns the options into the measurement's configuration.
 func (o *options) config() perftest.Config {
 	t := o.verbs
-	c := perftest.Config{Test: t, QPs: o.qps, TxDepth: o.txDepth, RxDepth: o.rxDepth, LossPct: o.loss, Events: o.events}
+	c := perftest.Config{Test: t, QPs: o.qps, TxDepth: o.txDepthOrDefault(), RxDepth: o.rxDepth, LossPct: o.loss, Events: o.events,
+		PostList: o.postList, NoPeak: o.noPeak, Bidirectional: o.bidir}
 	c.MTU, _ = qp.MTUFromBytes(o.mtu)
-	size, iters := 65536, 5000
+	c.QPTimeout, c.QPTimeoutSet = uint8(o.qpTimeout), true
+	// perftest's defaults: 5000 iterations for write_bw only, 1000 for
+	// every other test.
+	size, iters := 65536, 1000
+	if t == perftest.WriteBW {
+		iters = 5000
+	}
 	if t.IsLatency() {
-		size, iters = 2, 1000
+		size = 2
 	}
 	if t == perftest.AtomicBW {
 		size = 8
@@ -415,7 +679,13 @@ func (o *options) config() perftest.Config {
 			c.Sizes = append(c.Sizes, s)
 		}
 	}
-	if o.duration > 0 {
+	if o.infinite {
+		// perftest reports every -D seconds, 5 by default.
+		c.Infinite, c.Duration = true, 5*time.Second
+		if o.duration > 0 {
+			c.Duration = time.Duration(o.duration * float64(time.Second))
+		}
+	} else if o.duration > 0 {
 		c.Duration = time.Duration(o.duration * float64(time.Second))
 	} else {
 		c.Iters = iters
@@ -436,4 +706,27 @@ func (o *options) link() perftest.Link {
 	l := perftest.DefaultLink
 	l.RateBps, l.Delay, l.Loss = o.rate*1e9, o.delay, o.loss/100
 	return l
+}
+
+// ignored lists perftest's flags that name hardware softnic does not
+// have, each with why it is ignored, for the banner.
+func (o *options) ignored(device string) []string {
+	var lines []string
+	add := func(flag, why string) { lines = append(lines, fmt.Sprintf("%-15s : ignored: %s", flag, why)) }
+	if o.set["ib-dev"] {
+		add("-d "+o.ibDev, fmt.Sprintf("the device is the softnic daemon's (%s), reached through --socket", device))
+		if o.embedded {
+			lines[len(lines)-1] = fmt.Sprintf("%-15s : ignored: the device is the embedded NIC", "-d "+o.ibDev)
+		}
+	}
+	if o.set["gid-index"] {
+		add("-x "+strconv.Itoa(o.gidIndex), "a softnic device has one GID, its IP address (softnic run --ip)")
+	}
+	if o.set["ib-port"] {
+		add("-i "+strconv.Itoa(o.ibPort), "a softnic device has one port")
+	}
+	if o.cpuFreq {
+		add("-F", "softnic times with the monotonic clock, not CPU cycles: the CPU frequency does not matter")
+	}
+	return lines
 }

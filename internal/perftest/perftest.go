@@ -187,7 +187,7 @@ func newSide(c *verbs.Context, bytes, depth int) (*side, error) {
 
 // PrintBWHeader prints perftest's bandwidth table header.
 func PrintBWHeader(w io.Writer, gbits bool) {
-	unit := "MB/sec"
+	unit := "MiB/sec"
 	if gbits {
 		unit = "Gb/sec"
 	}

@@ -81,8 +81,11 @@ func (t Test) Title() string {
 // IsLatency reports whether t prints a latency table.
 func (t Test) IsLatency() bool { return t == WriteLat || t == ReadLat || t == SendLat }
 
-// usesRecv reports whether t consumes receive WQEs on role's side.
-func (t Test) usesRecv(r Role) bool { return t == SendLat || t == SendBW && r == Server }
+// usesRecv reports whether t consumes receive WQEs on role's side; in a
+// bidirectional SEND test both sides do.
+func (t Test) usesRecv(r Role, bidir bool) bool {
+	return t == SendLat || t == SendBW && (r == Server || bidir)
+}
 
 // Role is the side of a run: the client drives and measures, the server
 // answers (or only lends its memory to one-sided operations).
@@ -130,14 +133,39 @@ type Config struct {
 	// need not agree. write_lat's wait for the peer's write to land in
 	// memory has no completion to wait for and spins either way.
 	Events bool
+	// PostList, if positive, posts send WRs in lists of exactly this many
+	// per PostSend call (perftest's -l), the last of an -n run excepted
+	// when -n does not split evenly over the QPs; 0 posts whatever room a
+	// QP has in one call. Bandwidth tests; a local choice.
+	PostList int
+	// NoPeak skips BW peak (perftest's -N); it is also skipped, as in
+	// perftest, in timed runs and above MaxPeakIters iterations.
+	NoPeak bool
+	// QPTimeout is the QPs' local ACK timeout exponent (perftest's -u,
+	// 4.096 us * 2^QPTimeout) when QPTimeoutSet, 0 meaning none; unset,
+	// perftest's 14. A local choice.
+	QPTimeout    uint8
+	QPTimeoutSet bool
+	// Bidirectional makes both sides send (perftest's -b, bandwidth
+	// tests): each measures its own sends, and the rows the sides print
+	// add the two (Row.Both keeps each).
+	Bidirectional bool
+	// Infinite runs the bandwidth test until Stop is closed (perftest's
+	// --run_infinitely), reporting a row every Duration.
+	Infinite bool
+	// Stop ends an Infinite run (the client's): posting stops, the WRs in
+	// flight complete, and the last interval is reported. Unlike
+	// cancelling the context, the run ends cleanly on both sides.
+	Stop <-chan struct{}
 }
 
 // Defaults, as perftest's where it has them.
 const (
-	DefaultTxDepth = 128
-	DefaultRxDepth = 512
-	DefaultStall   = 10 * time.Second
-	MaxSize        = 1 << 30
+	DefaultTxDepth    = 128
+	DefaultTxDepthLat = 1 // perftest's latency tests: one WR in flight
+	DefaultRxDepth    = 512
+	DefaultStall      = 10 * time.Second
+	MaxSize           = 1 << 30
 )
 
 func (c *Config) fill() error {
@@ -149,6 +177,9 @@ func (c *Config) fill() error {
 	}
 	if c.TxDepth == 0 {
 		c.TxDepth = DefaultTxDepth
+		if c.Test.IsLatency() {
+			c.TxDepth = DefaultTxDepthLat
+		}
 	}
 	if c.RxDepth == 0 {
 		c.RxDepth = DefaultRxDepth
@@ -174,6 +205,16 @@ func (c *Config) fill() error {
 		return fmt.Errorf("perftest: rx depth %d; 1 to %d", c.RxDepth, dataplane.MaxWR)
 	case c.MTU.Bytes() == 0:
 		return fmt.Errorf("perftest: invalid path MTU %v", c.MTU)
+	case c.PostList < 0 || c.PostList > c.TxDepth:
+		return fmt.Errorf("perftest: post list %d; 0 to the tx depth, %d", c.PostList, c.TxDepth)
+	case c.QPTimeout > 31:
+		return fmt.Errorf("perftest: QP timeout %d; 0 to 31", c.QPTimeout)
+	case c.Test.IsLatency() && (c.Bidirectional || c.Infinite || c.PostList > 1):
+		return fmt.Errorf("perftest: %v: bidirectional, infinite and post-list runs are bandwidth tests", c.Test)
+	case c.Infinite && c.Bidirectional:
+		return errors.New("perftest: an infinite run is one-way: the client's interrupt ends it")
+	case c.Infinite && (c.Duration <= 0 || c.Iters > 0 || len(c.Sizes) != 1):
+		return errors.New("perftest: an infinite run reports every Duration, of one size, with no iteration count")
 	}
 	for _, s := range c.Sizes {
 		if s < 1 || s > MaxSize {
@@ -229,6 +270,7 @@ type Connection struct {
 	Local, Remote []cm.Endpoint
 	Scheme        string // the recovery scheme the two sides agreed on
 	QPScheme      string // the scheme this side's QPs run: Scheme, applied to every QP
+	QPTimeout     uint8  // the local ACK timeout the QPs run with (QP 1's, as queried)
 }
 
 // Run runs cfg's test as role over dev: set up the QPs, exchange and
@@ -256,16 +298,29 @@ func Run(ctx context.Context, dev Device, conn net.Conn, role Role, cfg Config, 
 	// And a loop blocked on its completion channel.
 	stopKick := context.AfterFunc(ctx, s.ev.kick)
 	defer stopKick()
+	if cfg.Infinite && role == Client && hooks.Row != nil {
+		s.interval = func(r Row) {
+			r.Test, r.Scheme, r.LossPct = s.cfg.Test.String(), s.qpScheme, s.cfg.LossPct
+			hooks.Row(r)
+		}
+	}
 	if err := s.connect(conn); err != nil {
 		return nil, err
 	}
 	if hooks.Connected != nil {
-		hooks.Connected(Connection{Local: s.local, Remote: s.remote, Scheme: s.scheme, QPScheme: s.qpScheme})
+		c := Connection{Local: s.local, Remote: s.remote, Scheme: s.scheme, QPScheme: s.qpScheme}
+		if attr, err := s.qps[0].QueryAttr(); err == nil {
+			c.QPTimeout = attr.Timeout
+		}
+		hooks.Connected(c)
 	}
 	for _, size := range cfg.Sizes {
 		row, err := s.runSize(ctx, conn, size)
 		if err != nil {
 			return rows, err
+		}
+		if cfg.Infinite && row.Iters == 0 {
+			continue // stopped just after an interval's row
 		}
 		rows = append(rows, row)
 		if hooks.Row != nil {
@@ -307,6 +362,7 @@ type session struct {
 	qpScheme string // what the QPs run
 	wcs      []verbs.WC
 	recvWR   []verbs.RecvWR // per QP: the receive WR reposted after each SEND
+	interval func(Row)      // the client's hook for an infinite run's rows
 }
 
 func newSession(dev Device, role Role, cfg Config) (*session, error) {
@@ -368,7 +424,7 @@ func (s *session) setup() (err error) {
 	// -q 5000 that is the difference between a few kilobytes and
 	// hundreds of megabytes of rings.
 	rxDepth := 0
-	if cfg.Test.usesRecv(s.role) {
+	if cfg.Test.usesRecv(s.role, cfg.Bidirectional) {
 		rxDepth = cfg.RxDepth
 	}
 	depth := cfg.QPs * (cfg.TxDepth + rxDepth)
@@ -424,6 +480,8 @@ type agreement struct {
 	TxDepth  int
 	MTU      int
 	Scheme   string // what the QPs run
+	Bidir    bool   `json:",omitempty"`
+	Infinite bool   `json:",omitempty"`
 }
 
 func (s *session) connect(conn net.Conn) error {
@@ -458,12 +516,16 @@ func (s *session) connect(conn net.Conn) error {
 				return err
 			}
 		}
-		if err := cm.ConnectQP(s.qps[i], s.local[i], r, verbs.ConnParam{MTU: s.cfg.MTU}); err != nil {
+		p := verbs.ConnParam{MTU: s.cfg.MTU}
+		if s.cfg.QPTimeoutSet {
+			p.Timeout, p.TimeoutDisabled = s.cfg.QPTimeout, s.cfg.QPTimeout == 0
+		}
+		if err := cm.ConnectQP(s.qps[i], s.local[i], r, p); err != nil {
 			return err
 		}
 	}
 	s.remote = remote
-	if s.cfg.Test.usesRecv(s.role) {
+	if s.cfg.Test.usesRecv(s.role, s.cfg.Bidirectional) {
 		for i, q := range s.qps {
 			for range s.cfg.RxDepth {
 				if err := q.PostRecv(s.recvWR[i]); err != nil {
@@ -474,7 +536,8 @@ func (s *session) connect(conn net.Conn) error {
 	}
 	// The barrier also tells the peer our QPs are in RTR with their
 	// receives posted, so its first packet is not dropped.
-	mine, _ := json.Marshal(agreement{s.cfg.Test.String(), s.cfg.Sizes, s.cfg.Iters, s.cfg.Duration, s.cfg.QPs, s.cfg.TxDepth, s.cfg.MTU.Bytes(), s.qpScheme})
+	mine, _ := json.Marshal(agreement{s.cfg.Test.String(), s.cfg.Sizes, s.cfg.Iters, s.cfg.Duration, s.cfg.QPs, s.cfg.TxDepth, s.cfg.MTU.Bytes(), s.qpScheme,
+		s.cfg.Bidirectional, s.cfg.Infinite})
 	theirs, err := cm.Sync(conn, mine)
 	if err != nil {
 		return err
@@ -503,6 +566,9 @@ func (s *session) runSize(ctx context.Context, conn net.Conn, size int) (Row, er
 	}
 	if _, err := cm.Sync(conn, nil); err != nil {
 		return Row{}, err
+	}
+	if s.cfg.Bidirectional {
+		return s.bidirectional(ctx, conn, size)
 	}
 	if s.role == Server {
 		return s.serve(ctx, conn, size)
@@ -538,7 +604,7 @@ func (s *session) serve(ctx context.Context, conn net.Conn, size int) (Row, erro
 	var loopErr error
 	switch s.cfg.Test {
 	case SendBW:
-		loopErr = s.serveSendBW(ctx, &done)
+		loopErr = s.serveSendBW(ctx, &done, false)
 	case WriteLat:
 		loopErr = s.serveWriteLat(ctx, &done, size)
 	case SendLat:

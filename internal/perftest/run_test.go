@@ -3,6 +3,7 @@ package perftest
 import (
 	"context"
 	"errors"
+	"math"
 	"net"
 	"strings"
 	"sync"
@@ -36,8 +37,14 @@ func checkRows(t *testing.T, cfg Config, rows []Row) {
 			if l == nil || l.Min <= 0 || l.Min > l.Typical || l.Typical > l.P99 || l.P99 > l.P999 || l.P999 > l.Max || l.Avg < l.Min || l.Avg > l.Max {
 				t.Fatalf("row %d: latencies out of order: %+v", i, l)
 			}
-		} else if r.Lat != nil || !(r.AvgGbps > 0) || r.PeakGbps < r.AvgGbps || !(r.MsgRateMpps > 0) {
+		} else if r.Lat != nil || !(r.AvgGbps > 0) || !(r.MsgRateMpps > 0) {
 			t.Fatalf("row %d: %+v", i, r)
+		} else if noPeak := cfg.Duration > 0 || cfg.NoPeak || cfg.Iters > MaxPeakIters; r.NoPeak != noPeak {
+			t.Fatalf("row %d: NoPeak %v, want %v (perftest measures no peak in timed runs)", i, r.NoPeak, noPeak)
+		} else if noPeak && r.PeakGbps != 0 || !noPeak && r.PeakGbps < r.AvgGbps {
+			// The peak's candidates include the whole run, so it is never
+			// below the average.
+			t.Fatalf("row %d: peak %v, average %v", i, r.PeakGbps, r.AvgGbps)
 		}
 	}
 }
@@ -249,5 +256,93 @@ func TestWaiter(t *testing.T) {
 	}
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancel: %v", err)
+	}
+}
+
+// TestPerftestModes runs the perftest options that change the loops:
+// bidirectional runs (each side's row kept, the sum printed), post lists,
+// the QP timeout, and an infinite run ended by Stop.
+func TestPerftestModes(t *testing.T) {
+	lossless := Fabric{Link: Link{Ring: 256}}
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"write_bw -b", Config{Test: WriteBW, Sizes: []int{4096}, Iters: 300, QPs: 2, Bidirectional: true}},
+		{"send_bw -b", Config{Test: SendBW, Sizes: []int{512}, Iters: 300, RxDepth: 16, TxDepth: 8, Bidirectional: true}},
+		{"read_bw -b -D", Config{Test: ReadBW, Sizes: []int{1024}, Duration: 20 * time.Millisecond, Bidirectional: true}},
+		{"atomic_bw -b", Config{Test: AtomicBW, Sizes: []int{8}, Iters: 200, Bidirectional: true}},
+		{"write_bw -l 4 -q 3", Config{Test: WriteBW, Sizes: []int{64}, Iters: 400, QPs: 3, TxDepth: 16, PostList: 4}},
+		{"write_bw -u 9", Config{Test: WriteBW, Sizes: []int{64}, Iters: 100, QPTimeout: 9, QPTimeoutSet: true}},
+		{"write_bw -N", Config{Test: WriteBW, Sizes: []int{64}, Iters: 100, NoPeak: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var conn Connection
+			rows, err := RunEmbedded(context.Background(), tc.cfg, lossless, Hooks{Connected: func(c Connection) { conn = c }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := tc.cfg
+			if err := cfg.fill(); err != nil {
+				t.Fatal(err)
+			}
+			checkRows(t, cfg, rows)
+			r := rows[0]
+			if cfg.Bidirectional {
+				b := r.Both
+				if b == nil || b.Local.Iters != r.Iters || b.Remote.Iters <= 0 || !(b.Remote.AvgGbps > 0) {
+					t.Fatalf("bidirectional row without both sides: %+v", r)
+				}
+				if math.Abs(r.AvgGbps-b.Local.AvgGbps-b.Remote.AvgGbps) > 1e-9 || math.Abs(r.MsgRateMpps-b.Local.MsgRateMpps-b.Remote.MsgRateMpps) > 1e-9 {
+					t.Fatalf("row %+v is not the sum of %+v and %+v", r, b.Local, b.Remote)
+				}
+				if cfg.Duration <= 0 && b.Remote.Iters != cfg.Iters {
+					t.Fatalf("the server sent %d messages, want %d", b.Remote.Iters, cfg.Iters)
+				}
+			} else if r.Both != nil {
+				t.Fatalf("one-way row with both sides: %+v", r)
+			}
+			want := uint8(14) // perftest's default
+			if cfg.QPTimeoutSet {
+				want = cfg.QPTimeout
+			}
+			if conn.QPTimeout != want {
+				t.Fatalf("QPs run with timeout %d, want %d", conn.QPTimeout, want)
+			}
+		})
+	}
+}
+
+// TestInfinite: an infinite run reports a row every Duration until Stop
+// is closed, then ends cleanly on both sides.
+func TestInfinite(t *testing.T) {
+	stop := make(chan struct{})
+	cfg := Config{Test: WriteBW, Sizes: []int{1024}, Duration: 20 * time.Millisecond, Infinite: true, Stop: stop}
+	var hooked []Row
+	var mu sync.Mutex
+	time.AfterFunc(150*time.Millisecond, func() { close(stop) })
+	rows, err := RunEmbedded(context.Background(), cfg, Fabric{Link: Link{Ring: 256}}, Hooks{Row: func(r Row) {
+		mu.Lock()
+		defer mu.Unlock()
+		hooked = append(hooked, r)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// About 7 intervals of 20 ms in 150 ms; a loaded machine may run
+	// fewer, but never only the last one.
+	if len(hooked) < 3 || len(rows) > 1 {
+		t.Fatalf("%d rows reported, %d returned", len(hooked), len(rows))
+	}
+	for i, r := range hooked {
+		if r.Test != "write_bw" || r.Iters <= 0 || !(r.AvgGbps > 0) || r.PeakGbps != 0 || !r.NoPeak {
+			t.Fatalf("interval %d: %+v", i, r)
+		}
+	}
+	if _, err := RunEmbedded(context.Background(), Config{Test: WriteBW, Sizes: []int{8}, Duration: time.Second, Infinite: true, Bidirectional: true},
+		Fabric{}, Hooks{}); err == nil {
+		t.Fatal("an infinite bidirectional run was accepted")
 	}
 }

@@ -66,62 +66,68 @@ func Percentile(sorted []time.Duration, p float64) time.Duration {
 	return sorted[rank-1]
 }
 
-// PeakSpan is the stretch of time BW peak is measured over.
-const PeakSpan = 10 * time.Millisecond
+// MaxPeakIters is the largest run whose BW peak is computed: perftest
+// skips the peak above 20000 iterations ("WARNING: BW peak won't be
+// measured in this run"), as the search takes time quadratic in them.
+const MaxPeakIters = 20000
 
-// peakMeter tracks BW peak: the best average rate over any stretch of at
-// least span of a run. perftest takes its peak from single messages,
-// which on a pipelined queue mostly measures how completions were
-// batched; a software NIC sharing two cores with other programs, whose
-// poll loop the kernel may preempt for a few milliseconds and which then
-// reports a backlog of completions at once, would make that figure
-// meaningless. Over 10 ms, the peak is a rate the path sustained.
-type peakMeter struct {
-	span  time.Duration
-	marks []mark // possible window starts, oldest first, from head on
-	head  int
-	total int     // completions so far
-	best  float64 // messages per second
+// peakRecorder keeps what perftest's BW peak is computed from: the time
+// each WR was posted (tposted, in posting order over all QPs) and the
+// time each completion was polled (tcompleted, in polling order).
+type peakRecorder struct {
+	posted, completed []time.Duration
+	list              int // WRs per post call (-l), the step of the search
 }
 
-type mark struct {
-	t     time.Duration
-	count int // completions before t
+func newPeakRecorder(n, list int) *peakRecorder {
+	return &peakRecorder{posted: make([]time.Duration, 0, n), completed: make([]time.Duration, 0, n), list: max(list, 1)}
 }
 
-func newPeakMeter(span time.Duration) *peakMeter {
-	return &peakMeter{span: span, marks: []mark{{0, 0}}}
-}
-
-// add records k completions observed at t (time since the run's start).
-func (m *peakMeter) add(t time.Duration, k int) {
-	m.total += k
-	// Window starts more than a span back are of no more use, except the
-	// newest of them.
-	for m.head+1 < len(m.marks) && t-m.marks[m.head+1].t >= m.span {
-		m.head++
+// post records k WRs posted at t.
+func (p *peakRecorder) post(t time.Duration, k int) {
+	for range k {
+		p.posted = append(p.posted, t)
 	}
-	if start := m.marks[m.head]; t-start.t >= m.span {
-		m.best = max(m.best, float64(m.total-start.count)/(t-start.t).Seconds())
+}
+
+// complete records k completions polled at t.
+func (p *peakRecorder) complete(t time.Duration, k int) {
+	for range k {
+		p.completed = append(p.completed, t)
 	}
-	// Keep a start every span/64 at most: memory stays bounded by the
-	// span, not by the completion rate, at the cost of windows up to
-	// 1/64 longer than the span.
-	if last := m.marks[len(m.marks)-1]; t-last.t >= m.span/64 {
-		if m.head > len(m.marks)/2 {
-			m.marks = append(m.marks[:0], m.marks[m.head:]...)
-			m.head = 0
+}
+
+// msgRate is perftest's BW peak as a message rate (print_report_bw): the
+// shortest time per message over every stretch from the post of WR i to
+// the completion of WR j >= i, (tcompleted[j] - tposted[i]) / (j - i + 1),
+// with i stepping by the post list. It is 0 when nothing completed.
+//
+// This is perftest's definition, not a sustained rate: with WRs in
+// flight, a short stretch that starts at a late post and ends at a burst
+// of completions reads the burst as a rate, so the peak of a pipelined
+// run sits well above its average, the more so the more completions
+// arrive batched (a poll loop that was preempted catches up at once).
+func (p *peakRecorder) msgRate() float64 {
+	n := min(len(p.posted), len(p.completed))
+	if n == 0 {
+		return 0
+	}
+	best := math.Inf(1)
+	for i := 0; i < n; i += p.list {
+		for j := i; j < n; j++ {
+			if t := float64(p.completed[j]-p.posted[i]) / float64(j-i+1); t < best {
+				best = t
+			}
 		}
-		m.marks = append(m.marks, mark{t, m.total})
 	}
+	if !(best > 0) {
+		return 0
+	}
+	return 1e9 / best
 }
-
-// msgRate is the peak in messages per second; 0 until a run has lasted a
-// span.
-func (m *peakMeter) msgRate() float64 { return m.best }
 
 // bwRow fills the bandwidth columns from a run of iters messages of size
-// bytes that took elapsed, with the peak message rate from meter.
+// bytes that took elapsed, with the peak message rate (0: not measured).
 func bwRow(r *Row, size, iters int, elapsed time.Duration, peakMsgRate float64) {
 	r.Bytes, r.Iters = size, iters
 	if elapsed <= 0 || iters == 0 {
@@ -130,7 +136,5 @@ func bwRow(r *Row, size, iters int, elapsed time.Duration, peakMsgRate float64) 
 	rate := float64(iters) / elapsed.Seconds()
 	r.MsgRateMpps = rate / 1e6
 	r.AvgGbps = rate * float64(size) * 8 / 1e9
-	// A run shorter than the span has no peak of its own, and the best
-	// stretch is never slower than the whole run.
-	r.PeakGbps = max(peakMsgRate, rate) * float64(size) * 8 / 1e9
+	r.PeakGbps = peakMsgRate * float64(size) * 8 / 1e9
 }

@@ -2,7 +2,6 @@ package perftest
 
 import (
 	"math"
-	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -59,59 +58,56 @@ func TestPercentileNearestRank(t *testing.T) {
 	}
 }
 
-func TestPeakMeter(t *testing.T) {
-	// A steady 100k messages/s for 100 ms: the peak is that rate.
-	m := newPeakMeter(10 * time.Millisecond)
-	for i := 1; i <= 10000; i++ {
-		m.add(time.Duration(i)*10*time.Microsecond, 1)
+// TestPeakAsPerftest: BW peak is perftest's, the best time per message
+// from the post of WR i to the completion of WR j.
+func TestPeakAsPerftest(t *testing.T) {
+	us := func(v int) time.Duration { return time.Duration(v) * time.Microsecond }
+	// One WR at a time, 10 us each: 100k messages/s.
+	p := newPeakRecorder(0, 1)
+	for i := range 100 {
+		p.post(us(10*i), 1)
+		p.complete(us(10*i+10), 1)
 	}
-	if r := m.msgRate(); math.Abs(r-1e5)/1e5 > 0.02 {
-		t.Fatalf("steady peak %.0f/s, want 100000", r)
+	if r := p.msgRate(); math.Abs(r-1e5) > 1 {
+		t.Fatalf("serial peak %.0f/s, want 100000", r)
 	}
-	if len(m.marks)-m.head > 70 {
-		t.Fatalf("%d window starts kept; memory must be bounded by the span", len(m.marks)-m.head)
+	// Four WRs posted at 0, completions at 100, 101, 102, 103 us: every
+	// stretch starts at 0, and the longest, 4 messages in 103 us, is
+	// the best.
+	p = newPeakRecorder(0, 1)
+	p.post(0, 4)
+	for i := range 4 {
+		p.complete(us(100+i), 1)
 	}
-
-	// Bursts of 128 completions every 2 ms (a preempted poll loop
-	// catching up) are 64k/s however they are batched: the peak must not
-	// read the burst as a rate.
-	m = newPeakMeter(10 * time.Millisecond)
-	for i := 1; i <= 50; i++ {
-		m.add(time.Duration(i)*2*time.Millisecond, 128)
+	if r, want := p.msgRate(), 4/103e-6; math.Abs(r-want)/want > 1e-9 {
+		t.Fatalf("burst peak %.0f/s, want %.0f", r, want)
 	}
-	if r := m.msgRate(); r > 64000*1.25 {
-		t.Fatalf("bursty peak %.0f/s, want about 64000", r)
+	// A late post followed by a burst of completions reads the burst as
+	// a rate: WR 1 posted at 99 us, completions of 1 and 2 at 100 us.
+	p = newPeakRecorder(0, 1)
+	p.post(0, 1)
+	p.post(us(99), 2)
+	p.complete(us(50), 1)
+	p.complete(us(100), 2)
+	if r, want := p.msgRate(), 2/1e-6; math.Abs(r-want)/want > 1e-9 {
+		t.Fatalf("peak %.0f/s, want %.0f (2 messages in 1 us)", r, want)
 	}
-
-	// A run shorter than the span has no peak of its own.
-	m = newPeakMeter(10 * time.Millisecond)
-	m.add(time.Millisecond, 500)
-	if m.msgRate() != 0 {
-		t.Fatal("peak before a full span")
+	// With a post list of 2 only stretches starting at list heads (WRs 0
+	// and 2) count: WR 2 alone, posted at 99 us and completed at 100.
+	p.list = 2
+	if r, want := p.msgRate(), 1/1e-6; math.Abs(r-want)/want > 1e-9 {
+		t.Fatalf("post-list peak %.0f/s, want %.0f", r, want)
 	}
-
-	// A faster stretch in the middle of a run is found.
-	m = newPeakMeter(10 * time.Millisecond)
-	now := time.Duration(0)
-	rng := rand.New(rand.NewPCG(1, 2))
-	for i := 0; i < 30000; i++ {
-		step := 20 * time.Microsecond
-		if i >= 10000 && i < 20000 {
-			step = 5 * time.Microsecond // 200k/s for 50 ms
-		}
-		now += step
-		m.add(now, 1+rng.IntN(1)) // one at a time
-	}
-	if r := m.msgRate(); math.Abs(r-2e5)/2e5 > 0.03 {
-		t.Fatalf("peak of the fast stretch %.0f/s, want 200000", r)
+	if newPeakRecorder(0, 1).msgRate() != 0 {
+		t.Fatal("peak of nothing")
 	}
 }
 
 func TestBWRow(t *testing.T) {
 	var r Row
-	// 1000 messages of 1 MB in 1 s: 8 Gb/s, 0.001 Mpps.
+	// 1000 messages of 1 MB in 1 s: 8 Gb/s, 0.001 Mpps; no peak measured.
 	bwRow(&r, 1000000, 1000, time.Second, 0)
-	if r.Bytes != 1000000 || r.Iters != 1000 || r.AvgGbps != 8 || r.PeakGbps != 8 || r.MsgRateMpps != 0.001 {
+	if r.Bytes != 1000000 || r.Iters != 1000 || r.AvgGbps != 8 || r.PeakGbps != 0 || r.MsgRateMpps != 0.001 {
 		t.Fatalf("%+v", r)
 	}
 	bwRow(&r, 1000000, 1000, time.Second, 2000)

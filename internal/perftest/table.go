@@ -21,6 +21,18 @@ type Row struct {
 	Lat         *LatStats
 	Scheme      string  // the recovery scheme the two sides agreed on
 	LossPct     float64 // configured loss, percent (embedded fabric)
+	// NoPeak: BW peak was not measured (timed and infinite runs, more
+	// than MaxPeakIters iterations, -N), as perftest skips it; the table
+	// shows 0 and the CSV leaves the column empty.
+	NoPeak bool `json:",omitempty"`
+	// Both, in a bidirectional run, holds each side's own row; the row's
+	// columns add the two, as perftest's do.
+	Both *BothRows `json:",omitempty"`
+}
+
+// BothRows are the two sides' measurements of a bidirectional run.
+type BothRows struct {
+	Local, Remote Row // as seen from the side that prints them
 }
 
 const tableRule = "---------------------------------------------------------------------------------------"
@@ -56,7 +68,7 @@ func PrintRow(w io.Writer, r Row, gbits bool) {
 
 func usec(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
-// printBW prints one bandwidth row; perftest's MB/sec is 2^20 bytes per
+// printBW prints one bandwidth row; perftest's MiB/sec is 2^20 bytes per
 // second.
 func printBW(w io.Writer, bytes, iters int, peakGbps, avgGbps, msgRateMpps float64, gbits bool) {
 	if !gbits {
@@ -78,6 +90,9 @@ func (r Row) Record() []string {
 	rec := []string{r.Test, strconv.Itoa(r.Bytes), strconv.Itoa(r.Iters), "", "", "", "", "", "", "", "", "", "", r.Scheme, f(r.LossPct, -1)}
 	if r.Lat == nil {
 		rec[3], rec[4], rec[5] = f(r.PeakGbps, 4), f(r.AvgGbps, 4), f(r.MsgRateMpps, 6)
+		if r.NoPeak {
+			rec[3] = ""
+		}
 	} else {
 		l := r.Lat
 		for i, d := range []time.Duration{l.Min, l.Max, l.Typical, l.Avg, l.Stdev, l.P99, l.P999} {

@@ -16,10 +16,10 @@ func TestPrintBW(t *testing.T) {
 	PrintHeader(&b, WriteBW, false)
 	PrintRow(&b, Row{Bytes: 65536, Iters: 5000, PeakGbps: 8 * 1.048576, AvgGbps: 4 * 1.048576, MsgRateMpps: 0.25}, false)
 	lines := strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
-	if len(lines) != 3 || lines[1] != " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]" {
+	if len(lines) != 3 || lines[1] != " #bytes     #iterations    BW peak[MiB/sec]    BW average[MiB/sec]   MsgRate[Mpps]" {
 		t.Fatalf("header:\n%s", b.String())
 	}
-	// perftest's MB is 2^20 bytes: 8.388608 Gb/s is 1000 MB/sec.
+	// perftest's MiB is 2^20 bytes: 8.388608 Gb/s is 1000 MiB/sec.
 	if f := strings.Fields(lines[2]); len(f) != 5 || f[0] != "65536" || f[1] != "5000" || f[2] != "1000.00" || f[3] != "500.00" || f[4] != "0.250000" {
 		t.Fatalf("row %q", lines[2])
 	}
