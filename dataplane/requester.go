@@ -98,7 +98,6 @@ func (e *Engine) startWQE(q *QP) bool {
 	}
 	q.sqStart++
 	q.cur = idx
-	e.cnt.RDMASends++
 	return true
 }
 
