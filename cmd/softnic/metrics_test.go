@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 
@@ -225,5 +226,23 @@ func TestPprofFlag(t *testing.T) {
 	}
 	if code, _ := scrape(t, h, "/metrics"); code != http.StatusNotFound {
 		t.Errorf("the pprof listener serves /metrics: status %d", code)
+	}
+}
+
+// TestMetricsDoc: docs/metrics.md has a row for every counter with its
+// metric.
+func TestMetricsDoc(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range statsNames() {
+		row := "| `" + name + "` | "
+		if s := metricSpecs[name]; s.metric != "" {
+			row += "`softnic_" + s.metric
+		}
+		if !strings.Contains(string(doc), row) {
+			t.Errorf("docs/metrics.md has no row %q...", row)
+		}
 	}
 }
