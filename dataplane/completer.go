@@ -542,6 +542,9 @@ func (e *Engine) retire(q *QP, status qp.WCStatus) {
 		}
 		e.pushWC(q.sendCQ, wc)
 	}
+	if status != qp.WCWRFlushErr && (w.wr.Opcode == qp.WRSend || w.wr.Opcode == qp.WRSendWithImm) {
+		e.cnt.RDMASends++ // rxe's rdma_sends: SENDs the completer retired
+	}
 	if q.sqStart == head { // failing a WQE that never started
 		q.sqStart++
 	}

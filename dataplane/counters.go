@@ -3,10 +3,11 @@ package dataplane
 import "github.com/softnic/softnic/recovery"
 
 // Counters are the engine's statistics. Names follow Linux rxe's
-// hw_counters (rxe_hw_counters.c) where rxe has one, then mlx5's
-// (rnr_nak_retry_err, local_ack_timeout_err, implied_nak_seq_err,
+// hw_counters (rxe_hw_counters.c), with rxe's meanings, where rxe has one,
+// then mlx5's (local_ack_timeout_err, implied_nak_seq_err,
 // req_remote_access_errors, ...), and softnic's own rcvd_* drop reasons,
 // so that every dropped frame is counted under exactly one reason.
+// docs/metrics.md maps them to the daemon's Prometheus metrics.
 type Counters struct {
 	SentPkts         uint64 // sent_pkts
 	RcvdPkts         uint64 // rcvd_pkts: frames that parsed as RoCEv2
@@ -16,7 +17,7 @@ type Counters struct {
 	SendRNRErr       uint64 // send_rnr_err: RNR NAKs sent
 	RcvdSeqErr       uint64 // rcvd_seq_err: PSN sequence error NAKs received
 	RetryExceededErr uint64 // retry_exceeded_err
-	RNRNakRetryErr   uint64 // rnr_nak_retry_err (rxe: retry_rnr_exceeded_err)
+	RNRNakRetryErr   uint64 // retry_rnr_exceeded_err (mlx5: rnr_nak_retry_err)
 	CompleterRetry   uint64 // completer_retry_err: retransmission rounds started
 	LocalAckTimeout  uint64 // local_ack_timeout_err
 	ImpliedNakSeqErr uint64 // implied_nak_seq_err
@@ -27,8 +28,8 @@ type Counters struct {
 	LinkPacedNs      uint64 // link_paced_ns: time packets waited for the emulated link's bucket
 	LinkDelayDrops   uint64 // link_delay_drops: the older name of impair_drops, kept for scripts that read it
 	TxWireBytes      uint64 // tx_wire_bytes: wire time of the frames sent, bytes: padded to 64, with FCS, preamble and gap (WireBytes)
-	RDMASends        uint64 // rdma_sends: messages sent
-	RDMARecvs        uint64 // rdma_recvs: messages received
+	RDMASends        uint64 // rdma_sends: SEND work requests completed, with or without immediate, in error too but not flushed (rxe's)
+	RDMARecvs        uint64 // rdma_recvs: receive work requests completed successfully, by a SEND or a WRITE with immediate (rxe's)
 	ReqRemoteAccess  uint64 // req_remote_access_errors: REM_ACCESS NAKs received
 	RespRemoteAccess uint64 // resp_remote_access_errors: REM_ACCESS NAKs sent
 	ReqRemoteInvalid uint64 // req_remote_invalid_request
@@ -144,7 +145,7 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"duplicate_request", c.DuplicateRequest}, {"out_of_seq_request", c.OutOfSeqRequest},
 		{"rcvd_rnr_err", c.RcvdRNRErr}, {"send_rnr_err", c.SendRNRErr},
 		{"rcvd_seq_err", c.RcvdSeqErr}, {"retry_exceeded_err", c.RetryExceededErr},
-		{"rnr_nak_retry_err", c.RNRNakRetryErr}, {"completer_retry_err", c.CompleterRetry},
+		{"retry_rnr_exceeded_err", c.RNRNakRetryErr}, {"completer_retry_err", c.CompleterRetry},
 		{"local_ack_timeout_err", c.LocalAckTimeout}, {"implied_nak_seq_err", c.ImpliedNakSeqErr},
 		{"go_back_free", c.GoBackFree}, {"resp_abandoned", c.RespAbandoned},
 		{"tx_ring_full", c.TxRingFull}, {"link_paced", c.LinkPaced}, {"link_paced_ns", c.LinkPacedNs}, {"link_delay_drops", c.LinkDelayDrops},

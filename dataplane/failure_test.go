@@ -150,7 +150,7 @@ func TestRNR(t *testing.T) {
 	wantWC(t, p.waitWCs(p.sim.A, p.cqA, 1, time.Second)[0], 1, qp.WCRNRRetryExcErr, qp.WCSend)
 	a, b := p.sim.A.Counters(), p.sim.B.Counters()
 	if b.SendRNRErr != 3 || a.RcvdRNRErr != 3 || a.RNRNakRetryErr != 1 {
-		t.Fatalf("send_rnr_err %d, rcvd_rnr_err %d (want 3 each), rnr_nak_retry_err %d", b.SendRNRErr, a.RcvdRNRErr, a.RNRNakRetryErr)
+		t.Fatalf("send_rnr_err %d, rcvd_rnr_err %d (want 3 each), retry_rnr_exceeded_err %d", b.SendRNRErr, a.RcvdRNRErr, a.RNRNakRetryErr)
 	}
 }
 

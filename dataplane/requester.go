@@ -101,7 +101,6 @@ func (e *Engine) startWQE(q *QP) bool {
 	}
 	q.sqStart++
 	q.cur = idx
-	e.cnt.RDMASends++
 	return true
 }
 

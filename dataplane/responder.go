@@ -341,6 +341,7 @@ func (e *Engine) place(q *QP, pkt *bth.Packet, psn qp.PSN, pl *placement) bool {
 		// In order, its turn is now: no need to keep it for finish.
 		e.pushWC(q.recvCQ, wc)
 		e.popRecv(q)
+		e.cnt.RDMARecvs++
 		return true
 	}
 	w.ready, w.lastPSN, w.wc = true, psn, wc
@@ -357,6 +358,7 @@ func (e *Engine) finish(q *QP, psn qp.PSN, last bool) {
 	if w := q.rq.Front(); w != nil && w.ready && w.lastPSN == psn {
 		e.pushWC(q.recvCQ, w.wc)
 		e.popRecv(q)
+		e.cnt.RDMARecvs++
 	}
 	e.endMessage(q)
 }
@@ -510,7 +512,6 @@ func (e *Engine) queueRead(q *QP, idx int) {
 
 func (e *Engine) endMessage(q *QP) {
 	q.msn = q.msn.Next()
-	e.cnt.RDMARecvs++
 }
 
 // completeRecv retires the head receive WQE w.

@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softnic/softnic/internal/metricslint"
 	"github.com/softnic/softnic/tests/netns"
 )
 
@@ -306,7 +307,7 @@ func TestDaemonLifecycle(t *testing.T) {
 	// where both set a key.
 	config := filepath.Join(dir, "softnic.conf")
 	os.WriteFile(config, []byte("# softnic test\niface = a-sw\nmetrics = 127.0.0.1:9479\nlog-level = warn\n"), 0o644)
-	d := startDaemon(t, tb, netns.HostA, "--config", config, "--log-level", "debug", "--socket", socket)
+	d := startDaemon(t, tb, netns.HostA, "--config", config, "--log-level", "debug", "--socket", socket, "--pprof", "127.0.0.1:6060")
 	out := d.waitReady(socket)
 	if !strings.HasPrefix(out, "sent_pkts 0\nrcvd_pkts 0\n") {
 		t.Errorf("stats do not start with the engine's counters in rxe order:\n%s", out)
@@ -348,10 +349,27 @@ func TestDaemonLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"# TYPE softnic_rcvd_pkts counter\nsoftnic_rcvd_pkts 0\n", "softnic_rcvd_malformed 1\n", "softnic_xdp_steered 1\n", "softnic_port_rx_frames 1\n"} {
+	for _, want := range []string{"# TYPE softnic_rcvd_pkts_total counter\nsoftnic_rcvd_pkts_total 0\n", "softnic_rcvd_malformed_total 1\n",
+		"softnic_xdp_steered_total 1\n", "softnic_port_rx_frames_total 1\n", "# TYPE softnic_qpc_resident gauge\n", "softnic_build_info{"} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
+	}
+	// The running daemon's page, XDP and AF_XDP counters included, is
+	// clean by Prometheus's conventions.
+	problems, err := metricslint.Problems(metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("/metrics: %s", p)
+	}
+	// Profiles on their own listener (--pprof), not on the metrics one.
+	if _, err := httpGetIn(tb, netns.HostA, "http://127.0.0.1:6060/debug/pprof/goroutine?debug=1"); err != nil {
+		t.Errorf("--pprof: %v", err)
+	}
+	if _, err := httpGetIn(tb, netns.HostA, "http://127.0.0.1:9479/debug/pprof/"); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Errorf("the metrics listener serves /debug/pprof/: %v", err)
 	}
 
 	if err := d.signal(syscall.SIGTERM); err != nil {

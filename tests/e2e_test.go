@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softnic/softnic/internal/metricslint"
 	"github.com/softnic/softnic/tests/netns"
 )
 
@@ -292,7 +293,7 @@ const impairedNetem = "loss 5% delay 50us reorder 2% duplicate 0.1% seed 7"
 func TestE2EImpaired(t *testing.T) {
 	tb := requireE2E(t)
 	a, b := newE2EHosts(t, tb)
-	startE2EDaemon(t, tb, a, tb.A.IPv4, "--netem", impairedNetem)
+	startE2EDaemon(t, tb, a, tb.A.IPv4, "--netem", impairedNetem, "--metrics", "127.0.0.1:9479")
 	startE2EDaemon(t, tb, b, tb.B.IPv4, "--netem", impairedNetem)
 	impaired := func(name string) uint64 { return a.counter(t, name) + b.counter(t, name) }
 	for i, scheme := range []string{"gbn", "igbn", "irn", "melo", "fasr"} {
@@ -305,6 +306,25 @@ func TestE2EImpaired(t *testing.T) {
 			t.Errorf("%s is 0: the path was not impaired", c)
 		} else {
 			t.Logf("%s %d", c, n)
+		}
+	}
+	// A's /metrics after every scheme ran through it (pools, reorder
+	// buffer, retransmissions, impairment): clean by Prometheus's
+	// conventions.
+	page, err := httpGetIn(tb, a.name, "http://127.0.0.1:9479/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	problems, err := metricslint.Problems(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("/metrics: %s", p)
+	}
+	for _, want := range []string{"softnic_pool_in_use{pool=", "softnic_retransmitted_pkts_total ", "softnic_impair_lost_total "} {
+		if !strings.Contains(page, want) {
+			t.Errorf("/metrics lacks %q", want)
 		}
 	}
 	stopE2EDaemon(t, tb, a)

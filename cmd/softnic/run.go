@@ -46,6 +46,7 @@ type options struct {
 	scheme   string
 	socket   string
 	metrics  string
+	pprof    string
 	queues   string
 	logLevel string
 	level    slog.Level // logLevel, parsed
@@ -127,7 +128,8 @@ func runFlags(o *options) *flag.FlagSet {
 	fs.IntVar(&o.mtu, "mtu", 1024, "largest RoCE path MTU, 1024 or 2048 (picks the UMEM frame size: 2048 or 4096 bytes)")
 	fs.StringVar(&o.scheme, "scheme", recovery.GBN, fmt.Sprintf("loss recovery of QPs that do not ask for one %v", recovery.Names()))
 	fs.StringVar(&o.socket, "socket", defaultSocket, "control socket (mode 0660)")
-	fs.StringVar(&o.metrics, "metrics", "127.0.0.1:9479", `Prometheus /metrics listen address ("" disables)`)
+	fs.StringVar(&o.metrics, "metrics", "127.0.0.1:9479", `Prometheus /metrics listen address ("" disables; docs/metrics.md)`)
+	fs.StringVar(&o.pprof, "pprof", "", "serve the daemon's Go profiles (/debug/pprof/) on this `address`, e.g. 127.0.0.1:6060 (default: off; a profile stops the world now and then, so keep it to loopback and debugging)")
 	fs.StringVar(&o.queues, "queues", "", "comma-separated RX queues to bind (default: all the interface has)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.IntVar(&o.sram, "sram", qp.DefaultCacheBudget, "on-chip SRAM for QP contexts and the scheme's shared pools, bytes (default: 300 contexts of 256 B, StaR's RNIC; 0 = unlimited)")
@@ -264,8 +266,7 @@ type controlPlane interface {
 }
 
 // newControlPlane starts the verbs server for the daemon's engine; the
-// stats RPC reports the port's and the XDP program's counters after the
-// engine's.
+// stats RPC reports extraCounters after the engine's.
 func newControlPlane(d *daemon) (controlPlane, error) {
 	var s *verbsd.Server // set before Serve, so before any stats RPC
 	s, err := verbsd.New(d.engine, verbsd.Options{
@@ -280,7 +281,6 @@ func newControlPlane(d *daemon) (controlPlane, error) {
 			for _, c := range d.extraCounters() {
 				yield(c.name, c.value)
 			}
-			s.LimitCounters(yield)
 		},
 		Limits: d.opts.limits,
 	})
@@ -289,6 +289,7 @@ func newControlPlane(d *daemon) (controlPlane, error) {
 		// and shutdown would call its Close.
 		return nil, err
 	}
+	d.limits = s.LimitCounters
 	return s, nil
 }
 
@@ -314,7 +315,9 @@ type daemon struct {
 	portStats func() []counter
 	engine    *dataplane.Engine
 	cp        controlPlane
+	limits    func(yield func(string, uint64)) // the verbs server's client_* counters
 	metrics   *http.Server
+	pprof     *http.Server
 	ran       bool // run was called: shutdown reports the final counters
 }
 
@@ -408,13 +411,19 @@ func start(o options, log *slog.Logger) (d *daemon, err error) {
 	}
 	d.cp = cp
 	if o.metrics != "" {
-		if d.metrics, err = serveMetrics(o.metrics, d.snapshot, log); err != nil {
+		src := metricsSource{engine: d.engine.Counters, others: d.extraCounters}
+		if d.metrics, err = serveHTTP(o.metrics, metricsHandler(src), "metrics", log); err != nil {
 			return d, fmt.Errorf("metrics: %w", err)
+		}
+	}
+	if o.pprof != "" {
+		if d.pprof, err = serveHTTP(o.pprof, pprofHandler(), "pprof", log); err != nil {
+			return d, fmt.Errorf("pprof: %w", err)
 		}
 	}
 	log.Info("softnic running", "iface", o.iface, "mac", d.ifi.HardwareAddr.String(), "gid", d.addr,
 		"port", o.port, "mtu", o.mtu, "scheme", o.scheme, "rto", o.rto.String(), "sram", o.sram, "fetch_penalty", scaled(o.penalty, o.emulationScale()),
-		"link_rate", o.linkRate.String(), "link_delay", o.linkDelay, "netem", o.netem.String(), "model_rate", o.modelRate.String(), "emulation_scale", o.emulationScale(), "socket", o.socket, "metrics", o.metrics)
+		"link_rate", o.linkRate.String(), "link_delay", o.linkDelay, "netem", o.netem.String(), "model_rate", o.modelRate.String(), "emulation_scale", o.emulationScale(), "socket", o.socket, "metrics", o.metrics, "pprof", o.pprof)
 	return d, nil
 }
 
@@ -464,12 +473,17 @@ func (d *daemon) shutdown() error {
 	if d.cp != nil {
 		step("control socket", d.cp.Close)
 	}
-	if d.metrics != nil {
-		step("metrics", func() error {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			return d.metrics.Shutdown(ctx)
-		})
+	for _, srv := range []struct {
+		what string
+		s    *http.Server
+	}{{"metrics", d.metrics}, {"pprof", d.pprof}} {
+		if srv.s != nil {
+			step(srv.what, func() error {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				defer cancel()
+				return srv.s.Shutdown(ctx)
+			})
+		}
 	}
 	if d.engine != nil && d.ran {
 		step("counters", func() error { d.logCounters(); return nil })
@@ -509,7 +523,8 @@ func (d *daemon) snapshot() []counter {
 	return append(out, d.extraCounters()...)
 }
 
-// extraCounters are the port's (port_*) and the XDP program's (xdp_*).
+// extraCounters are the port's (port_*), the XDP program's (xdp_*) and
+// the verbs server's (client_*): `softnic stats` after the engine's.
 func (d *daemon) extraCounters() []counter {
 	var out []counter
 	if d.portStats != nil {
@@ -523,6 +538,9 @@ func (d *daemon) extraCounters() []counter {
 				out = append(out, counter{"xdp_" + name, v})
 			}
 		}
+	}
+	if d.limits != nil {
+		d.limits(func(name string, v uint64) { out = append(out, counter{name, v}) })
 	}
 	return out
 }

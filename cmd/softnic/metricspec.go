@@ -1,0 +1,196 @@
+package main
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metricSpec is how one counter of `softnic stats` appears in /metrics:
+// Prometheus's conventions (a counter ends in _total, a value that goes
+// down is a gauge, units are base units named at the end, a dimension is
+// a label) over the stats' rxe-style names. docs/metrics.md is this
+// table for people.
+type metricSpec struct {
+	metric string               // after softnic_; "" leaves the counter out of /metrics
+	typ    prometheus.ValueType // CounterValue or GaugeValue
+	scale  float64              // to the base unit (1e-9: nanoseconds to seconds); 0 is 1
+	label  string               // a label the metric's series differ by, and this counter's value of it
+	value  string
+	help   string
+}
+
+func counterSpec(metric, help string) metricSpec {
+	return metricSpec{metric: metric + "_total", typ: prometheus.CounterValue, help: help}
+}
+
+func gaugeSpec(metric, help string) metricSpec {
+	return metricSpec{metric: metric, typ: prometheus.GaugeValue, help: help}
+}
+
+// nsCounterSpec is a count of nanoseconds, exported in seconds.
+func nsCounterSpec(metric, help string) metricSpec {
+	s := counterSpec(metric+"_seconds", help)
+	s.scale = 1e-9
+	return s
+}
+
+func nsGaugeSpec(metric, help string) metricSpec {
+	s := gaugeSpec(metric+"_seconds", help)
+	s.scale = 1e-9
+	return s
+}
+
+func labelled(s metricSpec, label, value string) metricSpec {
+	s.label, s.value = label, value
+	return s
+}
+
+// metricSpecs are keyed by the stats name. The engine's rtt_samples and
+// rtt_sample_ns_sum are one summary, softnic_rtt_seconds, and its pools
+// (pool_<scheme>_<pool>_*) are labelled series: counterCollector makes
+// those itself.
+var metricSpecs = map[string]metricSpec{
+	// The engine: rxe's hw_counters, with rxe's meanings.
+	"sent_pkts":              counterSpec("sent_pkts", "RoCEv2 packets sent: requests, responses, ACKs and NAKs, retransmissions included (rxe sent_pkts)."),
+	"rcvd_pkts":              counterSpec("rcvd_pkts", "Received frames that parsed as RoCEv2 (rxe rcvd_pkts)."),
+	"duplicate_request":      counterSpec("duplicate_request", "Requests received with a PSN already executed (rxe duplicate_request)."),
+	"out_of_seq_request":     counterSpec("out_of_seq_request", "Requests received ahead of the expected PSN (rxe out_of_seq_request)."),
+	"rcvd_rnr_err":           counterSpec("rcvd_rnr_err", "RNR NAKs received (rxe rcvd_rnr_err)."),
+	"send_rnr_err":           counterSpec("send_rnr_err", "RNR NAKs sent: a SEND found no receive work request (rxe send_rnr_err)."),
+	"rcvd_seq_err":           counterSpec("rcvd_seq_err", "PSN sequence error NAKs received (rxe rcvd_seq_err)."),
+	"retry_exceeded_err":     counterSpec("retry_exceeded_err", "Work requests failed with RETRY_EXC_ERR, the QP's retry_cnt spent (rxe retry_exceeded_err)."),
+	"retry_rnr_exceeded_err": counterSpec("retry_rnr_exceeded_err", "Work requests failed with RNR_RETRY_EXC_ERR, the QP's rnr_retry spent (rxe retry_rnr_exceeded_err, mlx5 rnr_nak_retry_err)."),
+	"completer_retry_err":    counterSpec("completer_retry_err", "Retries spent: retransmission rounds started after a timeout or a NAK (rxe completer_retry_err)."),
+	"rdma_sends":             counterSpec("rdma_sends", "SEND work requests completed, with or without immediate, in error too but not flushed (rxe rdma_sends)."),
+	"rdma_recvs":             counterSpec("rdma_recvs", "Receive work requests completed successfully, by a SEND or a WRITE with immediate (rxe rdma_recvs)."),
+	// mlx5's names where rxe has none.
+	"local_ack_timeout_err":       counterSpec("local_ack_timeout_err", "Retransmission timeouts that fired with requests unacknowledged (mlx5 local_ack_timeout_err)."),
+	"implied_nak_seq_err":         counterSpec("implied_nak_seq_err", "Implied NAKs: a READ response or atomic ACK showed that an earlier response was lost (mlx5 implied_nak_seq_err)."),
+	"req_remote_access_errors":    counterSpec("req_remote_access_errors", "REM_ACCESS NAKs received (mlx5 req_remote_access_errors)."),
+	"resp_remote_access_errors":   counterSpec("resp_remote_access_errors", "REM_ACCESS NAKs sent (mlx5 resp_remote_access_errors)."),
+	"req_remote_invalid_request":  counterSpec("req_remote_invalid_request", "INV_REQ NAKs received (mlx5 req_remote_invalid_request)."),
+	"resp_remote_invalid_request": counterSpec("resp_remote_invalid_request", "INV_REQ NAKs sent (mlx5 resp_remote_invalid_request)."),
+	"resp_local_length_error":     counterSpec("resp_local_length_error", "Incoming messages longer than their receive work request (mlx5 resp_local_length_error)."),
+	// softnic's own.
+	"go_back_free":       counterSpec("go_back_free", "Go-backs on an implied or sequence NAK inside a go-back round still working, which spent no retry."),
+	"resp_abandoned":     counterSpec("resp_abandoned", "READ response streams and atomic responses dropped from the response queue for a duplicate before them."),
+	"tx_ring_full":       counterSpec("tx_ring_full", "Packets that waited because the port's transmit ring was full."),
+	"link_paced":         counterSpec("link_paced", "Transmit rounds the emulated link rate ended (--link-rate), not counted in tx_ring_full."),
+	"link_paced_ns":      nsCounterSpec("link_paced", "Time packets waited for the emulated link's token bucket."),
+	"link_delay_drops":   {help: "The older name of impair_drops, in softnic stats only."},
+	"tx_wire_bytes":      counterSpec("tx_wire_bytes", "Wire size of the frames sent: padded to 64 bytes, with FCS, preamble and inter-frame gap."),
+	"seq_nak_sent":       counterSpec("seq_nak_sent", "PSN sequence error NAKs sent."),
+	"acks_sent":          counterSpec("acks_sent", "ACKs sent."),
+	"retransmitted_pkts": counterSpec("retransmitted_pkts", "Request packets sent again."),
+	// The receive-side impairment (--netem, --link-delay), named as netem's.
+	"impair_frames":     counterSpec("impair_frames", "Received frames the impairment stage decided on (--netem set)."),
+	"impair_lost":       counterSpec("impair_lost", "Received frames dropped by netem loss, random or gemodel."),
+	"impair_ge_bad":     counterSpec("impair_ge_bad", "Received frames that found the Gilbert-Elliott bad state."),
+	"impair_duplicated": counterSpec("impair_duplicated", "Copies the impairment stage decided to make (a copy with no room counts in impair_drops)."),
+	"impair_reordered":  counterSpec("impair_reordered", "Received frames passed on without the delay (netem reorder)."),
+	"impair_held":       counterSpec("impair_held", "Received frames held back the extra hold time."),
+	"impair_corrupted":  counterSpec("impair_corrupted", "Received frames with a bit flipped."),
+	"impair_delayed":    counterSpec("impair_delayed", "Received frames and copies held for a time above 0."),
+	"impair_drops":      counterSpec("impair_drops", "Received frames and copies the impairment stage had no room for (slots or netem limit)."),
+	// Round-trip estimation.
+	"rtt_karn_skipped": counterSpec("rtt_karn_skipped", "Timed PSNs dropped by Karn's rule: resent before acknowledged."),
+	"rto_min_ns":       nsGaugeSpec("rto_min", "Smallest retransmission timeout armed, before backoff."),
+	"rto_max_ns":       nsGaugeSpec("rto_max", "Largest retransmission timeout armed, before backoff."),
+	// Out-of-order placement and the reorder buffer.
+	"ooo_kept":       counterSpec("ooo_kept", "Requests kept ahead of the expected PSN."),
+	"ooo_discarded":  counterSpec("ooo_discarded", "Requests ahead of the expected PSN that failed their checks, dropped without a NAK."),
+	"sack_nak_sent":  counterSpec("sack_nak_sent", "NAKs with a selective acknowledgement sent."),
+	"rcvd_sack_nak":  counterSpec("rcvd_sack_nak", "NAKs with a selective acknowledgement received."),
+	"ooo_responses":  counterSpec("ooo_responses", "READ responses and atomic ACKs placed ahead of an unanswered request."),
+	"fnak_sent":      counterSpec("fnak_sent", "FaSR FNACKs sent: a retransmission overtook a lost one."),
+	"rcvd_fnak":      counterSpec("rcvd_fnak", "FaSR FNACKs received."),
+	"holes_nak_sent": counterSpec("holes_nak_sent", "MELO NACKs (the three most recent holes) sent."),
+	"rcvd_holes_nak": counterSpec("rcvd_holes_nak", "MELO NACKs received."),
+	"rob_delivered":  counterSpec("rob_delivered", "Packets copied from the off-chip reorder buffer to the application (MELO, FaSR)."),
+	"rob_full":       counterSpec("rob_full", "Out-of-order packets dropped because the reorder buffer was full."),
+	"rob_in_use":     gaugeSpec("rob_in_use", "Reorder-buffer slots holding a packet now."),
+	"rob_peak":       gaugeSpec("rob_peak", "Most reorder-buffer slots holding a packet at once."),
+	// The recovery schemes' own counters, summed over the schemes.
+	"sr_rx_fast_path":       counterSpec("sr_rx_fast_path", "FaSR receiver operations without a bitmap."),
+	"sr_rx_slow_path":       counterSpec("sr_rx_slow_path", "FaSR receiver operations with a bitmap."),
+	"sr_tx_fast_path":       counterSpec("sr_tx_fast_path", "FaSR sender operations without a bitmap."),
+	"sr_tx_slow_path":       counterSpec("sr_tx_slow_path", "FaSR sender operations with a bitmap."),
+	"sr_pool_fallbacks":     counterSpec("sr_pool_fallbacks", "Recoveries that fell back to go-back-N, the shared pools empty."),
+	"sr_pool_drops":         counterSpec("sr_pool_drops", "Packets dropped for want of pool blocks or units."),
+	"sr_middle_drops":       counterSpec("sr_middle_drops", "MELO retransmissions needing a middle block, dropped."),
+	"sr_middle_fills":       counterSpec("sr_middle_fills", "MELO packets kept in a middle block (reordering is not loss)."),
+	"sr_fnacks_taken":       counterSpec("sr_fnacks_taken", "FNACKs that restarted a sender's round."),
+	"sr_lost_retransmits":   counterSpec("sr_lost_retransmits", "Rounds restarted for a lost retransmission of the cumulative acknowledgement's packet (MELO, FaSR)."),
+	"sr_lost_cnt_overflows": counterSpec("sr_lost_cnt_overflows", "Overflows of a scheme's lost-retransmission count."),
+	"sr_sender_unrecorded":  counterSpec("sr_sender_unrecorded", "Selective ACKs a sender could not record (resent instead)."),
+	// Drop reasons: every dropped frame under exactly one.
+	"rcvd_malformed":    counterSpec("rcvd_malformed", "Received frames dropped: not a parsable RoCEv2 frame."),
+	"rcvd_icrc_err":     counterSpec("rcvd_icrc_err", "Received frames dropped: bad ICRC."),
+	"rcvd_unknown_qpn":  counterSpec("rcvd_unknown_qpn", "Received frames dropped: no such QP."),
+	"rcvd_bad_addr":     counterSpec("rcvd_bad_addr", "Received frames dropped: IP addresses do not match the QP."),
+	"rcvd_pkey_err":     counterSpec("rcvd_pkey_err", "Received frames dropped: bad partition key."),
+	"rcvd_bad_state":    counterSpec("rcvd_bad_state", "Received frames dropped: the QP cannot take the packet in its state."),
+	"rcvd_bad_opcode":   counterSpec("rcvd_bad_opcode", "Received frames dropped: opcode not valid for an RC QP."),
+	"rcvd_bad_response": counterSpec("rcvd_bad_response", "Received frames dropped: a response that fits no outstanding request."),
+	"rcvd_stale_ack":    counterSpec("rcvd_stale_ack", "Received frames dropped: ACK, NAK or response for PSNs already acknowledged."),
+	"resp_queue_full":   counterSpec("resp_queue_full", "Requests dropped: the responder's output queue full."),
+	"cq_overflow":       counterSpec("cq_overflow", "Completions lost to a full completion queue."),
+	// StaR's stateless server (--star-server).
+	"star_rdp_rcvd": counterSpec("star_rdp_rcvd", "StaR RDPs received."),
+	"star_ra_sent":  counterSpec("star_ra_sent", "StaR RAs sent, ACK or NAK."),
+	"star_gd_rcvd":  counterSpec("star_gd_rcvd", "StaR GDs received."),
+	"star_sdp_sent": counterSpec("star_sdp_sent", "StaR SDPs sent."),
+	"star_nak_sent": counterSpec("star_nak_sent", "StaR RAs sent that NAK an RDP or a GD."),
+	"star_tx_drops": counterSpec("star_tx_drops", "StaR RAs and SDPs not sent: transmit ring full or the link's bucket empty."),
+	"star_dropped":  counterSpec("star_dropped", "Other StaR packets (WQEP, CQEP, EA, RA, SDP), not served yet."),
+	// The on-chip QP-context cache and the SRAM it shares.
+	"qpc_cache_hits":          counterSpec("qpc_cache_hits", "QP-context cache hits."),
+	"qpc_cache_misses":        counterSpec("qpc_cache_misses", "QP-context cache misses: contexts fetched from host memory."),
+	"qpc_cache_evictions":     counterSpec("qpc_cache_evictions", "QP contexts evicted from the on-chip cache."),
+	"qpc_cache_writebacks":    counterSpec("qpc_cache_writebacks", "Evicted QP contexts written back to host memory."),
+	"qpc_stall_ns":            nsCounterSpec("qpc_stall", "Pipeline time spent fetching QP contexts (--fetch-penalty per miss)."),
+	"host_accesses":           counterSpec("host_accesses", "A recovery scheme's accesses of its state in host memory (srnic)."),
+	"host_stall_ns":           nsCounterSpec("host_stall", "Pipeline time the scheme's host-memory accesses cost."),
+	"qpc_resident":            gaugeSpec("qpc_resident", "QP contexts on chip now."),
+	"qpc_resident_peak":       gaugeSpec("qpc_resident_peak", "Most QP contexts on chip at once."),
+	"qpc_resident_bytes":      gaugeSpec("qpc_resident_bytes", "On-chip bytes the resident QP contexts take."),
+	"qpc_resident_bytes_peak": gaugeSpec("qpc_resident_peak_bytes", "Most on-chip bytes the resident QP contexts took at once."),
+	"sr_resident_bytes":       gaugeSpec("sr_resident_bytes", "The recovery scheme's per-QP share of the resident contexts' bytes."),
+	"sr_resident_bytes_peak":  gaugeSpec("sr_resident_peak_bytes", "Most bytes the scheme's per-QP share took at once."),
+	"sram_shared_bytes":       gaugeSpec("sram_shared_bytes", "On-chip bytes of the scheme's shared pools."),
+	"sram_budget_bytes":       gaugeSpec("sram_budget_bytes", "On-chip SRAM for QP contexts and shared pools (--sram; 0: unlimited)."),
+
+	// The port (port_*): the AF_XDP port's and the UDP port's.
+	"port_rx_frames":                counterSpec("port_rx_frames", "Frames the port handed to the engine."),
+	"port_tx_frames":                counterSpec("port_tx_frames", "Frames the port gave to the kernel."),
+	"port_rx_empty_polls":           counterSpec("port_rx_empty_polls", "Receive polls that found nothing."),
+	"port_tx_ring_full":             counterSpec("port_tx_ring_full", "Transmit buffer requests that found no free chunk or slot."),
+	"port_fill_refills":             counterSpec("port_fill_refills", "Batches of chunks returned to the AF_XDP fill rings."),
+	"port_wakeups":                  counterSpec("port_wakeups", "sendto and recvfrom calls that kicked the kernel (AF_XDP)."),
+	"port_tx_kick_errors":           counterSpec("port_tx_kick_errors", "AF_XDP sendto errors other than EAGAIN."),
+	"port_rx_dropped":               counterSpec("port_rx_dropped", "Frames the kernel dropped for other reasons, e.g. too big for a chunk (XDP_STATISTICS rx_dropped)."),
+	"port_rx_invalid_descs":         counterSpec("port_rx_invalid_descs", "Bad fill ring entries (XDP_STATISTICS rx_invalid_descs)."),
+	"port_tx_invalid_descs":         counterSpec("port_tx_invalid_descs", "Bad transmit descriptors (XDP_STATISTICS tx_invalid_descs)."),
+	"port_rx_ring_full":             counterSpec("port_rx_ring_full", "Frames dropped because the AF_XDP receive ring was full (XDP_STATISTICS rx_ring_full)."),
+	"port_rx_fill_ring_empty_descs": counterSpec("port_rx_fill_ring_empty_descs", "Frames dropped because the fill ring was empty (XDP_STATISTICS rx_fill_ring_empty_descs)."),
+	"port_tx_ring_empty_descs":      counterSpec("port_tx_ring_empty_descs", "Kicks that found the transmit ring empty (XDP_STATISTICS tx_ring_empty_descs)."),
+	"port_rx_truncated":             counterSpec("port_rx_truncated", "Datagrams longer than the largest frame, dropped (UDP port)."),
+	"port_tx_errors":                counterSpec("port_tx_errors", "Datagrams the kernel refused (no route, too big), dropped (UDP port)."),
+	"port_tx_bad_frames":            counterSpec("port_tx_bad_frames", "Frames that were not IP/UDP of the port's family, dropped (UDP port)."),
+	"port_syscalls":                 counterSpec("port_syscalls", "sendmmsg and recvmmsg calls (UDP port)."),
+	"port_rx_socket_drops":          counterSpec("port_rx_socket_drops", "Datagrams the kernel dropped at the socket, its receive buffer full (UDP port, SO_MEMINFO)."),
+
+	// The XDP steering program (xdp_*): frames passed to the kernel, by reason.
+	"xdp_steered":         counterSpec("xdp_steered", "Frames the XDP program steered to an AF_XDP socket."),
+	"xdp_pass_no_socket":  labelled(counterSpec("xdp_passed", xdpPassedHelp), "reason", "no_socket"),
+	"xdp_pass_not_ip":     labelled(counterSpec("xdp_passed", xdpPassedHelp), "reason", "not_ip"),
+	"xdp_pass_not_udp":    labelled(counterSpec("xdp_passed", xdpPassedHelp), "reason", "not_udp"),
+	"xdp_pass_other_port": labelled(counterSpec("xdp_passed", xdpPassedHelp), "reason", "other_port"),
+	"xdp_pass_other_dst":  labelled(counterSpec("xdp_passed", xdpPassedHelp), "reason", "other_dst"),
+	"xdp_pass_fragment":   labelled(counterSpec("xdp_passed", xdpPassedHelp), "reason", "fragment"),
+	"xdp_pass_truncated":  labelled(counterSpec("xdp_passed", xdpPassedHelp), "reason", "truncated"),
+	"xdp_pass_malformed":  labelled(counterSpec("xdp_passed", xdpPassedHelp), "reason", "malformed"),
+
+	// The verbs server's per-client limits (client_*).
+	"client_limit_refusals": counterSpec("client_limit_refusals", "Verbs requests refused for a per-connection limit."),
+	"client_conn_refusals":  counterSpec("client_conn_refusals", "Verbs connections refused for the per-uid limit."),
+}
+
+const xdpPassedHelp = "Frames the XDP program left to the kernel, by reason (stats xdp_pass_<reason>)."
