@@ -111,11 +111,11 @@ type Counters struct {
 	StarDropped uint64 // star_dropped: other StaR packets (WQEP, CQEP, EA), not served yet
 
 	// A StaR client (starclient.go).
-	StarRDPSent  uint64 // star_rdp_sent: RDPs sent, retransmissions included
-	StarGDSent   uint64 // star_gd_sent: GDs sent, retransmissions included
-	StarRARcvd   uint64 // star_ra_rcvd: RAs received
-	StarSDPRcvd  uint64 // star_sdp_rcvd: SDPs received
-	StarSecDrops uint64 // star_sec_drops: RDPs and GDs the security table stopped before they left
+	StarRDPSent       uint64 // star_rdp_sent: RDPs sent, retransmissions included
+	StarGDSent        uint64 // star_gd_sent: GDs sent, retransmissions included
+	StarRARcvd        uint64 // star_ra_rcvd: RAs received
+	StarSDPRcvd       uint64 // star_sdp_rcvd: SDPs received
+	StarSecurityDrops uint64 // star_security_drops: RDPs and GDs the security table stopped before they left
 
 	// The on-chip QP-context cache (qp.Cache).
 	QPCHits              uint64 // qpc_cache_hits
@@ -179,7 +179,7 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"star_gd_rcvd", c.StarGDRcvd}, {"star_sdp_sent", c.StarSDPSent},
 		{"star_nak_sent", c.StarNakSent}, {"star_tx_drops", c.StarTxDrops}, {"star_dropped", c.StarDropped},
 		{"star_rdp_sent", c.StarRDPSent}, {"star_gd_sent", c.StarGDSent}, {"star_ra_rcvd", c.StarRARcvd},
-		{"star_sdp_rcvd", c.StarSDPRcvd}, {"star_sec_drops", c.StarSecDrops},
+		{"star_sdp_rcvd", c.StarSDPRcvd}, {"star_security_drops", c.StarSecurityDrops},
 		{"qpc_cache_hits", c.QPCHits}, {"qpc_cache_misses", c.QPCMisses},
 		{"qpc_cache_evictions", c.QPCEvictions}, {"qpc_cache_writebacks", c.QPCWriteBacks},
 		{"qpc_stall_ns", c.QPCStallNs}, {"host_accesses", c.HostAccesses}, {"host_stall_ns", c.HostStallNs},

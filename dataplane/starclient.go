@@ -149,7 +149,7 @@ func (q *QP) starAllowed(rkey uint32, va uint64, n uint32, need qp.Access) bool 
 // beginStar builds a StaR client's request for the packet of w at PSN
 // psn and offset off: an RDP carrying one MTU of a WRITE, or a GD asking
 // for one MTU of a READ. A range outside the security table never
-// leaves: it is counted in star_sec_drops and its work request completes
+// leaves: it is counted in star_security_drops and its work request completes
 // with a local protection error (the QP moves to ERR, as for any local
 // protection error).
 func (e *Engine) beginStar(t *txPacket, q *QP, w *sendWQE, psn qp.PSN, off uint32) bool {
@@ -161,7 +161,7 @@ func (e *Engine) beginStar(t *txPacket, q *QP, w *sendWQE, psn qp.PSN, off uint3
 		need = qp.AccessRemoteRead
 	}
 	if !q.starAllowed(w.wr.RKey, va, size, need) {
-		e.cnt.StarSecDrops++
+		e.cnt.StarSecurityDrops++
 		if idx, ok := q.wqeIndex(psn); ok {
 			e.failAt(q, idx, qp.WCLocProtErr)
 		}

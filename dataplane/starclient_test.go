@@ -123,7 +123,7 @@ func TestStarClientData(t *testing.T) {
 
 // TestStarSecurityTable: a client's RDP or GD outside the memory table the
 // server installed never leaves the client NIC: it is counted in
-// star_sec_drops, the server sees nothing, and the work request fails
+// star_security_drops, the server sees nothing, and the work request fails
 // with a local protection error. Installing a table is for a client QP
 // only, and the client's verbs cannot reach it (only the connection
 // exchange, with what the server sent).
@@ -155,8 +155,8 @@ func TestStarSecurityTable(t *testing.T) {
 				t.Fatalf("completion %+v, want %v", wcs[0], qp.WCLocProtErr)
 			}
 			p.settle()
-			if n := p.sim.A.Counters().StarSecDrops; n != 1 {
-				t.Errorf("star_sec_drops %d, want 1", n)
+			if n := p.sim.A.Counters().StarSecurityDrops; n != 1 {
+				t.Errorf("star_security_drops %d, want 1", n)
 			}
 			if c := p.sim.B.Counters(); c.RcvdPkts != 0 {
 				t.Errorf("the server received %d packets", c.RcvdPkts)

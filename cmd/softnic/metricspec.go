@@ -139,7 +139,13 @@ var metricSpecs = map[string]metricSpec{
 	"star_sdp_sent": counterSpec("star_sdp_sent", "StaR SDPs sent."),
 	"star_nak_sent": counterSpec("star_nak_sent", "StaR RAs sent that NAK an RDP or a GD."),
 	"star_tx_drops": counterSpec("star_tx_drops", "StaR RAs and SDPs not sent: transmit ring full or the link's bucket empty."),
-	"star_dropped":  counterSpec("star_dropped", "Other StaR packets (WQEP, CQEP, EA, RA, SDP), not served yet."),
+	"star_dropped":  counterSpec("star_dropped", "Other StaR packets (WQEP, CQEP, EA), not served yet."),
+	// A StaR client.
+	"star_rdp_sent":       counterSpec("star_rdp_sent", "StaR RDPs sent, retransmissions included."),
+	"star_gd_sent":        counterSpec("star_gd_sent", "StaR GDs sent, retransmissions included."),
+	"star_ra_rcvd":        counterSpec("star_ra_rcvd", "StaR RAs received."),
+	"star_sdp_rcvd":       counterSpec("star_sdp_rcvd", "StaR SDPs received."),
+	"star_security_drops": counterSpec("star_security_drops", "StaR RDPs and GDs the security table stopped before they left."),
 	// The on-chip QP-context cache and the SRAM it shares.
 	"qpc_cache_hits":          counterSpec("qpc_cache_hits", "QP-context cache hits."),
 	"qpc_cache_misses":        counterSpec("qpc_cache_misses", "QP-context cache misses: contexts fetched from host memory."),
