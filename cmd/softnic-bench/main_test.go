@@ -6,6 +6,7 @@ import (
 	"encoding/csv"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -262,5 +263,20 @@ func TestCSVUnwritable(t *testing.T) {
 	code, out, errs := bench(t, "write_bw", "--embedded", "-n", "10", "--csv", filepath.Join(t.TempDir(), "no", "dir", "x.csv"))
 	if code != 1 || !strings.Contains(errs, "x.csv") || strings.Contains(out, "#bytes") {
 		t.Fatalf("exit %d, stderr %q, stdout %q", code, errs, out)
+	}
+}
+
+// TestVersion: `softnic-bench version` and --version print the build
+// information on one line; an argument after it is a usage error.
+func TestVersion(t *testing.T) {
+	for _, v := range []string{"version", "--version", "-version"} {
+		code, out, errs := bench(t, v)
+		if code != 0 || errs != "" || !strings.HasPrefix(out, "softnic-bench ") || !strings.Contains(out, "(commit ") ||
+			!strings.Contains(out, runtime.Version()) || strings.Count(out, "\n") != 1 {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q", v, code, out, errs)
+		}
+	}
+	if code, _, errs := bench(t, "version", "extra"); code != 2 || !strings.Contains(errs, `unexpected argument "extra"`) {
+		t.Errorf("version extra: exit %d, stderr %q; want 2", code, errs)
 	}
 }

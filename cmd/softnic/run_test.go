@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -286,6 +287,9 @@ func TestExitStatus(t *testing.T) {
 	if _, err := parseRun([]string{"--config", filepath.Join(t.TempDir(), "missing.conf")}); exitStatus(err, io.Discard) != 1 {
 		t.Errorf("a config file that cannot be read: %v, want exit 1", err)
 	}
+	if err := versionCmd([]string{"extra"}, io.Discard); exitStatus(err, io.Discard) != 2 {
+		t.Errorf("version extra: %v, want exit 2", err)
+	}
 	if err := statsCmd([]string{"extra"}); exitStatus(err, io.Discard) != 2 {
 		t.Errorf("stats extra: %v, want exit 2", err)
 	}
@@ -295,5 +299,17 @@ func TestExitStatus(t *testing.T) {
 	}
 	if code := exitStatus(flag.ErrHelp, io.Discard); code != 0 {
 		t.Errorf("-h: exit %d", code)
+	}
+}
+
+// TestVersionCmd: `softnic version` prints the build information on one
+// line.
+func TestVersionCmd(t *testing.T) {
+	var out strings.Builder
+	if err := versionCmd(nil, &out); err != nil {
+		t.Fatal(err)
+	}
+	if s := out.String(); !strings.HasPrefix(s, "softnic ") || !strings.Contains(s, "(commit ") || !strings.Contains(s, runtime.Version()) || strings.Count(s, "\n") != 1 {
+		t.Errorf("softnic version printed %q", s)
 	}
 }
