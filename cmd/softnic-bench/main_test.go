@@ -253,9 +253,12 @@ func TestFlagsAfterServer(t *testing.T) {
 // TestDaemonModeUnavailable: without --embedded the client needs the
 // daemon; when it cannot be reached the error says what to do.
 func TestDaemonModeUnavailable(t *testing.T) {
-	code, _, errs := bench(t, "write_bw", "--socket", filepath.Join(t.TempDir(), "none.sock"), "198.18.0.1")
-	if code != 1 || !strings.Contains(errs, "softnic") {
-		t.Fatalf("exit %d: %s", code, errs)
+	sock := filepath.Join(t.TempDir(), "none.sock")
+	code, _, errs := bench(t, "write_bw", "--socket", sock, "198.18.0.1")
+	want := "softnic-bench: no softnic daemon is listening at " + sock + ": the socket does not exist"
+	if code != 1 || !strings.HasPrefix(errs, want) || !strings.HasSuffix(errs, "; --socket names the daemon's control socket, --embedded needs no daemon\n") ||
+		strings.Count(errs, "\n") != 1 {
+		t.Fatalf("exit %d: %q, want exit 1 and %q...", code, errs, want)
 	}
 }
 
