@@ -74,6 +74,12 @@ type options struct {
 	limits verbsd.Limits
 	// starServer is dataplane.Config.StarServer.
 	starServer bool
+
+	// The control socket's group (--socket-group; socketGID is it
+	// resolved, 0: the daemon's own) and mode (--socket-mode).
+	socketGroup string
+	socketGID   int
+	socketMode  socketMode
 }
 
 // The daemon's retransmission timeouts. IRN sets RTO_high to the longest
@@ -126,7 +132,10 @@ func runFlags(o *options) *flag.FlagSet {
 	fs.StringVar(&o.port, "port", "afxdp", "port kind: afxdp (XDP steering + AF_XDP, needs root) or udp (kernel UDP socket on port 4791)")
 	fs.IntVar(&o.mtu, "mtu", 1024, "largest RoCE path MTU, 1024 or 2048 (picks the UMEM frame size: 2048 or 4096 bytes)")
 	fs.StringVar(&o.scheme, "scheme", recovery.GBN, fmt.Sprintf("loss recovery of QPs that do not ask for one %v", recovery.Names()))
-	fs.StringVar(&o.socket, "socket", defaultSocket, "control socket (mode 0660)")
+	fs.StringVar(&o.socket, "socket", defaultSocket, "control socket: the verbs and stats RPC (see --socket-group, --socket-mode)")
+	fs.StringVar(&o.socketGroup, "socket-group", "", "group of the control socket, a name or gid: with --socket-mode 0660 its members may use the NIC without root (softnic-bench, softnic stats) (default: the daemon's group)")
+	o.socketMode = defaultSocketMode
+	fs.Var(&o.socketMode, "socket-mode", "`octal` permission bits of the control socket, octal: connecting needs write permission, so 0660 admits the owner and --socket-group")
 	fs.StringVar(&o.metrics, "metrics", "127.0.0.1:9479", `Prometheus /metrics listen address ("" disables)`)
 	fs.StringVar(&o.queues, "queues", "", "comma-separated RX queues to bind (default: all the interface has)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -193,6 +202,13 @@ func parseRun(args []string) (options, error) {
 		return o, usagef("run: --socket is required")
 	case o.modelRate != 0 && o.linkRate == 0:
 		return o, usagef("run: --model-rate needs --link-rate: the scale is model-rate/link-rate")
+	}
+	if o.socketGroup != "" {
+		gid, err := lookupGroup(o.socketGroup)
+		if err != nil {
+			return o, usagef("run: --socket-group %q: %w", o.socketGroup, err)
+		}
+		o.socketGID = gid
 	}
 	if err := o.level.UnmarshalText([]byte(o.logLevel)); err != nil {
 		return o, usagef("run: --log-level %q: want debug, info, warn or error", o.logLevel)
@@ -274,7 +290,8 @@ func newControlPlane(d *daemon) (controlPlane, error) {
 		Wake:       d.port.Wake,
 		Watch:      d.port.Watch,
 		Unwatch:    d.port.Unwatch,
-		SocketMode: 0o660,
+		SocketMode: os.FileMode(d.opts.socketMode),
+		SocketGID:  d.opts.socketGID,
 		Name:       "softnic_" + d.ifi.Name,
 		Counters: func(yield func(string, uint64)) {
 			for _, c := range d.extraCounters() {
@@ -414,7 +431,7 @@ func start(o options, log *slog.Logger) (d *daemon, err error) {
 	}
 	log.Info("softnic running", "iface", o.iface, "mac", d.ifi.HardwareAddr.String(), "gid", d.addr,
 		"port", o.port, "mtu", o.mtu, "scheme", o.scheme, "rto", o.rto.String(), "sram", o.sram, "fetch_penalty", scaled(o.penalty, o.emulationScale()),
-		"link_rate", o.linkRate.String(), "link_delay", o.linkDelay, "netem", o.netem.String(), "model_rate", o.modelRate.String(), "emulation_scale", o.emulationScale(), "socket", o.socket, "metrics", o.metrics)
+		"link_rate", o.linkRate.String(), "link_delay", o.linkDelay, "netem", o.netem.String(), "model_rate", o.modelRate.String(), "emulation_scale", o.emulationScale(), "socket", o.socket, "socket_mode", o.socketMode.String(), "socket_group", o.socketGroup, "metrics", o.metrics)
 	return d, nil
 }
 
