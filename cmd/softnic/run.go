@@ -135,7 +135,7 @@ func runFlags(o *options) *flag.FlagSet {
 	fs.StringVar(&o.socket, "socket", defaultSocket, "control socket: the verbs and stats RPC (see --socket-group, --socket-mode)")
 	fs.StringVar(&o.socketGroup, "socket-group", "", "group of the control socket, a name or gid: with --socket-mode 0660 its members may use the NIC without root (softnic-bench, softnic stats) (default: the daemon's group)")
 	o.socketMode = defaultSocketMode
-	fs.Var(&o.socketMode, "socket-mode", "`octal` permission bits of the control socket, octal: connecting needs write permission, so 0660 admits the owner and --socket-group")
+	fs.Var(&o.socketMode, "socket-mode", "`octal` permission bits of the control socket: connecting needs write permission, so 0660 admits the owner and --socket-group")
 	fs.StringVar(&o.metrics, "metrics", "127.0.0.1:9479", `Prometheus /metrics listen address ("" disables)`)
 	fs.StringVar(&o.queues, "queues", "", "comma-separated RX queues to bind (default: all the interface has)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
