@@ -303,6 +303,14 @@ func TestInstall(t *testing.T) {
 		}
 	}
 
+	// Without CAP_NET_RAW the daemon says so, rather than blame the
+	// kernel (it fails before it looks at the socket or the interface).
+	noRaw := strings.Replace(capNames(t, caps), ",+net_raw", "", 1)
+	if o, code := runAs(t, tb, netns.HostA, []string{setpriv, "--bounding-set", noRaw, "--inh-caps", "-all", softnic, "run", "--iface", tb.A.Iface,
+		"--socket", filepath.Join(tmp, "noraw.sock"), "--metrics="}); code != 1 || !strings.HasPrefix(o, "softnic: AF_XDP sockets need CAP_NET_RAW: ") {
+		t.Errorf("softnic run without CAP_NET_RAW: exit %d, %q", code, o)
+	}
+
 	// A user in the socket group runs the bench: server on B, client on A.
 	member := []string{setpriv, "--reuid", strconv.Itoa(benchUID), "--regid", strconv.Itoa(gid), "--groups", strconv.Itoa(gid), "--inh-caps", "-all"}
 	port := strconv.Itoa(int(tcpPort.Add(1)))

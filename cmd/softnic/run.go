@@ -600,9 +600,13 @@ func checkPrivileges() error {
 	return nil
 }
 
-// checkAFXDP reports a kernel without AF_XDP sockets.
+// checkAFXDP reports a kernel without AF_XDP sockets, or a process
+// without the capability to open one (CAP_NET_RAW).
 func checkAFXDP() error {
 	fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
+		return fmt.Errorf("AF_XDP sockets need CAP_NET_RAW: %w; run as root or grant it", err)
+	}
 	if err != nil {
 		return fmt.Errorf("the kernel has no AF_XDP sockets (CONFIG_XDP_SOCKETS): %w; use --port udp", err)
 	}
