@@ -31,4 +31,34 @@ check: ## gofmt, go vet
 ci: ## what CI runs
 	bash .ci/run
 
-.PHONY: help demo test short bench fuzz generate check ci
+# make install: the binaries, the systemd unit template and the sysusers
+# file of the socket group, under $(DESTDIR)$(PREFIX) (docs/deploy.md).
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+# The build information softnic version prints; the go command's own VCS
+# stamp is missing in a git worktree and with GOFLAGS=-buildvcs=false.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
+DIRTY ?= $(shell git rev-parse --git-dir >/dev/null 2>&1 && { test -z "$$(git status --porcelain 2>/dev/null)" && echo false || echo true; })
+BUILDDIR ?= bin
+BUILDINFO = github.com/softnic/softnic/internal/buildinfo
+LDFLAGS = -X $(BUILDINFO).Version=$(VERSION) -X $(BUILDINFO).Commit=$(COMMIT) -X $(BUILDINFO).Dirty=$(DIRTY)
+
+build: ## build softnic and softnic-bench into bin/ (BUILDDIR)
+	$(GO) build -ldflags '$(LDFLAGS)' -o '$(BUILDDIR)/' ./cmd/softnic ./cmd/softnic-bench
+
+install: build ## install binaries, systemd unit, sysusers file (PREFIX=/usr/local, DESTDIR)
+	install -d '$(DESTDIR)$(BINDIR)' '$(DESTDIR)$(SYSTEMDUNITDIR)' '$(DESTDIR)$(SYSUSERSDIR)'
+	install -m 0755 '$(BUILDDIR)/softnic' '$(BUILDDIR)/softnic-bench' '$(DESTDIR)$(BINDIR)/'
+	sed 's|/usr/local/bin/softnic |$(BINDIR)/softnic |' contrib/systemd/softnic@.service > '$(DESTDIR)$(SYSTEMDUNITDIR)/softnic@.service.tmp'
+	chmod 0644 '$(DESTDIR)$(SYSTEMDUNITDIR)/softnic@.service.tmp'
+	mv '$(DESTDIR)$(SYSTEMDUNITDIR)/softnic@.service.tmp' '$(DESTDIR)$(SYSTEMDUNITDIR)/softnic@.service'
+	install -m 0644 contrib/sysusers.d/softnic.conf '$(DESTDIR)$(SYSUSERSDIR)/softnic.conf'
+
+uninstall: ## remove what install put there
+	rm -f '$(DESTDIR)$(BINDIR)/softnic' '$(DESTDIR)$(BINDIR)/softnic-bench' \
+		'$(DESTDIR)$(SYSTEMDUNITDIR)/softnic@.service' '$(DESTDIR)$(SYSUSERSDIR)/softnic.conf'
+
+.PHONY: help demo test short bench fuzz generate check ci build install uninstall

@@ -23,6 +23,10 @@ import (
 // socketPath (its verbs server, package verbsd). The Context behaves as
 // an embedded one; in addition, memory to register must come from
 // AllocBuf, and Close releases everything the daemon holds for it.
+//
+// When the socket cannot be connected to, the error says why in one line
+// (no daemon listening there, or permission denied and who may connect)
+// and wraps the connect error.
 func Dial(socketPath string) (*Context, error) {
 	abi, err := shm.Fingerprint()
 	if err != nil {
@@ -30,7 +34,7 @@ func Dial(socketPath string) (*Context, error) {
 	}
 	conn, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: socketPath, Net: "unixpacket"})
 	if err != nil {
-		return nil, fmt.Errorf("verbs: dial %s: %w", socketPath, err)
+		return nil, explainDial(socketPath, err)
 	}
 	r := &remote{conn: proto.NewConn(conn), bell: -1, bufs: map[*byte]*sharedBuf{}}
 	r.mrs.Store(&map[uint32]mrCheck{})

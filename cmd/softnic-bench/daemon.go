@@ -1,8 +1,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/netip"
+	"syscall"
 	"time"
 
 	"github.com/softnic/softnic/internal/perftest"
@@ -19,7 +22,11 @@ const nextHopTimeout = 3 * time.Second
 func openDaemon(socket string) (perftest.Device, func() error, error) {
 	c, err := verbs.Dial(socket)
 	if err != nil {
-		return perftest.Device{}, nil, fmt.Errorf("softnic daemon at %s: %w (is softnic running? --socket names its control socket; --embedded needs none)", socket, err)
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
+			// Perhaps the wrong socket, or no daemon wanted.
+			return perftest.Device{}, nil, fmt.Errorf("%w; --socket names the daemon's control socket, --embedded needs no daemon", err)
+		}
+		return perftest.Device{}, nil, err
 	}
 	attr, err := c.QueryDevice()
 	if err != nil {

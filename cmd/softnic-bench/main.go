@@ -19,6 +19,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/softnic/softnic/internal/buildinfo"
 )
 
 func main() {
@@ -37,6 +39,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o, err := parseArgs(args)
 	if errors.Is(err, errHelp) {
 		fmt.Fprint(stdout, usageText)
+		return 0
+	}
+	if errors.Is(err, errVersion) {
+		fmt.Fprintln(stdout, "softnic-bench", buildinfo.Read())
 		return 0
 	}
 	if err != nil {

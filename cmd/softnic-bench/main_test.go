@@ -6,6 +6,7 @@ import (
 	"encoding/csv"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -260,9 +261,12 @@ func TestFlagsAfterServer(t *testing.T) {
 // TestDaemonModeUnavailable: without --embedded the client needs the
 // daemon; when it cannot be reached the error says what to do.
 func TestDaemonModeUnavailable(t *testing.T) {
-	code, _, errs := bench(t, "write_bw", "--socket", filepath.Join(t.TempDir(), "none.sock"), "198.18.0.1")
-	if code != 1 || !strings.Contains(errs, "softnic") {
-		t.Fatalf("exit %d: %s", code, errs)
+	sock := filepath.Join(t.TempDir(), "none.sock")
+	code, _, errs := bench(t, "write_bw", "--socket", sock, "198.18.0.1")
+	want := "softnic-bench: no softnic daemon is listening at " + sock + ": the socket does not exist"
+	if code != 1 || !strings.HasPrefix(errs, want) || !strings.HasSuffix(errs, "; --socket names the daemon's control socket, --embedded needs no daemon\n") ||
+		strings.Count(errs, "\n") != 1 {
+		t.Fatalf("exit %d: %q, want exit 1 and %q...", code, errs, want)
 	}
 }
 
@@ -270,5 +274,20 @@ func TestCSVUnwritable(t *testing.T) {
 	code, out, errs := bench(t, "write_bw", "--embedded", "-n", "10", "--csv", filepath.Join(t.TempDir(), "no", "dir", "x.csv"))
 	if code != 1 || !strings.Contains(errs, "x.csv") || strings.Contains(out, "#bytes") {
 		t.Fatalf("exit %d, stderr %q, stdout %q", code, errs, out)
+	}
+}
+
+// TestVersion: `softnic-bench version` and --version print the build
+// information on one line; an argument after it is a usage error.
+func TestVersion(t *testing.T) {
+	for _, v := range []string{"version", "--version", "-version"} {
+		code, out, errs := bench(t, v)
+		if code != 0 || errs != "" || !strings.HasPrefix(out, "softnic-bench ") || !strings.Contains(out, "(commit ") ||
+			!strings.Contains(out, runtime.Version()) || strings.Count(out, "\n") != 1 {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q", v, code, out, errs)
+		}
+	}
+	if code, _, errs := bench(t, "version", "extra"); code != 2 || !strings.Contains(errs, `unexpected argument "extra"`) {
+		t.Errorf("version extra: exit %d, stderr %q; want 2", code, errs)
 	}
 }

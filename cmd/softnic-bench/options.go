@@ -283,6 +283,8 @@ tests:
   write_lat read_lat send_lat          latency (ib_*_lat)
   raw                                  raw RoCEv2 frames through the AF_XDP
                                        port, no transport: the path limit
+  version                              the version, commit and Go toolchain
+                                       of this build (also --version)
 
 flags (perftest names; getopt's spellings work too: -s4096, -bN, --size=64K):
   -s, --size N          message size in bytes, with K, M or G: 64K (default
@@ -405,6 +407,9 @@ func newFlagSet(o *options) *flagSet {
 // errHelp asks for the usage text and exit status 0.
 var errHelp = errors.New("help requested")
 
+// errVersion asks for the build information and exit status 0.
+var errVersion = errors.New("version requested")
+
 // parseArgs parses and checks the command line.
 func parseArgs(args []string) (*options, error) {
 	if len(args) == 0 {
@@ -412,6 +417,12 @@ func parseArgs(args []string) (*options, error) {
 	}
 	if a := args[0]; a == "-h" || a == "--help" || a == "-help" || a == "help" {
 		return nil, errHelp
+	}
+	if a := args[0]; a == "version" || a == "--version" || a == "-version" {
+		if len(args) > 1 {
+			return nil, usagef("%s: unexpected argument %q", a, args[1])
+		}
+		return nil, errVersion
 	}
 	o := &options{test: args[0], set: map[string]bool{}}
 	if strings.HasPrefix(o.test, "-") {

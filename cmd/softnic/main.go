@@ -4,6 +4,7 @@
 //	softnic stats   print a running daemon's counters
 //	softnic netem   show or change a running daemon's receive impairment
 //	softnic demo    RDMA WRITE bandwidth on the embedded in-memory fabric
+//	softnic version the version, commit and toolchain it was built from
 package main
 
 import (
@@ -14,6 +15,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/softnic/softnic/internal/buildinfo"
 	"github.com/softnic/softnic/internal/perftest"
 	"github.com/softnic/softnic/qp"
 	"github.com/softnic/softnic/recovery"
@@ -43,6 +45,8 @@ func main() {
 			fmt.Fprintln(os.Stderr, "softnic demo:", err)
 			os.Exit(1)
 		}
+	case "version", "--version", "-version":
+		err = versionCmd(os.Args[2:], os.Stdout)
 	case "-h", "--help", "help":
 		usage()
 	default:
@@ -119,7 +123,18 @@ commands:
           softnic sweep loss (goodput vs loss rate, every scheme),
           softnic sweep plot-loss|plot-qps (plots from the testbed
           scripts' CSVs: scripts/sweep-loss.sh, scripts/sweep-qps.sh),
-          softnic sweep schemes (the scheme names)`)
+          softnic sweep schemes (the scheme names)
+  version the version, commit and Go toolchain of this build (also --version)`)
+}
+
+// versionCmd prints the build information: `softnic version`, `softnic
+// --version`.
+func versionCmd(args []string, stdout io.Writer) error {
+	if len(args) > 0 {
+		return usagef("version: unexpected argument %q", args[0])
+	}
+	fmt.Fprintln(stdout, "softnic", buildinfo.Read())
+	return nil
 }
 
 func demo(args []string) error {

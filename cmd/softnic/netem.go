@@ -49,7 +49,7 @@ func netem(args []string, out io.Writer) error {
 	}
 	ctx, err := verbs.Dial(*socket)
 	if err != nil {
-		return dialError(*socket, err)
+		return err // one line: Dial says why
 	}
 	defer ctx.Close()
 	var spec string

@@ -116,7 +116,7 @@ func TestNetemCommand(t *testing.T) {
 		}
 	}
 	if err := netem([]string{"--socket", filepath.Join(t.TempDir(), "none.sock"), "loss 1%"}, io.Discard); exitStatus(err, io.Discard) != 1 ||
-		!strings.Contains(err.Error(), "no daemon at") {
+		!strings.Contains(err.Error(), "no softnic daemon is listening at") {
 		t.Errorf("no daemon: %v, want exit 1 saying so", err)
 	}
 }

@@ -75,6 +75,12 @@ type options struct {
 	limits verbsd.Limits
 	// starServer is dataplane.Config.StarServer.
 	starServer bool
+
+	// The control socket's group (--socket-group; socketGID is it
+	// resolved, 0: the daemon's own) and mode (--socket-mode).
+	socketGroup string
+	socketGID   int
+	socketMode  socketMode
 }
 
 // The daemon's retransmission timeouts. IRN sets RTO_high to the longest
@@ -127,7 +133,10 @@ func runFlags(o *options) *flag.FlagSet {
 	fs.StringVar(&o.port, "port", "afxdp", "port kind: afxdp (XDP steering + AF_XDP, needs root) or udp (kernel UDP socket on port 4791)")
 	fs.IntVar(&o.mtu, "mtu", 1024, "largest RoCE path MTU, 1024 or 2048 (picks the UMEM frame size: 2048 or 4096 bytes)")
 	fs.StringVar(&o.scheme, "scheme", recovery.GBN, fmt.Sprintf("loss recovery of QPs that do not ask for one %v", recovery.Names()))
-	fs.StringVar(&o.socket, "socket", defaultSocket, "control socket (mode 0660)")
+	fs.StringVar(&o.socket, "socket", defaultSocket, "control socket: the verbs and stats RPC (see --socket-group, --socket-mode)")
+	fs.StringVar(&o.socketGroup, "socket-group", "", "group of the control socket, a name or gid: with --socket-mode 0660 its members may use the NIC without root (softnic-bench, softnic stats) (default: the daemon's group)")
+	o.socketMode = defaultSocketMode
+	fs.Var(&o.socketMode, "socket-mode", "`octal` permission bits of the control socket: connecting needs write permission, so 0660 admits the owner and --socket-group")
 	fs.StringVar(&o.metrics, "metrics", "127.0.0.1:9479", `Prometheus /metrics listen address ("" disables; docs/metrics.md)`)
 	fs.StringVar(&o.pprof, "pprof", "", "serve the daemon's Go profiles (/debug/pprof/) on this `address`, e.g. 127.0.0.1:6060 (default: off; a profile stops the world now and then, so keep it to loopback and debugging)")
 	fs.StringVar(&o.queues, "queues", "", "comma-separated RX queues to bind (default: all the interface has)")
@@ -195,6 +204,13 @@ func parseRun(args []string) (options, error) {
 		return o, usagef("run: --socket is required")
 	case o.modelRate != 0 && o.linkRate == 0:
 		return o, usagef("run: --model-rate needs --link-rate: the scale is model-rate/link-rate")
+	}
+	if o.socketGroup != "" {
+		gid, err := lookupGroup(o.socketGroup)
+		if err != nil {
+			return o, usagef("run: --socket-group %q: %w", o.socketGroup, err)
+		}
+		o.socketGID = gid
 	}
 	if err := o.level.UnmarshalText([]byte(o.logLevel)); err != nil {
 		return o, usagef("run: --log-level %q: want debug, info, warn or error", o.logLevel)
@@ -275,7 +291,8 @@ func newControlPlane(d *daemon) (controlPlane, error) {
 		Wake:       d.port.Wake,
 		Watch:      d.port.Watch,
 		Unwatch:    d.port.Unwatch,
-		SocketMode: 0o660,
+		SocketMode: os.FileMode(d.opts.socketMode),
+		SocketGID:  d.opts.socketGID,
 		Name:       "softnic_" + d.ifi.Name,
 		Counters: func(yield func(string, uint64)) {
 			for _, c := range d.extraCounters() {
@@ -423,7 +440,7 @@ func start(o options, log *slog.Logger) (d *daemon, err error) {
 	}
 	log.Info("softnic running", "iface", o.iface, "mac", d.ifi.HardwareAddr.String(), "gid", d.addr,
 		"port", o.port, "mtu", o.mtu, "scheme", o.scheme, "rto", o.rto.String(), "sram", o.sram, "fetch_penalty", scaled(o.penalty, o.emulationScale()),
-		"link_rate", o.linkRate.String(), "link_delay", o.linkDelay, "netem", o.netem.String(), "model_rate", o.modelRate.String(), "emulation_scale", o.emulationScale(), "socket", o.socket, "metrics", o.metrics, "pprof", o.pprof)
+		"link_rate", o.linkRate.String(), "link_delay", o.linkDelay, "netem", o.netem.String(), "model_rate", o.modelRate.String(), "emulation_scale", o.emulationScale(), "socket", o.socket, "socket_mode", o.socketMode.String(), "socket_group", o.socketGroup, "metrics", o.metrics, "pprof", o.pprof)
 	return d, nil
 }
 
@@ -601,9 +618,13 @@ func checkPrivileges() error {
 	return nil
 }
 
-// checkAFXDP reports a kernel without AF_XDP sockets.
+// checkAFXDP reports a kernel without AF_XDP sockets, or a process
+// without the capability to open one (CAP_NET_RAW).
 func checkAFXDP() error {
 	fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
+		return fmt.Errorf("AF_XDP sockets need CAP_NET_RAW: %w; run as root or grant it", err)
+	}
 	if err != nil {
 		return fmt.Errorf("the kernel has no AF_XDP sockets (CONFIG_XDP_SOCKETS): %w; use --port udp", err)
 	}

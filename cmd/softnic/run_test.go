@@ -8,7 +8,10 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/user"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -276,6 +279,8 @@ func TestExitStatus(t *testing.T) {
 		{}, {"--iface", "x", "--mtu", "4096"}, {"--iface", "x", "--port", "dpdk"}, {"--iface", "x", "extra"},
 		{"--iface", "x", "--log-level", "loud"}, {"--iface", "x", "--queues", "a"},
 		{"--iface", "x", "--model-rate", "100gbit"}, {"--config", conf},
+		{"--iface", "x", "--socket-mode", "0999"}, {"--iface", "x", "--socket-mode", "01660"},
+		{"--iface", "x", "--socket-group", "no-such-group-softnic"},
 	} {
 		_, err := parseRun(args)
 		var stderr strings.Builder
@@ -286,6 +291,9 @@ func TestExitStatus(t *testing.T) {
 	if _, err := parseRun([]string{"--config", filepath.Join(t.TempDir(), "missing.conf")}); exitStatus(err, io.Discard) != 1 {
 		t.Errorf("a config file that cannot be read: %v, want exit 1", err)
 	}
+	if err := versionCmd([]string{"extra"}, io.Discard); exitStatus(err, io.Discard) != 2 {
+		t.Errorf("version extra: %v, want exit 2", err)
+	}
 	if err := statsCmd([]string{"extra"}); exitStatus(err, io.Discard) != 2 {
 		t.Errorf("stats extra: %v, want exit 2", err)
 	}
@@ -295,5 +303,44 @@ func TestExitStatus(t *testing.T) {
 	}
 	if code := exitStatus(flag.ErrHelp, io.Discard); code != 0 {
 		t.Errorf("-h: exit %d", code)
+	}
+}
+
+// TestVersionCmd: `softnic version` prints the build information on one
+// line.
+func TestVersionCmd(t *testing.T) {
+	var out strings.Builder
+	if err := versionCmd(nil, &out); err != nil {
+		t.Fatal(err)
+	}
+	if s := out.String(); !strings.HasPrefix(s, "softnic ") || !strings.Contains(s, "(commit ") || !strings.Contains(s, runtime.Version()) || strings.Count(s, "\n") != 1 {
+		t.Errorf("softnic version printed %q", s)
+	}
+}
+
+// TestSocketFlags: --socket-mode takes octal permission bits,
+// --socket-group a group name or gid, on the command line or in a config
+// file; an unknown group is a usage error that says how to make it.
+func TestSocketFlags(t *testing.T) {
+	o, err := parseRun([]string{"--iface", "x"})
+	if err != nil || o.socketMode != 0o660 || o.socketGID != 0 || o.socketMode.String() != "0660" {
+		t.Fatalf("defaults: %04o gid %d, %v", o.socketMode, o.socketGID, err)
+	}
+	o, err = parseRun([]string{"--iface", "x", "--socket-mode", "640", "--socket-group", "4242"})
+	if err != nil || o.socketMode != 0o640 || o.socketGID != 4242 {
+		t.Fatalf("--socket-mode 640 --socket-group 4242: %04o gid %d, %v", o.socketMode, o.socketGID, err)
+	}
+	g, err := user.LookupGroupId(strconv.Itoa(os.Getegid()))
+	if err != nil {
+		t.Skipf("skipping the group name: this process's group %d has none: %v", os.Getegid(), err)
+	}
+	conf := filepath.Join(t.TempDir(), "softnic.conf")
+	os.WriteFile(conf, []byte("iface = x\nsocket-group = "+g.Name+"\nsocket-mode = 0600\n"), 0o644)
+	if o, err = parseRun([]string{"--config", conf}); err != nil || o.socketMode != 0o600 || o.socketGID != os.Getegid() {
+		t.Fatalf("config socket-group = %s: %04o gid %d, %v", g.Name, o.socketMode, o.socketGID, err)
+	}
+	_, err = parseRun([]string{"--iface", "x", "--socket-group", "no-such-group-softnic"})
+	if err == nil || err.Error() != `run: --socket-group "no-such-group-softnic": no such group (create it: groupadd --system no-such-group-softnic)` {
+		t.Errorf("unknown group: %v", err)
 	}
 }

@@ -9,48 +9,11 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 )
-
-// dialErr is what verbs.Dial returns when connect fails with errno.
-func dialErr(path string, errno syscall.Errno) error {
-	op := &net.OpError{Op: "dial", Net: "unixpacket", Addr: &net.UnixAddr{Name: path, Net: "unixpacket"},
-		Err: os.NewSyscallError("connect", errno)}
-	return fmt.Errorf("verbs: dial %s: %w", path, op)
-}
-
-// TestDialError: each reason `softnic stats` gets no answer has its own
-// one-line message; what is not a failed connect is left as it is.
-func TestDialError(t *testing.T) {
-	dir := t.TempDir()
-	sock := filepath.Join(dir, "softnic.sock")
-	os.WriteFile(sock, nil, 0o660) // stands for the socket: describeAccess stats it
-	os.Chmod(sock, 0o660)          // whatever the umask
-	other := errors.New("verbs: protocol error: hello carried 2 descriptors, want 3")
-	for _, tc := range []struct {
-		err  error
-		want string
-	}{
-		{dialErr(sock, syscall.ENOENT), "no daemon at " + sock + " (is softnic run running? --socket)"},
-		{dialErr(sock, syscall.ECONNREFUSED), "no daemon at " + sock + ": the socket is stale"},
-		{dialErr(sock, syscall.EACCES), "permission denied on " + sock + " (mode 0660, owner "},
-		{dialErr(sock, syscall.EPERM), "permission denied on " + sock + " (mode 0660, owner "},
-		{dialErr(sock, syscall.ECONNRESET), "verbs: dial " + sock + ": dial unixpacket " + sock + ": connect: connection reset by peer"},
-		{other, other.Error()},
-		// Not a dial: a refusal later on is not a stale socket.
-		{fmt.Errorf("stats: %w", syscall.ECONNREFUSED), "stats: connection refused"},
-	} {
-		got := dialError(sock, tc.err).Error()
-		if !strings.HasPrefix(got, tc.want) || strings.Contains(got, "\n") {
-			t.Errorf("dialError(%v) = %q, want one line starting %q", tc.err, got, tc.want)
-		}
-	}
-	if got := dialError(sock, dialErr(sock, syscall.EACCES)).Error(); !strings.HasSuffix(got, ": run as root or as a member of that group)") {
-		t.Errorf("EACCES: %q gives no advice", got)
-	}
-}
 
 // TestDialErrorReal: the messages for real failures of queryStats: no
 // socket, a stale socket (its listener closed, as a killed daemon leaves
@@ -58,8 +21,8 @@ func TestDialError(t *testing.T) {
 func TestDialErrorReal(t *testing.T) {
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "missing.sock")
-	if _, err := queryStats(missing); err == nil || dialError(missing, err).Error() != "no daemon at "+missing+" (is softnic run running? --socket)" {
-		t.Errorf("missing socket: %v -> %v", err, dialError(missing, err))
+	if _, err := queryStats(missing); err == nil || !strings.HasPrefix(err.Error(), "no softnic daemon is listening at "+missing+": the socket does not exist") {
+		t.Errorf("missing socket: %v", err)
 	}
 	stale := filepath.Join(dir, "stale.sock")
 	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: stale, Net: "unixpacket"})
@@ -68,15 +31,16 @@ func TestDialErrorReal(t *testing.T) {
 	}
 	ln.SetUnlinkOnClose(false)
 	ln.Close()
-	if _, err := queryStats(stale); err == nil || !strings.HasPrefix(dialError(stale, err).Error(), "no daemon at "+stale+": the socket is stale") {
-		t.Errorf("stale socket: %v -> %v", err, dialError(stale, err))
+	if _, err := queryStats(stale); err == nil || !strings.HasPrefix(err.Error(), "no softnic daemon is listening at "+stale+": the socket is stale") {
+		t.Errorf("stale socket: %v", err)
 	}
 }
 
 // TestDialErrorPermission: connecting to a socket without write
-// permission on it fails with EACCES, and stats says so, with the
-// socket's mode and owners. Root may connect to anything, so as root the
-// check runs in a copy of the test binary as nobody.
+// permission on it, or in a directory this user may not search, fails
+// with EACCES, and stats says so, with the socket's mode and owners and
+// who may connect, or the directory's. Root may connect to anything, so
+// as root the check runs in a copy of the test binary as nobody.
 func TestDialErrorPermission(t *testing.T) {
 	if path := os.Getenv("SOFTNIC_TEST_DIAL"); path != "" {
 		// The child, as nobody.
@@ -85,50 +49,88 @@ func TestDialErrorPermission(t *testing.T) {
 			fmt.Println("connected")
 			return
 		}
-		fmt.Println(dialError(path, err))
+		fmt.Println(err)
 		return
 	}
 	dir := t.TempDir()
 	for d := dir; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
 		os.Chmod(d, 0o755) // nobody must reach the socket and the binary
 	}
-	sock := filepath.Join(dir, "softnic.sock")
-	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: sock, Net: "unixpacket"})
-	if err != nil {
-		t.Fatal(err)
+	listen := func(path string) {
+		ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
 	}
-	defer ln.Close()
-	var got, wantOwner string
-	if os.Getuid() != 0 {
-		// The owner is refused too without write permission.
-		os.Chmod(sock, 0)
-		_, err := queryStats(sock)
-		if err == nil {
-			t.Fatal("connected to a socket of mode 0000")
+	sock := filepath.Join(dir, "softnic.sock")
+	listen(sock)
+	private := filepath.Join(dir, "private")
+	os.Mkdir(private, 0o700)
+	hidden := filepath.Join(private, "softnic.sock")
+	listen(hidden)
+	t.Cleanup(func() { os.Chmod(private, 0o700) })
+
+	// dial connects as this user, or as nobody when this user is root.
+	bin := filepath.Join(dir, "softnic.test")
+	dial := func(path string) string {
+		t.Helper()
+		if os.Getuid() != 0 {
+			_, err := queryStats(path)
+			if err == nil {
+				t.Fatalf("connected to %s", path)
+			}
+			if !errors.Is(err, syscall.EACCES) {
+				t.Fatalf("connect to %s: %v, want EACCES", path, err)
+			}
+			return err.Error()
 		}
-		if !errors.Is(err, syscall.EACCES) {
-			t.Fatalf("connect to a socket of mode 0000: %v, want EACCES", err)
+		if _, err := os.Stat(bin); err != nil {
+			copyFile(t, os.Args[0], bin)
 		}
-		got = dialError(sock, err).Error()
-		u, _ := user.Current()
-		wantOwner = "(mode 0000, owner " + u.Username + ", group "
-	} else {
-		os.Chmod(sock, 0o660)
-		bin := filepath.Join(dir, "softnic.test")
-		copyFile(t, os.Args[0], bin)
 		cmd := exec.Command(bin, "-test.run=^TestDialErrorPermission$")
-		cmd.Env = append(os.Environ(), "SOFTNIC_TEST_DIAL="+sock)
+		cmd.Env = append(os.Environ(), "SOFTNIC_TEST_DIAL="+path)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("test binary as nobody: %v\n%s", err, out)
 		}
-		got = strings.SplitN(string(out), "\n", 2)[0]
-		wantOwner = "(mode 0660, owner root, group "
+		return strings.SplitN(string(out), "\n", 2)[0]
 	}
-	want := "permission denied on " + sock + " " + wantOwner
-	if !strings.HasPrefix(got, want) || !strings.HasSuffix(got, ": run as root or as a member of that group)") {
-		t.Errorf("got %q, want %q... with advice", got, want)
+	me := "root"
+	if u, err := user.Current(); err == nil {
+		me = u.Username
+	}
+	var want string
+	if os.Getuid() != 0 {
+		// The owner is refused too without write permission.
+		os.Chmod(sock, 0)
+		want = "permission denied on " + sock + " (mode 0000, owner " + me + ", group "
+	} else {
+		os.Chmod(sock, 0o660)
+		want = "permission denied on " + sock + " (mode 0660, owner root, group "
+	}
+	wantWho := ": nobody may connect)"
+	if os.Getuid() == 0 {
+		group := strconv.Itoa(os.Getegid())
+		if g, err := user.LookupGroupId(group); err == nil {
+			group = g.Name
+		}
+		wantWho = ": group " + group + " may connect)"
+	}
+	if got := dial(sock); !strings.HasPrefix(got, want) || !strings.HasSuffix(got, wantWho) {
+		t.Errorf("got %q, want %q...%q", got, want, wantWho)
+	}
+	if os.Getuid() != 0 {
+		os.Chmod(private, 0) // the owner too may not search it now
+	}
+	mode := "0700"
+	if os.Getuid() != 0 {
+		mode = "0000"
+	}
+	want = "permission denied on " + hidden + ": its directory " + private + " (mode " + mode + ", owner " + me + ", group "
+	if got := dial(hidden); !strings.HasPrefix(got, want) || !strings.HasSuffix(got, ") may not be searched by this user") {
+		t.Errorf("got %q, want %q...", got, want)
 	}
 }
 

@@ -68,6 +68,10 @@ type Options struct {
 	// SocketMode is the socket file's mode (default 0660): only the owner
 	// and the group may create QPs and register memory, never everyone.
 	SocketMode os.FileMode
+	// SocketGID, if not 0, is the socket file's group (softnic run
+	// --socket-group): with mode 0660, the users of that group may use
+	// the NIC without root. 0 leaves the daemon's own group.
+	SocketGID int
 	// Name is the device name clients see (default "softnic0").
 	Name string
 	// Counters, if set, adds counters after the engine's in the stats RPC
@@ -176,7 +180,7 @@ func New(e *dataplane.Engine, o Options) (*Server, error) {
 		s.freeDevicePage()
 		return nil, err
 	}
-	if s.ln, err = listen(o.SocketPath, o.SocketMode, s.log); err != nil {
+	if s.ln, err = listen(o.SocketPath, o.SocketMode, o.SocketGID, s.log); err != nil {
 		s.freeDevicePage()
 		return nil, err
 	}
@@ -192,11 +196,11 @@ func (s *Server) freeDevicePage() {
 }
 
 // listen binds the socket in a private directory, gives it its mode and
-// renames it into place, so that it is never reachable with looser
-// permissions (a chmod after bind leaves a window; a umask is process-
-// wide). A rename that would replace a file means another server won the
-// race.
-func listen(path string, mode os.FileMode, log *slog.Logger) (*net.UnixListener, error) {
+// group (gid 0: the daemon's) and renames it into place, so that it is
+// never reachable with other permissions (a chmod after bind leaves a
+// window; a umask is process-wide). A rename that would replace a file
+// means another server won the race.
+func listen(path string, mode os.FileMode, gid int, log *slog.Logger) (*net.UnixListener, error) {
 	if err := removeStale(path, log); err != nil {
 		return nil, err
 	}
@@ -211,6 +215,12 @@ func listen(path string, mode os.FileMode, log *slog.Logger) (*net.UnixListener,
 		return nil, fmt.Errorf("verbsd: listen: %w", err)
 	}
 	ln.SetUnlinkOnClose(false) // the path changes; Close removes the final one
+	if gid != 0 {
+		if err := os.Chown(tmpPath, -1, gid); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("verbsd: give socket %s to group %d: %w", path, gid, errors.Unwrap(err))
+		}
+	}
 	if err := os.Chmod(tmpPath, mode); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("verbsd: %w", err)
