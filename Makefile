@@ -21,6 +21,14 @@ fuzz: ## fuzz the frame parser and the receive path, 30 s each
 	$(GO) test -run '^$$' -fuzz FuzzParseFrame -fuzztime 30s ./bth/
 	$(GO) test -run '^$$' -fuzz FuzzReceive -fuzztime 30s ./dataplane/
 
+plots: ## redraw docs/results' PNGs from the committed CSVs (no sweep is rerun)
+	$(GO) run ./cmd/softnic-sweep plot-loss -in docs/results/loss.csv -out docs/results/loss.png
+	$(GO) run ./cmd/softnic-sweep plot-loss -in docs/results/testbed-loss.csv -out docs/results/testbed-loss.png \
+		-title "RDMA WRITE goodput under loss, two-host testbed (AF_XDP, both directions)"
+	$(GO) run ./cmd/softnic-sweep plot-qps -in docs/results/qps.csv -out docs/results -prefix qps -note "embedded, SRAM 76800 B"
+	$(GO) run ./cmd/softnic-sweep plot-qps -in docs/results/qps_fasr.csv -out docs/results -prefix qps_fasr -note "embedded, SRAM 1400000 B"
+	$(GO) run ./cmd/softnic-sweep plot-qps -in docs/results/testbed-qps.csv -out docs/results -prefix testbed-qps -note "testbed, SRAM 76800 B"
+
 generate: ## rebuild the XDP object (needs clang, llvm, libbpf-dev)
 	$(GO) generate ./bpf/
 
@@ -31,4 +39,4 @@ check: ## gofmt, go vet
 ci: ## what CI runs
 	bash .ci/run
 
-.PHONY: help demo test short bench fuzz generate check ci
+.PHONY: help demo test short bench fuzz plots generate check ci

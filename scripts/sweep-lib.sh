@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # sweep-lib.sh: shared by sweep-loss.sh and sweep-qps.sh, the sweeps on
 # the two-host testbed. Sourced, not run. It checks for root, iproute2 and
-# BPF, builds softnic and softnic-bench into $work, brings the testbed up
+# BPF, builds softnic, softnic-bench and softnic-sweep (the plots) into
+# $work, brings the testbed up
 # (testbed.sh), starts and stops a pair of softnic daemons over AF_XDP (a
 # fresh pair for every run), runs softnic-bench between them with a time
 # limit, reads counters with `softnic stats`, and tears everything down on
@@ -49,9 +50,10 @@ sweep_setup() {
 	work=$(mktemp -d /tmp/softnic-sweep.XXXXXX)
 	trap sweep_cleanup EXIT
 	trap 'exit 130' INT TERM
-	say "building softnic and softnic-bench"
+	say "building softnic, softnic-bench and softnic-sweep"
 	go build -o "$work/softnic" ./cmd/softnic
 	go build -o "$work/softnic-bench" ./cmd/softnic-bench
+	go build -o "$work/softnic-sweep" ./cmd/softnic-sweep
 }
 
 # testbed_up: namespaces, next hops resolved.
