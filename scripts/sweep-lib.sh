@@ -13,6 +13,8 @@
 #                             snsweep-sw, snsweep-b)
 #   SOFTNIC_SWEEP_DAEMON_ARGS more `softnic run` flags for both daemons
 
+# shellcheck source=scripts/bench-lib.sh
+source scripts/bench-lib.sh
 tb=scripts/testbed.sh
 export SOFTNIC_NS_PREFIX=${SOFTNIC_NS_PREFIX:-snsweep}
 nsA=${SOFTNIC_NS_PREFIX}-a
@@ -142,13 +144,15 @@ delta() {
 }
 
 # bench LIMIT ARGS...: softnic-bench server on B and client on A with the
-# same ARGS, each killed after LIMIT seconds. Client output in
+# same ARGS (but --csv, which only the client gets: server_args), each
+# killed after LIMIT seconds. Client output in
 # $work/client.out, server's in $work/server.out. Returns the client's
 # status, else the server's (124: a time limit hit).
 bench() {
-	local limit=$1 server rc
+	local limit=$1 server rc sargs
 	shift
-	ip netns exec "$nsB" timeout -k 5 "$limit" "$work/softnic-bench" "$@" --socket "$work/b.sock" >"$work/server.out" 2>&1 &
+	server_args "$@"
+	ip netns exec "$nsB" timeout -k 5 "$limit" "$work/softnic-bench" "${sargs[@]}" --socket "$work/b.sock" >"$work/server.out" 2>&1 &
 	server=$!
 	bench_pids=("$server")
 	sleep 0.3
