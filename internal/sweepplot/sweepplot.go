@@ -37,10 +37,17 @@ var palette = []color.Color{
 
 // shapes are the schemes' markers, one each (in the order of their
 // colours), so that lines drawn over each other, as the schemes' are
-// wherever they perform alike, still show every scheme's points.
-var shapes = []draw.GlyphDrawer{
-	draw.RingGlyph{}, draw.BoxGlyph{}, draw.PyramidGlyph{}, draw.CrossGlyph{},
-	draw.PlusGlyph{}, draw.CircleGlyph{}, draw.SquareGlyph{}, draw.TriangleGlyph{},
+// wherever they perform alike, still show every scheme's points: outlines
+// first, then filled shapes drawn small enough to sit inside them
+// (gonum's Ring, Square and Triangle are outlines, Circle, Box and
+// Pyramid filled).
+var shapes = []struct {
+	glyph  draw.GlyphDrawer
+	radius vg.Length
+}{
+	{draw.RingGlyph{}, vg.Points(4)}, {draw.SquareGlyph{}, vg.Points(4)}, {draw.TriangleGlyph{}, vg.Points(4)},
+	{draw.CrossGlyph{}, vg.Points(4)}, {draw.PlusGlyph{}, vg.Points(4)},
+	{draw.CircleGlyph{}, vg.Points(2)}, {draw.BoxGlyph{}, vg.Points(2)}, {draw.PyramidGlyph{}, vg.Points(2)},
 }
 
 // dashes are the loss rates' line patterns, lossless solid.
@@ -239,6 +246,7 @@ func (c *chart) positiveY() bool {
 type style struct {
 	color  color.Color
 	shape  draw.GlyphDrawer
+	radius vg.Length
 	dashes []vg.Length
 }
 
@@ -254,7 +262,8 @@ func (c *chart) styles() []style {
 			i = len(scheme)
 			scheme[l.scheme] = i
 		}
-		out = append(out, style{color: palette[i%len(palette)], shape: shapes[i%len(shapes)], dashes: dashes[l.variant%len(dashes)]})
+		sh := shapes[i%len(shapes)]
+		out = append(out, style{color: palette[i%len(palette)], shape: sh.glyph, radius: sh.radius, dashes: dashes[l.variant%len(dashes)]})
 	}
 	return out
 }
@@ -292,8 +301,7 @@ func (c *chart) plot() (*plot.Plot, plot.Legend, error) {
 		}
 		ln.Color, pts.Color = st.color, st.color
 		ln.Dashes = st.dashes
-		pts.Shape = st.shape
-		pts.Radius = vg.Points(3.5)
+		pts.Shape, pts.Radius = st.shape, st.radius
 		p.Add(ln, pts)
 		legend.Add(l.label, ln, pts)
 	}
