@@ -21,6 +21,15 @@ fuzz: ## fuzz the frame parser and the receive path, 30 s each
 	$(GO) test -run '^$$' -fuzz FuzzParseFrame -fuzztime 30s ./bth/
 	$(GO) test -run '^$$' -fuzz FuzzReceive -fuzztime 30s ./dataplane/
 
+plots: ## redraw docs/results' PNGs from the committed CSVs (no sweep is rerun)
+	$(GO) run ./cmd/softnic-sweep plot-loss -in docs/results/loss.csv -out docs/results/loss.png
+	$(GO) run ./cmd/softnic-sweep plot-loss -in docs/results/testbed-loss.csv -out docs/results/testbed-loss.png \
+		-title "RDMA WRITE goodput under loss, two-host testbed (AF_XDP, both directions)"
+	$(GO) run ./cmd/softnic-sweep plot-qps -in docs/results/qps.csv -out docs/results -prefix qps -note "embedded, SRAM 76800 B"
+	$(GO) run ./cmd/softnic-sweep plot-qps -in docs/results/qps_fasr.csv -out docs/results -prefix qps_fasr -note "embedded, SRAM 1400000 B"
+	$(GO) run ./cmd/softnic-sweep plot-qps -in docs/results/testbed-qps.csv -out docs/results -prefix testbed-qps -note "testbed, SRAM 76800 B"
+	$(GO) run ./cmd/softnic-sweep plot-star -in docs/results/star-fig5a.csv -out docs/results
+
 generate: ## rebuild the XDP object (needs clang, llvm, libbpf-dev)
 	$(GO) generate ./bpf/
 
@@ -46,19 +55,19 @@ BUILDDIR ?= bin
 BUILDINFO = github.com/softnic/softnic/internal/buildinfo
 LDFLAGS = -X $(BUILDINFO).Version=$(VERSION) -X $(BUILDINFO).Commit=$(COMMIT) -X $(BUILDINFO).Dirty=$(DIRTY)
 
-build: ## build softnic and softnic-bench into bin/ (BUILDDIR)
-	$(GO) build -ldflags '$(LDFLAGS)' -o '$(BUILDDIR)/' ./cmd/softnic ./cmd/softnic-bench
+build: ## build softnic, softnic-bench and softnic-sweep into bin/ (BUILDDIR)
+	$(GO) build -ldflags '$(LDFLAGS)' -o '$(BUILDDIR)/' ./cmd/softnic ./cmd/softnic-bench ./cmd/softnic-sweep
 
 install: build ## install binaries, systemd unit, sysusers file (PREFIX=/usr/local, DESTDIR)
 	install -d '$(DESTDIR)$(BINDIR)' '$(DESTDIR)$(SYSTEMDUNITDIR)' '$(DESTDIR)$(SYSUSERSDIR)'
-	install -m 0755 '$(BUILDDIR)/softnic' '$(BUILDDIR)/softnic-bench' '$(DESTDIR)$(BINDIR)/'
+	install -m 0755 '$(BUILDDIR)/softnic' '$(BUILDDIR)/softnic-bench' '$(BUILDDIR)/softnic-sweep' '$(DESTDIR)$(BINDIR)/'
 	sed 's|/usr/local/bin/softnic |$(BINDIR)/softnic |' contrib/systemd/softnic@.service > '$(DESTDIR)$(SYSTEMDUNITDIR)/softnic@.service.tmp'
 	chmod 0644 '$(DESTDIR)$(SYSTEMDUNITDIR)/softnic@.service.tmp'
 	mv '$(DESTDIR)$(SYSTEMDUNITDIR)/softnic@.service.tmp' '$(DESTDIR)$(SYSTEMDUNITDIR)/softnic@.service'
 	install -m 0644 contrib/sysusers.d/softnic.conf '$(DESTDIR)$(SYSUSERSDIR)/softnic.conf'
 
 uninstall: ## remove what install put there
-	rm -f '$(DESTDIR)$(BINDIR)/softnic' '$(DESTDIR)$(BINDIR)/softnic-bench' \
+	rm -f '$(DESTDIR)$(BINDIR)/softnic' '$(DESTDIR)$(BINDIR)/softnic-bench' '$(DESTDIR)$(BINDIR)/softnic-sweep' \
 		'$(DESTDIR)$(SYSTEMDUNITDIR)/softnic@.service' '$(DESTDIR)$(SYSUSERSDIR)/softnic.conf'
 
-.PHONY: help demo test short bench fuzz generate check ci build install uninstall
+.PHONY: help demo test short bench fuzz plots generate check ci build install uninstall

@@ -31,7 +31,9 @@ func TestParseErrors(t *testing.T) {
 		{"short BTH", make([]byte, bth.BTHLen-1), bth.ErrTruncated},
 		{"reserved opcode", roce(bth.RCSendOnly, 0, 0, func(b []byte) { b[0] = 0x15 }), bth.ErrUnknownOpcode},
 		{"UC opcode", roce(bth.RCSendOnly, 0, 0, func(b []byte) { b[0] = 0x24 }), bth.ErrUnknownOpcode},
-		{"CNP opcode", roce(bth.RCSendOnly, 4, 0, func(b []byte) { b[0] = 0x81 }), bth.ErrUnknownOpcode},
+		{"CNP-transport opcode not CNP", roce(bth.RCSendOnly, 0, 0, func(b []byte) { b[0] = 0x80 }), bth.ErrUnknownOpcode},
+		{"CNP without its reserved bytes", roce(bth.RCSendOnly, 4, 0, func(b []byte) { b[0] = 0x81 }), bth.ErrTruncated},
+		{"CNP with payload", roce(bth.CNP, 4, 0, nil), bth.ErrBadLength},
 		{"TVer 1", roce(bth.RCSendOnly, 0, 0, func(b []byte) { bth.BTH(b).SetTVer(1) }), bth.ErrBadVersion},
 		{"no ICRC", roce(bth.RCSendOnly, 0, 0, nil)[:bth.BTHLen+3], bth.ErrTruncated},
 		{"ACK without AETH", roce(bth.RCAcknowledge, 0, 0, nil)[:bth.BTHLen+bth.ICRCLen], bth.ErrTruncated},
@@ -44,6 +46,7 @@ func TestParseErrors(t *testing.T) {
 		{"ok: 1 byte + 3 pad", roce(bth.RCSendOnly, 1, 3, nil), nil},
 		{"ok: UD imm", roce(bth.UDSendOnlyImm, 8, 0, nil), nil},
 		{"ok: atomic ack", roce(bth.RCAtomicAcknowledge, 0, 0, nil), nil},
+		{"ok: CNP", roce(bth.CNP, 0, 0, nil), nil},
 	} {
 		p, err := bth.Parse(tc.b)
 		if !errors.Is(err, tc.want) {

@@ -40,6 +40,9 @@ func canonical(b []byte, info *bth.OpInfo) []byte {
 	if o := info.GDETHOff; o >= 0 {
 		c[o+16] = 0 // GDETH: ReplyQP's top byte
 	}
+	if o := info.CNPReservedOff; o >= 0 {
+		clear(c[o : o+bth.CNPReservedLen]) // a CNP's reserved bytes
+	}
 	return c
 }
 
@@ -51,9 +54,9 @@ func FuzzParse(f *testing.F) {
 		}
 		f.Add(fr.Pkt.Buf)
 	}
-	// StaR's opcodes with every header byte set, reserved ones included,
-	// which re-encoding must clear.
-	for op := bth.StarWQEP; op <= bth.StarSDP; op++ {
+	// StaR's opcodes and the CNP with every header byte set, reserved ones
+	// included, which re-encoding must clear.
+	for _, op := range []bth.Opcode{bth.StarWQEP, bth.StarCQEP, bth.StarEA, bth.StarRDP, bth.StarRA, bth.StarGD, bth.StarSDP, bth.CNP} {
 		info := bth.Lookup(op)
 		b := bytes.Repeat([]byte{0xff}, info.PacketLen(0))
 		bth.BTH(b).Encode(&bth.BTHFields{Opcode: op, PKey: 0xffff, DestQPN: 0xffffff, PSN: 0xffffff})

@@ -31,6 +31,10 @@ const (
 	RDPETHLen  = 20
 	GDETHLen   = 20
 	SDPETHLen  = 4
+
+	// CNPReservedLen is the reserved field that follows a CNP's BTH
+	// (IBA Annex A17, RoCEv2's congestion notification packet).
+	CNPReservedLen = 16
 )
 
 // Opcode is the BTH OpCode field (IBA 9.2.1). The top three bits
@@ -65,6 +69,16 @@ const (
 	UDSendOnly           Opcode = 0x64
 	UDSendOnlyImm        Opcode = 0x65
 )
+
+// CNP is RoCEv2's congestion notification packet (IBA Annex A17): the
+// only opcode of the CNP transport (top three bits 100), sent by a
+// notification point (a DCQCN NIC that received ECN-marked packets, or a
+// switch) to the reaction point, the sender of those packets, whose QP is
+// the BTH's DestQP. A BTH (BECN set, PSN 0) and 16 reserved bytes, then
+// the ICRC. softnic recognises and counts it (dataplane's
+// rp_cnp_ignored) and has no congestion control to react to it
+// (docs/wire.md, "CNP").
+const CNP Opcode = 0x81
 
 // softnic's extension opcodes, in the manufacturer-specific range
 // 0xC0-0xFF (IBA Table 36), used only on connections that negotiated a
@@ -181,6 +195,10 @@ const (
 	HasRDPETH                                   // StaR's receiving data packet header follows
 	HasGDETH                                    // StaR's get data header follows
 	HasSDPETH                                   // StaR's sending data packet header follows
+
+	// HasCNPReserved: a CNP's 16 reserved bytes follow (CNP). Like a
+	// StaR opcode, a CNP has none of the RC role flags.
+	HasCNPReserved
 )
 
 // OpInfo is the static description of one opcode, the equivalent of rxe's
@@ -194,6 +212,7 @@ type OpInfo struct {
 	RETHOff, AETHOff, ImmOff, IETHOff, DETHOff, AtomicETHOff, AtomicAckETHOff int
 	PETHOff, SACKETHOff, HolesETHOff                                          int
 	WQEPETHOff, CQEPETHOff, EAETHOff, RDPETHOff, GDETHOff, SDPETHOff          int
+	CNPReservedOff                                                            int
 }
 
 // PacketLen returns the length of a RoCE packet of this opcode with
@@ -203,8 +222,8 @@ func (i *OpInfo) PacketLen(payloadLen int) int {
 }
 
 // Lookup returns the table entry for op, or nil if softnic does not know the
-// opcode (reserved, UC, RD, or a manufacturer-specific one that is not
-// softnic's). The result points into a
+// opcode (reserved, UC, RD, a CNP-transport opcode other than CNP, or a
+// manufacturer-specific one that is not softnic's). The result points into a
 // static table and must not be modified.
 func Lookup(op Opcode) *OpInfo {
 	info := &opTable[op]
@@ -267,6 +286,8 @@ var opTable = layoutOpTable([256]OpInfo{
 	StarRA:   {Name: "STAR_RA", Flags: HasAETH},
 	StarGD:   {Name: "STAR_GD", Flags: HasGDETH},
 	StarSDP:  {Name: "STAR_SDP", Flags: HasSDPETH | HasPayload},
+
+	CNP: {Name: "CNP", Flags: HasCNPReserved}, // the name Linux's hfi1 trace prints
 })
 
 // layoutOpTable fills in Length and the header offsets of every named entry.
@@ -297,6 +318,7 @@ func layoutOpTable(table [256]OpInfo) [256]OpInfo {
 		{HasRDPETH, RDPETHLen, func(i *OpInfo) *int { return &i.RDPETHOff }},
 		{HasGDETH, GDETHLen, func(i *OpInfo) *int { return &i.GDETHOff }},
 		{HasSDPETH, SDPETHLen, func(i *OpInfo) *int { return &i.SDPETHOff }},
+		{HasCNPReserved, CNPReservedLen, func(i *OpInfo) *int { return &i.CNPReservedOff }},
 	}
 	for op := range table {
 		info := &table[op]

@@ -26,6 +26,7 @@ const (
 	hRDPETH
 	hGDETH
 	hSDPETH
+	hCNPReserved
 )
 
 // wantHeaders lists, independently of the package's table, the extension
@@ -98,12 +99,21 @@ var wantStarHeaders = map[bth.Opcode]struct {
 	bth.StarSDP:  {"STAR_SDP", []hdr{hSDPETH}, true},
 }
 
+// wantCNP is RoCEv2's congestion notification packet (IBA Annex A17): a
+// BTH and 16 reserved bytes.
+var wantCNP = struct {
+	name    string
+	hdrs    []hdr
+	payload bool
+}{"CNP", []hdr{hCNPReserved}, false}
+
 var hdrLen = map[hdr]int{
 	hRETH: bth.RETHLen, hAETH: bth.AETHLen, hImm: bth.ImmDtLen, hIETH: bth.IETHLen,
 	hDETH: bth.DETHLen, hAtomic: bth.AtomicETHLen, hAtomicAck: bth.AtomicAckETHLen,
 	hPETH: bth.PETHLen, hSACKETH: bth.SACKETHLen, hHolesETH: bth.HolesETHLen,
 	hWQEPETH: bth.WQEPETHLen, hCQEPETH: bth.CQEPETHLen, hEAETH: bth.EAETHLen,
 	hRDPETH: bth.RDPETHLen, hGDETH: bth.GDETHLen, hSDPETH: bth.SDPETHLen,
+	hCNPReserved: bth.CNPReservedLen,
 }
 
 func offsets(info *bth.OpInfo) map[hdr]int {
@@ -113,6 +123,7 @@ func offsets(info *bth.OpInfo) map[hdr]int {
 		hPETH: info.PETHOff, hSACKETH: info.SACKETHOff, hHolesETH: info.HolesETHOff,
 		hWQEPETH: info.WQEPETHOff, hCQEPETH: info.CQEPETHOff, hEAETH: info.EAETHOff,
 		hRDPETH: info.RDPETHOff, hGDETH: info.GDETHOff, hSDPETH: info.SDPETHOff,
+		hCNPReserved: info.CNPReservedOff,
 	}
 }
 
@@ -122,6 +133,7 @@ var hdrFlag = map[hdr]bth.OpFlags{
 	hPETH: bth.HasPETH, hSACKETH: bth.HasSACKETH, hHolesETH: bth.HasHolesETH,
 	hWQEPETH: bth.HasWQEPETH, hCQEPETH: bth.HasCQEPETH, hEAETH: bth.HasEAETH,
 	hRDPETH: bth.HasRDPETH, hGDETH: bth.HasGDETH, hSDPETH: bth.HasSDPETH,
+	hCNPReserved: bth.HasCNPReserved,
 }
 
 func TestOpcodeTableLayout(t *testing.T) {
@@ -131,6 +143,9 @@ func TestOpcodeTableLayout(t *testing.T) {
 		want, known := wantHeaders[op]
 		if star, ok := wantStarHeaders[op]; ok {
 			want, known = star, true
+		}
+		if op == bth.CNP {
+			want, known = wantCNP, true
 		}
 		if !known {
 			if info != nil {

@@ -101,6 +101,15 @@ type Counters struct {
 	RespQueueFull   uint64 // resp_queue_full: request dropped, responder output queue full
 	CQOverflow      uint64 // cq_overflow
 
+	// RoCEv2 congestion notification packets received (bth.CNP), named as
+	// mlx5 names them: a NIC that receives a CNP is DCQCN's reaction
+	// point, and mlx5 counts a CNP its reaction point did not act on as
+	// rp_cnp_ignored, one it throttled for as rp_cnp_handled
+	// (np_cnp_sent is the notification point's, the sender of CNPs).
+	// softnic has no congestion control: it throttles for none and sends
+	// none, so every CNP is ignored (docs/wire.md, "CNP").
+	RPCNPIgnored uint64 // rp_cnp_ignored
+
 	// StaR's stateless server (Config.StarServer; star.go).
 	StarRDPRcvd uint64 // star_rdp_rcvd: RDPs received
 	StarRASent  uint64 // star_ra_sent: RAs sent, ACK or NAK
@@ -174,7 +183,7 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"rcvd_pkey_err", c.RcvdPKeyErr}, {"rcvd_bad_state", c.RcvdBadState},
 		{"rcvd_bad_opcode", c.RcvdBadOpcode}, {"rcvd_bad_response", c.RcvdBadResponse},
 		{"rcvd_stale_ack", c.RcvdStaleAck}, {"resp_queue_full", c.RespQueueFull},
-		{"cq_overflow", c.CQOverflow},
+		{"cq_overflow", c.CQOverflow}, {"rp_cnp_ignored", c.RPCNPIgnored},
 		{"star_rdp_rcvd", c.StarRDPRcvd}, {"star_ra_sent", c.StarRASent},
 		{"star_gd_rcvd", c.StarGDRcvd}, {"star_sdp_sent", c.StarSDPSent},
 		{"star_nak_sent", c.StarNakSent}, {"star_tx_drops", c.StarTxDrops}, {"star_dropped", c.StarDropped},

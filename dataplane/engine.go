@@ -341,6 +341,10 @@ func (e *Engine) receive(frame []byte) {
 		e.cnt.RcvdPKeyErr++
 		return
 	}
+	if pkt.Opcode() == bth.CNP { // no congestion control to tell (docs/wire.md, "CNP")
+		e.cnt.RPCNPIgnored++
+		return
+	}
 	// A stateless server's packets name no QP: they are served before
 	// the QP lookup and the context cache (star.go). Without StarServer
 	// they go on, and a QP drops them as rcvd_bad_opcode.

@@ -6,6 +6,8 @@
 # SOFTNIC_NETEM as `--netem SPEC` (impairment inside the daemon, e.g.
 # "loss 1% delay 100us 20us reorder 2%").
 
+# shellcheck source=scripts/bench-lib.sh
+source scripts/bench-lib.sh
 tb=scripts/testbed.sh
 export SOFTNIC_NS_PREFIX=${SOFTNIC_NS_PREFIX:-sndemo}
 nsA=${SOFTNIC_NS_PREFIX}-a
@@ -52,15 +54,11 @@ up() {
 }
 
 # bench ARGS...: softnic-bench server on B, client on A, same arguments,
-# except that only the client writes CSV (--csv FILE), so a row is written
-# once.
+# except that only the client writes CSV (server_args), so a row is
+# written once.
 bench() {
-	local sargs=() skip=0 a
-	for a in "$@"; do
-		if [ "$skip" = 1 ]; then skip=0; continue; fi
-		if [ "$a" = --csv ]; then skip=1; continue; fi
-		sargs+=("$a")
-	done
+	local sargs
+	server_args "$@"
 	ip netns exec "$nsB" "$work/softnic-bench" "${sargs[@]}" --socket "$work/b.sock" >"$work/server.out" 2>&1 &
 	local server=$!
 	sleep 0.3

@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # sweep-lib.sh: shared by sweep-loss.sh and sweep-qps.sh, the sweeps on
 # the two-host testbed. Sourced, not run. It checks for root, iproute2 and
-# BPF, builds softnic and softnic-bench into $work, brings the testbed up
+# BPF, builds softnic, softnic-bench and softnic-sweep (the plots) into
+# $work, brings the testbed up
 # (testbed.sh), starts and stops a pair of softnic daemons over AF_XDP (a
 # fresh pair for every run), runs softnic-bench between them with a time
 # limit, reads counters with `softnic stats`, and tears everything down on
@@ -12,6 +13,8 @@
 #                             snsweep-sw, snsweep-b)
 #   SOFTNIC_SWEEP_DAEMON_ARGS more `softnic run` flags for both daemons
 
+# shellcheck source=scripts/bench-lib.sh
+source scripts/bench-lib.sh
 tb=scripts/testbed.sh
 export SOFTNIC_NS_PREFIX=${SOFTNIC_NS_PREFIX:-snsweep}
 nsA=${SOFTNIC_NS_PREFIX}-a
@@ -49,9 +52,10 @@ sweep_setup() {
 	work=$(mktemp -d /tmp/softnic-sweep.XXXXXX)
 	trap sweep_cleanup EXIT
 	trap 'exit 130' INT TERM
-	say "building softnic and softnic-bench"
+	say "building softnic, softnic-bench and softnic-sweep"
 	go build -o "$work/softnic" ./cmd/softnic
 	go build -o "$work/softnic-bench" ./cmd/softnic-bench
+	go build -o "$work/softnic-sweep" ./cmd/softnic-sweep
 }
 
 # testbed_up: namespaces, next hops resolved.
@@ -140,13 +144,15 @@ delta() {
 }
 
 # bench LIMIT ARGS...: softnic-bench server on B and client on A with the
-# same ARGS, each killed after LIMIT seconds. Client output in
+# same ARGS (but --csv, which only the client gets: server_args), each
+# killed after LIMIT seconds. Client output in
 # $work/client.out, server's in $work/server.out. Returns the client's
 # status, else the server's (124: a time limit hit).
 bench() {
-	local limit=$1 server rc
+	local limit=$1 server rc sargs
 	shift
-	ip netns exec "$nsB" timeout -k 5 "$limit" "$work/softnic-bench" "$@" --socket "$work/b.sock" >"$work/server.out" 2>&1 &
+	server_args "$@"
+	ip netns exec "$nsB" timeout -k 5 "$limit" "$work/softnic-bench" "${sargs[@]}" --socket "$work/b.sock" >"$work/server.out" 2>&1 &
 	server=$!
 	bench_pids=("$server")
 	sleep 0.3

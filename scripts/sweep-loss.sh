@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # sweep-loss.sh: goodput against loss rate on the two-host testbed, every
-# recovery scheme: the testbed counterpart of `softnic sweep loss`.
+# recovery scheme: the testbed counterpart of `softnic-sweep loss`.
 #
 # As root with XDP: brings up the namespace testbed (testbed.sh), and for
 # every scheme and loss rate starts a fresh pair of softnic daemons over
@@ -11,12 +11,12 @@
 # (round r runs each point once, lossless first), so that a point's runs
 # are spread over the scheme's series: two daemons and two bench processes
 # share this machine's 2 cores, and other load comes in bursts. Then
-# `softnic sweep plot-loss` takes each point's median run, relative to the
+# `softnic-sweep plot-loss` takes each point's median run, relative to the
 # scheme's lossless median, and draws the plot with the embedded sweep's
 # code.
 #
 # Without root or XDP it says so and runs the embedded sweep
-# (`softnic sweep loss`, simulated time) instead.
+# (`softnic-sweep loss`, simulated time) instead.
 #
 # Output, in $SOFTNIC_SWEEP_OUT (default docs/results):
 #   testbed-loss-runs.csv  one row per run: loss.csv's columns, then rep,
@@ -36,7 +36,7 @@
 #   testbed-loss.png       relative goodput against loss
 #
 # Environment (defaults):
-#   SOFTNIC_SWEEP_SCHEMES        "gbn igbn ..." (every scheme `softnic sweep
+#   SOFTNIC_SWEEP_SCHEMES        "gbn igbn ..." (every scheme `softnic-sweep
 #                                schemes` lists, i.e. recovery.Names())
 #   SOFTNIC_SWEEP_LOSSES         "0 0.01 0.1 0.5 1 2 5" (percent; 0 first)
 #   SOFTNIC_SWEEP_SECONDS        3 (softnic-bench -D per run)
@@ -87,10 +87,10 @@ rto=${SOFTNIC_SWEEP_RTO:-}
 link_rate=${SOFTNIC_SWEEP_LINK_RATE-1.5gbit}
 
 embedded() {
-	say "$1; running the embedded sweep instead (softnic sweep loss: the in-memory fabric, simulated time)"
+	say "$1; running the embedded sweep instead (softnic-sweep loss: the in-memory fabric, simulated time)"
 	local args=(-out "$out" -loss "$(echo "$losses" | tr -s ' ' ,)" -s "$size" -m "$mtu")
 	[ -z "$schemes" ] || args+=(-schemes "$(echo "$schemes" | tr -s ' ' ,)")
-	exec go run ./cmd/softnic sweep loss "${args[@]}"
+	exec go run ./cmd/softnic-sweep loss "${args[@]}"
 }
 
 why=$(no_testbed)
@@ -101,7 +101,7 @@ case " $losses " in
 esac
 
 sweep_setup
-[ -n "$schemes" ] || schemes=$("$work/softnic" sweep schemes | tr '\n' ' ')
+[ -n "$schemes" ] || schemes=$("$work/softnic-sweep" schemes | tr '\n' ' ')
 first=${schemes%% *}
 if ! testbed_up || ! start_daemons --scheme "$first" --mtu "$dmtu"; then
 	sweep_cleanup
@@ -199,5 +199,5 @@ done
 set_loss 0
 say "all runs: $(since "$t_all") s"
 awk -F, 'NR > 1 { n[$1]++; if ($(NF - 1) != "ok") f[$1]++ } END { for (s in n) printf "sweep-loss: %s: %d runs, %d failed\n", s, n[s], f[s] }' "$runs_csv" | sort >&2
-"$work/softnic" sweep plot-loss -in "$runs_csv" -csv "$out/testbed-loss.csv" -out "$out/testbed-loss.png" \
+"$work/softnic-sweep" plot-loss -in "$runs_csv" -csv "$out/testbed-loss.csv" -out "$out/testbed-loss.png" \
 	-title "RDMA WRITE goodput under loss, two-host testbed (AF_XDP, both directions)"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # sweep-qps.sh: the QP-scalability sweep (StaR's stress test) on the
 # two-host testbed, every recovery scheme: the testbed counterpart of
-# `softnic sweep qps`.
+# `softnic-sweep qps`.
 #
 # As root with XDP: brings up the namespace testbed (testbed.sh), and for
 # every scheme, loss rate, message size and QP count N starts a fresh pair
@@ -14,12 +14,12 @@
 # that fails (softnic-bench's error, a daemon that died, the time limit) is
 # recorded with its error and the sweep goes on; after a time-limit failure
 # the larger QP counts of that series are skipped (recorded as skipped).
-# Then `softnic sweep plot-qps` writes the CSV in qps.csv's columns (SR
+# Then `softnic-sweep plot-qps` writes the CSV in qps.csv's columns (SR
 # bytes from the recovery package's accounting, as the embedded sweep) and
 # draws the plots with the embedded sweep's code.
 #
 # Without root or XDP it says so and runs the embedded sweep
-# (`softnic sweep qps`, simulated time) instead.
+# (`softnic-sweep qps`, simulated time) instead.
 #
 # Output, in $SOFTNIC_SWEEP_OUT (default docs/results), with PREFIX
 # $SOFTNIC_SWEEP_PREFIX (default testbed-qps):
@@ -32,7 +32,7 @@
 #   PREFIX_msgrate_8B.png, PREFIX_msgrate_8192B.png, PREFIX_sr_bytes.png
 #
 # Environment (defaults):
-#   SOFTNIC_SWEEP_SCHEMES   every scheme `softnic sweep schemes` lists
+#   SOFTNIC_SWEEP_SCHEMES   every scheme `softnic-sweep schemes` lists
 #   SOFTNIC_SWEEP_QPS       "1 16 64 256 300 512 1000 2000 5000"
 #   SOFTNIC_SWEEP_SIZES     "8 8192"
 #   SOFTNIC_SWEEP_LOSSES    "0 1" (percent, both directions)
@@ -100,18 +100,18 @@ scale_flags=
 dmtu=$([ "$mtu" -gt 1024 ] && echo 2048 || echo 1024)
 
 embedded() {
-	say "$1; running the embedded sweep instead (softnic sweep qps: the in-memory fabric, simulated time)"
+	say "$1; running the embedded sweep instead (softnic-sweep qps: the in-memory fabric, simulated time)"
 	local args=(-out "$out" -qps "$(echo "$qplist" | tr -s ' ' ,)" -sizes "$(echo "$sizes" | tr -s ' ' ,)"
 		-loss "$(echo "$losses" | tr -s ' ' ,)" -sram "$sram" -fetch-penalty "${penalty}ns")
 	[ -z "$schemes" ] || args+=(-schemes "$(echo "$schemes" | tr -s ' ' ,)")
-	exec go run ./cmd/softnic sweep qps "${args[@]}"
+	exec go run ./cmd/softnic-sweep qps "${args[@]}"
 }
 
 why=$(no_testbed)
 [ -z "$why" ] || embedded "$why"
 
 sweep_setup
-[ -n "$schemes" ] || schemes=$("$work/softnic" sweep schemes | tr '\n' ' ')
+[ -n "$schemes" ] || schemes=$("$work/softnic-sweep" schemes | tr '\n' ' ')
 rto_flags=
 if [ "$rto" != paper ]; then
 	# (no `| grep -q`: with pipefail, grep's early exit can fail the pipe)
@@ -228,4 +228,4 @@ done
 set_loss 0
 say "all runs: $(since "$t_all") s"
 awk -F, 'NR > 1 { n[$1]++; if ($(NF - 1) != "ok") f[$1]++ } END { for (s in n) printf "sweep-qps: %s: %d runs, %d not ok\n", s, n[s], f[s] }' "$runs_csv" | sort >&2
-"$work/softnic" sweep plot-qps -in "$runs_csv" -out "$out" -prefix "$prefix" -note "testbed, SRAM $sram B"
+"$work/softnic-sweep" plot-qps -in "$runs_csv" -csv "$out/$prefix.csv" -out "$out" -prefix "$prefix" -note "testbed, SRAM $sram B"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # testbed.sh: softnic's two-host testbed, three network namespaces joined by
-# veth pairs, with loss injected in the middle (docs: shared DESIGN.md, "The
+# veth pairs, with loss injected in the middle (docs/architecture.md, "The
 # testbed").
 #
 #   host A (${P}-a)            switch (${P}-sw)             host B (${P}-b)

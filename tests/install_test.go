@@ -180,6 +180,7 @@ func TestInstall(t *testing.T) {
 	want := map[string]fs.FileMode{
 		"usr/bin/softnic":                         0o755,
 		"usr/bin/softnic-bench":                   0o755,
+		"usr/bin/softnic-sweep":                   0o755, // softnic sweep runs it
 		"usr/lib/systemd/system/softnic@.service": 0o644,
 		"usr/lib/sysusers.d/softnic.conf":         0o644,
 	}

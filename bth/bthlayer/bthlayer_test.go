@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -277,5 +278,35 @@ func TestStarLayerString(t *testing.T) {
 	}
 	for name := range want {
 		t.Errorf("no golden vector %s", name)
+	}
+}
+
+// TestCNPLayer: gopacket decodes RoCEv2's congestion notification packet
+// (bth.CNP) as a RoCE layer with its name, no payload, and a valid ICRC.
+func TestCNPLayer(t *testing.T) {
+	h := bth.FrameHeader{Src: netip.MustParseAddr("198.18.0.1"), Dst: netip.MustParseAddr("198.18.1.1"), SrcPort: 0xc000}
+	info := bth.Lookup(bth.CNP)
+	roceLen := info.PacketLen(0)
+	frame := make([]byte, h.Len()+roceLen)
+	off := h.Encode(frame, roceLen)
+	bth.BTH(frame[off:]).Encode(&bth.BTHFields{Opcode: bth.CNP, PKey: 0xffff, BECN: true, DestQPN: 0x42})
+	bth.FinishFrame(frame, &h)
+
+	pkt := gopacket.NewPacket(frame, layers.LayerTypeEthernet, gopacket.Default)
+	if el := pkt.ErrorLayer(); el != nil {
+		t.Fatalf("decode error: %v", el.Error())
+	}
+	l, ok := pkt.Layer(bthlayer.LayerTypeRoCE).(*bthlayer.RoCE)
+	if !ok {
+		t.Fatalf("no RoCE layer in %v", pkt.Layers())
+	}
+	if l.Opcode != bth.CNP || l.Info == nil || l.Info.Name != "CNP" || !l.BECN || l.DestQPN != 0x42 {
+		t.Errorf("CNP decoded as %+v (info %+v)", l.BTHFields, l.Info)
+	}
+	if len(l.Contents) != bth.BTHLen+bth.CNPReservedLen || len(l.Payload) != 0 || l.NextLayerType() != gopacket.LayerTypeZero {
+		t.Errorf("contents %d bytes, payload %d", len(l.Contents), len(l.Payload))
+	}
+	if !bthlayer.VerifyICRC(pkt) {
+		t.Error("ICRC does not verify")
 	}
 }

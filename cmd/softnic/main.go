@@ -4,6 +4,8 @@
 //	softnic stats   print a running daemon's counters
 //	softnic netem   show or change a running daemon's receive impairment
 //	softnic demo    RDMA WRITE bandwidth on the embedded in-memory fabric
+//	softnic sweep   runs softnic-sweep, the sweeps and their plots, which
+//	                the daemon does not link (gonum/plot)
 //	softnic version the version, commit and toolchain it was built from
 package main
 
@@ -118,12 +120,13 @@ commands:
           words: softnic netem [--socket PATH] ["SPEC" | clear]
   demo    RDMA WRITE bandwidth between two embedded softnic NICs over the
           in-memory fabric (simulated time), lossless and lossy
-  sweep   parameter sweeps on the embedded fabric with CSV and PNG plots:
-          softnic sweep qps (StaR's QP-scalability stress test),
-          softnic sweep loss (goodput vs loss rate, every scheme),
-          softnic sweep plot-loss|plot-qps (plots from the testbed
-          scripts' CSVs: scripts/sweep-loss.sh, scripts/sweep-qps.sh),
-          softnic sweep schemes (the scheme names)
+  sweep   runs softnic-sweep (installed beside softnic or on PATH; in the
+          source tree: go run ./cmd/softnic-sweep): parameter sweeps on
+          the embedded fabric with CSV and PNG plots, softnic sweep qps
+          (StaR's QP-scalability stress test), softnic sweep loss
+          (goodput vs loss rate, every scheme), softnic sweep star (StaR
+          Fig. 5a), softnic sweep plot-loss|plot-qps (plots from CSVs),
+          softnic sweep schemes
   version the version, commit and Go toolchain of this build (also --version)`)
 }
 

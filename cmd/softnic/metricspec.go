@@ -132,6 +132,7 @@ var metricSpecs = map[string]metricSpec{
 	"rcvd_stale_ack":    counterSpec("rcvd_stale_ack", "Received frames dropped: ACK, NAK or response for PSNs already acknowledged."),
 	"resp_queue_full":   counterSpec("resp_queue_full", "Requests dropped: the responder's output queue full."),
 	"cq_overflow":       counterSpec("cq_overflow", "Completions lost to a full completion queue."),
+	"rp_cnp_ignored":    counterSpec("rp_cnp_ignored", "RoCEv2 CNPs received and not acted on (mlx5's name; softnic runs no congestion control)."),
 	// StaR's stateless server (--star-server).
 	"star_rdp_rcvd": counterSpec("star_rdp_rcvd", "StaR RDPs received."),
 	"star_ra_sent":  counterSpec("star_ra_sent", "StaR RAs sent, ACK or NAK."),

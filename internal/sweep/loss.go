@@ -4,12 +4,8 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
-	"os"
-	"sort"
 	"strconv"
 	"time"
-
-	"gonum.org/v1/plot/plotter"
 
 	"github.com/softnic/softnic/internal/perftest"
 	"github.com/softnic/softnic/qp"
@@ -80,55 +76,8 @@ func WriteLossCSV(w io.Writer, rs []LossResult) error {
 	return cw.Error()
 }
 
-// PlotLoss draws goodput relative to lossless against loss rate, one line
-// per scheme: the shape of the papers' throughput-vs-loss figures
-// (Improved go-back-N Fig. 6, IRN Fig. 3, FaSR Fig. 7a).
-func PlotLoss(path string, rs []LossResult) error {
-	return PlotLossTitle(path, "RDMA WRITE goodput under random loss (both directions)", rs)
-}
-
-// PlotLossTitle is PlotLoss with its own title.
-func PlotLossTitle(path, title string, rs []LossResult) error {
-	var names []string
-	lines := map[string]plotter.XYs{}
-	based := map[string]bool{}
-	for _, r := range rs {
-		if r.Loss == 0 && r.Gbps > 0 {
-			based[r.Scheme] = true
-		}
-	}
-	for _, r := range rs {
-		if r.Loss == 0 || !based[r.Scheme] {
-			// A lossless point has no place on a log axis: it is the
-			// 1.0 every line is relative to; without it (a failed
-			// testbed run) a scheme has no relative goodput.
-			continue
-		}
-		if _, ok := lines[r.Scheme]; !ok {
-			names = append(names, r.Scheme)
-		}
-		lines[r.Scheme] = append(lines[r.Scheme], plotter.XY{X: r.Loss * 100, Y: r.Relative})
-	}
-	sort.Strings(names) // a scheme's colour is its place in the sorted names
-	return lineChart(path, title, "loss rate (%)",
-		"goodput relative to lossless", false, 1.05, names, lines)
-}
-
-// SaveLoss writes loss.csv and loss.png into dir.
-func SaveLoss(dir string, rs []LossResult) ([]string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	f, err := os.Create(dir + "/loss.csv")
-	if err != nil {
-		return nil, err
-	}
-	if err := WriteLossCSV(f, rs); err != nil {
-		f.Close()
-		return nil, err
-	}
-	if err := f.Close(); err != nil {
-		return nil, err
-	}
-	return []string{dir + "/loss.csv", dir + "/loss.png"}, PlotLoss(dir+"/loss.png", rs)
+// SaveLoss writes the rows to <dir>/loss.csv and returns its path (the
+// plot: softnic-sweep, internal/sweepplot).
+func SaveLoss(dir string, rs []LossResult) (string, error) {
+	return saveCSV(dir, "loss.csv", func(w io.Writer) error { return WriteLossCSV(w, rs) })
 }

@@ -1,6 +1,7 @@
 package sweep
 
 import (
+	"math"
 	"os"
 	"testing"
 
@@ -9,7 +10,7 @@ import (
 )
 
 // TestLossSweep: a small sweep produces relative goodput that falls with
-// loss for go-back-N, Improved go-back-N above it at 1%, and the files.
+// loss for go-back-N, and loss.csv.
 func TestLossSweep(t *testing.T) {
 	var rs []LossResult
 	for _, s := range []string{"gbn", "igbn"} {
@@ -25,13 +26,16 @@ func TestLossSweep(t *testing.T) {
 	if rs[0].Relative != 1 || rs[2].Relative >= rs[1].Relative || rs[2].Relative >= 0.9 {
 		t.Fatalf("gbn relative goodput %v %v %v", rs[0].Relative, rs[1].Relative, rs[2].Relative)
 	}
-	files, err := SaveLoss(t.TempDir(), rs)
+	path, err := SaveLoss(t.TempDir(), rs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range files {
-		if st, err := os.Stat(f); err != nil || st.Size() < 100 {
-			t.Fatalf("%s: %v", f, err)
-		}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if back, err := ReadLossCSV(f); err != nil || len(back) != len(rs) || back[2].Retransmits != rs[2].Retransmits || math.Abs(back[2].Relative-rs[2].Relative) > 1e-4 {
+		t.Fatalf("%s read back %+v, %v", path, back, err)
 	}
 }

@@ -1,6 +1,8 @@
 // Package sweep runs softnic's parameter sweeps on the embedded fabric in
-// simulated time and draws their plots: the QP-scalability sweep of StaR
-// (Fig. 1/5) and FaSR (Fig. 7b, 8b) here.
+// simulated time and reads and writes their CSV files: the
+// QP-scalability sweep of StaR (Fig. 1/5) and FaSR (Fig. 7b, 8b) here.
+// It draws nothing: internal/sweepplot does, linked by softnic-sweep
+// alone.
 package sweep
 
 import (
@@ -55,7 +57,7 @@ const (
 	FaSRBudget = 1_400_000
 )
 
-// Budgets names the presets of `softnic sweep qps -budget`.
+// Budgets names the presets of `softnic-sweep qps -budget`.
 var Budgets = map[string]int{"star": StaRBudget, "fasr": FaSRBudget}
 
 // SRBytes is the on-chip loss-recovery state n QPs of scheme s need: each

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/csv"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -50,14 +51,12 @@ func TestQPSweepOutput(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	files, err := SaveQPs(dir, rs)
+	path, err := SaveQPs(dir, "qps", rs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range files {
-		if st, err := os.Stat(f); err != nil || st.Size() < 100 {
-			t.Fatalf("%s: %v", f, err)
-		}
+	if st, err := os.Stat(path); err != nil || st.Size() < 100 || path != filepath.Join(dir, "qps.csv") {
+		t.Fatalf("%s: %v", path, err)
 	}
 	var buf bytes.Buffer
 	WriteQPCSV(&buf, rs)

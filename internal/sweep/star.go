@@ -1,15 +1,16 @@
 package sweep
 
 import (
+	"encoding/csv"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/softnic/softnic/qp"
 	"github.com/softnic/softnic/recovery"
-	"gonum.org/v1/plot/plotter"
 )
 
 // StaR's Fig. 5a (StaR §4.1), the stress test, with the paper's setup: a
@@ -83,39 +84,50 @@ func WriteStarFig5aCSV(w io.Writer, ps []StarPoint) error {
 	return nil
 }
 
-// SaveStarFig5a writes dir/star-fig5a.csv and dir/star-fig5a.png.
-func SaveStarFig5a(dir string, ps []StarPoint) ([]string, error) {
+// SaveStarFig5aCSV writes dir/star-fig5a.csv and returns its path (the
+// PNG is package sweepplot's StarFig5a, which the daemon does not link).
+func SaveStarFig5aCSV(dir string, ps []StarPoint) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
+		return "", err
 	}
 	csvPath := filepath.Join(dir, "star-fig5a.csv")
 	f, err := os.Create(csvPath)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	if err := WriteStarFig5aCSV(f, ps); err != nil {
 		f.Close()
-		return nil, err
+		return "", err
 	}
-	if err := f.Close(); err != nil {
-		return nil, err
+	return csvPath, f.Close()
+}
+
+// ReadStarFig5aCSV reads what WriteStarFig5aCSV wrote.
+func ReadStarFig5aCSV(r io.Reader) ([]StarPoint, error) {
+	rows, err := csv.NewReader(r).ReadAll()
+	if err != nil {
+		return nil, fmt.Errorf("sweep: StaR Fig. 5a CSV: %w", err)
 	}
-	lines := map[string]plotter.XYs{}
-	var names []string
-	for _, p := range ps {
-		name := "RDMA (stateful)"
-		if p.Mode == "star" {
-			name = "StaR"
+	if len(rows) == 0 || len(rows[0]) < 3 || rows[0][0] != "mode" || rows[0][1] != "connections" || rows[0][2] != "msg_rate" {
+		return nil, fmt.Errorf("sweep: StaR Fig. 5a CSV: the header is not mode,connections,msg_rate,...")
+	}
+	var ps []StarPoint
+	for i, row := range rows[1:] {
+		if len(row) != len(rows[0]) {
+			return nil, fmt.Errorf("sweep: StaR Fig. 5a CSV line %d: %d fields, want %d", i+2, len(row), len(rows[0]))
 		}
-		if _, ok := lines[name]; !ok {
-			names = append(names, name)
+		n, err1 := strconv.Atoi(row[1])
+		rate, err2 := strconv.ParseFloat(row[2], 64)
+		if err1 != nil || err2 != nil || n < 1 || rate < 0 {
+			return nil, fmt.Errorf("sweep: StaR Fig. 5a CSV line %d: bad connections or msg_rate", i+2)
 		}
-		lines[name] = append(lines[name], plotter.XY{X: float64(p.Connections), Y: p.MsgRate / 1e6})
+		p := StarPoint{Mode: row[0], Connections: n, MsgRate: rate}
+		if len(row) >= 5 {
+			m, _ := strconv.ParseUint(row[3], 10, 64)
+			b, _ := strconv.Atoi(row[4])
+			p.Misses, p.OnChipPeak = m, b
+		}
+		ps = append(ps, p)
 	}
-	pngPath := filepath.Join(dir, "star-fig5a.png")
-	if err := lineChart(pngPath, "StaR Fig. 5a: 8-byte WRITEs, one outstanding per connection (embedded, 100 Gb/s, 12 µs RTT)",
-		"concurrent connections", "aggregate WRITE rate (Mops)", true, 0, names, lines); err != nil {
-		return nil, err
-	}
-	return []string{csvPath, pngPath}, nil
+	return ps, nil
 }

@@ -43,4 +43,8 @@ func TestStarFig5aShape(t *testing.T) {
 	if !strings.HasPrefix(buf.String(), "mode,connections,msg_rate,") || !strings.Contains(buf.String(), "\nstar,600,") {
 		t.Errorf("CSV:\n%s", buf.String())
 	}
+	back, err := ReadStarFig5aCSV(&buf)
+	if err != nil || len(back) != 1 || back[0].Mode != "star" || back[0].Connections != n || back[0].Misses != 0 {
+		t.Errorf("read back %+v, %v", back, err)
+	}
 }

@@ -8,9 +8,10 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/internal/sweep"
+	"github.com/softnic/softnic/internal/sweepplot"
 )
 
-// starSweepCmd is `softnic sweep star`: StaR's Fig. 5a stress test on the
+// starSweepCmd is `softnic-sweep star` (`softnic sweep star`): StaR's Fig. 5a stress test on the
 // embedded fabric, the stateful NIC (rdma) beside StaR's stateless server
 // (star), with the paper's setup (internal/sweep/star.go).
 func starSweepCmd(args []string) error {
@@ -43,11 +44,15 @@ func starSweepCmd(args []string) error {
 			ps = append(ps, p)
 		}
 	}
-	files, err := sweep.SaveStarFig5a(*out, ps)
+	csvPath, err := sweep.SaveStarFig5aCSV(*out, ps)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(os.Stdout, " wrote", strings.Join(files, " "))
+	pngPath, err := sweepplot.StarFig5a(*out, ps)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(os.Stdout, " wrote", csvPath, pngPath)
 	return nil
 }
 
@@ -57,4 +62,29 @@ func joinInts(v []int) string {
 		s[i] = fmt.Sprint(n)
 	}
 	return strings.Join(s, ",")
+}
+
+// plotStarCmd is `softnic-sweep plot-star`: star-fig5a.png from a CSV.
+func plotStarCmd(args []string) error {
+	fs := flag.NewFlagSet("plot-star", flag.ContinueOnError)
+	in := fs.String("in", "results/star-fig5a.csv", "the CSV of softnic-sweep star")
+	out := fs.String("out", "results", "directory for star-fig5a.png")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	f, err := os.Open(*in)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	ps, err := sweep.ReadStarFig5aCSV(f)
+	if err != nil {
+		return err
+	}
+	path, err := sweepplot.StarFig5a(*out, ps)
+	if err != nil {
+		return err
+	}
+	fmt.Println(" wrote", path)
+	return nil
 }

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestPlotFromCSV: plot-loss and plot-qps draw the figures from CSVs
+// alone (how docs/results' PNGs are regenerated without rerunning a
+// sweep), and plot-qps writes a CSV only when asked (-csv), so it never
+// rewrites its input.
+func TestPlotFromCSV(t *testing.T) {
+	dir := t.TempDir()
+	loss := filepath.Join(dir, "loss.csv")
+	os.WriteFile(loss, []byte("scheme,loss,size,iterations,mtu,goodput_gbps,relative,retransmits,ack_timeouts\n"+
+		"gbn,0,65536,100,1024,20.0,1,0,0\ngbn,0.01,65536,100,1024,10.0,0.5,100,0\ngbn,0.05,65536,100,1024,1.0,0.05,900,3\n"), 0o644)
+	qps := filepath.Join(dir, "qps.csv")
+	qpsRows := "scheme,qps,size,loss,msg_rate,sr_bytes\ngbn,1,8,0,1000,5\ngbn,300,8,0,200000,1500\ngbn,1,8,0.01,10,5\ngbn,300,8,0.01,9000,1500\n"
+	os.WriteFile(qps, []byte(qpsRows), 0o644)
+	for _, args := range [][]string{
+		{"plot-loss", "-in", loss, "-out", filepath.Join(dir, "loss.png")},
+		{"plot-qps", "-in", qps, "-out", dir, "-prefix", "qps"},
+		{"plot-qps", "-in", qps, "-out", filepath.Join(dir, "sub"), "-prefix", "t", "-csv", filepath.Join(dir, "t.csv")},
+	} {
+		if err := sweepCmd(args); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+	}
+	for _, f := range []string{"loss.png", "qps_msgrate_8B.png", "qps_sr_bytes.png", "sub/t_msgrate_8B.png", "sub/t_sr_bytes.png", "t.csv"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() < 100 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	if b, _ := os.ReadFile(qps); string(b) != qpsRows {
+		t.Error("plot-qps rewrote its input")
+	}
+}
+
+// TestUsage: a bad command line exits 2 with one line naming the problem.
+func TestUsage(t *testing.T) {
+	for _, args := range [][]string{nil, {"nope"}, {"plot-loss"}, {"plot-qps"}} {
+		var stderr bytes.Buffer
+		if code := exitStatus(sweepCmd(args), &stderr); code != 2 || !strings.HasPrefix(stderr.String(), "softnic-sweep: ") {
+			t.Errorf("%v: exit %d, %q", args, code, stderr.String())
+		}
+	}
+	var stderr bytes.Buffer
+	if code := exitStatus(sweepCmd([]string{"plot-loss", "-in", filepath.Join(t.TempDir(), "none.csv"), "-out", "x.png"}), &stderr); code != 1 {
+		t.Errorf("missing input: exit %d, %q", code, stderr.String())
+	}
+}
