@@ -339,8 +339,21 @@ type RDPETH []byte
 // reserved: sent as 0, ignored on receipt.
 type RDPFlags uint8
 
-// RDPLast marks the last RDP of its work request.
-const RDPLast RDPFlags = 1 << 0
+const (
+	// RDPLast marks the last RDP of its work request.
+	RDPLast RDPFlags = 1 << 0
+	// RDPToRecv says the payload goes into a receive buffer that the
+	// server's driver pushed in a RECV WQEP (a client's SEND): the server
+	// checks the region for local write, as an RC responder writes a
+	// RECV's buffer, not for remote write.
+	RDPToRecv RDPFlags = 1 << 1
+)
+
+// GDFromSend, a GDETH flag, says the GD reads the buffer of a SEND that
+// the server's driver pushed in a WQEP: the server checks only that the
+// range lies in a registered region, as an RC requester reads a SEND's
+// buffer, not for remote read.
+const GDFromSend uint8 = 1 << 0
 
 // RDPETHFields holds every RDPETH field.
 type RDPETHFields struct {

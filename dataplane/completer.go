@@ -413,6 +413,10 @@ func (e *Engine) onRNRTimer(q *QP, _ time.Duration) {
 
 // onRetryTimeout is the local ACK timeout (IBA §9.7.6.1.3).
 func (e *Engine) onRetryTimeout(q *QP, now time.Duration) {
+	if q.drv != nil {
+		e.onDriverTimeout(q) // a StaR server's driver resends its WQEPs
+		return
+	}
 	e.touch(q, true)
 	if q.state != qp.RTS && q.state != qp.SQD || q.unacked == q.maxSentPSN {
 		return
@@ -535,7 +539,8 @@ func (e *Engine) retire(q *QP, status qp.WCStatus) {
 	if head != q.sqStart && w.isReadOrAtomic() {
 		q.rdAtomics--
 	}
-	if status != qp.WCSuccess || q.sigAll || w.wr.Flags&qp.SendSignaled != 0 {
+	pulled := q.shadow != nil && e.shadowRetire(q, w, status) // a pull completes its RECV (starshadow.go)
+	if !pulled && (status != qp.WCSuccess || q.sigAll || w.wr.Flags&qp.SendSignaled != 0) {
 		wc := qp.WC{WRID: w.wr.WRID, Status: status, Opcode: qp.WCOpcodeFor(w.wr.Opcode), QPNum: q.qpn}
 		if status == qp.WCSuccess {
 			wc.ByteLen = w.length
@@ -552,6 +557,9 @@ func (e *Engine) retire(q *QP, status qp.WCStatus) {
 		q.cur++
 	}
 	q.sq.Pop()
+	if q.shadow != nil && len(q.shadow.sends) > 0 {
+		e.starPull(q) // room in the send queue for a server SEND waiting
+	}
 }
 
 // failAt completes the WQEs before idx as flushed, the one at idx with

@@ -126,6 +126,18 @@ type Counters struct {
 	StarSDPRcvd       uint64 // star_sdp_rcvd: SDPs received
 	StarSecurityDrops uint64 // star_security_drops: RDPs and GDs the security table stopped before they left
 
+	// StaR's work-queue exchange: a server's driver (stardriver.go) and a
+	// client's shadow (starshadow.go).
+	StarWQEPSent    uint64 // star_wqep_sent: WQEPs a server's driver sent, repeats included
+	StarWQEPResent  uint64 // star_wqep_resent: WQEPs resent after their EA did not come
+	StarWQEPRcvd    uint64 // star_wqep_rcvd: WQEPs a client received
+	StarWQEPDropped uint64 // star_wqep_dropped: WQEPs a client dropped: too far past a gap in the driver's sequence, or of a kind not built
+	StarCQEPSent    uint64 // star_cqep_sent: CQEPs a client sent, repeats included
+	StarCQEPResent  uint64 // star_cqep_resent: CQEPs resent after their EA did not come
+	StarCQEPRcvd    uint64 // star_cqep_rcvd: CQEPs a server's driver received
+	StarEASent      uint64 // star_ea_sent: EAs sent
+	StarEARcvd      uint64 // star_ea_rcvd: EAs received
+
 	// The on-chip QP-context cache (qp.Cache).
 	QPCHits              uint64 // qpc_cache_hits
 	QPCMisses            uint64 // qpc_cache_misses
@@ -189,6 +201,9 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"star_nak_sent", c.StarNakSent}, {"star_tx_drops", c.StarTxDrops}, {"star_dropped", c.StarDropped},
 		{"star_rdp_sent", c.StarRDPSent}, {"star_gd_sent", c.StarGDSent}, {"star_ra_rcvd", c.StarRARcvd},
 		{"star_sdp_rcvd", c.StarSDPRcvd}, {"star_security_drops", c.StarSecurityDrops},
+		{"star_wqep_sent", c.StarWQEPSent}, {"star_wqep_resent", c.StarWQEPResent}, {"star_wqep_rcvd", c.StarWQEPRcvd},
+		{"star_wqep_dropped", c.StarWQEPDropped}, {"star_cqep_sent", c.StarCQEPSent}, {"star_cqep_resent", c.StarCQEPResent},
+		{"star_cqep_rcvd", c.StarCQEPRcvd}, {"star_ea_sent", c.StarEASent}, {"star_ea_rcvd", c.StarEARcvd},
 		{"qpc_cache_hits", c.QPCHits}, {"qpc_cache_misses", c.QPCMisses},
 		{"qpc_cache_evictions", c.QPCEvictions}, {"qpc_cache_writebacks", c.QPCWriteBacks},
 		{"qpc_stall_ns", c.QPCStallNs}, {"host_accesses", c.HostAccesses}, {"host_stall_ns", c.HostStallNs},

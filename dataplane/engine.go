@@ -349,7 +349,7 @@ func (e *Engine) receive(frame []byte) {
 	// the QP lookup and the context cache (star.go). Without StarServer
 	// they go on, and a QP drops them as rcvd_bad_opcode.
 	op := pkt.Opcode()
-	if e.cfg.StarServer && op.IsStar() && op != bth.StarRA && op != bth.StarSDP {
+	if e.cfg.StarServer && op.IsStar() && starForServer(pkt) {
 		e.starReceive(&f)
 		return
 	}
@@ -431,7 +431,16 @@ func (e *Engine) transmit() int {
 // serve lets q send up to budget packets: responses first (they free the
 // peer's requester), then requests. It reports whether q has more.
 func (e *Engine) serve(q *QP, budget int) (sent int, more bool) {
+	if q.drv != nil {
+		return e.serveDriver(q, budget) // a StaR server's driver: no NIC context
+	}
 	e.touch(q, true)
+	if q.shadow != nil {
+		n, m := e.serveShadow(q, budget)
+		if sent, budget = n, budget-n; m {
+			return sent, true
+		}
+	}
 	for sent < budget && !e.txStall && q.respQ.Len() > 0 {
 		if !e.sendResponse(q) {
 			break

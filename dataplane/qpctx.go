@@ -93,6 +93,9 @@ type QP struct {
 	scheme     recovery.Scheme
 	star       StarRole
 	starTable  []StarRegion // a StaR client's security table: the server's memory table (starclient.go)
+	drv        *starDriver  // a StaR server's driver, in host memory (stardriver.go)
+	shadow     *starShadow  // a StaR client's shadow of its server's work queue (starshadow.go)
+	starTimer  timer.Timer  // a StaR client's CQEP retransmission
 	sender     recovery.Sender
 	receiver   recovery.Receiver
 	retryTimer timer.Timer

@@ -110,6 +110,13 @@ func (e *Engine) CreateQP(pd uint32, attr QPInitAttr) (*QP, error) {
 	q.retryTimer.Init(func(now time.Duration) { e.onRetryTimeout(q, now) })
 	q.rnrTimer.Init(func(now time.Duration) { e.onRNRTimer(q, now) })
 	q.rxTimer.Init(func(now time.Duration) { e.onReceiverTimer(q, now) })
+	q.starTimer.Init(func(time.Duration) { e.onShadowTimer(q) })
+	switch q.star {
+	case StarServer:
+		q.drv = &starDriver{}
+	case StarClient:
+		q.shadow = &starShadow{}
+	}
 	e.qps[q.qpn] = q
 	e.pds[pd]++
 	q.sendCQ.users++

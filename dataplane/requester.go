@@ -22,6 +22,9 @@ func (e *Engine) PostSend(q *QP, wrs []qp.SendWR) (int, error) {
 	default:
 		return 0, errorf(q, "%w: post send in %v (needs RTS)", ErrPostState, q.state)
 	}
+	if q.drv != nil {
+		return e.driverPostSend(q, wrs)
+	}
 	e.touch(q, false) // the doorbell makes the NIC read the context
 	for i := range wrs {
 		wr := &wrs[i]
@@ -63,6 +66,9 @@ func (e *Engine) canStart(q *QP) bool {
 	if w.wr.Flags&qp.SendFence != 0 && q.rdAtomics > 0 {
 		return false // IBV_SEND_FENCE waits for earlier READs and atomics
 	}
+	if !q.shadowCanStart(w) {
+		return false // a StaR SEND waits for its server RECV (starshadow.go)
+	}
 	return uint32(q.nextPSN.Diff(q.unacked))+q.packets(w) < maxOutstandingPSNs
 }
 
@@ -86,6 +92,9 @@ func (e *Engine) startWQE(q *QP) bool {
 	writesLocal := w.isReadOrAtomic()
 	if _, ok := e.checkSGL(q, w.wr.SGEs(), writesLocal); !ok {
 		e.failAt(q, idx, qp.WCLocProtErr)
+		return false
+	}
+	if !e.shadowStart(q, idx, w) {
 		return false
 	}
 	n := q.packets(w)

@@ -28,8 +28,8 @@ func (e *Engine) PostRecv(q *QP, wrs []qp.RecvWR) (int, error) {
 	if q.state == qp.Reset {
 		return 0, errorf(q, "%w: post receive in RESET", ErrPostState)
 	}
-	if q.star == StarServer {
-		return 0, errorf(q, "%w", ErrStarServerWR)
+	if q.drv != nil {
+		return e.driverPostRecv(q, wrs)
 	}
 	for i := range wrs {
 		wr := &wrs[i]
@@ -49,6 +49,10 @@ func (e *Engine) PostRecv(q *QP, wrs []qp.RecvWR) (int, error) {
 			return i, errorf(q, "%w: %d receive WRs outstanding", ErrQueueFull, q.rq.Cap())
 		}
 		w.wr, w.length = *wr, total
+	}
+	if q.shadow != nil && len(q.shadow.sends) > 0 {
+		e.starPull(q) // a server SEND was waiting for a RECV
+		e.ring()
 	}
 	e.ring() // a responder waiting to RNR-retry has nothing to do, but CQ flushes may
 	return len(wrs), nil

@@ -44,6 +44,8 @@ func (e *Engine) starReceive(f *bth.Frame) {
 		e.starRDP(f)
 	case bth.StarGD:
 		e.starGD(f)
+	case bth.StarCQEP, bth.StarEA:
+		e.driverReceive(f)
 	default:
 		e.cnt.StarDropped++
 	}
@@ -61,7 +63,7 @@ func (e *Engine) starRDP(f *bth.Frame) {
 	syn := bth.AckSyndrome(bth.CreditInvalid) // no receive queue to count
 	if int(r.Length()) != len(payload) {
 		syn = bth.NakSyndrome(bth.NakInvalidRequest)
-	} else if dst, ok := e.remoteSlice(nil, r.RKey(), r.VA(), uint32(len(payload)), qp.AccessRemoteWrite); ok {
+	} else if dst, ok := e.remoteSlice(nil, r.RKey(), r.VA(), uint32(len(payload)), rdpAccess(r.Flags())); ok {
 		copy(dst, payload)
 	} else {
 		syn = bth.NakSyndrome(bth.NakRemoteAccessError)
@@ -92,7 +94,11 @@ func (e *Engine) starGD(f *bth.Frame) {
 		e.starRA(&h, replyQP, psn, bth.NakSyndrome(bth.NakInvalidRequest))
 		return
 	}
-	src, ok := e.remoteSlice(nil, g.RKey(), g.VA(), uint32(n), qp.AccessRemoteRead)
+	need := qp.AccessRemoteRead
+	if g.Flags()&bth.GDFromSend != 0 {
+		need = 0 // a SEND's buffer: any registered region
+	}
+	src, ok := e.remoteSlice(nil, g.RKey(), g.VA(), uint32(n), need)
 	if !ok {
 		e.starRA(&h, replyQP, psn, bth.NakSyndrome(bth.NakRemoteAccessError))
 		return
@@ -125,6 +131,15 @@ func (e *Engine) starRA(h *bth.FrameHeader, replyQP uint32, psn qp.PSN, syn bth.
 	if syn.Kind() == bth.NakKind {
 		e.cnt.StarNakSent++
 	}
+}
+
+// rdpAccess is the access an RDP's region must grant: remote write, or
+// local write for a RECV's buffer (RDPToRecv).
+func rdpAccess(f bth.RDPFlags) qp.Access {
+	if f&bth.RDPToRecv != 0 {
+		return qp.AccessLocalWrite
+	}
+	return qp.AccessRemoteWrite
 }
 
 // starReplyHeader is the addressing of an answer to f, taken from f

@@ -424,9 +424,10 @@ func TestStarTxFull(t *testing.T) {
 	b.wantSDPs(b.exchange(b.gd(24, bth.GDETHFields{VA: b.rw.Addr, RKey: b.rw.RKey, Length: 1000, MTU: qp.MTU1024, ReplyQP: starReplyQP})), 24, 1024, b.rw.Bytes()[:1000])
 }
 
-// TestStarOtherPackets: WQEP, CQEP and EA (the driver's) are counted and
-// dropped by a server NIC, and RA and SDP (a client QP's) go to the QP
-// lookup, which drops them here (no client QP); a StaR frame not
+// TestStarOtherPackets: a CQEP for a QP the server's driver does not
+// have is counted and dropped, and a WQEP, an EA of a CQEP, an RA and an
+// SDP (a client QP's) go to the QP lookup, which drops them here (no
+// client QP); a StaR frame not
 // addressed to the server is dropped as rcvd_bad_addr.
 func TestStarOtherPackets(t *testing.T) {
 	b := newStarBench(t, starOpts{})
@@ -445,9 +446,10 @@ func TestStarOtherPackets(t *testing.T) {
 	}
 	b.untouched(before)
 	c := b.e.Counters()
-	// WQEP, CQEP and EA belong to the server's driver (not built); RA and
-	// SDP go to a client QP, and this NIC has no QP 5.
-	if c.StarDropped != 3 || c.RcvdUnknownQPN+c.RcvdBadOpcode != 2 || c.SentPkts != 0 || c.RcvdPkts != 5 {
+	// A CQEP goes to the server's driver, which has no QP 0: dropped. A
+	// WQEP, an EA of a CQEP, an RA and an SDP go to a client QP, and this
+	// NIC has none.
+	if c.StarDropped != 1 || c.RcvdUnknownQPN+c.RcvdBadOpcode != 4 || c.SentPkts != 0 || c.RcvdPkts != 5 {
 		t.Fatalf("counters %+v", c)
 	}
 	// Addressed to another host.

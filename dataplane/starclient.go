@@ -55,9 +55,9 @@ type StarRegion struct {
 var (
 	ErrStarServerOff = errors.New("dataplane: a StaR server QP needs a NIC with StarServer on (softnic run --star-server)")
 	ErrStarScheme    = errors.New("dataplane: a StaR client QP needs a scheme that places out of order (irn, melo, fasr, srnic): one RA or SDP answers each packet, in any order")
-	ErrStarServerWR  = errors.New("dataplane: a StaR server QP takes no work requests on the NIC: they go through the server's driver as WQEPs, not built yet (docs/star.md)")
+	ErrStarServerWR  = errors.New("dataplane: a StaR server QP's driver pushes SENDs and RECVs only: its own WRITEs, READs and atomics are not built (docs/star.md)")
 	ErrStarAtomic    = errors.New("dataplane: atomics are refused on a StaR client QP: a stateless server cannot execute them exactly once (docs/star.md)")
-	ErrStarOpcode    = errors.New("dataplane: SENDs and writes with immediate on a StaR client QP need the server's receive queue from WQEPs, not built yet (docs/star.md)")
+	ErrStarOpcode    = errors.New("dataplane: a write with immediate on a StaR client QP is not built (docs/star.md)")
 	ErrStarPeer      = errors.New("dataplane: a StaR server QP pairs only with a StaR client QP")
 )
 
@@ -82,13 +82,13 @@ func (e *Engine) checkStarRole(r StarRole, s recovery.Scheme) error {
 // checkStarWR refuses what a StaR QP cannot run.
 func checkStarWR(q *QP, wr *qp.SendWR) error {
 	switch {
-	case q.star == StarServer:
-		return ErrStarServerWR
+	case wr.Flags&sendStarPull != 0:
+		return fmt.Errorf("%w: send flags %#x", ErrBadWR, uint32(wr.Flags))
 	case q.star != StarClient:
 		return nil
 	case wr.Opcode.IsAtomic():
 		return ErrStarAtomic
-	case wr.Opcode != qp.WRRDMAWrite && wr.Opcode != qp.WRRDMARead:
+	case wr.Opcode == qp.WRRDMAWriteWithImm:
 		return ErrStarOpcode
 	}
 	return nil
@@ -160,7 +160,17 @@ func (e *Engine) beginStar(t *txPacket, q *QP, w *sendWQE, psn qp.PSN, off uint3
 	if read {
 		need = qp.AccessRemoteRead
 	}
-	if !q.starAllowed(w.wr.RKey, va, size, need) {
+	// A SEND goes into the server RECV it took, a pull reads the server
+	// SEND it serves: ranges the server pushed in their WQEPs, and only
+	// those (shadowStart, starPull), not the memory table's.
+	var rdpFlags bth.RDPFlags
+	var gdFlags uint8
+	switch {
+	case w.wr.Flags&sendStarPull != 0:
+		gdFlags = bth.GDFromSend
+	case w.consumesRecvWQE():
+		rdpFlags = bth.RDPToRecv
+	case !q.starAllowed(w.wr.RKey, va, size, need):
 		e.cnt.StarSecurityDrops++
 		if idx, ok := q.wqeIndex(psn); ok {
 			e.failAt(q, idx, qp.WCLocProtErr)
@@ -171,16 +181,16 @@ func (e *Engine) beginStar(t *txPacket, q *QP, w *sendWQE, psn qp.PSN, off uint3
 		if !e.beginTx(t, q, bth.StarGD, psn, false, 0) {
 			return false
 		}
-		bth.GDETH(t.roce[t.info.GDETHOff:]).Encode(&bth.GDETHFields{VA: va, RKey: w.wr.RKey, Length: uint16(size), MTU: mtuEnum(q.mtu), ReplyQP: q.qpn})
+		bth.GDETH(t.roce[t.info.GDETHOff:]).Encode(&bth.GDETHFields{VA: va, RKey: w.wr.RKey, Length: uint16(size), MTU: mtuEnum(q.mtu), Flags: gdFlags, ReplyQP: q.qpn})
 		e.cnt.StarGDSent++
 		return true
 	}
 	if !e.beginTx(t, q, bth.StarRDP, psn, false, int(size)) {
 		return false
 	}
-	var fl bth.RDPFlags
+	fl := rdpFlags
 	if off+size == w.length {
-		fl = bth.RDPLast
+		fl |= bth.RDPLast
 	}
 	bth.RDPETH(t.roce[t.info.RDPETHOff:]).Encode(&bth.RDPETHFields{VA: va, RKey: w.wr.RKey, Length: uint16(size), Flags: fl, ReplyQP: q.qpn})
 	if !e.copySGL(q, w.wr.SGEs(), off, t.payload, false) {
@@ -195,12 +205,20 @@ func (e *Engine) beginStar(t *txPacket, q *QP, w *sendWQE, psn qp.PSN, off uint3
 // its own PSN and says nothing of the PSNs before it.
 func (e *Engine) starComplete(q *QP, pkt *bth.Packet) {
 	op := pkt.Opcode()
-	if q.star != StarClient || op != bth.StarRA && op != bth.StarSDP {
+	if q.star != StarClient || op != bth.StarRA && op != bth.StarSDP && op != bth.StarWQEP && op != bth.StarEA {
 		e.cnt.RcvdBadOpcode++
 		return
 	}
-	if q.state != qp.RTS && q.state != qp.SQD && q.state != qp.SQE {
+	if q.state != qp.RTS && q.state != qp.SQD && q.state != qp.SQE && (op != bth.StarWQEP || q.state != qp.RTR) {
 		e.cnt.RcvdBadState++
+		return
+	}
+	switch op {
+	case bth.StarWQEP:
+		e.shadowWQEP(q, pkt)
+		return
+	case bth.StarEA:
+		e.shadowEA(q, pkt)
 		return
 	}
 	psn := qp.PSN(pkt.BTH().PSN())

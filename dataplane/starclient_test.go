@@ -38,7 +38,7 @@ func newStarPair(tb testing.TB, scheme string, cfg SimConfig, p ConnParams) *tes
 	must(err)
 	t.cqB, err = sim.B.CreateCQ(64, nil)
 	must(err)
-	t.qa, err = sim.A.CreateQP(t.pdA, QPInitAttr{SendCQ: t.cqA, RecvCQ: t.cqA, MaxSendWR: 256, MaxRecvWR: 1, Star: StarClient})
+	t.qa, err = sim.A.CreateQP(t.pdA, QPInitAttr{SendCQ: t.cqA, RecvCQ: t.cqA, MaxSendWR: 256, MaxRecvWR: 256, Star: StarClient})
 	must(err)
 	t.qb, err = sim.B.CreateQP(t.pdB, QPInitAttr{SendCQ: t.cqB, RecvCQ: t.cqB, MaxSendWR: 1, MaxRecvWR: 1, Star: StarServer})
 	must(err)
@@ -207,29 +207,120 @@ func TestStarRoles(t *testing.T) {
 		want error
 	}{
 		{qp.WRAtomicFetchAndAdd, ErrStarAtomic}, {qp.WRAtomicCmpAndSwp, ErrStarAtomic},
-		{qp.WRSend, ErrStarOpcode}, {qp.WRRDMAWriteWithImm, ErrStarOpcode},
+		{qp.WRRDMAWriteWithImm, ErrStarOpcode},
 	} {
 		if err := checkStarWR(qa, &qp.SendWR{Opcode: c.op}); !errors.Is(err, c.want) {
 			t.Errorf("%v on a client QP: %v, want %v", c.op, err, c.want)
 		}
 	}
-	if err := checkStarWR(qa, &qp.SendWR{Opcode: qp.WRRDMAWrite}); err != nil {
-		t.Errorf("WRITE on a client QP: %v", err)
+	for _, op := range []qp.WROpcode{qp.WRRDMAWrite, qp.WRRDMARead, qp.WRSend, qp.WRSendWithImm} {
+		if err := checkStarWR(qa, &qp.SendWR{Opcode: op}); err != nil {
+			t.Errorf("%v on a client QP: %v", op, err)
+		}
+	}
+	if err := checkStarWR(qb, &qp.SendWR{Opcode: qp.WRSend, Flags: sendStarPull}); !errors.Is(err, ErrBadWR) {
+		t.Errorf("the internal pull flag from an application: %v", err)
 	}
 }
 
 // TestStarServerQPStateless: a stateless server QP's context never enters
-// the context cache, and work requests on it are refused (they belong to
-// the server's driver).
+// the context cache, whatever its driver pushes; the driver takes SENDs
+// and RECVs of one buffer each, and refuses the rest with its reason.
 func TestStarServerQPStateless(t *testing.T) {
 	p := newStarPair(t, recovery.IRN, SimConfig{Seed: 1, AtoB: lossyLink(0), BtoA: lossyLink(0)}, ConnParams{MTU: qp.MTU1024})
-	if _, err := p.sim.B.PostSend(p.qb, []qp.SendWR{sendWR(1, qp.WRSend)}); !errors.Is(err, ErrStarServerWR) {
-		t.Errorf("post send on a server QP: %v", err)
+	w := sendWR(1, qp.WRRDMAWrite, sge(p.mrB, 0, 8))
+	w.RemoteAddr, w.RKey = p.mrA.Addr, p.mrA.RKey
+	if _, err := p.sim.B.PostSend(p.qb, []qp.SendWR{w}); !errors.Is(err, ErrStarServerWR) {
+		t.Errorf("a server WRITE: %v", err)
 	}
-	if _, err := p.sim.B.PostRecv(p.qb, []qp.RecvWR{recvWR(1)}); !errors.Is(err, ErrStarServerWR) {
-		t.Errorf("post recv on a server QP: %v", err)
+	if _, err := p.sim.B.PostRecv(p.qb, []qp.RecvWR{recvWR(1, sge(p.mrB, 0, 8), sge(p.mrB, 8, 8))}); !errors.Is(err, ErrBadWR) {
+		t.Errorf("a server RECV of two buffers: %v", err)
 	}
+	if _, err := p.sim.B.PostRecv(p.qb, []qp.RecvWR{recvWR(2, sge(p.mrB, 0, 64))}); err != nil {
+		t.Fatal(err)
+	}
+	p.settle()
 	if cs := p.sim.B.CacheStats(); cs.Hits+cs.Misses != 0 || cs.PeakResident != 0 {
-		t.Errorf("server cache %+v after connect", cs)
+		t.Errorf("server cache %+v", cs)
+	}
+	if c := p.sim.B.Counters(); c.StarWQEPSent != 1 || c.StarEARcvd != 1 || c.StarWQEPResent != 0 {
+		t.Errorf("server counters %+v", c)
+	}
+}
+
+// TestStarSendRecv: SENDs both ways through a stateless server, as StaR's
+// RPC test makes them (§4.2). The server's RECVs and SENDs go to the
+// client as WQEPs; the client's SEND fills a server RECV with RDPs and
+// pushes its completion back in a CQEP; a server SEND is pulled into a
+// client RECV with GDs. Data intact and every completion in posting
+// order, at 0, 1 and 5% loss with reordering and duplication, and the
+// server's context cache never touched.
+func TestStarSendRecv(t *testing.T) {
+	for _, loss := range []float64{0, 0.01, 0.05} {
+		t.Run(fmt.Sprintf("loss%v", loss), func(t *testing.T) {
+			spec, err := impair.Parse(fmt.Sprintf("loss %v%% delay 5us 3us reorder 2%% duplicate 1%%", loss*100))
+			if err != nil {
+				t.Fatal(err)
+			}
+			link := fabric.LinkConfig{Netem: spec, RateBps: 10e9, QueueFrames: 256}
+			p := newStarPair(t, recovery.IRN, SimConfig{Seed: 9, AtoB: link, BtoA: link, RTO: RTOAdaptive}, ConnParams{MTU: qp.MTU1024, Timeout: 8})
+			const calls, req, resp = 20, 2800, 1400
+			a, b := p.mrA.Bytes(), p.mrB.Bytes()
+			fillRandom(a[:calls*req], 1)           // requests at A [0, calls*req)
+			fillRandom(b[4<<20:][:calls*resp], 2)  // responses at B from 4 MiB
+			const reqAt, respAt = 1 << 20, 2 << 20 // where they land: B's RECVs, A's RECVs
+			for i := 0; i < calls; i++ {
+				if _, err := p.sim.B.PostRecv(p.qb, []qp.RecvWR{recvWR(uint64(1000+i), sge(p.mrB, reqAt+i*req, req))}); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := p.sim.A.PostRecv(p.qa, []qp.RecvWR{recvWR(uint64(2000+i), sge(p.mrA, respAt+i*resp, resp))}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := 0; i < calls; i++ {
+				p.postSend(sendWR(uint64(i), qp.WRSend, sge(p.mrA, i*req, req)))
+				w := sendWR(uint64(3000+i), qp.WRSend, sge(p.mrB, 4<<20+i*resp, resp))
+				if _, err := p.sim.B.PostSend(p.qb, []qp.SendWR{w}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// A: 20 SEND completions and 20 RECV completions; B the same.
+			wa := p.waitWCs(p.sim.A, p.cqA, 2*calls, 20*time.Second)
+			wb := p.waitWCs(p.sim.B, p.cqB, 2*calls, 20*time.Second)
+			check := func(side string, wcs []qp.WC, sendID, recvID uint64, recvLen uint32) {
+				t.Helper()
+				var s, r uint64
+				for _, wc := range wcs {
+					switch wc.Opcode {
+					case qp.WCSend:
+						wantWC(t, wc, sendID+s, qp.WCSuccess, qp.WCSend)
+						s++
+					case qp.WCRecv:
+						wantWC(t, wc, recvID+r, qp.WCSuccess, qp.WCRecv)
+						if wc.ByteLen != recvLen {
+							t.Fatalf("%s: receive completion %+v, want %d bytes", side, wc, recvLen)
+						}
+						r++
+					default:
+						t.Fatalf("%s: completion %+v", side, wc)
+					}
+				}
+			}
+			check("client", wa, 0, 2000, resp)
+			check("server", wb, 3000, 1000, req)
+			mustEqual(t, "requests at the server", b[reqAt:reqAt+calls*req], a[:calls*req])
+			mustEqual(t, "responses at the client", a[respAt:respAt+calls*resp], b[4<<20:4<<20+calls*resp])
+			p.settle()
+			cs, c := p.sim.B.CacheStats(), p.sim.B.Counters()
+			if cs.Misses != 0 || cs.Hits != 0 || cs.PeakResident != 0 {
+				t.Errorf("server context cache touched: %+v", cs)
+			}
+			ca := p.sim.A.Counters()
+			if c.StarWQEPSent < 2*calls || ca.StarCQEPSent < 2*calls || c.StarCQEPRcvd < 2*calls || c.StarEARcvd == 0 || ca.StarEARcvd == 0 {
+				t.Errorf("exchange counters: server %+v\nclient %+v", c, ca)
+			}
+			t.Logf("server: %d WQEPs (%d resent), %d CQEPs in, %d RDPs, %d GDs; client: %d WQEPs in (%d dropped), %d CQEPs (%d resent), %d retransmits",
+				c.StarWQEPSent, c.StarWQEPResent, c.StarCQEPRcvd, c.StarRDPRcvd, c.StarGDRcvd, ca.StarWQEPRcvd, ca.StarWQEPDropped, ca.StarCQEPSent, ca.StarCQEPResent, ca.Retransmits)
+		})
 	}
 }
