@@ -11,44 +11,62 @@ import (
 	"github.com/softnic/softnic/internal/sweepplot"
 )
 
-// starSweepCmd is `softnic-sweep star` (`softnic sweep star`): StaR's Fig. 5a stress test on the
-// embedded fabric, the stateful NIC (rdma) beside StaR's stateless server
-// (star), with the paper's setup (internal/sweep/star.go).
+// starSweepCmd is `softnic-sweep star` (`softnic sweep star`): StaR's
+// Fig. 5a stress test or, with -fig 5b, its RPC test, on the embedded
+// fabric, the stateful NIC (rdma) beside StaR's stateless server (star),
+// with the paper's setup (internal/sweep/star.go).
 func starSweepCmd(args []string) error {
-	fs := flag.NewFlagSet("sweep star", flag.ContinueOnError)
-	out := fs.String("out", "results", "directory for star-fig5a.csv and star-fig5a.png")
-	counts := fs.String("connections", joinInts(sweep.StarFig5aCounts), "connection counts")
+	fs := flag.NewFlagSet("star", flag.ContinueOnError)
+	out := fs.String("out", "results", "directory for star-fig5a|5b.csv and .png")
+	fig := fs.String("fig", "5a", "5a: 8-byte WRITEs, one outstanding per connection; 5b: RPCs, a 2.8 KB SEND request and a 1.4 KB SEND response")
+	counts := fs.String("connections", "", "connection counts (default: the figure's)")
 	modes := fs.String("modes", "rdma,star", "rdma (the stateful NIC), star (StaR's stateless server)")
 	measure := fs.Duration("measure", 40*time.Millisecond, "measurement window per point (simulated), after a 20 ms warm-up")
-	maxMsgs := fs.Uint64("max-msgs", 200000, "end the measurement window after this many WRITEs (the warm-up after half as many); 0: never")
+	maxMsgs := fs.Uint64("max-msgs", 0, "end the measurement window after this many WRITEs or calls (the warm-up after half as many); default 200000 (5a), 100000 (5b)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	ns, err := ints(*counts)
-	if err != nil {
-		return err
+	list, run, what := sweep.StarFig5aCounts, sweep.RunStarFig5a, "8-byte WRITEs, one outstanding per connection"
+	limit := uint64(200000)
+	switch *fig {
+	case "5a":
+	case "5b":
+		list, run, what = sweep.StarFig5bCounts, sweep.RunStarFig5b, "RPCs: a 2.8 KB SEND request, a 1.4 KB SEND response, path MTU 1024"
+		limit = 100000
+	default:
+		return usagef("star: -fig %q: want 5a or 5b", *fig)
 	}
-	fmt.Printf(" StaR Fig. 5a (stress test) on the embedded fabric, simulated time\n")
+	if *maxMsgs != 0 {
+		limit = *maxMsgs
+	}
+	if *counts != "" {
+		ns, err := ints(*counts)
+		if err != nil {
+			return err
+		}
+		list = ns
+	}
+	fmt.Printf(" StaR Fig. %s on the embedded fabric, simulated time\n", *fig)
 	fmt.Printf(" link 100 Gb/s, RTT 12 µs, no loss; server NIC %d B of contexts (300), clients unlimited; 1 µs per context fetch\n", sweep.StaRBudget)
-	fmt.Printf(" 8-byte WRITEs, one outstanding per connection\n")
-	fmt.Printf(" %-5s %11s %12s %14s %15s %8s\n", "mode", "connections", "Mops", "server misses", "server on-chip", "wall")
+	fmt.Printf(" %s\n", what)
+	fmt.Printf(" %-5s %11s %12s %14s %15s %8s\n", "mode", "connections", "M/s", "server misses", "server on-chip", "wall")
 	var ps []sweep.StarPoint
 	for _, mode := range strings.Split(*modes, ",") {
-		for _, n := range ns {
+		for _, n := range list {
 			start := time.Now()
-			p, err := sweep.RunStarFig5a(strings.TrimSpace(mode), n, *measure, *maxMsgs)
+			p, err := run(strings.TrimSpace(mode), n, *measure, limit)
 			if err != nil {
 				return err
 			}
-			fmt.Printf(" %-5s %11d %12.2f %14d %13d B %8v\n", p.Mode, n, p.MsgRate/1e6, p.Misses, p.OnChipPeak, time.Since(start).Round(time.Millisecond))
+			fmt.Printf(" %-5s %11d %12.3f %14d %13d B %8v\n", p.Mode, n, p.MsgRate/1e6, p.Misses, p.OnChipPeak, time.Since(start).Round(time.Millisecond))
 			ps = append(ps, p)
 		}
 	}
-	csvPath, err := sweep.SaveStarFig5aCSV(*out, ps)
+	csvPath, err := sweep.SaveStarCSV(*out, *fig, ps)
 	if err != nil {
 		return err
 	}
-	pngPath, err := sweepplot.StarFig5a(*out, ps)
+	pngPath, err := sweepplot.Star(*out, *fig, ps)
 	if err != nil {
 		return err
 	}
@@ -56,19 +74,11 @@ func starSweepCmd(args []string) error {
 	return nil
 }
 
-func joinInts(v []int) string {
-	s := make([]string, len(v))
-	for i, n := range v {
-		s[i] = fmt.Sprint(n)
-	}
-	return strings.Join(s, ",")
-}
-
-// plotStarCmd is `softnic-sweep plot-star`: star-fig5a.png from a CSV.
+// plotStarCmd is `softnic-sweep plot-star`: star-fig5a|5b.png from its CSV.
 func plotStarCmd(args []string) error {
 	fs := flag.NewFlagSet("plot-star", flag.ContinueOnError)
-	in := fs.String("in", "results/star-fig5a.csv", "the CSV of softnic-sweep star")
-	out := fs.String("out", "results", "directory for star-fig5a.png")
+	in := fs.String("in", "results/star-fig5a.csv", "a CSV of softnic-sweep star (Fig. 5a or 5b)")
+	out := fs.String("out", "results", "directory for the PNG")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -77,11 +87,11 @@ func plotStarCmd(args []string) error {
 		return err
 	}
 	defer f.Close()
-	ps, err := sweep.ReadStarFig5aCSV(f)
+	fig, ps, err := sweep.ReadStarCSV(f)
 	if err != nil {
 		return err
 	}
-	path, err := sweepplot.StarFig5a(*out, ps)
+	path, err := sweepplot.Star(*out, fig, ps)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/softnic/softnic/dataplane"
+	"github.com/softnic/softnic/dataplane/sim"
 	"github.com/softnic/softnic/qp"
 	"github.com/softnic/softnic/recovery"
 )
@@ -72,8 +74,15 @@ func RunStarFig5a(mode string, n int, measure time.Duration, maxMsgs uint64) (St
 // WriteStarFig5aCSV writes the points as docs/results/star-fig5a.csv
 // holds them: mode, connections, msg_rate, then the server's context-cache
 // misses and on-chip context bytes (peak).
-func WriteStarFig5aCSV(w io.Writer, ps []StarPoint) error {
-	if _, err := fmt.Fprintln(w, "mode,connections,msg_rate,server_qpc_misses,server_onchip_bytes_peak"); err != nil {
+func WriteStarFig5aCSV(w io.Writer, ps []StarPoint) error { return writeStarCSV(w, "msg_rate", ps) }
+
+// WriteStarFig5bCSV writes the points as docs/results/star-fig5b.csv
+// holds them: mode, connections, call_rate, then the server's misses and
+// on-chip bytes.
+func WriteStarFig5bCSV(w io.Writer, ps []StarPoint) error { return writeStarCSV(w, "call_rate", ps) }
+
+func writeStarCSV(w io.Writer, rate string, ps []StarPoint) error {
+	if _, err := fmt.Fprintf(w, "mode,connections,%s,server_qpc_misses,server_onchip_bytes_peak\n", rate); err != nil {
 		return err
 	}
 	for _, p := range ps {
@@ -84,42 +93,52 @@ func WriteStarFig5aCSV(w io.Writer, ps []StarPoint) error {
 	return nil
 }
 
-// SaveStarFig5aCSV writes dir/star-fig5a.csv and returns its path (the
-// PNG is package sweepplot's StarFig5a, which the daemon does not link).
-func SaveStarFig5aCSV(dir string, ps []StarPoint) (string, error) {
+// SaveStarCSV writes dir/star-fig5a.csv (fig "5a") or dir/star-fig5b.csv
+// (fig "5b") and returns its path (the PNG is package sweepplot's Star,
+// which the daemon does not link).
+func SaveStarCSV(dir, fig string, ps []StarPoint) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	csvPath := filepath.Join(dir, "star-fig5a.csv")
+	csvPath := filepath.Join(dir, "star-fig"+fig+".csv")
 	f, err := os.Create(csvPath)
 	if err != nil {
 		return "", err
 	}
-	if err := WriteStarFig5aCSV(f, ps); err != nil {
+	write := WriteStarFig5aCSV
+	if fig == "5b" {
+		write = WriteStarFig5bCSV
+	}
+	if err := write(f, ps); err != nil {
 		f.Close()
 		return "", err
 	}
 	return csvPath, f.Close()
 }
 
-// ReadStarFig5aCSV reads what WriteStarFig5aCSV wrote.
-func ReadStarFig5aCSV(r io.Reader) ([]StarPoint, error) {
+// ReadStarCSV reads what WriteStarFig5aCSV or WriteStarFig5bCSV wrote
+// and says which figure it holds ("5a" or "5b").
+func ReadStarCSV(r io.Reader) (fig string, points []StarPoint, err error) {
 	rows, err := csv.NewReader(r).ReadAll()
 	if err != nil {
-		return nil, fmt.Errorf("sweep: StaR Fig. 5a CSV: %w", err)
+		return "", nil, fmt.Errorf("sweep: StaR CSV: %w", err)
 	}
-	if len(rows) == 0 || len(rows[0]) < 3 || rows[0][0] != "mode" || rows[0][1] != "connections" || rows[0][2] != "msg_rate" {
-		return nil, fmt.Errorf("sweep: StaR Fig. 5a CSV: the header is not mode,connections,msg_rate,...")
+	if len(rows) == 0 || len(rows[0]) < 3 || rows[0][0] != "mode" || rows[0][1] != "connections" || rows[0][2] != "msg_rate" && rows[0][2] != "call_rate" {
+		return "", nil, fmt.Errorf("sweep: StaR CSV: the header is not mode,connections,msg_rate|call_rate,...")
+	}
+	fig = "5a"
+	if rows[0][2] == "call_rate" {
+		fig = "5b"
 	}
 	var ps []StarPoint
 	for i, row := range rows[1:] {
 		if len(row) != len(rows[0]) {
-			return nil, fmt.Errorf("sweep: StaR Fig. 5a CSV line %d: %d fields, want %d", i+2, len(row), len(rows[0]))
+			return "", nil, fmt.Errorf("sweep: StaR CSV line %d: %d fields, want %d", i+2, len(row), len(rows[0]))
 		}
 		n, err1 := strconv.Atoi(row[1])
 		rate, err2 := strconv.ParseFloat(row[2], 64)
 		if err1 != nil || err2 != nil || n < 1 || rate < 0 {
-			return nil, fmt.Errorf("sweep: StaR Fig. 5a CSV line %d: bad connections or msg_rate", i+2)
+			return "", nil, fmt.Errorf("sweep: StaR CSV line %d: bad connections or rate", i+2)
 		}
 		p := StarPoint{Mode: row[0], Connections: n, MsgRate: rate}
 		if len(row) >= 5 {
@@ -129,5 +148,183 @@ func ReadStarFig5aCSV(r io.Reader) ([]StarPoint, error) {
 		}
 		ps = append(ps, p)
 	}
-	return ps, nil
+	return fig, ps, nil
+}
+
+// StaR's Fig. 5b (StaR §4.2), the RPC test: each client calls the server
+// over its own long-lived connection, a 2.8 KB request SENT to the server
+// and a 1.4 KB response SENT back once the request arrived (no
+// computation), and calls again as soon as its response arrived; every
+// RECV is posted before the SEND it takes. The setup is Fig. 5a's, with
+// path MTU 1024 (the paper's MSS is 1.4 KB; an RoCE path MTU is a power
+// of two, and 1024 keeps each response at two packets). The call rate is
+// counted at the clients (a call ends when its response arrived).
+
+// StarFig5bCounts are the connection counts of the RPC sweep.
+var StarFig5bCounts = []int{1, 10, 50, 100, 200, 280, 300, 400, 500, 1000, 2000, 5000}
+
+// RPC sizes of StaR §4.2.
+const (
+	StarRPCRequest  = 2800
+	StarRPCResponse = 1400
+)
+
+// RunStarFig5b runs one point of the RPC test.
+func RunStarFig5b(mode string, n int, measure time.Duration, maxCalls uint64) (StarPoint, error) {
+	c, err := StarFig5aConfig(mode, n, measure, maxCalls)
+	if err != nil {
+		return StarPoint{}, err
+	}
+	fail := func(err error) (StarPoint, error) {
+		return StarPoint{}, fmt.Errorf("sweep: StaR Fig. 5b, %s, %d connections: %w", mode, n, err)
+	}
+	cfg := sim.Config{Seed: c.Seed, AtoB: c.Link, BtoA: c.Link, SchemeA: c.Scheme, SchemeB: c.Scheme, SchemeParams: c.Params,
+		SRAMBytesB: c.SRAM, FetchPenalty: c.Penalty, StarServerB: c.Star}
+	s, err := sim.New(cfg)
+	if err != nil {
+		return fail(err)
+	}
+	roleA, roleB := dataplane.StarNone, dataplane.StarNone
+	if c.Star {
+		roleA, roleB = dataplane.StarClient, dataplane.StarServer
+	}
+	const slots = 64 // buffers shared by the connections: the data is not checked here
+	pdA, pdB := s.A.AllocPD(), s.B.AllocPD()
+	mrA, err := s.A.RegMR(pdA, make([]byte, slots*(StarRPCRequest+StarRPCResponse)), 0, qp.AccessLocalWrite)
+	if err != nil {
+		return fail(err)
+	}
+	mrB, err := s.B.RegMR(pdB, make([]byte, slots*(StarRPCRequest+StarRPCResponse)), 0, qp.AccessLocalWrite)
+	if err != nil {
+		return fail(err)
+	}
+	cqA, _ := s.A.CreateCQ(2*n+64, nil)
+	cqB, _ := s.B.CreateCQ(2*n+64, nil)
+	qa := make([]*dataplane.QP, n)
+	qb := make([]*dataplane.QP, n)
+	sge := func(m *dataplane.MR, off, size int) qp.SGE {
+		return qp.SGE{Addr: m.Addr + uint64(off), Length: uint32(size), LKey: m.LKey}
+	}
+	req := func(i int) []qp.SendWR {
+		w := qp.SendWR{WRID: uint64(i), Opcode: qp.WRSend, Flags: qp.SendSignaled, NumSGE: 1}
+		w.SGL[0] = sge(mrA, (i%slots)*StarRPCRequest, StarRPCRequest)
+		return []qp.SendWR{w}
+	}
+	resp := func(i int) []qp.SendWR {
+		w := qp.SendWR{WRID: uint64(i), Opcode: qp.WRSend, Flags: qp.SendSignaled, NumSGE: 1}
+		w.SGL[0] = sge(mrB, slots*StarRPCRequest+(i%slots)*StarRPCResponse, StarRPCResponse)
+		return []qp.SendWR{w}
+	}
+	recvA := func(i int) []qp.RecvWR {
+		w := qp.RecvWR{WRID: uint64(i), NumSGE: 1}
+		w.SGL[0] = sge(mrA, slots*StarRPCRequest+(i%slots)*StarRPCResponse, StarRPCResponse)
+		return []qp.RecvWR{w}
+	}
+	recvB := func(i int) []qp.RecvWR {
+		w := qp.RecvWR{WRID: uint64(i), NumSGE: 1}
+		w.SGL[0] = sge(mrB, (i%slots)*StarRPCRequest, StarRPCRequest)
+		return []qp.RecvWR{w}
+	}
+	for i := 0; i < n; i++ {
+		if qa[i], err = s.A.CreateQP(pdA, dataplane.QPInitAttr{SendCQ: cqA, RecvCQ: cqA, MaxSendWR: 4, MaxRecvWR: 2, Star: roleA}); err != nil {
+			return fail(err)
+		}
+		if qb[i], err = s.B.CreateQP(pdB, dataplane.QPInitAttr{SendCQ: cqB, RecvCQ: cqB, MaxSendWR: 2, MaxRecvWR: 2, Star: roleB}); err != nil {
+			return fail(err)
+		}
+		if err := dataplane.Connect(s.A, qa[i], s.B, qb[i], dataplane.ConnParams{MTU: qp.MTU1024, Timeout: 12}); err != nil {
+			return fail(err)
+		}
+	}
+	for i := 0; i < n; i++ {
+		if _, err := s.B.PostRecv(qb[i], recvB(i)); err != nil {
+			return fail(err)
+		}
+		if _, err := s.A.PostRecv(qa[i], recvA(i)); err != nil {
+			return fail(err)
+		}
+		if _, err := s.A.PostSend(qa[i], req(i)); err != nil {
+			return fail(err)
+		}
+	}
+	wcs := make([]qp.WC, 256)
+	var calls uint64
+	var runErr error
+	// serve answers every request that arrived and starts the next call
+	// of every client whose response arrived.
+	serve := func() bool {
+		for {
+			got := 0
+			k, err := s.B.PollCQ(cqB, wcs)
+			if err != nil {
+				runErr = err
+				return true
+			}
+			got += k
+			for _, wc := range wcs[:k] {
+				if wc.Status != qp.WCSuccess {
+					runErr = fmt.Errorf("server QP %d: %v %v", wc.WRID, wc.Opcode, wc.Status)
+					return true
+				}
+				if wc.Opcode == qp.WCRecv {
+					i := int(wc.WRID)
+					if _, err := s.B.PostRecv(qb[i], recvB(i)); err != nil {
+						runErr = err
+						return true
+					}
+					if _, err := s.B.PostSend(qb[i], resp(i)); err != nil {
+						runErr = err
+						return true
+					}
+				}
+			}
+			k, err = s.A.PollCQ(cqA, wcs)
+			if err != nil {
+				runErr = err
+				return true
+			}
+			got += k
+			for _, wc := range wcs[:k] {
+				if wc.Status != qp.WCSuccess {
+					runErr = fmt.Errorf("client QP %d: %v %v", wc.WRID, wc.Opcode, wc.Status)
+					return true
+				}
+				if wc.Opcode == qp.WCRecv {
+					calls++
+					i := int(wc.WRID)
+					if _, err := s.A.PostRecv(qa[i], recvA(i)); err != nil {
+						runErr = err
+						return true
+					}
+					if _, err := s.A.PostSend(qa[i], req(i)); err != nil {
+						runErr = err
+						return true
+					}
+				}
+			}
+			if got == 0 {
+				return false
+			}
+		}
+	}
+	run := func(d time.Duration, max uint64) {
+		end, stop := s.Now()+d, calls+max
+		cond := func() bool { return serve() || s.Now() >= end || (max > 0 && calls >= stop) }
+		for !cond() {
+			before, at := calls, s.Now()
+			if s.RunUntil(cond, d+time.Second) || calls == before && s.Now() == at {
+				return
+			}
+		}
+	}
+	run(c.Warmup, maxCalls/2)
+	startCalls, startCache := calls, s.B.CacheStats()
+	t0 := s.Now()
+	run(c.Measure, maxCalls)
+	if runErr != nil {
+		return fail(runErr)
+	}
+	cs := s.B.CacheStats()
+	return StarPoint{Mode: mode, Connections: n, MsgRate: float64(calls-startCalls) / (s.Now() - t0).Seconds(),
+		Misses: cs.Misses - startCache.Misses, OnChipPeak: cs.PeakResidentBytes}, nil
 }

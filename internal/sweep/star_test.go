@@ -43,8 +43,42 @@ func TestStarFig5aShape(t *testing.T) {
 	if !strings.HasPrefix(buf.String(), "mode,connections,msg_rate,") || !strings.Contains(buf.String(), "\nstar,600,") {
 		t.Errorf("CSV:\n%s", buf.String())
 	}
-	back, err := ReadStarFig5aCSV(&buf)
-	if err != nil || len(back) != 1 || back[0].Mode != "star" || back[0].Connections != n || back[0].Misses != 0 {
+	fig, back, err := ReadStarCSV(&buf)
+	if err != nil || fig != "5a" || len(back) != 1 || back[0].Mode != "star" || back[0].Connections != n || back[0].Misses != 0 {
 		t.Errorf("read back %+v, %v", back, err)
+	}
+}
+
+// TestStarFig5bShape: in the RPC test StaR pays an extra round trip per
+// call at one connection (its server's SEND travels as a WQEP first), and
+// past the server's 300 contexts keeps its rate where the stateful NIC
+// falls to about one context fetch per packet.
+func TestStarFig5bShape(t *testing.T) {
+	rate := func(mode string, n int, calls uint64) StarPoint {
+		t.Helper()
+		p, err := RunStarFig5b(mode, n, 2*time.Millisecond, calls)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	r1, s1 := rate("rdma", 1, 50), rate("star", 1, 50)
+	if s1.MsgRate >= r1.MsgRate {
+		t.Errorf("one connection: star %.0f calls/s, rdma %.0f: StaR's WQEP round trip is missing", s1.MsgRate, r1.MsgRate)
+	}
+	r, s := rate("rdma", 600, 3000), rate("star", 600, 20000)
+	t.Logf("1 connection: rdma %.0f, star %.0f calls/s; 600: rdma %.0f (%d misses), star %.0f", r1.MsgRate, s1.MsgRate, r.MsgRate, r.Misses, s.MsgRate)
+	if s.Misses != 0 || s.OnChipPeak != 0 || r.Misses == 0 {
+		t.Errorf("server misses: star %d (%d bytes on chip), rdma %d", s.Misses, s.OnChipPeak, r.Misses)
+	}
+	if s.MsgRate < 3*r.MsgRate {
+		t.Errorf("600 connections: star %.0f calls/s is not 3x rdma %.0f", s.MsgRate, r.MsgRate)
+	}
+	var buf bytes.Buffer
+	if err := WriteStarFig5bCSV(&buf, []StarPoint{s}); err != nil {
+		t.Fatal(err)
+	}
+	if fig, back, err := ReadStarCSV(&buf); err != nil || fig != "5b" || len(back) != 1 || back[0].Connections != 600 {
+		t.Errorf("CSV read back: %s %+v %v", fig, back, err)
 	}
 }

@@ -464,12 +464,16 @@ func label(v float64) string {
 	return strconv.FormatFloat(v, 'g', 3, 64)
 }
 
-// StarFig5a draws StaR's Fig. 5a from its points to dir/star-fig5a.png:
-// the aggregate WRITE rate against the connection count, the stateful NIC
-// beside StaR's stateless server.
-func StarFig5a(dir string, ps []sweep.StarPoint) (string, error) {
+// Star draws StaR's Fig. 5a (fig "5a": the aggregate WRITE rate) or 5b
+// ("5b": the RPC rate) from its points to dir/star-fig5X.png against the
+// connection count, the stateful NIC beside StaR's stateless server.
+func Star(dir, fig string, ps []sweep.StarPoint) (string, error) {
 	c := &chart{title: "StaR Fig. 5a: 8-byte WRITEs, one outstanding per connection (embedded, 100 Gb/s, 12 µs RTT)",
 		xlabel: "concurrent connections", ylabel: "aggregate WRITE rate (Mops)", logX: true, logY: true}
+	if fig == "5b" {
+		c.title = "StaR Fig. 5b: RPCs, 2.8 KB request, 1.4 KB response (embedded, 100 Gb/s, 12 µs RTT, MTU 1024)"
+		c.ylabel = "RPC rate (Mcalls/s)"
+	}
 	idx := map[string]int{}
 	for _, p := range ps {
 		label := "RDMA (stateful)"
@@ -484,6 +488,6 @@ func StarFig5a(dir string, ps []sweep.StarPoint) (string, error) {
 		}
 		c.lines[i].pts = append(c.lines[i].pts, plotter.XY{X: float64(p.Connections), Y: p.MsgRate / 1e6})
 	}
-	path := dir + "/star-fig5a.png"
+	path := dir + "/star-fig" + fig + ".png"
 	return path, save(path, c)
 }
