@@ -42,6 +42,9 @@ func (r StarRole) String() string {
 	return fmt.Sprintf("StarRole(%d)", uint8(r))
 }
 
+// Star returns q's StaR role (QPInitAttr.Star), fixed when q was made.
+func (q *QP) Star() StarRole { return q.star }
+
 // StarRegion is one entry of a StaR server's memory table: what a client
 // may name of the server's memory (StaR §3.2). The server installs it;
 // the client's NIC only reads it.
