@@ -126,6 +126,11 @@ func (e *Engine) SetStarTable(q *QP, t []StarRegion) error {
 	if q.star != StarClient {
 		return fmt.Errorf("dataplane: QP %#x: a memory table goes only to a StaR client QP", q.qpn)
 	}
+	for i, r := range t {
+		if r.Access&^(qp.AccessRemoteWrite|qp.AccessRemoteRead) != 0 || r.VA+r.Length < r.VA {
+			return fmt.Errorf("dataplane: QP %#x: memory table entry %d (key %#x, %d bytes at %#x, access %#x) is not a region a server can grant", q.qpn, i, r.RKey, r.Length, r.VA, uint32(r.Access))
+		}
+	}
 	q.starTable = append(q.starTable[:0], t...)
 	return nil
 }
