@@ -5,9 +5,11 @@
 #
 # As root with XDP: brings up the namespace testbed (testbed.sh), and for
 # every mode and connection count N starts a fresh pair of softnic daemons
-# over AF_XDP with the context cache of sweep-qps.sh (--sram BYTES
-# --fetch-penalty D --link-rate L --model-rate M, fixed retransmission
-# timeouts), host B's daemon with --star-server in star mode, and runs
+# over AF_XDP with the context cache of sweep-qps.sh on the server, host B
+# (--sram BYTES --fetch-penalty D --link-rate L --model-rate M, fixed
+# retransmission timeouts), host A's cache unlimited (StaR's setup: the
+# clients stand for many machines), B's daemon with --star-server in star
+# mode, and runs
 # `softnic-bench write_bw -q N -s 8 -t 1 -D SECONDS` from host A to host B
 # (N connections, one outstanding 8-byte WRITE each, reposted on
 # completion): in rdma mode on ordinary QPs (--scheme RDMA_SCHEME), in star
@@ -36,7 +38,11 @@
 #   SOFTNIC_SWEEP_RDMA_SCHEME  gbn (the stateful NIC, as the embedded sweep)
 #   SOFTNIC_SWEEP_STAR_SCHEME  irn (the StaR clients, as the embedded sweep)
 #   SOFTNIC_SWEEP_SECONDS      3 (softnic-bench -D per run)
-#   SOFTNIC_SWEEP_SRAM         76800 (StaR's 300 contexts of 256 B)
+#   SOFTNIC_SWEEP_SRAM         76800 (the server's, B's: StaR's 300 contexts
+#                              of 256 B)
+#   SOFTNIC_SWEEP_CLIENT_SRAM  0 (A's --sram: unlimited, as StaR's setup
+#                              budgets the clients, which stand for many
+#                              machines; 76800 gives A the server's budget)
 #   SOFTNIC_SWEEP_FETCH_PENALTY_NS 1000, SOFTNIC_SWEEP_LINK_RATE 10gbit,
 #   SOFTNIC_SWEEP_MODEL_RATE   100gbit, SOFTNIC_SWEEP_MTU 2048,
 #   SOFTNIC_SWEEP_RTO          67108864ns: as sweep-qps.sh (its header says why)
@@ -55,6 +61,8 @@ rdma_scheme=${SOFTNIC_SWEEP_RDMA_SCHEME:-gbn}
 star_scheme=${SOFTNIC_SWEEP_STAR_SCHEME:-irn}
 secs=${SOFTNIC_SWEEP_SECONDS:-3}
 sram=${SOFTNIC_SWEEP_SRAM:-76800}
+client_sram=${SOFTNIC_SWEEP_CLIENT_SRAM:-0}
+daemon_args_a="--sram $client_sram"
 penalty=${SOFTNIC_SWEEP_FETCH_PENALTY_NS:-1000}
 mtu=${SOFTNIC_SWEEP_MTU:-2048}
 limit=${SOFTNIC_SWEEP_LIMIT:-120}
@@ -119,7 +127,7 @@ csv=$out/$prefix.csv
 runs_csv=$out/$prefix-runs.csv
 echo "mode,connections,msg_rate,server_context_misses,server_onchip_bytes_peak" >"$csv"
 echo "mode,connections,msg_rate,server_context_misses,server_onchip_bytes_peak,star_rdp_rcvd,retransmits,ack_timeouts,attempt,seconds,load1,wall_s,status,error" >"$runs_csv"
-say "modes: $modes; connections: $conns; write_bw -s 8 -t 1 -m $mtu -D $secs; rdma on $rdma_scheme, star clients on $star_scheme; daemons: $(daemon_flags rdma)"
+say "modes: $modes; connections: $conns; write_bw -s 8 -t 1 -m $mtu -D $secs; rdma on $rdma_scheme, star clients on $star_scheme; daemons: $(daemon_flags rdma), A's also $daemon_args_a"
 say "git $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet 2>/dev/null || echo ' (dirty tree)'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 printf ' %-5s %5s %11s %8s %8s %9s %6s %8s %7s  %s\n' mode conns msgs/s misses_B peak_B rdp_rcvd retx timeouts wall status >&2
 
