@@ -162,3 +162,7 @@ func starReplyHeader(f *bth.Frame) bth.FrameHeader {
 		TOS:     tos, FlowLabel: r.FlowLabel,
 	}
 }
+
+// StarServer reports whether the NIC serves StaR's stateless packets
+// (Config.StarServer), and so can hold StaR server QPs.
+func (e *Engine) StarServer() bool { return e.cfg.StarServer }

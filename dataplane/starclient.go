@@ -42,6 +42,9 @@ func (r StarRole) String() string {
 	return fmt.Sprintf("StarRole(%d)", uint8(r))
 }
 
+// Star returns q's StaR role (QPInitAttr.Star), fixed when q was made.
+func (q *QP) Star() StarRole { return q.star }
+
 // StarRegion is one entry of a StaR server's memory table: what a client
 // may name of the server's memory (StaR §3.2). The server installs it;
 // the client's NIC only reads it.
@@ -122,6 +125,11 @@ func (e *Engine) SetStarTable(q *QP, t []StarRegion) error {
 	}
 	if q.star != StarClient {
 		return fmt.Errorf("dataplane: QP %#x: a memory table goes only to a StaR client QP", q.qpn)
+	}
+	for i, r := range t {
+		if r.Access&^(qp.AccessRemoteWrite|qp.AccessRemoteRead) != 0 || r.VA+r.Length < r.VA {
+			return fmt.Errorf("dataplane: QP %#x: memory table entry %d (key %#x, %d bytes at %#x, access %#x) is not a region a server can grant", q.qpn, i, r.RKey, r.Length, r.VA, uint32(r.Access))
+		}
 	}
 	q.starTable = append(q.starTable[:0], t...)
 	return nil

@@ -195,6 +195,12 @@ func TestStarRoles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := sim.A.SetQPScheme(qa, recovery.GBN); !errors.Is(err, ErrStarScheme) {
+		t.Errorf("client QP set to gbn: %v", err)
+	}
+	if err := sim.A.SetQPScheme(qa, recovery.FaSR); err != nil || qa.Star() != StarClient {
+		t.Errorf("client QP set to fasr: %v (role %v)", err, qa.Star())
+	}
 	qb, err := sim.B.CreateQP(pdB, attr(cqB, StarNone, ""))
 	if err != nil {
 		t.Fatal(err)

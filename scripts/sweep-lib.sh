@@ -12,6 +12,8 @@
 #   SOFTNIC_NS_PREFIX         testbed namespaces (default snsweep: snsweep-a,
 #                             snsweep-sw, snsweep-b)
 #   SOFTNIC_SWEEP_DAEMON_ARGS more `softnic run` flags for both daemons
+# and may set daemon_args_a / daemon_args_b: flags for one host's daemon
+# only, after all the others (the last of a repeated flag wins).
 
 # shellcheck source=scripts/bench-lib.sh
 source scripts/bench-lib.sh
@@ -81,13 +83,15 @@ dropped_on_switch() {
 # $SOFTNIC_SWEEP_DAEMON_ARGS) after the fixed ones; waits for both control
 # sockets. On failure prints the logs and returns 1.
 start_daemons() {
-	local spec ns ifc ip sock ok
+	local spec ns ifc ip sock host more ok
 	rm -f "$work/a.sock" "$work/b.sock"
-	for spec in "$nsA a-sw 198.18.0.1 $work/a.sock" "$nsB b-sw 198.18.1.1 $work/b.sock"; do
-		read -r ns ifc ip sock <<<"$spec"
-		# shellcheck disable=SC2086 # SOFTNIC_SWEEP_DAEMON_ARGS is a flag list
+	for spec in "$nsA a-sw 198.18.0.1 $work/a.sock a" "$nsB b-sw 198.18.1.1 $work/b.sock b"; do
+		read -r ns ifc ip sock host <<<"$spec"
+		more=${daemon_args_b:-}
+		[ "$host" = b ] || more=${daemon_args_a:-}
+		# shellcheck disable=SC2086 # SOFTNIC_SWEEP_DAEMON_ARGS and more are flag lists
 		ip netns exec "$ns" "$work/softnic" run --iface "$ifc" --ip "$ip" --socket "$sock" --metrics "" \
-			"$@" ${SOFTNIC_SWEEP_DAEMON_ARGS:-} >"$work/$ns.log" 2>&1 &
+			"$@" ${SOFTNIC_SWEEP_DAEMON_ARGS:-} $more >"$work/$ns.log" 2>&1 &
 		daemon_pids+=($!)
 	done
 	for _ in $(seq 200); do

@@ -201,6 +201,9 @@ type DeviceAttr struct {
 	MaxCQE      int
 	MaxSGE      int
 	MaxQPRdAtom int
+	// StarServer: the NIC serves StaR's stateless packets (softnic run
+	// --star-server) and can hold StaR server QPs (QPInitAttr.Star).
+	StarServer bool
 }
 
 // QueryDevice is ibv_query_device (and ibv_query_gid).
@@ -400,6 +403,14 @@ type QPInitAttr struct {
 	// must run the same scheme (package cm agrees on one); QP.SetScheme
 	// changes it until the QP leaves INIT.
 	Scheme string
+	// Star is the QP's role in StaR's stateless mode (docs/star.md):
+	// StarNone (default) for an ordinary RC QP, StarServer for a
+	// stateless server QP (the NIC must run with --star-server), or
+	// StarClient for a QP that keeps the transport state of both
+	// directions (it needs a scheme that places out of order: irn, melo,
+	// fasr, srnic). Like Scheme, a softnic extension; package cm agrees
+	// on it with the peer (a server pairs only with a client).
+	Star StarRole
 }
 
 // QP is a reliable-connected queue pair (struct ibv_qp).
@@ -410,6 +421,7 @@ type QP struct {
 	ring           *qpRing       // daemon: the shared send and receive rings
 	h              uint32
 	scheme         string // daemon: the scheme the daemon reported
+	star           StarRole
 	sendCQ, recvCQ *CQ
 	dead           bool
 }
@@ -456,7 +468,7 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	if attr.SendCQ.dead.Load() || attr.RecvCQ.dead.Load() {
 		return nil, ErrClosed
 	}
-	q := &QP{pd: pd, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ}
+	q := &QP{pd: pd, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, star: attr.Star}
 	if err := pd.ctx.b.createQP(q, attr); err != nil {
 		return nil, err
 	}
@@ -565,11 +577,13 @@ type backend interface {
 	modifyQP(q *QP, attr *QPAttr, mask AttrMask) error
 	queryQP(q *QP) (QPAttr, error)
 	setQPScheme(q *QP, name string) error
+	starTable(q *QP) ([]StarRegion, error)
+	setStarTable(q *QP, t []StarRegion) error
 	destroyQP(q *QP) error
 	close() error
 }
 
 func deviceAttr(d proto.Device) DeviceAttr {
 	return DeviceAttr{Name: d.Name, GID: d.GID, MAC: d.MAC, Scheme: d.Scheme, Schemes: d.Schemes,
-		MaxQPWR: d.MaxQPWR, MaxCQE: d.MaxCQE, MaxSGE: d.MaxSGE, MaxQPRdAtom: d.MaxQPRdAtom}
+		MaxQPWR: d.MaxQPWR, MaxCQE: d.MaxCQE, MaxSGE: d.MaxSGE, MaxQPRdAtom: d.MaxQPRdAtom, StarServer: d.StarServer}
 }

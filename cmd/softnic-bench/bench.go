@@ -52,6 +52,9 @@ func runVerbs(ctx context.Context, o *options, out io.Writer) error {
 	}
 	defer closeDev()
 	p.device = dev.Ctx.Name()
+	if err := o.checkStarDaemon(dev); err != nil {
+		return err
+	}
 	role := perftest.Client
 	var conn net.Conn
 	if o.server == "" {
@@ -124,6 +127,7 @@ func (p *printer) connected(c perftest.Connection) {
 		fmt.Fprintf(w, "; agreed on %s, but the QPs run %s", c.Scheme, c.QPScheme)
 	}
 	fmt.Fprintln(w, ")")
+	p.starBanner(w, c)
 	switch {
 	case p.cfg.Infinite:
 		fmt.Fprintf(w, " Duration        : a row every %v until interrupted (--run_infinitely)\n", p.cfg.Duration)

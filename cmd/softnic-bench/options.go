@@ -43,7 +43,8 @@ type options struct {
 	delay    time.Duration
 	seed     uint64
 	ipv6     bool
-	sweepMax int // hidden: the largest size of an -a sweep (tests)
+	sweepMax int    // hidden: the largest size of an -a sweep (tests)
+	star     string // --star server|client (star.go)
 
 	// perftest's flags that act on softnic too
 	bidir      bool   // -b
@@ -336,6 +337,10 @@ flags (perftest names; getopt's spellings work too: -s4096, -bN, --size=64K):
                         QP runs the scheme both sides agree on (default:
                         the daemon's default scheme; --embedded: gbn, for
                         both NICs)
+      --star ROLE       StaR's stateless mode (softnic extension): server on
+                        the server side (its daemon runs --star-server),
+                        client on the client side; write_bw, read_bw and
+                        read_lat (docs/star.md)
       --socket PATH     softnic daemon's control socket
                         (default /run/softnic/softnic.sock)
 
@@ -382,6 +387,7 @@ func newFlagSet(o *options) *flagSet {
 	fs.DurationVar(&o.delay, "delay", perftest.DefaultLink.Delay, "")
 	fs.Uint64Var(&o.seed, "seed", 1, "")
 	fs.boolVar(&o.ipv6, "", "ipv6")
+	fs.stringVar(&o.star, "star", "")
 	fs.intVar(&o.sweepMax, "", "sweep_max", sweepMax)
 	fs.boolVar(&o.bidir, "b", "bidirectional")
 	fs.intVar(&o.postList, "l", "post_list", 0)
@@ -517,6 +523,9 @@ func (o *options) check() error {
 	if err := o.checkScheme(); err != nil {
 		return err
 	}
+	if err := o.checkStar(); err != nil {
+		return err
+	}
 	if o.embedded {
 		if o.server != "" {
 			return usagef("--embedded runs both sides in this process: no server address (got %q)", o.server)
@@ -617,7 +626,7 @@ func (o *options) checkRaw() error {
 	if o.iface == "" {
 		return usagef("raw needs --iface")
 	}
-	for _, name := range []string{"iters", "all", "qp", "mtu", "tx-depth", "rx-depth", "csv", "report_gbits", "scheme", "socket", "events",
+	for _, name := range []string{"iters", "all", "qp", "mtu", "tx-depth", "rx-depth", "csv", "report_gbits", "scheme", "star", "socket", "events",
 		"bidirectional", "post_list", "qp-timeout", "noPeak", "connection", "rdma_cm", "run_infinitely", "report-both",
 		"out_json", "out_json_file", "ib-dev", "gid-index", "ib-port", "CPU-freq"} {
 		if o.set[name] {
@@ -709,6 +718,7 @@ func (o *options) config() perftest.Config {
 			c.Schemes = append(c.Schemes, recovery.GBN)
 		}
 	}
+	o.starConfig(&c)
 	return c
 }
 

@@ -36,7 +36,7 @@ func RunEmbedded(ctx context.Context, cfg Config, fab Fabric, hooks Hooks) ([]Ro
 		fab.Scheme = recovery.GBN
 	}
 	lc := fabric.LinkConfig{RateBps: fab.Link.RateBps, Delay: fab.Link.Delay, Loss: fab.Link.Loss, QueueFrames: fab.Link.Ring, Drop: fab.Link.Drop}
-	m, err := verbs.NewEmbedded(sim.Config{Seed: fab.Seed, AtoB: lc, BtoA: lc, SchemeA: fab.Scheme, SchemeB: fab.Scheme, IPv6: fab.IPv6})
+	m, err := verbs.NewEmbedded(sim.Config{Seed: fab.Seed, AtoB: lc, BtoA: lc, SchemeA: fab.Scheme, SchemeB: fab.Scheme, IPv6: fab.IPv6, StarServerB: cfg.Star})
 	if err != nil {
 		return nil, fmt.Errorf("perftest: embedded fabric: %w", err)
 	}

@@ -157,6 +157,10 @@ type Config struct {
 	// flight complete, and the last interval is reported. Unlike
 	// cancelling the context, the run ends cleanly on both sides.
 	Stop <-chan struct{}
+	// Star runs StaR's stateless mode (star.go): the server's QPs are
+	// stateless StaR servers (its NIC must serve StaR), the client's StaR
+	// clients. write_bw, read_bw and read_lat only.
+	Star bool
 }
 
 // Defaults, as perftest's where it has them.
@@ -215,6 +219,9 @@ func (c *Config) fill() error {
 		return errors.New("perftest: an infinite run is one-way: the client's interrupt ends it")
 	case c.Infinite && (c.Duration <= 0 || c.Iters > 0 || len(c.Sizes) != 1):
 		return errors.New("perftest: an infinite run reports every Duration, of one size, with no iteration count")
+	}
+	if err := c.CheckStar(); err != nil {
+		return err
 	}
 	for _, s := range c.Sizes {
 		if s < 1 || s > MaxSize {
@@ -393,6 +400,9 @@ func (s *session) offered() ([]string, error) {
 			list = []string{d, cm.FallbackScheme}
 		}
 	}
+	if s.cfg.Star {
+		return s.starOffered(list)
+	}
 	if len(s.dev.Schemes) > 0 {
 		for _, name := range list {
 			if !slices.Contains(s.dev.Schemes, name) {
@@ -410,6 +420,9 @@ func (s *session) setup() (err error) {
 	dev, cfg := s.dev, s.cfg
 	schemes, err := s.offered()
 	if err != nil {
+		return err
+	}
+	if err := s.checkStarDevice(); err != nil {
 		return err
 	}
 	// A cache line's worth of alignment keeps atomics and the polled
@@ -451,20 +464,20 @@ func (s *session) setup() (err error) {
 		off := i * region
 		s.offs = append(s.offs, off)
 		s.bufs = append(s.bufs, s.buf[off:off+region:off+region])
-		q, err := s.pd.CreateQP(verbs.QPInitAttr{SendCQ: s.cq, RecvCQ: s.cq, MaxSendWR: cfg.TxDepth, MaxRecvWR: max(rxDepth, 1), Scheme: schemes[0]})
+		q, err := s.pd.CreateQP(verbs.QPInitAttr{SendCQ: s.cq, RecvCQ: s.cq, MaxSendWR: cfg.TxDepth, MaxRecvWR: max(rxDepth, 1), Scheme: schemes[0], Star: s.starRole()})
 		if err != nil {
 			return fmt.Errorf("perftest: create QP %d of %d: %w", i+1, cfg.QPs, err)
 		}
 		s.qps = append(s.qps, q)
 		s.local = append(s.local, cm.Endpoint{
 			QPN: q.QPN(), PSN: cm.RandomPSN(), GID: dev.GID, MAC: dev.MAC,
-			RKey: s.mr.RKey, Addr: s.mr.Addr + uint64(off), Size: uint64(s.slot), Schemes: schemes,
+			RKey: s.mr.RKey, Addr: s.mr.Addr + uint64(off), Size: uint64(s.slot), Schemes: schemes, Star: s.starRole(),
 		})
 		rwr := verbs.RecvWR{WRID: uint64(i), NumSGE: 1}
 		rwr.SGL[0] = s.mr.SGE(off, s.slot)
 		s.recvWR = append(s.recvWR, rwr)
 	}
-	return nil
+	return s.starTable()
 }
 
 // agreement is what the two sides compare before measuring: a mismatch
@@ -482,11 +495,15 @@ type agreement struct {
 	Scheme   string // what the QPs run
 	Bidir    bool   `json:",omitempty"`
 	Infinite bool   `json:",omitempty"`
+	Star     bool   `json:",omitempty"`
 }
 
 func (s *session) connect(conn net.Conn) error {
 	remote, err := cm.Exchange(conn, s.local)
 	if err != nil {
+		return err
+	}
+	if err := s.agreeStar(remote); err != nil {
 		return err
 	}
 	// Both sides reach the same answer from the two lists; every QP runs
@@ -537,7 +554,7 @@ func (s *session) connect(conn net.Conn) error {
 	// The barrier also tells the peer our QPs are in RTR with their
 	// receives posted, so its first packet is not dropped.
 	mine, _ := json.Marshal(agreement{s.cfg.Test.String(), s.cfg.Sizes, s.cfg.Iters, s.cfg.Duration, s.cfg.QPs, s.cfg.TxDepth, s.cfg.MTU.Bytes(), s.qpScheme,
-		s.cfg.Bidirectional, s.cfg.Infinite})
+		s.cfg.Bidirectional, s.cfg.Infinite, s.cfg.Star})
 	theirs, err := cm.Sync(conn, mine)
 	if err != nil {
 		return err

@@ -37,6 +37,10 @@
 // error is printed on stderr and the exit code is 1 (setup or check
 // failed) or 3 (the peer went away).
 //
+// --star runs StaR's stateless mode (docs/star.md): the requester's QP is
+// a StaR client, the responder's a stateless StaR server (its daemon runs
+// --star-server), and the plan may hold only RDMA_WRITE and RDMA_READ.
+//
 // --stream is for the crash test: the requester keeps RDMA WRITEs of the
 // largest size in flight until it is killed; the responder waits for the
 // peer to go away.
@@ -100,6 +104,7 @@ type config struct {
 	stream    bool
 	timeout   time.Duration
 	scheme    string
+	star      bool
 }
 
 // errPeerGone is the peer's TCP connection ending.
@@ -134,6 +139,7 @@ func parseFlags(args []string) (config, error) {
 	fs.BoolVar(&c.stream, "stream", false, "requester: RDMA WRITE the largest size without end; responder: wait for the peer to go away")
 	fs.DurationVar(&c.timeout, "timeout", 2*time.Minute, "longest wait for one completion or one barrier")
 	fs.StringVar(&c.scheme, "scheme", "", "loss recovery the QP asks for (both sides must agree; default: the daemon's)")
+	fs.BoolVar(&c.star, "star", false, "StaR: the requester's QP is a StaR client, the responder's a stateless server (RDMA_WRITE and RDMA_READ only)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -143,6 +149,9 @@ func parseFlags(args []string) (config, error) {
 	for _, op := range strings.Split(*ops, ",") {
 		if _, ok := opcodes[op]; !ok {
 			return c, fmt.Errorf("--ops: unknown operation %q (have %s)", op, allOps)
+		}
+		if c.star && op != "RDMA_WRITE" && op != "RDMA_READ" {
+			return c, fmt.Errorf("--ops: %s on StaR QPs: only RDMA_WRITE and RDMA_READ run (docs/star.md)", op)
 		}
 		c.ops = append(c.ops, op)
 	}
@@ -187,7 +196,7 @@ func run(cfg config) error {
 		return err
 	}
 	defer s.conn.Close()
-	fmt.Printf("connected: qpn %#x to peer qpn %#x at %v, requester %v, scheme %s\n", s.local.QPN, s.remote.QPN, s.remote.GID, cfg.requester, s.qp.Scheme())
+	fmt.Printf("connected: qpn %#x to peer qpn %#x at %v, requester %v, scheme %s, StaR %v\n", s.local.QPN, s.remote.QPN, s.remote.GID, cfg.requester, s.qp.Scheme(), s.qp.Star())
 	if cfg.stream {
 		return s.streamRun()
 	}
@@ -242,11 +251,23 @@ func (s *side) open() error {
 	if s.recvCQ, err = s.ctx.CreateCQ(64); err != nil {
 		return err
 	}
-	if s.qp, err = s.pd.CreateQP(verbs.QPInitAttr{SendCQ: s.sendCQ, RecvCQ: s.recvCQ, MaxSendWR: 32, MaxRecvWR: 32, Scheme: s.cfg.scheme}); err != nil {
+	star := verbs.StarNone
+	if s.cfg.star {
+		star = verbs.StarServer
+		if s.cfg.requester {
+			star = verbs.StarClient
+		}
+	}
+	if s.qp, err = s.pd.CreateQP(verbs.QPInitAttr{SendCQ: s.sendCQ, RecvCQ: s.recvCQ, MaxSendWR: 32, MaxRecvWR: 32, Scheme: s.cfg.scheme, Star: star}); err != nil {
 		return err
 	}
 	s.local = cm.Endpoint{QPN: s.qp.QPN(), PSN: cm.RandomPSN(), GID: attr.GID, MAC: attr.MAC,
-		RKey: s.mr.RKey, Addr: s.mr.Addr, Size: uint64(len(s.buf)), Schemes: []string{s.qp.Scheme()}}
+		RKey: s.mr.RKey, Addr: s.mr.Addr, Size: uint64(len(s.buf)), Schemes: []string{s.qp.Scheme()}, Star: star}
+	if star == verbs.StarServer {
+		if s.local.StarTable, err = s.qp.StarTable(); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -269,6 +290,9 @@ func (s *side) connect() error {
 		return peerErr(err)
 	}
 	s.remote = remote[0]
+	if err := cm.AgreeStar(s.local.Star, s.remote.Star); err != nil {
+		return err
+	}
 	if s.remote.Size != s.local.Size {
 		return fmt.Errorf("the peer's region is %d bytes, this side's %d: run both with the same --sizes", s.remote.Size, s.local.Size)
 	}

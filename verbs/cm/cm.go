@@ -17,6 +17,12 @@
 // in RESET (verbs.QP.SetScheme, or QPInitAttr.Scheme when a side creates
 // its QPs knowing it). ConnectQP does not apply it itself: an endpoint
 // without a scheme list would otherwise force the fallback on a QP.
+//
+// StaR's stateless mode (docs/star.md): each endpoint carries its QP's
+// role and a server's endpoint its memory table; ConnectQP refuses roles
+// that do not pair (AgreeStar) and installs the server's table on a
+// client QP before RTS. A program checks the roles right after the
+// exchange (AgreeStar) to fail before touching its QPs.
 package cm
 
 import (
@@ -43,6 +49,31 @@ type Endpoint struct {
 	Addr    uint64     // buffer address the peer may target
 	Size    uint64     // buffer size in bytes
 	Schemes []string
+	// Star is the QP's StaR role (verbs.QPInitAttr.Star): a stateless
+	// server pairs only with a StaR client and the other way round
+	// (AgreeStar).
+	Star verbs.StarRole
+	// StarTable is a StaR server's memory table (verbs.QP.StarTable),
+	// which its client's QP installs before RTS (ConnectQP); empty from
+	// any other role.
+	StarTable []verbs.StarRegion
+}
+
+// ErrStarRoles is the error of two StaR roles that do not pair.
+var ErrStarRoles = errors.New("cm: StaR roles do not pair")
+
+// AgreeStar checks the two sides' StaR roles as AgreeScheme agrees on a
+// scheme: a stateless server pairs only with a StaR client, a client only
+// with a server, and an ordinary QP only with an ordinary QP. Any other
+// pairing fails with an error naming both roles.
+func AgreeStar(local, remote verbs.StarRole) error {
+	ok := local == verbs.StarNone && remote == verbs.StarNone ||
+		local == verbs.StarServer && remote == verbs.StarClient ||
+		local == verbs.StarClient && remote == verbs.StarServer
+	if !ok {
+		return fmt.Errorf("%w: this side %v, the peer %v", ErrStarRoles, local, remote)
+	}
+	return nil
 }
 
 // FallbackScheme is what two sides without a common scheme use: plain
@@ -68,14 +99,14 @@ func Exchange(conn net.Conn, local []Endpoint) ([]Endpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	typ, body, err := swap(conn, msg)
+	vers, typ, body, err := swap(conn, msg)
 	if err != nil {
 		return nil, fmt.Errorf("cm: exchange: %w", err)
 	}
 	if typ != typeEndpoints {
 		return nil, fmt.Errorf("cm: exchange: %w: peer sent a sync message where its endpoints were expected (do both sides run the same test?)", ErrMalformed)
 	}
-	remote, err := decodeEndpoints(body)
+	remote, err := decodeEndpoints(body, vers)
 	if err != nil {
 		return nil, fmt.Errorf("cm: exchange: %w", err)
 	}
@@ -91,9 +122,9 @@ func Sync(conn net.Conn, payload []byte) ([]byte, error) {
 	if len(payload) > MaxBody {
 		return nil, fmt.Errorf("%w: sync payload of %d bytes, at most %d", ErrTooLarge, len(payload), MaxBody)
 	}
-	msg := appendHeader(make([]byte, 0, HeaderLen+len(payload)), typeSync, len(payload))
+	msg := appendHeader(make([]byte, 0, HeaderLen+len(payload)), 1, typeSync, len(payload))
 	msg = append(msg, payload...)
-	typ, body, err := swap(conn, msg)
+	_, typ, body, err := swap(conn, msg)
 	if err != nil {
 		return nil, fmt.Errorf("cm: sync: %w", err)
 	}
@@ -104,24 +135,24 @@ func Sync(conn net.Conn, payload []byte) ([]byte, error) {
 }
 
 // swap writes msg and reads one message concurrently.
-func swap(conn net.Conn, msg []byte) (typ byte, body []byte, err error) {
+func swap(conn net.Conn, msg []byte) (vers, typ byte, body []byte, err error) {
 	werr := make(chan error, 1)
 	go func() {
 		_, err := conn.Write(msg)
 		werr <- err
 	}()
-	typ, body, rerr := readMessage(conn)
+	vers, typ, body, rerr := readMessage(conn)
 	if rerr != nil {
 		// A synchronous conn's Write blocks until the peer reads, which a
 		// failed peer never does: unblock it rather than leak it.
 		_ = conn.SetWriteDeadline(time.Unix(1, 0))
 		<-werr
-		return 0, nil, rerr
+		return 0, 0, nil, rerr
 	}
 	if err := <-werr; err != nil {
-		return 0, nil, err
+		return 0, 0, nil, err
 	}
-	return typ, body, nil
+	return vers, typ, body, nil
 }
 
 // Server listens on addr (":18515" for every address), accepts one
@@ -228,6 +259,12 @@ func ConnectQP(q *verbs.QP, local, remote Endpoint, p verbs.ConnParam) error {
 	if err := remote.Validate(); err != nil {
 		return fmt.Errorf("cm: connect: remote endpoint: %w", err)
 	}
+	if q.Star() != local.Star {
+		return fmt.Errorf("cm: connect: local endpoint says StaR %v, QP %#x is StaR %v", local.Star, q.QPN(), q.Star())
+	}
+	if err := AgreeStar(local.Star, remote.Star); err != nil {
+		return err
+	}
 	if local.GID.Is4() != remote.GID.Is4() {
 		// RoCEv2 carries both GIDs in one IP header (Annex A17).
 		return fmt.Errorf("cm: connect: local GID %v and remote GID %v are of different IP versions", local.GID, remote.GID)
@@ -250,6 +287,13 @@ func ConnectQP(q *verbs.QP, local, remote Endpoint, p verbs.ConnParam) error {
 			qp.AttrState | qp.AttrSQPSN | qp.AttrTimeout | qp.AttrRetryCnt | qp.AttrRNRRetry | qp.AttrMaxQPRdAtomic},
 	}
 	for _, st := range steps {
+		if st.name == "RTS" && local.Star == verbs.StarClient {
+			// The server's word on what this QP may touch, in place
+			// before the QP can send (StaR §3.2).
+			if err := q.SetStarTable(remote.StarTable); err != nil {
+				return fmt.Errorf("cm: connect QP %#x to %#x: install the server's memory table: %w", local.QPN, remote.QPN, err)
+			}
+		}
 		if err := q.Modify(&st.attr, st.mask); err != nil {
 			return fmt.Errorf("cm: connect QP %#x to %#x: modify to %s: %w", local.QPN, remote.QPN, st.name, err)
 		}

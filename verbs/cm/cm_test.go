@@ -110,7 +110,7 @@ func TestUnmarshalRejects(t *testing.T) {
 		{"short header", good[:7], ErrTruncated},
 		{"bad magic", edit(func(b []byte) []byte { b[0] = 'X'; return b }), ErrBadMagic},
 		{"http", []byte("GET / HTTP/1.1\r\n\r\n"), ErrBadMagic},
-		{"version", edit(func(b []byte) []byte { b[4] = 2; return b }), ErrVersion},
+		{"version", edit(func(b []byte) []byte { b[4] = 3; return b }), ErrVersion},
 		{"type", edit(func(b []byte) []byte { b[5] = 9; return b }), ErrMalformed},
 		{"sync type", edit(func(b []byte) []byte { b[5] = typeSync; return b }), ErrMalformed},
 		{"reserved", edit(func(b []byte) []byte { b[7] = 1; return b }), ErrMalformed},

@@ -21,6 +21,12 @@ func FuzzUnmarshal(f *testing.F) {
 		f.Add(msg)
 		f.Add(msg[:len(msg)-3])
 	}
+	star, err := Marshal(starEndpoints(netip.MustParseAddr("198.18.0.1")))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(star)
+	f.Add(star[:len(star)-5])
 	f.Add([]byte("SNCM\x01\x01\x00\x00\x00\x00\x00\x02\x00\x00"))
 	f.Add([]byte("SNCM\x01\x02\x00\x00\x00\x00\x00\x00"))
 	f.Fuzz(func(t *testing.T, msg []byte) {

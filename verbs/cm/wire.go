@@ -8,14 +8,15 @@ import (
 	"net/netip"
 
 	"github.com/softnic/softnic/qp"
+	"github.com/softnic/softnic/verbs"
 )
 
-// Wire format, version 1. Every message is a 12-byte header and a body;
-// all integers are big endian:
+// Wire format, versions 1 and 2. Every message is a 12-byte header and a
+// body; all integers are big endian:
 //
 //	offset  size  field
 //	0       4     magic "SNCM"
-//	4       1     version (1)
+//	4       1     version (1 or 2)
 //	5       1     type: 1 endpoints, 2 sync
 //	6       2     reserved, zero
 //	8       4     body length n, at most MaxBody
@@ -38,6 +39,21 @@ import (
 //	51      ...   k times: 1-byte length (1..MaxSchemeLen) and the name,
 //	              of the characters a-z 0-9 '-' '_', in preference order
 //
+// Version 2 (StaR's stateless mode, docs/star.md) appends to every
+// endpoint its StaR role and, from a server, its memory table:
+//
+//	size  field
+//	1     role: 0 none, 1 server, 2 client
+//	2     number of regions r, 0..MaxStarRegions (0 unless the role is server)
+//	...   r times: 4 rkey, 8 address, 8 length, 1 access (bit 0 remote
+//	      write, bit 1 remote read, at least one, nothing else)
+//
+// Marshal writes version 1 when no endpoint has a StaR role, so that a
+// peer of version 1 still connects ordinary QPs, and version 2 otherwise;
+// a version-1 peer refuses the latter loudly (ErrVersion). A version-2
+// message in which no endpoint has a role is not canonical and is
+// refused. Sync messages are always version 1.
+//
 // A sync body is an opaque payload (a benchmark's report, or nothing).
 //
 // A message carries at most MaxQPs endpoints in at most MaxBody bytes:
@@ -52,14 +68,18 @@ import (
 // anything is allocated, so a hostile length cannot make the reader
 // allocate more than that.
 const (
-	Version      = 1
+	Version      = 2 // the newest this build reads and writes; it reads 1 too
 	HeaderLen    = 12
 	MaxBody      = 4 << 20
 	MaxQPs       = 16384
 	MaxSchemes   = 16
 	MaxSchemeLen = 32
+	// MaxStarRegions bounds a StaR server's memory table (version 2).
+	MaxStarRegions = 1024
 
 	endpointFixedLen = 51
+	starRegionLen    = 21
+	versionStar      = 2 // the first version with StaR roles
 )
 
 var magic = [4]byte{'S', 'N', 'C', 'M'}
@@ -84,7 +104,12 @@ func Marshal(eps []Endpoint) ([]byte, error) {
 	if len(eps) == 0 || len(eps) > MaxQPs {
 		return nil, fmt.Errorf("cm: %d endpoints; a message carries 1 to %d", len(eps), MaxQPs)
 	}
-	size := 2
+	size, vers := 2, byte(1)
+	for i := range eps {
+		if eps[i].Star != verbs.StarNone {
+			vers = versionStar
+		}
+	}
 	for i := range eps {
 		if err := eps[i].Validate(); err != nil {
 			return nil, fmt.Errorf("cm: endpoint %d: %w", i, err)
@@ -93,22 +118,25 @@ func Marshal(eps []Endpoint) ([]byte, error) {
 		for _, s := range eps[i].Schemes {
 			size += 1 + len(s)
 		}
+		if vers == versionStar {
+			size += 3 + starRegionLen*len(eps[i].StarTable)
+		}
 	}
 	if size > MaxBody {
 		return nil, fmt.Errorf("%w: %d endpoints with their scheme lists take %d bytes, a message at most %d (offer fewer schemes or use fewer QPs)",
 			ErrTooLarge, len(eps), size, MaxBody)
 	}
-	b := appendHeader(make([]byte, 0, HeaderLen+size), typeEndpoints, size)
+	b := appendHeader(make([]byte, 0, HeaderLen+size), vers, typeEndpoints, size)
 	b = binary.BigEndian.AppendUint16(b, uint16(len(eps)))
 	for i := range eps {
-		b = eps[i].append(b)
+		b = eps[i].append(b, vers)
 	}
 	return b, nil
 }
 
 // Unmarshal decodes a whole endpoints message, header included.
 func Unmarshal(msg []byte) ([]Endpoint, error) {
-	typ, n, err := parseHeader(msg)
+	vers, typ, n, err := parseHeader(msg)
 	if err != nil {
 		return nil, err
 	}
@@ -121,65 +149,69 @@ func Unmarshal(msg []byte) ([]Endpoint, error) {
 	if typ != typeEndpoints {
 		return nil, fmt.Errorf("%w: message type %d, want endpoints (%d)", ErrMalformed, typ, typeEndpoints)
 	}
-	return decodeEndpoints(msg[HeaderLen:])
+	return decodeEndpoints(msg[HeaderLen:], vers)
 }
 
-func appendHeader(b []byte, typ byte, bodyLen int) []byte {
+func appendHeader(b []byte, vers, typ byte, bodyLen int) []byte {
 	b = append(b, magic[:]...)
-	b = append(b, Version, typ, 0, 0)
+	b = append(b, vers, typ, 0, 0)
 	return binary.BigEndian.AppendUint32(b, uint32(bodyLen))
 }
 
 // parseHeader checks the 12-byte header at the start of b and returns the
-// message type and the announced body length.
-func parseHeader(b []byte) (typ byte, bodyLen int, err error) {
+// version, the message type and the announced body length.
+func parseHeader(b []byte) (vers, typ byte, bodyLen int, err error) {
 	if len(b) < HeaderLen {
-		return 0, 0, fmt.Errorf("%w: %d header bytes, need %d", ErrTruncated, len(b), HeaderLen)
+		return 0, 0, 0, fmt.Errorf("%w: %d header bytes, need %d", ErrTruncated, len(b), HeaderLen)
 	}
 	if [4]byte(b[0:4]) != magic {
-		return 0, 0, ErrBadMagic
+		return 0, 0, 0, ErrBadMagic
 	}
-	if b[4] != Version {
-		return 0, 0, fmt.Errorf("%w: peer speaks version %d, this build speaks %d", ErrVersion, b[4], Version)
+	vers = b[4]
+	if vers < 1 || vers > Version {
+		return 0, 0, 0, fmt.Errorf("%w: peer speaks version %d, this build speaks 1 to %d", ErrVersion, vers, Version)
 	}
 	typ = b[5]
 	if typ != typeEndpoints && typ != typeSync {
-		return 0, 0, fmt.Errorf("%w: unknown message type %d", ErrMalformed, typ)
+		return 0, 0, 0, fmt.Errorf("%w: unknown message type %d", ErrMalformed, typ)
+	}
+	if typ == typeSync && vers != 1 {
+		return 0, 0, 0, fmt.Errorf("%w: a sync message of version %d (sync messages are version 1)", ErrMalformed, vers)
 	}
 	if b[6] != 0 || b[7] != 0 {
-		return 0, 0, fmt.Errorf("%w: reserved header bytes are not zero", ErrMalformed)
+		return 0, 0, 0, fmt.Errorf("%w: reserved header bytes are not zero", ErrMalformed)
 	}
 	n := binary.BigEndian.Uint32(b[8:12])
 	if n > MaxBody {
-		return 0, 0, fmt.Errorf("%w: body of %d bytes, at most %d", ErrTooLarge, n, MaxBody)
+		return 0, 0, 0, fmt.Errorf("%w: body of %d bytes, at most %d", ErrTooLarge, n, MaxBody)
 	}
-	return typ, int(n), nil
+	return vers, typ, int(n), nil
 }
 
 // readMessage reads one message from r.
-func readMessage(r io.Reader) (typ byte, body []byte, err error) {
+func readMessage(r io.Reader) (vers, typ byte, body []byte, err error) {
 	var h [HeaderLen]byte
 	if _, err := io.ReadFull(r, h[:]); err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) {
-			return 0, nil, fmt.Errorf("%w: connection closed inside the header", ErrTruncated)
+			return 0, 0, nil, fmt.Errorf("%w: connection closed inside the header", ErrTruncated)
 		}
-		return 0, nil, err
+		return 0, 0, nil, err
 	}
-	typ, n, err := parseHeader(h[:])
+	vers, typ, n, err := parseHeader(h[:])
 	if err != nil {
-		return 0, nil, err
+		return 0, 0, nil, err
 	}
 	body = make([]byte, n)
 	if _, err := io.ReadFull(r, body); err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return 0, nil, fmt.Errorf("%w: connection closed inside a %d-byte body", ErrTruncated, n)
+			return 0, 0, nil, fmt.Errorf("%w: connection closed inside a %d-byte body", ErrTruncated, n)
 		}
-		return 0, nil, err
+		return 0, 0, nil, err
 	}
-	return typ, body, nil
+	return vers, typ, body, nil
 }
 
-func decodeEndpoints(b []byte) ([]Endpoint, error) {
+func decodeEndpoints(b []byte, vers byte) ([]Endpoint, error) {
 	if len(b) < 2 {
 		return nil, fmt.Errorf("%w: endpoints body of %d bytes has no count", ErrTruncated, len(b))
 	}
@@ -190,21 +222,26 @@ func decodeEndpoints(b []byte) ([]Endpoint, error) {
 	b = b[2:]
 	// Bound the allocation by what the body can hold, not by the count.
 	eps := make([]Endpoint, 0, min(count, len(b)/endpointFixedLen))
+	star := false
 	for i := 0; i < count; i++ {
-		ep, rest, err := decodeEndpoint(b)
+		ep, rest, err := decodeEndpoint(b, vers)
 		if err != nil {
 			return nil, fmt.Errorf("endpoint %d: %w", i, err)
 		}
+		star = star || ep.Star != verbs.StarNone
 		eps = append(eps, ep)
 		b = rest
 	}
 	if len(b) != 0 {
 		return nil, fmt.Errorf("%w: %d bytes after the last endpoint", ErrMalformed, len(b))
 	}
+	if vers == versionStar && !star {
+		return nil, fmt.Errorf("%w: a version-%d message in which no endpoint has a StaR role (version 1 carries those)", ErrMalformed, vers)
+	}
 	return eps, nil
 }
 
-func (e *Endpoint) append(b []byte) []byte {
+func (e *Endpoint) append(b []byte, vers byte) []byte {
 	b = binary.BigEndian.AppendUint32(b, e.QPN)
 	b = binary.BigEndian.AppendUint32(b, uint32(e.PSN))
 	gid := e.GID.As16() // an IPv4 address becomes ::ffff:a.b.c.d
@@ -218,10 +255,28 @@ func (e *Endpoint) append(b []byte) []byte {
 		b = append(b, byte(len(s)))
 		b = append(b, s...)
 	}
+	if vers < versionStar {
+		return b
+	}
+	b = append(b, byte(e.Star))
+	b = binary.BigEndian.AppendUint16(b, uint16(len(e.StarTable)))
+	for _, r := range e.StarTable {
+		b = binary.BigEndian.AppendUint32(b, r.RKey)
+		b = binary.BigEndian.AppendUint64(b, r.VA)
+		b = binary.BigEndian.AppendUint64(b, r.Length)
+		var acc byte
+		if r.Access&verbs.AccessRemoteWrite != 0 {
+			acc |= 1
+		}
+		if r.Access&verbs.AccessRemoteRead != 0 {
+			acc |= 2
+		}
+		b = append(b, acc)
+	}
 	return b
 }
 
-func decodeEndpoint(b []byte) (Endpoint, []byte, error) {
+func decodeEndpoint(b []byte, vers byte) (Endpoint, []byte, error) {
 	if len(b) < endpointFixedLen {
 		return Endpoint{}, nil, fmt.Errorf("%w: %d bytes left, an endpoint needs %d", ErrTruncated, len(b), endpointFixedLen)
 	}
@@ -250,6 +305,41 @@ func decodeEndpoint(b []byte) (Endpoint, []byte, error) {
 		e.Schemes = append(e.Schemes, string(b[1:1+n]))
 		b = b[1+n:]
 	}
+	if vers >= versionStar {
+		if len(b) < 3 {
+			return Endpoint{}, nil, fmt.Errorf("%w: %d bytes left, an endpoint's StaR role and table count need 3", ErrTruncated, len(b))
+		}
+		role, r := b[0], int(binary.BigEndian.Uint16(b[1:3]))
+		b = b[3:]
+		if role > byte(verbs.StarClient) {
+			return Endpoint{}, nil, fmt.Errorf("%w: StaR role %d", ErrMalformed, role)
+		}
+		if r > MaxStarRegions {
+			return Endpoint{}, nil, fmt.Errorf("%w: a memory table of %d regions, at most %d", ErrMalformed, r, MaxStarRegions)
+		}
+		if len(b) < r*starRegionLen {
+			return Endpoint{}, nil, fmt.Errorf("%w: a memory table of %d regions runs past the message", ErrTruncated, r)
+		}
+		e.Star = verbs.StarRole(role)
+		if r > 0 {
+			e.StarTable = make([]verbs.StarRegion, r)
+		}
+		for j := range e.StarTable {
+			acc := b[20]
+			if acc == 0 || acc&^3 != 0 {
+				return Endpoint{}, nil, fmt.Errorf("%w: memory table region %d: access bits %#x", ErrMalformed, j, acc)
+			}
+			reg := verbs.StarRegion{RKey: binary.BigEndian.Uint32(b[0:]), VA: binary.BigEndian.Uint64(b[4:]), Length: binary.BigEndian.Uint64(b[12:])}
+			if acc&1 != 0 {
+				reg.Access |= verbs.AccessRemoteWrite
+			}
+			if acc&2 != 0 {
+				reg.Access |= verbs.AccessRemoteRead
+			}
+			e.StarTable[j] = reg
+			b = b[starRegionLen:]
+		}
+	}
 	if err := e.Validate(); err != nil {
 		return Endpoint{}, nil, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
@@ -274,6 +364,23 @@ func (e *Endpoint) Validate() error {
 	for _, s := range e.Schemes {
 		if err := validSchemeName(s); err != nil {
 			return err
+		}
+	}
+	if e.Star > verbs.StarClient {
+		return fmt.Errorf("unknown StaR role %d", uint8(e.Star))
+	}
+	if len(e.StarTable) > 0 && e.Star != verbs.StarServer {
+		return fmt.Errorf("a memory table from a StaR %v endpoint: only a server sends one", e.Star)
+	}
+	if len(e.StarTable) > MaxStarRegions {
+		return fmt.Errorf("a memory table of %d regions, at most %d", len(e.StarTable), MaxStarRegions)
+	}
+	for j, r := range e.StarTable {
+		if r.Access == 0 || r.Access&^(verbs.AccessRemoteWrite|verbs.AccessRemoteRead) != 0 {
+			return fmt.Errorf("memory table region %d: access %#x is not remote write or read", j, uint32(r.Access))
+		}
+		if r.VA+r.Length < r.VA {
+			return fmt.Errorf("memory table region %d: %d bytes at %#x wrap around", j, r.Length, r.VA)
 		}
 	}
 	return nil

@@ -350,6 +350,21 @@ func (s *Server) handle(c *client, req *proto.Request, fds []int) (any, reply, e
 			return nil, reply{}, err
 		}
 		return s.setNetem(c, a)
+	case proto.OpStarTable, proto.OpSetStarTable:
+		if c.vers < 5 {
+			return nil, reply{}, fmt.Errorf("%w: %s needs protocol version 5", proto.ErrProtocol, req.Op)
+		}
+		if req.Op == proto.OpStarTable {
+			if err := args(&h); err != nil {
+				return nil, reply{}, err
+			}
+			return s.starTable(c, h.Handle)
+		}
+		var a proto.SetStarTableArgs
+		if err := args(&a); err != nil {
+			return nil, reply{}, err
+		}
+		return nil, reply{}, s.setStarTable(c, a)
 	case proto.OpQueryQP, proto.OpDeallocPD, proto.OpDeregMR, proto.OpDestroyCQ, proto.OpDestroyQP, proto.OpDestroyCompChannel:
 		if err := args(&h); err != nil {
 			return nil, reply{}, err
@@ -655,6 +670,9 @@ func (s *Server) createQP(c *client, a proto.CreateQPArgs) (any, reply, error) {
 	if err == nil {
 		err = dataplane.CheckScheme(a.Scheme)
 	}
+	if err == nil && a.Star != 0 && c.vers < 5 {
+		err = fmt.Errorf("%w: a StaR role needs protocol version 5", proto.ErrProtocol)
+	}
 	if err == nil && len(c.free) == 0 && len(c.slots) >= shm.BellSlots {
 		err = fmt.Errorf("verbsd: a connection has at most %d QPs", shm.BellSlots)
 	}
@@ -675,7 +693,7 @@ func (s *Server) createQP(c *client, a proto.CreateQPArgs) (any, reply, error) {
 	var eq *dataplane.QP
 	if err == nil {
 		eq, err = s.e.CreateQP(pd.id, dataplane.QPInitAttr{SendCQ: scq.ecq, RecvCQ: rcq.ecq,
-			MaxSendWR: a.MaxSendWR, MaxRecvWR: a.MaxRecvWR, SigAll: a.SigAll, Scheme: a.Scheme})
+			MaxSendWR: a.MaxSendWR, MaxRecvWR: a.MaxRecvWR, SigAll: a.SigAll, Scheme: a.Scheme, Star: dataplane.StarRole(a.Star)})
 	}
 	if err != nil && cost > 0 {
 		s.releaseRings(c, cost)

@@ -37,9 +37,12 @@ import (
 // create_cq's channel) and the CQ file's arm and event words; older
 // clients never send them, and a daemon of version 3 serves them as
 // before. Version 4 added the receive impairment (netem, set_netem), which
-// older clients never ask for.
+// older clients never ask for. Version 5 added StaR's stateless mode
+// (create_qp's star role, star_table, set_star_table, query_device's
+// star_server): a version-4 daemon refuses a version-5 client at hello,
+// so a StaR role is never silently dropped.
 const (
-	Version    = 4
+	Version    = 5
 	MinVersion = 1
 )
 
@@ -65,6 +68,9 @@ const (
 
 	OpNetem    = "netem"     // version 4: the receive impairment in force
 	OpSetNetem = "set_netem" // version 4: change it (root or the daemon's uid)
+
+	OpStarTable    = "star_table"     // version 5: a StaR server QP's memory table
+	OpSetStarTable = "set_star_table" // version 5: install a table on a StaR client QP
 )
 
 // Request is what a client sends.
@@ -108,6 +114,9 @@ type Device struct {
 	MaxCQE      int        `json:"max_cqe"`
 	MaxSGE      int        `json:"max_sge"`
 	MaxQPRdAtom int        `json:"max_qp_rd_atom"`
+	// StarServer: the NIC serves StaR's stateless packets (softnic run
+	// --star-server), so that it can hold StaR server QPs (version 5).
+	StarServer bool `json:"star_server,omitempty"`
 }
 
 // Counter is one engine statistic.
@@ -189,6 +198,36 @@ type CreateQPArgs struct {
 	// (version 2; a softnic extension, like a vendor create_qp_ex
 	// attribute).
 	Scheme string `json:"scheme,omitempty"`
+	// Star is the QP's StaR role (dataplane.StarRole: 0 none, 1 server, 2
+	// client; version 5, a softnic extension like Scheme).
+	Star uint8 `json:"star,omitempty"`
+}
+
+// StarRegion is one entry of a StaR server's memory table
+// (dataplane.StarRegion).
+type StarRegion struct {
+	RKey   uint32    `json:"rkey"`
+	VA     uint64    `json:"va"`
+	Length uint64    `json:"length"`
+	Access qp.Access `json:"access"`
+}
+
+// MaxStarRegions bounds a memory table on the wire (set_star_table,
+// star_table's result).
+const MaxStarRegions = 1024
+
+// StarTableResult is star_table's result (version 5; the request is the
+// server QP's Handle).
+type StarTableResult struct {
+	Regions []StarRegion `json:"regions"`
+}
+
+// SetStarTableArgs installs the memory table a StaR client QP's server
+// sent in the connection exchange (version 5; no result). It replaces the
+// whole table.
+type SetStarTableArgs struct {
+	QP      uint32       `json:"qp"`
+	Regions []StarRegion `json:"regions"`
 }
 
 // CreateQPResult comes with the ring memfd (Size bytes, shm.QPLayout for

@@ -56,6 +56,12 @@ var Codes = slices.Concat(proto.Base, proto.Codes{
 	{Code: "cq_overflow", Err: dataplane.ErrCQOverflow},
 	{Code: "unknown_scheme", Err: dataplane.ErrUnknownScheme},
 	{Code: "scheme_state", Err: dataplane.ErrSchemeState},
+	{Code: "star_server_off", Err: dataplane.ErrStarServerOff},
+	{Code: "star_scheme", Err: dataplane.ErrStarScheme},
+	{Code: "star_server_wr", Err: dataplane.ErrStarServerWR},
+	{Code: "star_atomic", Err: dataplane.ErrStarAtomic},
+	{Code: "star_opcode", Err: dataplane.ErrStarOpcode},
+	{Code: "star_peer", Err: dataplane.ErrStarPeer},
 })
 
 // EncodeError turns err into its wire form (the daemon's side).
@@ -71,6 +77,7 @@ func DeviceOf(e *dataplane.Engine, name string) proto.Device {
 	return proto.Device{
 		Name: name, GID: e.Addr(), MAC: e.MAC(), Scheme: e.Scheme().Name(), Schemes: recovery.Names(),
 		MaxQPWR: dataplane.MaxWR, MaxCQE: proto.MaxCQE, MaxSGE: qp.MaxSGE, MaxQPRdAtom: dataplane.MaxRdAtomic,
+		StarServer: e.StarServer(),
 	}
 }
 
@@ -79,5 +86,23 @@ func CountersOf(e *dataplane.Engine) []proto.Counter {
 	c := e.Counters()
 	var out []proto.Counter
 	c.Each(func(name string, v uint64) { out = append(out, proto.Counter{Name: name, Value: v}) })
+	return out
+}
+
+// FromStarTable puts a StaR memory table in its wire form.
+func FromStarTable(t []dataplane.StarRegion) []proto.StarRegion {
+	out := make([]proto.StarRegion, len(t))
+	for i, r := range t {
+		out[i] = proto.StarRegion{RKey: r.RKey, VA: r.VA, Length: r.Length, Access: r.Access}
+	}
+	return out
+}
+
+// ToStarTable is FromStarTable's inverse.
+func ToStarTable(t []proto.StarRegion) []dataplane.StarRegion {
+	out := make([]dataplane.StarRegion, len(t))
+	for i, r := range t {
+		out[i] = dataplane.StarRegion{RKey: r.RKey, VA: r.VA, Length: r.Length, Access: r.Access}
+	}
 	return out
 }

@@ -1,0 +1,193 @@
+#!/usr/bin/env bash
+# sweep-star.sh: StaR Fig. 5a on the two-host testbed, the testbed
+# counterpart of `softnic sweep star`: the stateful NIC (rdma) against
+# StaR's stateless server (star) as the connection count grows.
+#
+# As root with XDP: brings up the namespace testbed (testbed.sh), and for
+# every mode and connection count N starts a fresh pair of softnic daemons
+# over AF_XDP with the context cache of sweep-qps.sh on the server, host B
+# (--sram BYTES --fetch-penalty D --link-rate L --model-rate M, fixed
+# retransmission timeouts), host A's cache unlimited (StaR's setup: the
+# clients stand for many machines), B's daemon with --star-server in star
+# mode, and runs
+# `softnic-bench write_bw -q N -s 8 -t 1 -D SECONDS` from host A to host B
+# (N connections, one outstanding 8-byte WRITE each, reposted on
+# completion): in rdma mode on ordinary QPs (--scheme RDMA_SCHEME), in star
+# mode with --star (B's QPs stateless servers, A's StaR clients on
+# STAR_SCHEME). It reads B's counters with `softnic stats` before and
+# after: context-cache misses, the peak of on-chip context bytes, and the
+# StaR packets served. A failed run is recorded with its error and retried
+# (RETRIES); after a time-limit failure the larger counts of that mode are
+# skipped.
+#
+# Without root or XDP it says so and runs the embedded Fig. 5a (`softnic
+# sweep star`, simulated time) instead.
+#
+# Output, in $SOFTNIC_SWEEP_OUT (default docs/results), PREFIX
+# $SOFTNIC_SWEEP_PREFIX (default testbed-star-fig5a):
+#   PREFIX.csv       mode,connections,msg_rate,server_context_misses,
+#                    server_onchip_bytes_peak (the runs that succeeded;
+#                    msg_rate in WRITEs per second)
+#   PREFIX-runs.csv  every attempt: the same columns, then star_rdp_rcvd
+#                    (B), retransmits and ack_timeouts (A), attempt,
+#                    seconds, load1, wall_s, status, error
+#
+# Environment (defaults):
+#   SOFTNIC_SWEEP_CONNS        "1 10 100 300 1000 2000 5000"
+#   SOFTNIC_SWEEP_MODES        "rdma star"
+#   SOFTNIC_SWEEP_RDMA_SCHEME  gbn (the stateful NIC, as the embedded sweep)
+#   SOFTNIC_SWEEP_STAR_SCHEME  irn (the StaR clients, as the embedded sweep)
+#   SOFTNIC_SWEEP_SECONDS      3 (softnic-bench -D per run)
+#   SOFTNIC_SWEEP_SRAM         76800 (the server's, B's: StaR's 300 contexts
+#                              of 256 B)
+#   SOFTNIC_SWEEP_CLIENT_SRAM  0 (A's --sram: unlimited, as StaR's setup
+#                              budgets the clients, which stand for many
+#                              machines; 76800 gives A the server's budget)
+#   SOFTNIC_SWEEP_FETCH_PENALTY_NS 1000, SOFTNIC_SWEEP_LINK_RATE 10gbit,
+#   SOFTNIC_SWEEP_MODEL_RATE   100gbit, SOFTNIC_SWEEP_MTU 2048,
+#   SOFTNIC_SWEEP_RTO          67108864ns: as sweep-qps.sh (its header says why)
+#   SOFTNIC_SWEEP_LIMIT 120, SOFTNIC_SWEEP_RETRIES 2, SOFTNIC_NS_PREFIX (snsweep)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+me=sweep-star
+# shellcheck source=scripts/sweep-lib.sh
+source scripts/sweep-lib.sh
+
+out=${SOFTNIC_SWEEP_OUT:-docs/results}
+prefix=${SOFTNIC_SWEEP_PREFIX:-testbed-star-fig5a}
+conns=${SOFTNIC_SWEEP_CONNS:-1 10 100 300 1000 2000 5000}
+modes=${SOFTNIC_SWEEP_MODES:-rdma star}
+rdma_scheme=${SOFTNIC_SWEEP_RDMA_SCHEME:-gbn}
+star_scheme=${SOFTNIC_SWEEP_STAR_SCHEME:-irn}
+secs=${SOFTNIC_SWEEP_SECONDS:-3}
+sram=${SOFTNIC_SWEEP_SRAM:-76800}
+client_sram=${SOFTNIC_SWEEP_CLIENT_SRAM:-0}
+daemon_args_a="--sram $client_sram"
+penalty=${SOFTNIC_SWEEP_FETCH_PENALTY_NS:-1000}
+mtu=${SOFTNIC_SWEEP_MTU:-2048}
+limit=${SOFTNIC_SWEEP_LIMIT:-120}
+retries=${SOFTNIC_SWEEP_RETRIES:-2}
+rto=${SOFTNIC_SWEEP_RTO:-67108864ns}
+link_rate=${SOFTNIC_SWEEP_LINK_RATE-10gbit}
+model_rate=${SOFTNIC_SWEEP_MODEL_RATE-100gbit}
+scale_flags=
+[ -z "$link_rate" ] || [ -z "$model_rate" ] || scale_flags="--link-rate $link_rate --model-rate $model_rate"
+dmtu=$([ "$mtu" -gt 1024 ] && echo 2048 || echo 1024)
+rto_flags=
+[ "$rto" = paper ] || rto_flags="--rto fixed --rto-low $rto --rto-high $rto"
+
+why=$(no_testbed)
+if [ -n "$why" ]; then
+	say "$why; running the embedded Fig. 5a instead (softnic sweep star: the in-memory fabric, simulated time)"
+	exec go run ./cmd/softnic sweep star -out "$out"
+fi
+
+# star_bench LIMIT ARGS...: sweep-lib.sh's bench with --star server on B
+# and --star client on A.
+star_bench() {
+	local limit=$1 server rc
+	shift
+	ip netns exec "$nsB" timeout -k 5 "$limit" "$work/softnic-bench" "$@" --star server --socket "$work/b.sock" >"$work/server.out" 2>&1 &
+	server=$!
+	bench_pids=("$server")
+	sleep 0.3
+	rc=0
+	ip netns exec "$nsA" timeout -k 5 "$limit" "$work/softnic-bench" "$@" --star client --socket "$work/a.sock" 198.18.1.1 >"$work/client.out" 2>&1 || rc=$?
+	if [ $rc != 0 ]; then
+		kill "$server" 2>/dev/null || true
+		wait "$server" 2>/dev/null || true
+	else
+		wait "$server" || rc=$?
+	fi
+	bench_pids=()
+	return $rc
+}
+
+sweep_setup
+# daemon_flags MODE: both daemons' flags (B serves StaR packets in star
+# mode; A's --star-server changes nothing for its client QPs).
+# shellcheck disable=SC2086 # rto_flags and scale_flags are flag lists
+daemon_flags() {
+	local s=$rdma_scheme star=
+	[ "$1" = rdma ] || { s=$star_scheme; star=--star-server; }
+	echo --scheme "$s" --mtu "$dmtu" --sram "$sram" --fetch-penalty "${penalty}ns" $rto_flags $scale_flags $star
+}
+# shellcheck disable=SC2046
+if ! testbed_up || ! start_daemons $(daemon_flags star); then
+	sweep_cleanup
+	trap - EXIT
+	say "the testbed or the softnic daemons (XDP/AF_XDP) could not start here (log above); running the embedded Fig. 5a instead"
+	exec go run ./cmd/softnic sweep star -out "$out"
+fi
+stop_daemons
+set_loss 0
+
+mkdir -p "$out"
+csv=$out/$prefix.csv
+runs_csv=$out/$prefix-runs.csv
+echo "mode,connections,msg_rate,server_context_misses,server_onchip_bytes_peak" >"$csv"
+echo "mode,connections,msg_rate,server_context_misses,server_onchip_bytes_peak,star_rdp_rcvd,retransmits,ack_timeouts,attempt,seconds,load1,wall_s,status,error" >"$runs_csv"
+say "modes: $modes; connections: $conns; write_bw -s 8 -t 1 -m $mtu -D $secs; rdma on $rdma_scheme, star clients on $star_scheme; daemons: $(daemon_flags rdma), A's also $daemon_args_a"
+say "git $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet 2>/dev/null || echo ' (dirty tree)'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+printf ' %-5s %5s %11s %8s %8s %9s %6s %8s %7s  %s\n' mode conns msgs/s misses_B peak_B rdp_rcvd retx timeouts wall status >&2
+
+t_all=$(now)
+for mode in $modes; do
+	skip=
+	for n in $conns; do
+		for attempt in $(seq $((retries + 1))); do
+			t0=$(now)
+			load1=$(cut -d' ' -f1 /proc/loadavg)
+			status=ok err='' rate='' rc=0
+			for f in a0 a1 b0 b1; do : >"$work/$f"; done
+			: >"$work/client.out"
+			# shellcheck disable=SC2046 # daemon_flags is a flag list
+			if [ -n "$skip" ]; then
+				status=skipped
+				err="after $skip"
+			elif start_daemons $(daemon_flags "$mode"); then
+				stats "$work/a.sock" "$work/a0"
+				stats "$work/b.sock" "$work/b0"
+				rm -f "$work/point.csv"
+				# bench passes the same arguments to both sides;
+				# star_bench gives each its role.
+				if [ "$mode" = rdma ]; then
+					bench $((secs + limit)) write_bw -q "$n" -s 8 -t 1 -m "$mtu" -D "$secs" --scheme "$rdma_scheme" --csv "$work/point.csv" || rc=$?
+				else
+					star_bench $((secs + limit)) write_bw -q "$n" -s 8 -t 1 -m "$mtu" -D "$secs" --scheme "$star_scheme" --csv "$work/point.csv" || rc=$?
+				fi
+				if [ $rc = 0 ]; then
+					rate=$(awk -v r="$(csv_field "$work/point.csv" msg_rate)" 'BEGIN { printf "%.0f", r * 1e6 }')
+				else
+					status=failed
+					err=$(bench_error)
+					if [ $rc = 124 ] || [ $rc = 137 ]; then
+						err="time limit ($((secs + limit)) s)${err:+: $err}"
+						skip="a time-limit failure at $n connections"
+					fi
+				fi
+				stats "$work/a.sock" "$work/a1"
+				stats "$work/b.sock" "$work/b1"
+				daemons_alive || { status=failed; err="${err:+$err; }a daemon died: $(tail -qn1 "$work/$nsA.log" "$work/$nsB.log" | tr ',"' ';_' | tr '\n' ' ' | cut -c1-200)"; }
+				stop_daemons
+			else
+				status=failed
+				err="daemons did not start"
+			fi
+			missb=$(delta "$work/b0" "$work/b1" qpc_cache_misses)
+			peakb=$(counter "$work/b1" qpc_resident_bytes_peak)
+			rdp=$(delta "$work/b0" "$work/b1" star_rdp_rcvd)
+			retx=$(delta "$work/a0" "$work/a1" retransmitted_pkts)
+			tmo=$(delta "$work/a0" "$work/a1" local_ack_timeout_err)
+			wall=$(since "$t0")
+			echo "$mode,$n,$rate,$missb,$peakb,$rdp,$retx,$tmo,$attempt,$secs,$load1,$wall,$status,\"$err\"" >>"$runs_csv"
+			[ $status != ok ] || echo "$mode,$n,$rate,$missb,$peakb" >>"$csv"
+			printf ' %-5s %5s %11s %8s %8s %9s %6s %8s %7s  %s\n' "$mode" "$n$([ "$attempt" = 1 ] || echo "#$attempt")" "${rate:--}" "$missb" "$peakb" "$rdp" "$retx" "$tmo" "$wall" "$status${err:+: $err}" >&2
+			if [ $status = skipped ] || ! retryable $rc $status; then
+				break
+			fi
+			[ "$attempt" -gt "$retries" ] || say "running it again (retry $attempt of $retries)"
+		done
+	done
+done
+say "all runs: $(since "$t_all") s; $csv"
