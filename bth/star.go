@@ -75,6 +75,10 @@ const (
 	WQEPRemoteWrite  WQEPFlags = 1 << 2
 	WQEPRemoteRead   WQEPFlags = 1 << 3
 	WQEPRemoteAtomic WQEPFlags = 1 << 4
+	// WQEPTableDone, on an MR_REG, says the server's driver has now sent
+	// its whole memory table as it stood when the connection was made:
+	// the client's RDPs and GDs wait for it.
+	WQEPTableDone WQEPFlags = 1 << 5
 )
 
 // WQEPETHFields holds every WQEPETH field.

@@ -93,12 +93,5 @@ func Connect(ea *Engine, qa *QP, eb *Engine, qb *QP, p ConnParams) error {
 			return fmt.Errorf("connect: %w", err)
 		}
 	}
-	// A StaR server sends its memory table to its client (StaR §3.2).
-	if qb.star == StarServer {
-		return ea.SetStarTable(qa, eb.StarTable(qb))
-	}
-	if qa.star == StarServer {
-		return eb.SetStarTable(qb, ea.StarTable(qa))
-	}
 	return nil
 }

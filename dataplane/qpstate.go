@@ -29,6 +29,13 @@ func (e *Engine) setState(q *QP, to qp.State) {
 	switch to {
 	case qp.Reset:
 		e.resetQP(q)
+		e.wheel.Stop(&q.starTimer)
+		switch q.star {
+		case StarServer:
+			q.drv = &starDriver{}
+		case StarClient:
+			q.shadow, q.starTable = &starShadow{}, nil
+		}
 	case qp.RTR:
 		if from == qp.Init {
 			q.hdr = bth.FrameHeader{
@@ -38,6 +45,9 @@ func (e *Engine) setState(q *QP, to qp.State) {
 				TOS:     q.av.TrafficClass, TTL: q.av.HopLimit, FlowLabel: q.av.FlowLabel,
 			}
 			q.receiver.Reset(q.ePSN)
+			if q.drv != nil {
+				e.driverPushTable(q) // StaR §3.2: the server's word on its memory, in band
+			}
 		}
 	case qp.RTS:
 		if from == qp.RTR {

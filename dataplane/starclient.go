@@ -98,11 +98,21 @@ func checkStarWR(q *QP, wr *qp.SendWR) error {
 }
 
 // StarTable returns the memory table of a StaR server QP: every region of
-// its protection domain that grants remote write or remote read, which
-// the connection exchange sends to its client (StaR §3.2).
+// its protection domain that grants remote write or remote read. The
+// server's driver sends it to the client in MR_REG WQEPs when the QP
+// reaches RTR, and every later registration and deregistration in the
+// same way (StaR §3.2; stardriver.go); for a client QP it is the table
+// its server sent so far.
 func (e *Engine) StarTable(q *QP) []StarRegion {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if q.star == StarClient {
+		return append([]StarRegion(nil), q.starTable...)
+	}
+	return e.serverTable(q)
+}
+
+func (e *Engine) serverTable(q *QP) []StarRegion {
 	var t []StarRegion
 	for _, m := range e.mrs {
 		if m == nil || m.PD != q.pd || m.Access&(qp.AccessRemoteWrite|qp.AccessRemoteRead) == 0 {
@@ -111,28 +121,6 @@ func (e *Engine) StarTable(q *QP) []StarRegion {
 		t = append(t, StarRegion{RKey: m.RKey, VA: m.Addr, Length: uint64(len(m.buf)), Access: m.Access & (qp.AccessRemoteWrite | qp.AccessRemoteRead)})
 	}
 	return t
-}
-
-// SetStarTable installs the memory table a StaR client's server sent for
-// q: the connection exchange calls it with what the server's side said,
-// and nothing else in softnic writes the table (StaR §3.2: only the
-// server changes it). It replaces the whole table.
-func (e *Engine) SetStarTable(q *QP, t []StarRegion) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.qps[q.qpn] != q {
-		return ErrBadQP
-	}
-	if q.star != StarClient {
-		return fmt.Errorf("dataplane: QP %#x: a memory table goes only to a StaR client QP", q.qpn)
-	}
-	for i, r := range t {
-		if r.Access&^(qp.AccessRemoteWrite|qp.AccessRemoteRead) != 0 || r.VA+r.Length < r.VA {
-			return fmt.Errorf("dataplane: QP %#x: memory table entry %d (key %#x, %d bytes at %#x, access %#x) is not a region a server can grant", q.qpn, i, r.RKey, r.Length, r.VA, uint32(r.Access))
-		}
-	}
-	q.starTable = append(q.starTable[:0], t...)
-	return nil
 }
 
 // starAllowed is the security table's match (StaR §3.2): [va, va+n) of

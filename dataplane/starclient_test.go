@@ -3,9 +3,12 @@ package dataplane
 import (
 	"errors"
 	"fmt"
+	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/softnic/softnic/bth"
 	"github.com/softnic/softnic/dataplane/fabric"
 	"github.com/softnic/softnic/dataplane/impair"
 	"github.com/softnic/softnic/qp"
@@ -158,15 +161,57 @@ func TestStarSecurityTable(t *testing.T) {
 			if n := p.sim.A.Counters().StarSecurityDrops; n != 1 {
 				t.Errorf("star_security_drops %d, want 1", n)
 			}
-			if c := p.sim.B.Counters(); c.RcvdPkts != 0 {
-				t.Errorf("the server received %d packets", c.RcvdPkts)
+			if c := p.sim.B.Counters(); c.StarRDPRcvd+c.StarGDRcvd != 0 {
+				t.Errorf("the server received %d RDPs and %d GDs", c.StarRDPRcvd, c.StarGDRcvd)
 			}
 		})
 	}
-	t.Run("a table reaches a client QP only", func(t *testing.T) {
+	t.Run("later registrations reach the table in band", func(t *testing.T) {
 		p := newStarPair(t, recovery.IRN, SimConfig{Seed: 1, AtoB: lossyLink(0), BtoA: lossyLink(0)}, ConnParams{MTU: qp.MTU1024})
-		if err := p.sim.B.SetStarTable(p.qb, []StarRegion{{RKey: 1, Length: 1 << 30, Access: qp.AccessRemoteWrite}}); err == nil {
-			t.Error("a server QP took a memory table")
+		m, err := p.sim.B.RegMR(p.pdB, make([]byte, 4096), 0, qp.AccessLocalWrite|qp.AccessRemoteWrite)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.settle() // its MR_REG WQEP reaches the client (an application learns the key through the connection, after it)
+		w := starWR(p, 1, qp.WRRDMAWrite, 0, 0, 64)
+		w.RemoteAddr, w.RKey = m.Addr+64, m.RKey
+		p.postSend(w)
+		if wcs := p.waitWCs(p.sim.A, p.cqA, 1, time.Second); wcs[0].Status != qp.WCSuccess {
+			t.Fatalf("WRITE to a region registered after the connection: %+v", wcs[0])
+		}
+		if err := p.sim.B.DeregMR(m); err != nil {
+			t.Fatal(err)
+		}
+		p.settle()
+		p.postSend(w)
+		if wcs := p.waitWCs(p.sim.A, p.cqA, 1, time.Second); wcs[0].Status != qp.WCLocProtErr {
+			t.Fatalf("WRITE to a deregistered region: %+v", wcs[0])
+		}
+	})
+	t.Run("a forged table update has no effect", func(t *testing.T) {
+		p := newStarPair(t, recovery.IRN, SimConfig{Seed: 1, AtoB: lossyLink(0), BtoA: lossyLink(0)}, ConnParams{MTU: qp.MTU1024})
+		p.settle()
+		before := p.sim.A.StarTable(p.qa)
+		// An MR_REG for all memory under key 0x77, in the driver's next
+		// sequence number, from a host that is not the server.
+		for _, src := range []netip.Addr{netip.MustParseAddr("198.18.9.9"), SimAddrA} { // another host; the client's own address
+			h := bth.FrameHeader{SrcMAC: SimMACB, DstMAC: SimMACA, Src: src, Dst: SimAddrA, SrcPort: 49152, TTL: 64}
+			info := bth.Lookup(bth.StarWQEP)
+			roceLen := info.Length + bth.ICRCLen
+			buf := p.sim.Fabric.B().TxBuffer()
+			off := h.Encode(buf, roceLen)
+			roce := buf[off : off+roceLen]
+			bth.BTH(roce).Encode(&bth.BTHFields{Opcode: bth.StarWQEP, PKey: defaultPKey, DestQPN: p.qa.QPN(), PSN: 1})
+			bth.WQEPETH(roce[bth.BTHLen:]).Encode(&bth.WQEPETHFields{DriverSeq: 1, Kind: bth.WQEPMRReg, LocalKey: 0x77, Length: 1<<32 - 1, Flags: bth.WQEPRemoteWrite | bth.WQEPRemoteRead | bth.WQEPTableDone})
+			bth.FinishFrame(buf[:off+roceLen], &h)
+			p.sim.Fabric.B().Transmit(off + roceLen)
+		}
+		p.settle()
+		if got := p.sim.A.StarTable(p.qa); !slices.Equal(got, before) {
+			t.Errorf("table %+v after a forged MR_REG, was %+v", got, before)
+		}
+		if c := p.sim.A.Counters(); c.RcvdBadAddr != 2 || c.StarWQEPRcvd != 1 { // the server's own MR_REG only
+			t.Errorf("client counters %+v", c)
 		}
 	})
 }
@@ -249,7 +294,8 @@ func TestStarServerQPStateless(t *testing.T) {
 	if cs := p.sim.B.CacheStats(); cs.Hits+cs.Misses != 0 || cs.PeakResident != 0 {
 		t.Errorf("server cache %+v", cs)
 	}
-	if c := p.sim.B.Counters(); c.StarWQEPSent != 1 || c.StarEARcvd != 1 || c.StarWQEPResent != 0 {
+	// The memory table's MR_REG at RTR, then the RECV.
+	if c := p.sim.B.Counters(); c.StarWQEPSent != 2 || c.StarEARcvd != 2 || c.StarWQEPResent != 0 {
 		t.Errorf("server counters %+v", c)
 	}
 }

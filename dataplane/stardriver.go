@@ -27,6 +27,7 @@ type starDriver struct {
 // driverWQE is one work request the driver pushed.
 type driverWQE struct {
 	f         bth.WQEPETHFields
+	table     bool // an MR_REG or MR_DEREG: done once acknowledged, no completion
 	recv      bool
 	signaled  bool
 	sent      bool // on the wire since the last timeout
@@ -102,7 +103,8 @@ func (e *Engine) driverPush(q *QP, f bth.WQEPETHFields, recv, signaled bool) {
 	d := q.drv
 	f.DriverSeq = d.seq
 	d.seq++
-	d.ws = append(d.ws, driverWQE{f: f, recv: recv, signaled: signaled})
+	table := f.Kind == bth.WQEPMRReg || f.Kind == bth.WQEPMRDereg
+	d.ws = append(d.ws, driverWQE{f: f, recv: recv, signaled: signaled, table: table, done: table, delivered: table})
 	e.schedule(q)
 	e.ring()
 }
@@ -300,4 +302,54 @@ func starForServer(pkt *bth.Packet) bool {
 		return pkt.EAETH().Kind() == bth.EAWQEP
 	}
 	return false
+}
+
+// driverPushTable sends the server's memory table to the client as it
+// stands when the QP reaches RTR: one MR_REG WQEP per region of the QP's
+// protection domain with remote write or read, the last marked
+// WQEPTableDone (a lone empty MR_REG when there is none). The table
+// travels in band, in the driver's reliable sequence: only the server's
+// driver writes a client's table (StaR §3.2), and nothing the client's
+// application does reaches it.
+func (e *Engine) driverPushTable(q *QP) {
+	t := e.serverTable(q)
+	if len(t) == 0 {
+		e.driverPush(q, bth.WQEPETHFields{Kind: bth.WQEPMRReg, Flags: bth.WQEPTableDone}, false, false)
+		return
+	}
+	for i, r := range t {
+		f := regionWQEP(bth.WQEPMRReg, r)
+		if i == len(t)-1 {
+			f.Flags |= bth.WQEPTableDone
+		}
+		e.driverPush(q, f, false, false)
+	}
+}
+
+// driverMR tells every connected StaR server QP of m's protection domain
+// that m was registered (MR_REG) or deregistered (MR_DEREG), when m grants
+// remote write or read.
+func (e *Engine) driverMR(m *MR, kind bth.WQEPKind) {
+	if !e.cfg.StarServer || m.Access&(qp.AccessRemoteWrite|qp.AccessRemoteRead) == 0 {
+		return
+	}
+	r := StarRegion{RKey: m.RKey, VA: m.Addr, Length: uint64(len(m.buf)), Access: m.Access & (qp.AccessRemoteWrite | qp.AccessRemoteRead)}
+	for _, q := range e.qps {
+		if q.drv != nil && q.pd == m.PD && (q.state == qp.RTR || q.state == qp.RTS || q.state == qp.SQD) {
+			e.driverPush(q, regionWQEP(kind, r), false, false)
+		}
+	}
+}
+
+// regionWQEP is the MR_REG or MR_DEREG WQEP of r. A WQEP's Length is 32
+// bits: a region of 4 GiB or more is announced as its first 4 GiB - 1.
+func regionWQEP(kind bth.WQEPKind, r StarRegion) bth.WQEPETHFields {
+	f := bth.WQEPETHFields{Kind: kind, LocalVA: r.VA, LocalKey: r.RKey, Length: uint32(min(r.Length, 1<<32-1))}
+	if r.Access&qp.AccessRemoteWrite != 0 {
+		f.Flags |= bth.WQEPRemoteWrite
+	}
+	if r.Access&qp.AccessRemoteRead != 0 {
+		f.Flags |= bth.WQEPRemoteRead
+	}
+	return f
 }

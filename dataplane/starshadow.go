@@ -1,6 +1,8 @@
 package dataplane
 
 import (
+	"slices"
+
 	"github.com/softnic/softnic/bth"
 	"github.com/softnic/softnic/qp"
 )
@@ -25,6 +27,7 @@ const sendStarPull qp.SendFlags = 1 << 30
 type starShadow struct {
 	next       uint32              // the driver sequence number expected next
 	early      []bth.WQEPETHFields // WQEPs past a gap, kept (sorted) until it fills
+	tableDone  bool                // the server's memory table as of the connection has come (WQEPTableDone)
 	recvs      []bth.WQEPETHFields // server RECVs no SEND has taken yet
 	sends      []bth.WQEPETHFields // server SENDs not pulled yet
 	recvsTaken int                 // client RECVs that pulls in flight hold, from the RQ's head
@@ -83,6 +86,23 @@ func (e *Engine) shadowRun(q *QP, f bth.WQEPETHFields) {
 	case bth.WQEPSend, bth.WQEPSendWithImm:
 		s.sends = append(s.sends, f)
 		e.starPull(q)
+	case bth.WQEPMRReg, bth.WQEPMRDereg:
+		// The server's memory table, in its driver's own sequence from its
+		// address (receive checked both): the only writer of the table.
+		q.starTable = slices.DeleteFunc(q.starTable, func(r StarRegion) bool { return r.RKey == f.LocalKey })
+		if f.Kind == bth.WQEPMRReg && f.Length > 0 {
+			r := StarRegion{RKey: f.LocalKey, VA: f.LocalVA, Length: uint64(f.Length)}
+			if f.Flags&bth.WQEPRemoteWrite != 0 {
+				r.Access |= qp.AccessRemoteWrite
+			}
+			if f.Flags&bth.WQEPRemoteRead != 0 {
+				r.Access |= qp.AccessRemoteRead
+			}
+			q.starTable = append(q.starTable, r)
+		}
+		if f.Flags&bth.WQEPTableDone != 0 {
+			s.tableDone = true
+		}
 	default:
 		// The server's WRITEs, READs and memory-table updates are not
 		// built: the work request completes with an error at the server.
@@ -114,9 +134,16 @@ func (e *Engine) shadowEA(q *QP, pkt *bth.Packet) {
 	}
 }
 
-// shadowCanStart: a SEND starts only once a server RECV is there to take it.
+// shadowCanStart: a SEND starts only once a server RECV is there to take
+// it, a WRITE or READ only once the server's memory table has come.
 func (q *QP) shadowCanStart(w *sendWQE) bool {
-	return q.shadow == nil || !w.consumesRecvWQE() || w.wr.Flags&sendStarPull != 0 || len(q.shadow.recvs) > 0
+	switch {
+	case q.shadow == nil || w.wr.Flags&sendStarPull != 0:
+		return true
+	case w.consumesRecvWQE():
+		return len(q.shadow.recvs) > 0
+	}
+	return q.shadow.tableDone
 }
 
 // shadowStart gives a starting SEND the server RECV at the head of the

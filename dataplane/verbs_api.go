@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/softnic/softnic/bth"
 	"github.com/softnic/softnic/qp"
 )
 
@@ -124,6 +125,7 @@ func (e *Engine) RegMR(pd uint32, buf []byte, addr uint64, access qp.Access) (*M
 	m := &MR{PD: pd, Addr: addr, LKey: key, RKey: key, Access: access, buf: buf}
 	e.mrs[idx] = m
 	e.pds[pd]++
+	e.driverMR(m, bth.WQEPMRReg)
 	return m, nil
 }
 
@@ -136,6 +138,7 @@ func (e *Engine) DeregMR(m *MR) error {
 	}
 	e.mrs[keyIndex(m.LKey)] = nil
 	e.pds[m.PD]--
+	e.driverMR(m, bth.WQEPMRDereg)
 	return nil
 }
 

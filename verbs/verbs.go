@@ -578,7 +578,6 @@ type backend interface {
 	queryQP(q *QP) (QPAttr, error)
 	setQPScheme(q *QP, name string) error
 	starTable(q *QP) ([]StarRegion, error)
-	setStarTable(q *QP, t []StarRegion) error
 	destroyQP(q *QP) error
 	close() error
 }

@@ -287,13 +287,6 @@ func ConnectQP(q *verbs.QP, local, remote Endpoint, p verbs.ConnParam) error {
 			qp.AttrState | qp.AttrSQPSN | qp.AttrTimeout | qp.AttrRetryCnt | qp.AttrRNRRetry | qp.AttrMaxQPRdAtomic},
 	}
 	for _, st := range steps {
-		if st.name == "RTS" && local.Star == verbs.StarClient {
-			// The server's word on what this QP may touch, in place
-			// before the QP can send (StaR §3.2).
-			if err := q.SetStarTable(remote.StarTable); err != nil {
-				return fmt.Errorf("cm: connect QP %#x to %#x: install the server's memory table: %w", local.QPN, remote.QPN, err)
-			}
-		}
 		if err := q.Modify(&st.attr, st.mask); err != nil {
 			return fmt.Errorf("cm: connect QP %#x to %#x: modify to %s: %w", local.QPN, remote.QPN, st.name, err)
 		}

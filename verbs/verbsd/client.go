@@ -350,21 +350,14 @@ func (s *Server) handle(c *client, req *proto.Request, fds []int) (any, reply, e
 			return nil, reply{}, err
 		}
 		return s.setNetem(c, a)
-	case proto.OpStarTable, proto.OpSetStarTable:
+	case proto.OpStarTable:
 		if c.vers < 5 {
 			return nil, reply{}, fmt.Errorf("%w: %s needs protocol version 5", proto.ErrProtocol, req.Op)
 		}
-		if req.Op == proto.OpStarTable {
-			if err := args(&h); err != nil {
-				return nil, reply{}, err
-			}
-			return s.starTable(c, h.Handle)
-		}
-		var a proto.SetStarTableArgs
-		if err := args(&a); err != nil {
+		if err := args(&h); err != nil {
 			return nil, reply{}, err
 		}
-		return nil, reply{}, s.setStarTable(c, a)
+		return s.starTable(c, h.Handle)
 	case proto.OpQueryQP, proto.OpDeallocPD, proto.OpDeregMR, proto.OpDestroyCQ, proto.OpDestroyQP, proto.OpDestroyCompChannel:
 		if err := args(&h); err != nil {
 			return nil, reply{}, err

@@ -51,19 +51,15 @@ func TestStarProtocol(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.call(proto.OpStarTable, proto.Handle{Handle: q.Handle}, nil); err == nil || !strings.Contains(err.Error(), "only a StaR server QP") {
-		t.Fatalf("star_table of a client QP: %v", err)
+	if _, err := c.call(proto.OpStarTable, proto.Handle{Handle: q.Handle}, nil); err != nil {
+		t.Fatalf("star_table of a client QP (what its server sent: nothing yet): %v", err)
 	}
-	big := proto.SetStarTableArgs{QP: q.Handle, Regions: make([]proto.StarRegion, proto.MaxStarRegions+1)}
-	if _, err := c.call(proto.OpSetStarTable, big, nil); !errors.Is(err, proto.ErrProtocol) {
-		t.Fatalf("a table of %d regions: %v", len(big.Regions), err)
+	// Nothing installs a table through the daemon: only the server's
+	// driver writes a client's table, in band (docs/star.md).
+	if _, err := c.call("set_star_table", proto.Handle{Handle: q.Handle}, nil); err == nil {
+		t.Fatal("set_star_table was taken")
 	}
-	ok := proto.SetStarTableArgs{QP: q.Handle, Regions: []proto.StarRegion{{RKey: 5, VA: 4096, Length: 4096, Access: 2}}}
-	if _, err := c.call(proto.OpSetStarTable, ok, nil); err != nil {
-		t.Fatalf("set_star_table on a client QP: %v", err)
-	}
-	ok.QP = 999
-	if _, err := c.call(proto.OpSetStarTable, ok, nil); !errors.Is(err, proto.ErrBadHandle) {
-		t.Fatalf("set_star_table on no QP: %v", err)
+	if _, err := c.call(proto.OpStarTable, proto.Handle{Handle: 999}, nil); !errors.Is(err, proto.ErrBadHandle) {
+		t.Fatalf("star_table of no QP: %v", err)
 	}
 }

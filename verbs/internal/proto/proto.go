@@ -38,7 +38,7 @@ import (
 // clients never send them, and a daemon of version 3 serves them as
 // before. Version 4 added the receive impairment (netem, set_netem), which
 // older clients never ask for. Version 5 added StaR's stateless mode
-// (create_qp's star role, star_table, set_star_table, query_device's
+// (create_qp's star role, star_table, query_device's
 // star_server): a version-4 daemon refuses a version-5 client at hello,
 // so a StaR role is never silently dropped.
 const (
@@ -69,8 +69,7 @@ const (
 	OpNetem    = "netem"     // version 4: the receive impairment in force
 	OpSetNetem = "set_netem" // version 4: change it (root or the daemon's uid)
 
-	OpStarTable    = "star_table"     // version 5: a StaR server QP's memory table
-	OpSetStarTable = "set_star_table" // version 5: install a table on a StaR client QP
+	OpStarTable = "star_table" // version 5: a StaR server QP's memory table
 )
 
 // Request is what a client sends.
@@ -212,21 +211,12 @@ type StarRegion struct {
 	Access qp.Access `json:"access"`
 }
 
-// MaxStarRegions bounds a memory table on the wire (set_star_table,
-// star_table's result).
+// MaxStarRegions bounds a memory table on the wire (star_table's result).
 const MaxStarRegions = 1024
 
 // StarTableResult is star_table's result (version 5; the request is the
 // server QP's Handle).
 type StarTableResult struct {
-	Regions []StarRegion `json:"regions"`
-}
-
-// SetStarTableArgs installs the memory table a StaR client QP's server
-// sent in the connection exchange (version 5; no result). It replaces the
-// whole table.
-type SetStarTableArgs struct {
-	QP      uint32       `json:"qp"`
 	Regions []StarRegion `json:"regions"`
 }
 
