@@ -350,10 +350,16 @@ func TestDaemonLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"# TYPE softnic_rcvd_pkts_total counter\nsoftnic_rcvd_pkts_total 0\n", "softnic_rcvd_malformed_total 1\n",
-		"softnic_xdp_steered_total 1\n", "softnic_port_rx_frames_total 1\n", "# TYPE softnic_qpc_resident gauge\n", "softnic_build_info{"} {
+		"softnic_xdp_steered_total 1\n", "# TYPE softnic_qpc_resident gauge\n", "softnic_build_info{",
+		// The AF_XDP port's per-queue counters, by queue (veth: queue 0).
+		"\nsoftnic_port_rx_frames_total{queue=\"0\"} 1\n", "\nsoftnic_port_rx_ring_full_total{queue=\"0\"} 0\n", "\nsoftnic_port_wakeups_total "} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
+	}
+	// Only by queue: not also as an unlabelled sum.
+	if strings.Contains(metrics, "\nsoftnic_port_rx_frames_total ") {
+		t.Errorf("/metrics has softnic_port_rx_frames_total both with and without the queue label")
 	}
 	// The running daemon's page, XDP and AF_XDP counters included, is
 	// clean by Prometheus's conventions.

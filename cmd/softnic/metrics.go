@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,6 +31,18 @@ type metricsSource struct {
 	// the port's (port_*), the XDP program's (xdp_*) and the verbs
 	// server's (client_*).
 	others func() []counter
+	// queues returns the port's counters per receive queue (port_*,
+	// the AF_XDP port's); nil for a port without queues. When it is
+	// set, the counters whose spec is perQueue go out labelled queue,
+	// one series per queue, and their sums in others not at all: no
+	// metric is exported both with and without the label.
+	queues func() []queueCounters
+}
+
+// queueCounters are one receive queue's counters, by their stats names.
+type queueCounters struct {
+	queue    int
+	counters []counter
 }
 
 // counterCollector exports a metricsSource as softnic_* metrics, named
@@ -82,7 +95,20 @@ func (c counterCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if c.src.others != nil {
 		for _, x := range c.src.others() {
+			if c.src.queues != nil && metricSpecs[x.name].perQueue {
+				continue // by queue below
+			}
 			emit(ch, x.name, x.value)
+		}
+	}
+	if c.src.queues != nil {
+		for _, q := range c.src.queues() {
+			queue := strconv.Itoa(q.queue)
+			for _, x := range q.counters {
+				if metricSpecs[x.name].perQueue {
+					emitQueue(ch, x.name, x.value, queue)
+				}
+			}
 		}
 	}
 }
@@ -91,6 +117,12 @@ func (c counterCollector) Collect(ch chan<- prometheus.Metric) {
 // name without a spec (a counter added without one; TestMetricSpecs
 // catches it) still goes out, untyped, so that nothing is lost.
 func emit(ch chan<- prometheus.Metric, name string, v uint64) {
+	emitQueue(ch, name, v, "")
+}
+
+// emitQueue is emit for one receive queue's value of a perQueue counter:
+// the series labelled queue. An empty queue is emit's unlabelled sum.
+func emitQueue(ch chan<- prometheus.Metric, name string, v uint64, queue string) {
 	s, ok := metricSpecs[name]
 	if !ok {
 		d := prometheus.NewDesc("softnic_"+name, "softnic counter "+name+" (see softnic stats)", nil, nil)
@@ -109,7 +141,12 @@ func emit(ch chan<- prometheus.Metric, name string, v uint64) {
 	if s.label != "" {
 		labels, values = []string{s.label}, []string{s.value}
 	}
-	d := prometheus.NewDesc("softnic_"+s.metric, s.help, labels, nil)
+	help := s.help
+	if queue != "" {
+		labels, values = append(labels, "queue"), append(values, queue)
+		help += " By AF_XDP receive queue."
+	}
+	d := prometheus.NewDesc("softnic_"+s.metric, help, labels, nil)
 	ch <- prometheus.MustNewConstMetric(d, s.typ, val, values...)
 }
 

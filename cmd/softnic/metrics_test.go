@@ -77,6 +77,23 @@ func TestMetricSpecs(t *testing.T) {
 			t.Errorf("%s: %s: a time in nanoseconds must become seconds, and only that", name, s.metric)
 		}
 	}
+	// The AF_XDP port's per-queue counters are perQueue, and nothing
+	// else is.
+	queued := map[string]bool{}
+	for name := range (afxdp.QueueStats{}).All() {
+		queued["port_"+name] = true
+		if !metricSpecs["port_"+name].perQueue {
+			t.Errorf("port_%s: afxdp.QueueStats has it, its spec is not perQueue", name)
+		}
+	}
+	for name, s := range metricSpecs {
+		if s.perQueue && !queued[name] {
+			t.Errorf("%s: perQueue, but not in afxdp.QueueStats", name)
+		}
+		if s.perQueue && s.label != "" {
+			t.Errorf("%s: perQueue and labelled %s", name, s.label)
+		}
+	}
 	// Values that go down are gauges.
 	for _, name := range []string{"qpc_resident", "qpc_resident_bytes", "rob_in_use", "sr_resident_bytes", "sram_shared_bytes", "rto_min_ns"} {
 		if s := metricSpecs[name]; s.typ != prometheus.GaugeValue {
@@ -122,7 +139,7 @@ func TestMetricsLint(t *testing.T) {
 		return out
 	}
 	for side, c := range map[string]dataplane.Counters{"client": client, "server": server} {
-		h := metricsHandler(metricsSource{engine: func() dataplane.Counters { return c }, others: others})
+		h := metricsHandler(metricsSource{engine: func() dataplane.Counters { return c }, others: others, queues: testQueues})
 		code, page := scrape(t, h, "/metrics")
 		if code != http.StatusOK {
 			t.Fatalf("%s: /metrics: status %d: %s", side, code, page)
@@ -184,6 +201,81 @@ func TestMetricsLint(t *testing.T) {
 	}
 }
 
+// testQueues are two AF_XDP queues' counters, 0 and 3: for each counter
+// of afxdp.QueueStats, 10 and 30 plus the counter's index.
+func testQueues() []queueCounters {
+	var out []queueCounters
+	for _, q := range []int{0, 3} {
+		var cs []counter
+		i := 0
+		for name := range (afxdp.QueueStats{Queue: q}).All() {
+			cs = append(cs, counter{"port_" + name, uint64(10*(q+1) + i)})
+			i++
+		}
+		out = append(out, queueCounters{q, cs})
+	}
+	return out
+}
+
+// TestMetricsQueues: with an AF_XDP port, the per-queue counters are one
+// series per queue, labelled queue, with the queue's value, and are not
+// also exported as sums; the port's other counters stay unlabelled. With
+// a port without queues (UDP) the same counters are sums, unlabelled.
+func TestMetricsQueues(t *testing.T) {
+	others := func() []counter {
+		var out []counter
+		for name, v := range (afxdp.Stats{RxFrames: 1000, Wakeups: 7, RxDropped: 1000}).All() {
+			out = append(out, counter{"port_" + name, v})
+		}
+		return out
+	}
+	_, page := scrape(t, metricsHandler(metricsSource{others: others, queues: testQueues}), "/metrics")
+	problems, err := metricslint.Problems(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Error(p)
+	}
+	for _, line := range []string{
+		`softnic_port_rx_frames_total{queue="0"} 10`,
+		`softnic_port_rx_frames_total{queue="3"} 40`,
+		`softnic_port_tx_frames_total{queue="3"} 41`,
+		`softnic_port_rx_dropped_total{queue="0"} 12`,
+		`softnic_port_tx_ring_empty_descs_total{queue="3"} 47`,
+		`softnic_port_wakeups_total 7`,
+	} {
+		if !strings.Contains(page, "\n"+line+"\n") {
+			t.Errorf("no line %q", line)
+		}
+	}
+	fams, err := metricslint.Families(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range (afxdp.QueueStats{}).All() {
+		f := fams["softnic_port_"+name+"_total"]
+		if len(f.GetMetric()) != 2 {
+			t.Errorf("softnic_port_%s_total: %d series, want one for each of 2 queues", name, len(f.GetMetric()))
+		}
+		for _, m := range f.GetMetric() {
+			if l := m.GetLabel(); len(l) != 1 || l[0].GetName() != "queue" {
+				t.Errorf("softnic_port_%s_total: series labelled %v, want queue only", name, l)
+			}
+		}
+	}
+	// Without queues: the sums, unlabelled.
+	_, page = scrape(t, metricsHandler(metricsSource{others: others}), "/metrics")
+	for _, line := range []string{"softnic_port_rx_frames_total 1000", "softnic_port_rx_dropped_total 1000"} {
+		if !strings.Contains(page, "\n"+line+"\n") {
+			t.Errorf("without queues: no line %q", line)
+		}
+	}
+	if strings.Contains(page, "queue=") {
+		t.Error("without queues: a series labelled queue")
+	}
+}
+
 // TestBuildInfo: softnic_build_info is 1 with the Go version and labels
 // for version and revision.
 func TestBuildInfo(t *testing.T) {
@@ -230,7 +322,7 @@ func TestPprofFlag(t *testing.T) {
 }
 
 // TestMetricsDoc: docs/metrics.md has a row for every counter with its
-// metric.
+// metric, and {queue} after those labelled by queue.
 func TestMetricsDoc(t *testing.T) {
 	doc, err := os.ReadFile("../../docs/metrics.md")
 	if err != nil {
@@ -240,6 +332,9 @@ func TestMetricsDoc(t *testing.T) {
 		row := "| `" + name + "` | "
 		if s := metricSpecs[name]; s.metric != "" {
 			row += "`softnic_" + s.metric
+			if s.perQueue {
+				row += "{queue}`"
+			}
 		}
 		if !strings.Contains(string(doc), row) {
 			t.Errorf("docs/metrics.md has no row %q...", row)

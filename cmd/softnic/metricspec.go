@@ -13,7 +13,11 @@ type metricSpec struct {
 	scale  float64              // to the base unit (1e-9: nanoseconds to seconds); 0 is 1
 	label  string               // a label the metric's series differ by, and this counter's value of it
 	value  string
-	help   string
+	// perQueue: on a port with receive queues (AF_XDP) the counter is
+	// exported per queue, labelled queue, and its sum (the stats
+	// value) not at all.
+	perQueue bool
+	help     string
 }
 
 func counterSpec(metric, help string) metricSpec {
@@ -39,6 +43,12 @@ func nsGaugeSpec(metric, help string) metricSpec {
 
 func labelled(s metricSpec, label, value string) metricSpec {
 	s.label, s.value = label, value
+	return s
+}
+
+// queued is a port counter that the AF_XDP port keeps per queue.
+func queued(s metricSpec) metricSpec {
+	s.perQueue = true
 	return s
 }
 
@@ -173,20 +183,21 @@ var metricSpecs = map[string]metricSpec{
 	"sram_shared_bytes":       gaugeSpec("sram_shared_bytes", "On-chip bytes of the scheme's shared pools."),
 	"sram_budget_bytes":       gaugeSpec("sram_budget_bytes", "On-chip SRAM for QP contexts and shared pools (--sram; 0: unlimited)."),
 
-	// The port (port_*): the AF_XDP port's and the UDP port's.
-	"port_rx_frames":                counterSpec("port_rx_frames", "Frames the port handed to the engine."),
-	"port_tx_frames":                counterSpec("port_tx_frames", "Frames the port gave to the kernel."),
+	// The port (port_*): the AF_XDP port's and the UDP port's. The
+	// AF_XDP port's frame counts and XDP_STATISTICS are per queue.
+	"port_rx_frames":                queued(counterSpec("port_rx_frames", "Frames the port handed to the engine.")),
+	"port_tx_frames":                queued(counterSpec("port_tx_frames", "Frames the port gave to the kernel.")),
 	"port_rx_empty_polls":           counterSpec("port_rx_empty_polls", "Receive polls that found nothing."),
 	"port_tx_ring_full":             counterSpec("port_tx_ring_full", "Transmit buffer requests that found no free chunk or slot."),
 	"port_fill_refills":             counterSpec("port_fill_refills", "Batches of chunks returned to the AF_XDP fill rings."),
 	"port_wakeups":                  counterSpec("port_wakeups", "sendto and recvfrom calls that kicked the kernel (AF_XDP)."),
 	"port_tx_kick_errors":           counterSpec("port_tx_kick_errors", "AF_XDP sendto errors other than EAGAIN."),
-	"port_rx_dropped":               counterSpec("port_rx_dropped", "Frames the kernel dropped for other reasons, e.g. too big for a chunk (XDP_STATISTICS rx_dropped)."),
-	"port_rx_invalid_descs":         counterSpec("port_rx_invalid_descs", "Bad fill ring entries (XDP_STATISTICS rx_invalid_descs)."),
-	"port_tx_invalid_descs":         counterSpec("port_tx_invalid_descs", "Bad transmit descriptors (XDP_STATISTICS tx_invalid_descs)."),
-	"port_rx_ring_full":             counterSpec("port_rx_ring_full", "Frames dropped because the AF_XDP receive ring was full (XDP_STATISTICS rx_ring_full)."),
-	"port_rx_fill_ring_empty_descs": counterSpec("port_rx_fill_ring_empty_descs", "Frames dropped because the fill ring was empty (XDP_STATISTICS rx_fill_ring_empty_descs)."),
-	"port_tx_ring_empty_descs":      counterSpec("port_tx_ring_empty_descs", "Kicks that found the transmit ring empty (XDP_STATISTICS tx_ring_empty_descs)."),
+	"port_rx_dropped":               queued(counterSpec("port_rx_dropped", "Frames the kernel dropped for other reasons, e.g. too big for a chunk (XDP_STATISTICS rx_dropped).")),
+	"port_rx_invalid_descs":         queued(counterSpec("port_rx_invalid_descs", "Bad fill ring entries (XDP_STATISTICS rx_invalid_descs).")),
+	"port_tx_invalid_descs":         queued(counterSpec("port_tx_invalid_descs", "Bad transmit descriptors (XDP_STATISTICS tx_invalid_descs).")),
+	"port_rx_ring_full":             queued(counterSpec("port_rx_ring_full", "Frames dropped because the AF_XDP receive ring was full (XDP_STATISTICS rx_ring_full).")),
+	"port_rx_fill_ring_empty_descs": queued(counterSpec("port_rx_fill_ring_empty_descs", "Frames dropped because the fill ring was empty (XDP_STATISTICS rx_fill_ring_empty_descs).")),
+	"port_tx_ring_empty_descs":      queued(counterSpec("port_tx_ring_empty_descs", "Kicks that found the transmit ring empty (XDP_STATISTICS tx_ring_empty_descs).")),
 	"port_rx_truncated":             counterSpec("port_rx_truncated", "Datagrams longer than the largest frame, dropped (UDP port)."),
 	"port_tx_errors":                counterSpec("port_tx_errors", "Datagrams the kernel refused (no route, too big), dropped (UDP port)."),
 	"port_tx_bad_frames":            counterSpec("port_tx_bad_frames", "Frames that were not IP/UDP of the port's family, dropped (UDP port)."),

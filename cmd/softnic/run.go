@@ -330,12 +330,15 @@ type daemon struct {
 	link      *bpf.Link
 	port      port
 	portStats func() []counter
-	engine    *dataplane.Engine
-	cp        controlPlane
-	limits    func(yield func(string, uint64)) // the verbs server's client_* counters
-	metrics   *http.Server
-	pprof     *http.Server
-	ran       bool // run was called: shutdown reports the final counters
+	// queueStats are the port's counters per receive queue (AF_XDP);
+	// nil for the UDP port.
+	queueStats func() []queueCounters
+	engine     *dataplane.Engine
+	cp         controlPlane
+	limits     func(yield func(string, uint64)) // the verbs server's client_* counters
+	metrics    *http.Server
+	pprof      *http.Server
+	ran        bool // run was called: shutdown reports the final counters
 }
 
 // start checks the environment, then brings the daemon up in dependency
@@ -403,6 +406,17 @@ func start(o options, log *slog.Logger) (d *daemon, err error) {
 		}
 		d.port = p
 		d.portStats = func() []counter { return collect(p.Stats().All()) }
+		d.queueStats = func() []queueCounters {
+			var out []queueCounters
+			for _, q := range p.QueueStats() {
+				var cs []counter
+				for name, v := range q.All() {
+					cs = append(cs, counter{"port_" + name, v})
+				}
+				out = append(out, queueCounters{q.Queue, cs})
+			}
+			return out
+		}
 		log.Info("AF_XDP port open", "iface", o.iface, "queues", p.Queues(), "zerocopy", p.ZeroCopy(),
 			"need_wakeup", p.NeedWakeup(), "max_frame", p.MaxFrame())
 	case "udp":
@@ -428,7 +442,7 @@ func start(o options, log *slog.Logger) (d *daemon, err error) {
 	}
 	d.cp = cp
 	if o.metrics != "" {
-		src := metricsSource{engine: d.engine.Counters, others: d.extraCounters}
+		src := metricsSource{engine: d.engine.Counters, others: d.extraCounters, queues: d.queueStats}
 		if d.metrics, err = serveHTTP(o.metrics, metricsHandler(src), "metrics", log); err != nil {
 			return d, fmt.Errorf("metrics: %w", err)
 		}

@@ -130,10 +130,11 @@ type Port struct {
 }
 
 // counters are updated once per batch by the poll loop and read by Stats
-// from other goroutines, hence atomics.
+// from other goroutines, hence atomics. The frame counts are the
+// sockets' (xsk.rxFrames, xsk.txFrames).
 type counters struct {
-	rxFrames, txFrames, rxEmptyPolls, txRingFull atomic.Uint64
-	fillRefills, wakeups, txKickErrors           atomic.Uint64
+	rxEmptyPolls, txRingFull           atomic.Uint64
+	fillRefills, wakeups, txKickErrors atomic.Uint64
 }
 
 // Stats are the port's counters since Open.
@@ -167,6 +168,40 @@ func (s Stats) All() iter.Seq2[string, uint64] {
 			{"rx_dropped", s.RxDropped}, {"rx_invalid_descs", s.RxInvalidDescs},
 			{"tx_invalid_descs", s.TxInvalidDescs}, {"rx_ring_full", s.RxRingFull},
 			{"rx_fill_ring_empty_descs", s.RxFillRingEmpty}, {"tx_ring_empty_descs", s.TxRingEmpty},
+		} {
+			if !yield(c.name, c.v) {
+				return
+			}
+		}
+	}
+}
+
+// QueueStats are one socket's counters: the frames through it and the
+// kernel's XDP_STATISTICS for it. Stats sums them over the sockets.
+type QueueStats struct {
+	Queue           int    // the receive queue the socket is bound to
+	RxFrames        uint64 // frames handed to the engine
+	TxFrames        uint64 // frames given to the kernel (the first socket transmits for the port)
+	RxDropped       uint64 // frames dropped for other reasons (e.g. too big for a chunk)
+	RxInvalidDescs  uint64 // bad fill ring entries
+	TxInvalidDescs  uint64 // bad TX descriptors
+	RxRingFull      uint64 // frames dropped because the RX ring was full
+	RxFillRingEmpty uint64 // frames dropped because the fill ring was empty
+	TxRingEmpty     uint64 // kicks that found the TX ring empty
+}
+
+// All yields every counter but Queue as (metric name, value) in a fixed
+// order, under the names Stats.All gives their sums.
+func (q QueueStats) All() iter.Seq2[string, uint64] {
+	return func(yield func(string, uint64) bool) {
+		for _, c := range []struct {
+			name string
+			v    uint64
+		}{
+			{"rx_frames", q.RxFrames}, {"tx_frames", q.TxFrames},
+			{"rx_dropped", q.RxDropped}, {"rx_invalid_descs", q.RxInvalidDescs},
+			{"tx_invalid_descs", q.TxInvalidDescs}, {"rx_ring_full", q.RxRingFull},
+			{"rx_fill_ring_empty_descs", q.RxFillRingEmpty}, {"tx_ring_empty_descs", q.TxRingEmpty},
 		} {
 			if !yield(c.name, c.v) {
 				return
@@ -269,14 +304,16 @@ func (p *Port) Receive(frames [][]byte) int {
 	n := 0
 	for i := range p.socks {
 		x := p.socks[(p.rxNext+i)%len(p.socks)]
-		n += x.receive(frames[n:], p.rxCap)
+		if k := x.receive(frames[n:], p.rxCap); k > 0 {
+			x.rxFrames.Add(uint64(k))
+			n += k
+		}
 		if n == len(frames) {
 			break
 		}
 	}
 	p.rxNext++
 	if n > 0 {
-		p.st.rxFrames.Add(uint64(n))
 		return n
 	}
 	p.st.rxEmptyPolls.Add(1)
@@ -338,7 +375,7 @@ func (p *Port) Flush() {
 	x := p.tx
 	if x.txBatch > 0 {
 		x.tx.publish()
-		p.st.txFrames.Add(uint64(x.txBatch))
+		x.txFrames.Add(uint64(x.txBatch))
 		x.txBatch = 0
 		p.kick(x)
 	}
@@ -399,8 +436,6 @@ func (p *Port) Wake() { p.bell.Wake() }
 // sockets. Safe from any goroutine while the port is open.
 func (p *Port) Stats() Stats {
 	s := Stats{
-		RxFrames:     p.st.rxFrames.Load(),
-		TxFrames:     p.st.txFrames.Load(),
 		RxEmptyPolls: p.st.rxEmptyPolls.Load(),
 		TxRingFull:   p.st.txRingFull.Load(),
 		FillRefills:  p.st.fillRefills.Load(),
@@ -408,18 +443,44 @@ func (p *Port) Stats() Stats {
 		TxKickErrors: p.st.txKickErrors.Load(),
 	}
 	for _, x := range p.socks {
-		k, err := x.statistics()
-		if err != nil {
-			continue // the socket is closing
-		}
-		s.RxDropped += k.Rx_dropped
-		s.RxInvalidDescs += k.Rx_invalid_descs
-		s.TxInvalidDescs += k.Tx_invalid_descs
-		s.RxRingFull += k.Rx_ring_full
-		s.RxFillRingEmpty += k.Rx_fill_ring_empty_descs
-		s.TxRingEmpty += k.Tx_ring_empty_descs
+		s.RxFrames += x.rxFrames.Load()
+		s.TxFrames += x.txFrames.Load()
+	}
+	for _, q := range p.QueueStats() {
+		s.RxDropped += q.RxDropped
+		s.RxInvalidDescs += q.RxInvalidDescs
+		s.TxInvalidDescs += q.TxInvalidDescs
+		s.RxRingFull += q.RxRingFull
+		s.RxFillRingEmpty += q.RxFillRingEmpty
+		s.TxRingEmpty += q.TxRingEmpty
 	}
 	return s
+}
+
+// QueueStats returns each socket's counters, in the order of Queues. A
+// socket whose XDP_STATISTICS cannot be read (it is closing) is left out,
+// rather than reported with its kernel counters gone back to 0. Safe from
+// any goroutine while the port is open.
+func (p *Port) QueueStats() []QueueStats {
+	out := make([]QueueStats, 0, len(p.socks))
+	for _, x := range p.socks {
+		k, err := x.statistics()
+		if err != nil {
+			continue
+		}
+		out = append(out, QueueStats{
+			Queue:           x.queue,
+			RxFrames:        x.rxFrames.Load(),
+			TxFrames:        x.txFrames.Load(),
+			RxDropped:       k.Rx_dropped,
+			RxInvalidDescs:  k.Rx_invalid_descs,
+			TxInvalidDescs:  k.Tx_invalid_descs,
+			RxRingFull:      k.Rx_ring_full,
+			RxFillRingEmpty: k.Rx_fill_ring_empty_descs,
+			TxRingEmpty:     k.Tx_ring_empty_descs,
+		})
+	}
+	return out
 }
 
 // Close removes the sockets from the XSKMAP (the steering program then

@@ -232,6 +232,26 @@ func TestSteeredFramesArriveIntact(t *testing.T) {
 	if as.TxFrames != 2*n || bs.RxFrames != 2*n {
 		t.Errorf("stats: A sent %d, B received %d, want %d each", as.TxFrames, bs.RxFrames, 2*n)
 	}
+	// Per queue: every socket once, in the order of Queues, summing to
+	// Stats.
+	for side, port := range map[string]*Port{"A": p.a, "B": p.b} {
+		qs, s := port.QueueStats(), port.Stats()
+		if len(qs) != len(port.Queues()) {
+			t.Fatalf("%s: %d QueueStats for queues %v", side, len(qs), port.Queues())
+		}
+		var sum QueueStats
+		for i, q := range qs {
+			if q.Queue != port.Queues()[i] {
+				t.Errorf("%s: QueueStats[%d] is queue %d, want %d", side, i, q.Queue, port.Queues()[i])
+			}
+			sum.RxFrames += q.RxFrames
+			sum.TxFrames += q.TxFrames
+			sum.RxFillRingEmpty += q.RxFillRingEmpty
+		}
+		if sum.RxFrames != s.RxFrames || sum.TxFrames != s.TxFrames || sum.RxFillRingEmpty > s.RxFillRingEmpty {
+			t.Errorf("%s: queues sum to rx %d tx %d fill-empty %d; Stats %+v", side, sum.RxFrames, sum.TxFrames, sum.RxFillRingEmpty, s)
+		}
+	}
 	// One sendto per flushed batch: n/64 batches per family.
 	if as.Wakeups > 2*n/64+4 {
 		t.Errorf("A kicked the kernel %d times for %d batches", as.Wakeups, 2*n/64)

@@ -38,6 +38,11 @@ type xsk struct {
 
 	zeroCopy   bool // bound with XDP_ZEROCOPY
 	needWakeup bool // bound with XDP_USE_NEED_WAKEUP
+
+	// Frames through this socket, added once per batch by the poll
+	// loop (the port's totals are their sums) and read by
+	// Port.QueueStats from other goroutines, hence atomics.
+	rxFrames, txFrames atomic.Uint64
 }
 
 // sockopt is setsockopt(SOL_XDP) with a pointer argument.
