@@ -325,6 +325,9 @@ func (e *Engine) pacedUntil() (time.Duration, bool) {
 
 // receive checks one frame in the fixed order of rxe_recv.c and hands it on.
 func (e *Engine) receive(frame []byte) {
+	if e.capture != nil {
+		e.capture(CaptureRX, e.now, frame)
+	}
 	f, err := bth.ParseFrame(frame)
 	if err != nil {
 		e.cnt.RcvdMalformed++

@@ -52,7 +52,8 @@ type Engine struct {
 	host      *recovery.HostMemory // the schemes' state in host memory (Params.Host)
 	busyUntil time.Duration        // the pipeline is stalled on a context fetch or host access until then
 
-	doorbell func() // wakes a sleeping poll loop when work is posted
+	doorbell func()      // wakes a sleeping poll loop when work is posted
+	capture  CaptureFunc // capture tap (capture.go); nil: nobody captures
 
 	cnt Counters
 }
@@ -133,9 +134,13 @@ func (e *Engine) linkOpen() bool {
 	return false
 }
 
-// toWire queues the first n bytes of the last TxBuffer on the port and
-// the emulated link.
-func (e *Engine) toWire(n int) {
+// toWire queues frame, the sealed first bytes of the last TxBuffer, on
+// the port and the emulated link.
+func (e *Engine) toWire(frame []byte) {
+	n := len(frame)
+	if e.capture != nil {
+		e.capture(CaptureTX, e.now, frame)
+	}
 	e.port.Transmit(n)
 	e.link.take(e.now, n)
 	e.cnt.SentPkts++
@@ -205,7 +210,7 @@ func (e *Engine) beginTxFrame(t *txPacket, h *bth.FrameHeader, destQPN uint32, o
 // endTxFrame seals a frame of beginTxFrame and queues it once.
 func (e *Engine) endTxFrame(h *bth.FrameHeader, t *txPacket) {
 	bth.FinishFrame(t.frame, h)
-	e.toWire(len(t.frame))
+	e.toWire(t.frame)
 }
 
 // endTx seals the frame (ICRC, IPv6 UDP checksum) and queues it copies
@@ -223,8 +228,8 @@ func (e *Engine) endTx(q *QP, t *txPacket, copies int) int {
 			e.txStall = true
 			return c
 		}
-		copy(buf, t.frame)
-		e.toWire(len(t.frame))
+		n := copy(buf, t.frame)
+		e.toWire(buf[:n])
 	}
 	return copies
 }

@@ -36,6 +36,8 @@ func main() {
 		err = statsCmd(os.Args[2:])
 	case "netem":
 		err = netemCmd(os.Args[2:])
+	case "capture":
+		err = captureCmd(os.Args[2:], os.Stdout, os.Stderr)
 	case "sweep":
 		err = sweepCmd(os.Args[2:])
 	case "demo":
@@ -118,6 +120,8 @@ commands:
   stats   print a running daemon's counters (softnic stats [--socket PATH])
   netem   show or change a running daemon's receive impairment, in netem's
           words: softnic netem [--socket PATH] ["SPEC" | clear]
+  capture tcpdump for a running daemon's NIC: softnic capture [-i SOCKET]
+          [-w FILE|-] [-c COUNT] [-s SNAPLEN] [--qpn N] [--opcode NAME|NUM]
   demo    RDMA WRITE bandwidth between two embedded softnic NICs over the
           in-memory fabric (simulated time), lossless and lossy
   sweep   runs softnic-sweep (installed beside softnic or on PATH; in the

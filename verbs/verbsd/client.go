@@ -350,6 +350,14 @@ func (s *Server) handle(c *client, req *proto.Request, fds []int) (any, reply, e
 			return nil, reply{}, err
 		}
 		return s.setNetem(c, a)
+	case proto.OpCapture:
+		var a proto.CaptureArgs
+		if err := args(&a); err != nil {
+			return nil, reply{}, err
+		}
+		return s.startCapture(c, a)
+	case proto.OpCaptureStop:
+		return s.captureStop(c)
 	case proto.OpStarTable:
 		if c.vers < 5 {
 			return nil, reply{}, fmt.Errorf("%w: %s needs protocol version 5", proto.ErrProtocol, req.Op)
@@ -823,6 +831,7 @@ func (s *Server) destroyQPLocked(q *qpObj) error {
 // pump) can reach the memory; c leaves s.clients last, so that a count of
 // no clients means their memory is released.
 func (s *Server) drop(c *client) {
+	s.stopCapture(c)
 	c.closeBell(s)
 	c.conn.C.Close()
 	s.mu.Lock()

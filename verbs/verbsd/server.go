@@ -89,6 +89,7 @@ const pumpBatch = 32
 // Server serves one engine's verbs on a unix socket.
 type Server struct {
 	e    *dataplane.Engine
+	caps captures // packet captures (capture.go)
 	o    Options
 	log  *slog.Logger
 	ln   *net.UnixListener
