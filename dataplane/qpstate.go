@@ -96,6 +96,9 @@ func (e *Engine) flush(q *QP) {
 	e.wheel.Stop(&q.retryTimer)
 	e.wheel.Stop(&q.rnrTimer)
 	e.wheel.Stop(&q.rxTimer)
+	if q.drv != nil {
+		e.driverFlush(q) // a StaR server's work requests are its driver's
+	}
 	for w := q.sq.Front(); w != nil; w = q.sq.Front() {
 		e.pushWC(q.sendCQ, qp.WC{WRID: w.wr.WRID, Status: qp.WCWRFlushErr, Opcode: qp.WCOpcodeFor(w.wr.Opcode), QPNum: q.qpn})
 		q.sq.Pop()

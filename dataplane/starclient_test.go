@@ -39,11 +39,11 @@ func newStarPair(tb testing.TB, scheme string, cfg SimConfig, p ConnParams) *tes
 	must(err)
 	t.cqA, err = sim.A.CreateCQ(4096, nil)
 	must(err)
-	t.cqB, err = sim.B.CreateCQ(64, nil)
+	t.cqB, err = sim.B.CreateCQ(1024, nil)
 	must(err)
 	t.qa, err = sim.A.CreateQP(t.pdA, QPInitAttr{SendCQ: t.cqA, RecvCQ: t.cqA, MaxSendWR: 256, MaxRecvWR: 256, Star: StarClient})
 	must(err)
-	t.qb, err = sim.B.CreateQP(t.pdB, QPInitAttr{SendCQ: t.cqB, RecvCQ: t.cqB, MaxSendWR: 1, MaxRecvWR: 1, Star: StarServer})
+	t.qb, err = sim.B.CreateQP(t.pdB, QPInitAttr{SendCQ: t.cqB, RecvCQ: t.cqB, MaxSendWR: 256, MaxRecvWR: 256, Star: StarServer})
 	must(err)
 	must(Connect(sim.A, t.qa, sim.B, t.qb, p))
 	return t
@@ -374,5 +374,84 @@ func TestStarSendRecv(t *testing.T) {
 			t.Logf("server: %d WQEPs (%d resent), %d CQEPs in, %d RDPs, %d GDs; client: %d WQEPs in (%d dropped), %d CQEPs (%d resent), %d retransmits",
 				c.StarWQEPSent, c.StarWQEPResent, c.StarCQEPRcvd, c.StarRDPRcvd, c.StarGDRcvd, ca.StarWQEPRcvd, ca.StarWQEPDropped, ca.StarCQEPSent, ca.StarCQEPResent, ca.Retransmits)
 		})
+	}
+}
+
+// TestStarDriverQueues: a StaR server's driver holds at most the QP's
+// queue capacities of work requests (ErrQueueFull past them, and
+// QueueDepths counts them until their completions are delivered, so
+// that a daemon releases ring slots by them); it keeps at most
+// maxEarlyWQEPs+1 WQEPs unacknowledged on the wire, however many RECVs
+// are posted at once; and a server QP moved to ERR flushes what it holds,
+// in posting order, as it flushes what is posted after.
+func TestStarDriverQueues(t *testing.T) {
+	p := newStarPair(t, recovery.IRN, SimConfig{Seed: 3}, ConnParams{MTU: qp.MTU1024})
+	const n = 256 // the server QP's MaxRecvWR
+	for i := range n {
+		if _, err := p.sim.B.PostRecv(p.qb, []qp.RecvWR{recvWR(uint64(i), sge(p.mrB, i*64, 64))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p.sim.B.PostRecv(p.qb, []qp.RecvWR{recvWR(n, sge(p.mrB, 0, 64))}); !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("receive %d past the capacity: %v, want ErrQueueFull", n+1, err)
+	}
+	if s, r := p.sim.B.QueueDepths(p.qb); s != 0 || r != n {
+		t.Fatalf("queue depths %d/%d, want 0/%d", s, r, n)
+	}
+	maxOut := 0
+	p.sim.RunUntil(func() bool {
+		out := 0
+		for _, w := range p.qb.drv.ws {
+			if w.sent && !w.acked {
+				out++
+			}
+		}
+		maxOut = max(maxOut, out)
+		return len(p.qa.shadow.recvs) == n
+	}, time.Second)
+	if got := len(p.qa.shadow.recvs); got != n {
+		t.Fatalf("client shadow holds %d RECVs, want %d", got, n)
+	}
+	if maxOut == 0 || maxOut > maxEarlyWQEPs+1 {
+		t.Errorf("up to %d WQEPs unacknowledged on the wire, want 1 to %d", maxOut, maxEarlyWQEPs+1)
+	}
+	// Two SENDs take the first two RECVs: their completions retire them.
+	for i := range 2 {
+		p.postSend(sendWR(uint64(100+i), qp.WRSend, sge(p.mrA, 0, 64)))
+	}
+	p.waitWCs(p.sim.A, p.cqA, 2, time.Second)
+	wb := p.waitWCs(p.sim.B, p.cqB, 2, time.Second)
+	for i, wc := range wb {
+		wantWC(t, wc, uint64(i), qp.WCSuccess, qp.WCRecv)
+	}
+	if _, r := p.sim.B.QueueDepths(p.qb); r != n-2 {
+		t.Fatalf("receive depth %d after two completions, want %d", r, n-2)
+	}
+	if err := p.sim.B.ModifyQP(p.qb, &QPAttr{State: qp.Err}, qp.AttrState); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.sim.B.PostRecv(p.qb, []qp.RecvWR{recvWR(n, sge(p.mrB, 0, 64))}); err != nil {
+		t.Fatal(err)
+	}
+	// The flush completes at once: poll the CQ dry, no time need pass.
+	wb = wb[:0]
+	for {
+		k, err := p.sim.B.PollCQ(p.cqB, p.wcs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k == 0 {
+			break
+		}
+		wb = append(wb, p.wcs[:k]...)
+	}
+	if len(wb) != n-1 {
+		t.Fatalf("%d flushed completions, want %d", len(wb), n-1)
+	}
+	for i, wc := range wb {
+		wantWC(t, wc, uint64(i+2), qp.WCWRFlushErr, qp.WCRecv)
+	}
+	if s, r := p.sim.B.QueueDepths(p.qb); s != 0 || r != 0 {
+		t.Fatalf("queue depths %d/%d after the flush, want 0/0", s, r)
 	}
 }

@@ -22,6 +22,13 @@ type starDriver struct {
 	seq uint32      // the next WQEP's driver sequence number
 	ws  []driverWQE // WQEPs pushed, oldest first, until acknowledged and completed
 	eas []uint32    // CQEPs to acknowledge
+	// The application's work requests among ws not retired (completion
+	// delivered) yet, per queue: at most the QP's queue capacity each
+	// (ErrQueueFull past it), so that a daemon's client cannot grow ws
+	// without bound (QueueDepths reports them, and the daemon releases
+	// ring slots by them). Retired entries stay in ws only behind an
+	// unacknowledged WQEP, within the window (at most maxEarlyWQEPs).
+	sends, recvs int
 }
 
 // driverWQE is one work request the driver pushed.
@@ -45,6 +52,13 @@ func (e *Engine) driverPostRecv(q *QP, wrs []qp.RecvWR) (int, error) {
 		wr := &wrs[i]
 		if wr.NumSGE < 0 || wr.NumSGE > 1 {
 			return i, errorf(q, "WR %d: %w: a StaR server's work request names at most one buffer (one WQEP range)", i, ErrBadWR)
+		}
+		if q.state == qp.Err { // IBA §10.3.1: posted to ERR, completes flushed
+			e.pushWC(q.recvCQ, qp.WC{WRID: wr.WRID, Status: qp.WCWRFlushErr, Opcode: qp.WCRecv, QPNum: q.qpn})
+			continue
+		}
+		if q.drv.recvs >= q.rq.Cap() {
+			return i, errorf(q, "%w: %d receive WRs outstanding", ErrQueueFull, q.drv.recvs)
 		}
 		f := bth.WQEPETHFields{Kind: bth.WQEPRecv, WRID: wr.WRID}
 		if wr.NumSGE == 1 {
@@ -79,6 +93,13 @@ func (e *Engine) driverPostSend(q *QP, wrs []qp.SendWR) (int, error) {
 		if wr.NumSGE > 1 {
 			return i, errorf(q, "WR %d: %w: a StaR server's work request names at most one buffer (one WQEP range)", i, ErrBadWR)
 		}
+		if q.state == qp.Err {
+			e.pushWC(q.sendCQ, qp.WC{WRID: wr.WRID, Status: qp.WCWRFlushErr, Opcode: qp.WCOpcodeFor(wr.Opcode), QPNum: q.qpn})
+			continue
+		}
+		if q.drv.sends >= q.sq.Cap() {
+			return i, errorf(q, "%w: %d send WRs outstanding", ErrQueueFull, q.drv.sends)
+		}
 		f := bth.WQEPETHFields{Kind: kind, WRID: wr.WRID, Imm: wr.ImmData}
 		if wr.NumSGE == 1 {
 			s := &wr.SGL[0]
@@ -105,6 +126,7 @@ func (e *Engine) driverPush(q *QP, f bth.WQEPETHFields, recv, signaled bool) {
 	d.seq++
 	table := f.Kind == bth.WQEPMRReg || f.Kind == bth.WQEPMRDereg
 	d.ws = append(d.ws, driverWQE{f: f, recv: recv, signaled: signaled, table: table, done: table, delivered: table})
+	d.count(&d.ws[len(d.ws)-1], 1)
 	e.schedule(q)
 	e.ring()
 }
@@ -123,10 +145,14 @@ func (e *Engine) serveDriver(q *QP, budget int) (sent int, more bool) {
 		d.eas = d.eas[1:]
 		sent++
 	}
+	base, open := d.window()
 	for i := range d.ws {
 		w := &d.ws[i]
 		if w.sent || w.acked {
 			continue
+		}
+		if open && int32(w.f.DriverSeq-base) > maxEarlyWQEPs {
+			break // past the client's reorder window: an EA opens it (driverReceive)
 		}
 		if sent >= budget {
 			return sent, true
@@ -157,6 +183,22 @@ func (e *Engine) sendEA(q *QP, k bth.EAKind, seq uint32) bool {
 	e.endTx(q, &t, 1)
 	e.cnt.StarEASent++
 	return true
+}
+
+// window returns the driver sequence number of the oldest WQEP the client
+// has not acknowledged. The driver sends WQEPs only up to maxEarlyWQEPs
+// past it: the client keeps no more past a gap, so a WQEP further on would
+// be dropped had an earlier one been lost, and a burst of every posted
+// RECV (a benchmark posts hundreds per QP at once) would queue the
+// server's RAs and SDPs behind it past the client's retransmission
+// timeout. ok is false when every WQEP is acknowledged.
+func (d *starDriver) window() (base uint32, ok bool) {
+	for i := range d.ws {
+		if !d.ws[i].acked {
+			return d.ws[i].f.DriverSeq, true
+		}
+	}
+	return 0, false
 }
 
 func (e *Engine) driverUnacked(q *QP) bool {
@@ -214,8 +256,9 @@ func (e *Engine) driverReceive(f *bth.Frame) {
 			return
 		}
 		e.cnt.StarEARcvd++
-		if w := d.find(ea.DriverSeq()); w != nil {
+		if w := d.find(ea.DriverSeq()); w != nil && !w.acked {
 			w.acked = true
+			e.schedule(q) // the window may have moved
 		}
 		e.driverDeliver(q)
 		return
@@ -238,6 +281,42 @@ func (e *Engine) driverReceive(f *bth.Frame) {
 			}
 		}
 	}
+	e.driverDeliver(q)
+}
+
+// count adds k to w's queue's count of outstanding work requests.
+func (d *starDriver) count(w *driverWQE, k int) {
+	switch {
+	case w.table:
+	case w.recv:
+		d.recvs += k
+	default:
+		d.sends += k
+	}
+}
+
+// depths are the driver's outstanding send and receive work requests:
+// a server QP's queues (Engine.QueueDepths).
+func (d *starDriver) depths() (send, recv int) { return d.sends, d.recvs }
+
+// driverFlush completes every work request the driver holds as flushed
+// when its QP enters ERR (IBA §10.3.1), in posting order per queue, and
+// stops resending: the QP sends nothing more.
+func (e *Engine) driverFlush(q *QP) {
+	d := q.drv
+	for i := range d.ws {
+		w := &d.ws[i]
+		w.acked = true
+		if !w.done {
+			w.done = true
+			op := qp.WCSend
+			if w.recv {
+				op = qp.WCRecv
+			}
+			w.wc = qp.WC{WRID: w.f.WRID, Status: qp.WCWRFlushErr, Opcode: op, QPNum: q.qpn}
+		}
+	}
+	d.eas = nil
 	e.driverDeliver(q)
 }
 
@@ -272,6 +351,7 @@ func (e *Engine) driverDeliver(q *QP) {
 			continue
 		}
 		w.delivered = true
+		d.count(w, -1) // retired: its queue slot is free, its ring slot too
 		switch {
 		case w.recv:
 			e.pushWC(q.recvCQ, w.wc)

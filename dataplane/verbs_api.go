@@ -30,6 +30,9 @@ func CheckSendWR(wr *qp.SendWR) error { return checkSendWR(wr) }
 func (e *Engine) QueueDepths(q *QP) (send, recv int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if q.drv != nil { // a StaR server's work requests are its driver's
+		return q.drv.depths()
+	}
 	return q.sq.Len(), q.rq.Len()
 }
 

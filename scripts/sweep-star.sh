@@ -23,6 +23,19 @@
 # Without root or XDP it says so and runs the embedded Fig. 5a (`softnic
 # sweep star`, simulated time) instead.
 #
+# --fig 5b (or SOFTNIC_STAR_FIG=5b): StaR Fig. 5b's RPC test as far as
+# softnic-bench reaches: `softnic-bench send_bw -q N -s 2800 -t 1 -r 4
+# -m 1024 -D SECONDS`, one outstanding 2,800-byte SEND request per
+# connection into a RECV the server reposts on completion (in star mode
+# the RECVs travel as WQEPs from B's driver and complete through the
+# client's CQEPs). send_lat, the ping-pong, runs one QP only (perftest's
+# rule, softnic-bench -q 1), so the 1,400-byte response leg of the paper's
+# call is not in it: a call here is a request and its completion. The
+# rate column is call_rate (SENDs per second); the runs CSV counts B's
+# star_cqep_rcvd where 5a counts star_rdp_rcvd. Default connections
+# "1 10 100 300 1000", MTU 1024 (the embedded Fig. 5b's), PREFIX
+# testbed-star-fig5b; the embedded fallback is `softnic sweep star -fig 5b`.
+#
 # Output, in $SOFTNIC_SWEEP_OUT (default docs/results), PREFIX
 # $SOFTNIC_SWEEP_PREFIX (default testbed-star-fig5a):
 #   PREFIX.csv       mode,connections,msg_rate,server_context_misses,
@@ -50,12 +63,25 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 me=sweep-star
+fig=${SOFTNIC_STAR_FIG:-5a}
+if [ "${1:-}" = --fig ]; then
+	fig=${2:?--fig 5a or 5b}
+fi
+case $fig in 5a | 5b) ;; *) echo "sweep-star.sh: --fig $fig: 5a or 5b" >&2; exit 2 ;; esac
 # shellcheck source=scripts/sweep-lib.sh
 source scripts/sweep-lib.sh
 
 out=${SOFTNIC_SWEEP_OUT:-docs/results}
-prefix=${SOFTNIC_SWEEP_PREFIX:-testbed-star-fig5a}
-conns=${SOFTNIC_SWEEP_CONNS:-1 10 100 300 1000 2000 5000}
+prefix=${SOFTNIC_SWEEP_PREFIX:-testbed-star-fig$fig}
+if [ "$fig" = 5a ]; then
+	conns=${SOFTNIC_SWEEP_CONNS:-1 10 100 300 1000 2000 5000}
+	workload=(write_bw -s 8 -t 1)
+	rate_col=msg_rate served=star_rdp_rcvd embedded_fig=
+else
+	conns=${SOFTNIC_SWEEP_CONNS:-1 10 100 300 1000}
+	workload=(send_bw -s 2800 -t 1 -r 4)
+	rate_col=call_rate served=star_cqep_rcvd embedded_fig="-fig 5b"
+fi
 modes=${SOFTNIC_SWEEP_MODES:-rdma star}
 rdma_scheme=${SOFTNIC_SWEEP_RDMA_SCHEME:-gbn}
 star_scheme=${SOFTNIC_SWEEP_STAR_SCHEME:-irn}
@@ -64,7 +90,7 @@ sram=${SOFTNIC_SWEEP_SRAM:-76800}
 client_sram=${SOFTNIC_SWEEP_CLIENT_SRAM:-0}
 daemon_args_a="--sram $client_sram"
 penalty=${SOFTNIC_SWEEP_FETCH_PENALTY_NS:-1000}
-mtu=${SOFTNIC_SWEEP_MTU:-2048}
+mtu=${SOFTNIC_SWEEP_MTU:-$([ "$fig" = 5a ] && echo 2048 || echo 1024)}
 limit=${SOFTNIC_SWEEP_LIMIT:-120}
 retries=${SOFTNIC_SWEEP_RETRIES:-2}
 rto=${SOFTNIC_SWEEP_RTO:-67108864ns}
@@ -79,7 +105,7 @@ rto_flags=
 why=$(no_testbed)
 if [ -n "$why" ]; then
 	say "$why; running the embedded Fig. 5a instead (softnic sweep star: the in-memory fabric, simulated time)"
-	exec go run ./cmd/softnic sweep star -out "$out"
+	exec go run ./cmd/softnic sweep star $embedded_fig -out "$out"
 fi
 
 # star_bench LIMIT ARGS...: sweep-lib.sh's bench with --star server on B
@@ -117,7 +143,7 @@ if ! testbed_up || ! start_daemons $(daemon_flags star); then
 	sweep_cleanup
 	trap - EXIT
 	say "the testbed or the softnic daemons (XDP/AF_XDP) could not start here (log above); running the embedded Fig. 5a instead"
-	exec go run ./cmd/softnic sweep star -out "$out"
+	exec go run ./cmd/softnic sweep star $embedded_fig -out "$out"
 fi
 stop_daemons
 set_loss 0
@@ -125,9 +151,9 @@ set_loss 0
 mkdir -p "$out"
 csv=$out/$prefix.csv
 runs_csv=$out/$prefix-runs.csv
-echo "mode,connections,msg_rate,server_context_misses,server_onchip_bytes_peak" >"$csv"
-echo "mode,connections,msg_rate,server_context_misses,server_onchip_bytes_peak,star_rdp_rcvd,retransmits,ack_timeouts,attempt,seconds,load1,wall_s,status,error" >"$runs_csv"
-say "modes: $modes; connections: $conns; write_bw -s 8 -t 1 -m $mtu -D $secs; rdma on $rdma_scheme, star clients on $star_scheme; daemons: $(daemon_flags rdma), A's also $daemon_args_a"
+echo "mode,connections,$rate_col,server_context_misses,server_onchip_bytes_peak" >"$csv"
+echo "mode,connections,$rate_col,server_context_misses,server_onchip_bytes_peak,$served,retransmits,ack_timeouts,attempt,seconds,load1,wall_s,status,error" >"$runs_csv"
+say "Fig. $fig; modes: $modes; connections: $conns; ${workload[*]} -m $mtu -D $secs; rdma on $rdma_scheme, star clients on $star_scheme; daemons: $(daemon_flags rdma), A's also $daemon_args_a"
 say "git $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet 2>/dev/null || echo ' (dirty tree)'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 printf ' %-5s %5s %11s %8s %8s %9s %6s %8s %7s  %s\n' mode conns msgs/s misses_B peak_B rdp_rcvd retx timeouts wall status >&2
 
@@ -152,9 +178,9 @@ for mode in $modes; do
 				# bench passes the same arguments to both sides;
 				# star_bench gives each its role.
 				if [ "$mode" = rdma ]; then
-					bench $((secs + limit)) write_bw -q "$n" -s 8 -t 1 -m "$mtu" -D "$secs" --scheme "$rdma_scheme" --csv "$work/point.csv" || rc=$?
+					bench $((secs + limit)) "${workload[@]}" -q "$n" -m "$mtu" -D "$secs" --scheme "$rdma_scheme" --csv "$work/point.csv" || rc=$?
 				else
-					star_bench $((secs + limit)) write_bw -q "$n" -s 8 -t 1 -m "$mtu" -D "$secs" --scheme "$star_scheme" --csv "$work/point.csv" || rc=$?
+					star_bench $((secs + limit)) "${workload[@]}" -q "$n" -m "$mtu" -D "$secs" --scheme "$star_scheme" --csv "$work/point.csv" || rc=$?
 				fi
 				if [ $rc = 0 ]; then
 					rate=$(awk -v r="$(csv_field "$work/point.csv" msg_rate)" 'BEGIN { printf "%.0f", r * 1e6 }')
@@ -176,7 +202,7 @@ for mode in $modes; do
 			fi
 			missb=$(delta "$work/b0" "$work/b1" qpc_cache_misses)
 			peakb=$(counter "$work/b1" qpc_resident_bytes_peak)
-			rdp=$(delta "$work/b0" "$work/b1" star_rdp_rcvd)
+			rdp=$(delta "$work/b0" "$work/b1" "$served")
 			retx=$(delta "$work/a0" "$work/a1" retransmitted_pkts)
 			tmo=$(delta "$work/a0" "$work/a1" local_ack_timeout_err)
 			wall=$(since "$t0")

@@ -23,47 +23,54 @@ const starSizes = "0,1,4095,65536,1048576"
 
 // TestE2EStar: StaR's stateless mode between two daemons, the server
 // daemon (B) with --star-server. e2eclient pairs (A a StaR client, B a
-// stateless server) RDMA WRITE and RDMA READ every size byte-exact, at 0%
-// and at 1% loss (both daemons' --netem stage, set with softnic netem);
-// softnic-bench write_bw and read_bw run with --star; and B's counters
-// show RDPs and GDs served with no context on chip
-// (qpc_resident_bytes_peak 0), A's security table stopping nothing.
-// Without --star-server, the bench's server fails with one line naming
-// it.
+// stateless server) run every operation a stateless QP has, each size
+// byte-exact with its completions checked: RDMA WRITE and READ, SEND and
+// SEND with immediate into the server's RECVs, and the server's SENDs
+// into the client's RECVs (SEND_BACK), at 0%, 1% and 5% loss with delay,
+// reordering and duplication (both daemons' --netem stage, set with
+// softnic netem); softnic-bench write_bw, read_bw, send_bw and send_lat
+// run with --star; and B's counters show RDPs and GDs served, WQEPs sent
+// and CQEPs taken, with no context on chip (qpc_resident_bytes_peak 0)
+// and no security drops on either side. Without --star-server, the
+// bench's server fails with one line naming it.
 func TestE2EStar(t *testing.T) {
 	tb := requireE2E(t)
 	a, b := newE2EHosts(t, tb)
 	startE2EDaemon(t, tb, a, tb.A.IPv4)
 	startE2EDaemon(t, tb, b, tb.B.IPv4, "--star-server")
-	steps := 2 * len(strings.Split(starSizes, ","))
-	plan := []string{"--star", "--ops", "RDMA_WRITE,RDMA_READ", "--sizes", starSizes, "--scheme", "fasr"}
+	ops := []string{"RDMA_WRITE", "RDMA_READ", "SEND", "SEND_WITH_IMM", "SEND_BACK"}
+	steps := len(ops) * len(strings.Split(starSizes, ","))
+	plan := []string{"--star", "--ops", strings.Join(ops, ","), "--sizes", starSizes, "--scheme", "fasr"}
 
-	t.Run("loss 0%", func(t *testing.T) {
-		runPair(t, tb, a, b, steps, append(plan, "--seed", "1")...)
-	})
-	t.Run("loss 1%", func(t *testing.T) {
-		for i, h := range []*e2eHost{a, b} {
-			spec := fmt.Sprintf("loss 1%% seed %d", 11+i)
-			if out, code := runSoftnic(t, nil, "netem", "--socket", h.socket, spec); code != 0 {
-				t.Fatalf("softnic netem %s on %s: exit %d: %s", spec, h.name, code, out)
+	for i, loss := range []int{0, 1, 5} {
+		t.Run(fmt.Sprintf("loss %d%%", loss), func(t *testing.T) {
+			if loss > 0 {
+				for j, h := range []*e2eHost{a, b} {
+					spec := fmt.Sprintf("loss %d%% delay 20us reorder 2%% duplicate 0.1%% seed %d", loss, 11+10*i+j)
+					if out, code := runSoftnic(t, nil, "netem", "--socket", h.socket, spec); code != 0 {
+						t.Fatalf("softnic netem %s on %s: exit %d: %s", spec, h.name, code, out)
+					}
+					t.Cleanup(func() { runSoftnic(t, nil, "netem", "--socket", h.socket, "clear") })
+				}
 			}
-			t.Cleanup(func() { runSoftnic(t, nil, "netem", "--socket", h.socket, "clear") })
-		}
-		lost := a.counter(t, "impair_lost") + b.counter(t, "impair_lost")
-		runPair(t, tb, a, b, 2*steps, append(plan, "--rounds", "2", "--seed", "2")...)
-		if got := a.counter(t, "impair_lost") + b.counter(t, "impair_lost"); got == lost {
-			t.Error("impair_lost did not move at 1% loss: was the loss applied?")
-		}
-		for _, h := range []*e2eHost{a, b} {
-			if out, code := runSoftnic(t, nil, "netem", "--socket", h.socket, "clear"); code != 0 {
-				t.Fatalf("softnic netem clear: exit %d: %s", code, out)
+			lost := a.counter(t, "impair_lost") + b.counter(t, "impair_lost")
+			runPair(t, tb, a, b, steps, append(plan, "--seed", fmt.Sprint(1+i))...)
+			if got := a.counter(t, "impair_lost") + b.counter(t, "impair_lost"); loss > 0 && got == lost {
+				t.Errorf("impair_lost did not move at %d%% loss: was the loss applied?", loss)
 			}
-		}
-	})
+			for _, h := range []*e2eHost{a, b} {
+				if out, code := runSoftnic(t, nil, "netem", "--socket", h.socket, "clear"); code != 0 {
+					t.Fatalf("softnic netem clear: exit %d: %s", code, out)
+				}
+			}
+		})
+	}
 	t.Run("softnic-bench", func(t *testing.T) {
 		for i, args := range [][]string{
 			{"write_bw", "-n", "2000", "-q", "8", "-s", "4096"},
 			{"read_bw", "-n", "2000", "-q", "8", "-s", "4096"},
+			{"send_bw", "-n", "2000", "-q", "8", "-s", "4096"},
+			{"send_lat", "-n", "500", "-s", "2800"},
 		} {
 			out := runBenchPair(t, tb, a, b, 18700+i, args, []string{"--star", "server"}, []string{"--star", "client"})
 			if !strings.Contains(out, "StaR role       : client, the peer server") {
@@ -71,9 +78,15 @@ func TestE2EStar(t *testing.T) {
 			}
 		}
 	})
+	wqep, cqep := b.counter(t, "star_wqep_sent"), b.counter(t, "star_cqep_rcvd")
+	t.Logf("server daemon: star_wqep_sent %d, star_wqep_resent %d, star_cqep_rcvd %d, star_ea_sent %d; client daemon: star_cqep_resent %d, star_wqep_dropped %d",
+		wqep, b.counter(t, "star_wqep_resent"), cqep, b.counter(t, "star_ea_sent"), a.counter(t, "star_cqep_resent"), a.counter(t, "star_wqep_dropped"))
+	if wqep == 0 || cqep == 0 {
+		t.Errorf("want the server's RECVs and SENDs through WQEPs and their completions through CQEPs")
+	}
 	rdp, gd := b.counter(t, "star_rdp_rcvd"), b.counter(t, "star_gd_rcvd")
-	peak, sec := b.counter(t, "qpc_resident_bytes_peak"), a.counter(t, "star_security_drops")
-	t.Logf("server daemon: star_rdp_rcvd %d, star_gd_rcvd %d, qpc_resident_bytes_peak %d; client daemon: star_security_drops %d", rdp, gd, peak, sec)
+	peak, sec := b.counter(t, "qpc_resident_bytes_peak"), a.counter(t, "star_security_drops")+b.counter(t, "star_security_drops")
+	t.Logf("server daemon: star_rdp_rcvd %d, star_gd_rcvd %d, qpc_resident_bytes_peak %d; both daemons: star_security_drops %d", rdp, gd, peak, sec)
 	if rdp == 0 || gd == 0 || peak != 0 || sec != 0 {
 		t.Errorf("want RDPs and GDs served, no context on chip and no security drops")
 	}

@@ -14,10 +14,10 @@ import (
 // This file is StaR's stateless mode in the benchmarks (Config.Star;
 // docs/star.md): the server's QPs are stateless StaR servers, whose NIC
 // keeps no per-connection state, and the client's are StaR clients, which
-// run the transport of both directions. A stateless server takes no work
-// requests of its own (they would travel as WQEPs, not built), so only
-// the tests in which the server is passive run: write_bw, read_bw and
-// read_lat.
+// run the transport of both directions. The server's RECVs and SENDs go to
+// its driver, which pushes them to the client as WQEPs; its own WRITEs and
+// READs are not built. So write_bw, read_bw, read_lat, send_bw and
+// send_lat run, and write_lat (the server WRITEs back) does not.
 
 // StarSchemes lists the schemes a StaR client QP can run: those that
 // place out of order, since a stateless server answers every packet on
@@ -39,16 +39,19 @@ func (c *Config) CheckStar() error {
 		return nil
 	}
 	switch c.Test {
-	case WriteBW, ReadBW, ReadLat:
+	case WriteBW, ReadBW, ReadLat, SendBW, SendLat:
 	case WriteLat:
-		return errors.New("perftest: --star: write_lat needs the server to WRITE back, and a stateless server's own work requests travel as WQEPs, not built (docs/star.md); write_bw, read_bw and read_lat run")
+		return errors.New("perftest: --star: write_lat needs the server to WRITE back, and a stateless server's own WRITEs are not built (its driver pushes only SENDs and RECVs as WQEPs; docs/star.md); write_bw, read_bw, read_lat, send_bw and send_lat run")
 	case AtomicBW:
 		return errors.New("perftest: --star: atomics are refused on StaR QPs: a stateless server cannot execute them exactly once (docs/star.md)")
 	default:
-		return fmt.Errorf("perftest: --star: %v needs the server's receive queue, which travels as WQEPs, not built (docs/star.md); write_bw, read_bw and read_lat run", c.Test)
+		return fmt.Errorf("perftest: --star: %v does not run on StaR QPs (docs/star.md); write_bw, read_bw, read_lat, send_bw and send_lat run", c.Test)
 	}
 	if c.Bidirectional {
-		return errors.New("perftest: --star: a stateless server posts nothing of its own, so -b (bidirectional) cannot run")
+		// write_bw -b needs the server's own WRITEs (not built); send_bw -b
+		// would let the client's pulls of the server's SENDs (internal READs
+		// in its send queue) take the slots its own SENDs were posted into.
+		return errors.New("perftest: --star: -b (bidirectional) does not run on StaR QPs: the server's own WRITEs and READs are not built, and a client pulls the server's SENDs through its own send queue (docs/star.md)")
 	}
 	return nil
 }

@@ -14,16 +14,18 @@ import (
 	"github.com/softnic/softnic/verbs"
 )
 
-// TestStarRuns: write_bw, read_bw and read_lat with --star on the
-// embedded fabric, lossless and at 1% loss: every QP of the server is a
-// stateless StaR server and of the client a StaR client (as the engines
-// show), on a scheme that places out of order, and the server's NIC
-// served RDPs or GDs with no context on chip.
+// TestStarRuns: write_bw, read_bw, read_lat, send_bw and send_lat with
+// --star on the embedded fabric, lossless and at 1% loss: every QP of the
+// server is a stateless StaR server and of the client a StaR client (as
+// the engines show), on a scheme that places out of order, and the
+// server's NIC served RDPs or GDs with no context on chip; in the SEND
+// tests the server's RECVs and SENDs went out as WQEPs and came back as
+// CQEPs.
 func TestStarRuns(t *testing.T) {
 	for _, tc := range []struct {
 		test Test
 		loss float64
-	}{{WriteBW, 0}, {ReadBW, 0}, {ReadLat, 0}, {WriteBW, 0.01}, {ReadBW, 0.01}} {
+	}{{WriteBW, 0}, {ReadBW, 0}, {ReadLat, 0}, {SendBW, 0}, {SendLat, 0}, {WriteBW, 0.01}, {ReadBW, 0.01}, {SendBW, 0.01}, {SendLat, 0.01}} {
 		t.Run(tc.test.String(), func(t *testing.T) {
 			cfg := Config{Test: tc.test, Sizes: []int{4096}, Iters: 200, QPs: 4, TxDepth: 4, Star: true}
 			if tc.test.IsLatency() {
@@ -57,8 +59,18 @@ func TestStarRuns(t *testing.T) {
 				t.Errorf("roles %v, want %s", roles, want)
 			}
 			served := server.StarRDPRcvd
-			if tc.test != WriteBW {
+			switch tc.test {
+			case ReadBW, ReadLat:
 				served = server.StarGDRcvd
+			case SendLat: // the client's SENDs are RDPs, the server's pulled by GDs
+				served = min(server.StarRDPRcvd, server.StarGDRcvd)
+			}
+			if tc.test == SendBW || tc.test == SendLat {
+				// Every RECV (and, for send_lat, SEND) of the server went
+				// to its driver, and every one came back as a CQEP.
+				if server.StarWQEPSent == 0 || server.StarCQEPRcvd < uint64(cfg.Iters) {
+					t.Errorf("server: %d WQEPs sent, %d CQEPs received, want at least %d", server.StarWQEPSent, server.StarCQEPRcvd, cfg.Iters)
+				}
 			}
 			if served == 0 || server.QPCResidentBytesPeak != 0 || server.StarSecurityDrops != 0 {
 				t.Errorf("server: %d RDPs, %d GDs, resident peak %d bytes, sec drops %d", server.StarRDPRcvd, server.StarGDRcvd, server.QPCResidentBytesPeak, server.StarSecurityDrops)
@@ -76,10 +88,9 @@ func TestStarRefuses(t *testing.T) {
 		want string
 	}{
 		{Config{Test: WriteLat, Star: true}, "write_lat needs the server to WRITE back"},
-		{Config{Test: SendBW, Star: true}, "send_bw needs the server's receive queue"},
-		{Config{Test: SendLat, Star: true}, "send_lat needs the server's receive queue"},
 		{Config{Test: AtomicBW, Star: true}, "atomics are refused"},
 		{Config{Test: WriteBW, Star: true, Bidirectional: true}, "-b"},
+		{Config{Test: SendBW, Star: true, Bidirectional: true}, "-b"},
 	} {
 		tc.cfg.Sizes, tc.cfg.Iters = []int{8}, 10
 		if err := tc.cfg.fill(); err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -37,9 +37,15 @@
 // error is printed on stderr and the exit code is 1 (setup or check
 // failed) or 3 (the peer went away).
 //
+// SEND_BACK is a SEND the other way: the responder SENDs (signaled) from
+// its src into a receive the requester posted at its dst, and each checks
+// its completion, the requester the data.
+//
 // --star runs StaR's stateless mode (docs/star.md): the requester's QP is
 // a StaR client, the responder's a stateless StaR server (its daemon runs
-// --star-server), and the plan may hold only RDMA_WRITE and RDMA_READ.
+// --star-server), and the plan may hold RDMA_WRITE, RDMA_READ, SEND,
+// SEND_WITH_IMM and SEND_BACK (the server's RECVs and SENDs travel as
+// WQEPs from its driver; write with immediate and atomics do not run).
 //
 // --stream is for the crash test: the requester keeps RDMA WRITEs of the
 // largest size in flight until it is killed; the responder waits for the
@@ -86,11 +92,15 @@ var opcodes = map[string]verbs.WROpcode{
 	"RDMA_WRITE":           verbs.WRRDMAWrite,
 	"RDMA_WRITE_WITH_IMM":  verbs.WRRDMAWriteWithImm,
 	"RDMA_READ":            verbs.WRRDMARead,
+	"SEND_BACK":            verbs.WRSend, // posted by the responder
 	"ATOMIC_CMP_AND_SWP":   verbs.WRAtomicCmpAndSwp,
 	"ATOMIC_FETCH_AND_ADD": verbs.WRAtomicFetchAndAdd,
 }
 
-const allOps = "SEND,SEND_WITH_IMM,RDMA_WRITE,RDMA_WRITE_WITH_IMM,RDMA_READ,ATOMIC_CMP_AND_SWP,ATOMIC_FETCH_AND_ADD"
+const allOps = "SEND,SEND_WITH_IMM,RDMA_WRITE,RDMA_WRITE_WITH_IMM,RDMA_READ,ATOMIC_CMP_AND_SWP,ATOMIC_FETCH_AND_ADD,SEND_BACK"
+
+// starOps are the operations a StaR connection runs.
+var starOps = []string{"RDMA_WRITE", "RDMA_READ", "SEND", "SEND_WITH_IMM", "SEND_BACK"}
 
 type config struct {
 	socket    string
@@ -139,7 +149,7 @@ func parseFlags(args []string) (config, error) {
 	fs.BoolVar(&c.stream, "stream", false, "requester: RDMA WRITE the largest size without end; responder: wait for the peer to go away")
 	fs.DurationVar(&c.timeout, "timeout", 2*time.Minute, "longest wait for one completion or one barrier")
 	fs.StringVar(&c.scheme, "scheme", "", "loss recovery the QP asks for (both sides must agree; default: the daemon's)")
-	fs.BoolVar(&c.star, "star", false, "StaR: the requester's QP is a StaR client, the responder's a stateless server (RDMA_WRITE and RDMA_READ only)")
+	fs.BoolVar(&c.star, "star", false, "StaR: the requester's QP is a StaR client, the responder's a stateless server (RDMA_WRITE, RDMA_READ, SEND, SEND_WITH_IMM and SEND_BACK only)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -150,8 +160,8 @@ func parseFlags(args []string) (config, error) {
 		if _, ok := opcodes[op]; !ok {
 			return c, fmt.Errorf("--ops: unknown operation %q (have %s)", op, allOps)
 		}
-		if c.star && op != "RDMA_WRITE" && op != "RDMA_READ" {
-			return c, fmt.Errorf("--ops: %s on StaR QPs: only RDMA_WRITE and RDMA_READ run (docs/star.md)", op)
+		if c.star && !slices.Contains(starOps, op) {
+			return c, fmt.Errorf("--ops: %s on StaR QPs: only %s run (docs/star.md)", op, strings.Join(starOps, ", "))
 		}
 		c.ops = append(c.ops, op)
 	}
@@ -459,6 +469,9 @@ func (s *side) respond(op string, size int, v stepValues) error {
 		return err
 	}
 	var stepErr error
+	if op == "SEND_BACK" { // the requester's receive is posted: SEND into it
+		stepErr = s.sendBack(size)
+	}
 	if recv {
 		wc, err := s.await(s.recvCQ, "receive")
 		switch {
@@ -499,9 +512,9 @@ func (s *side) respond(op string, size int, v stepValues) error {
 	switch op {
 	case "SEND", "SEND_WITH_IMM", "RDMA_WRITE", "RDMA_WRITE_WITH_IMM":
 		return check(op+" data", s.buf[s.dst:s.dst+size], v.seed, s.buf[s.dst+size:s.dst+size+guard])
-	case "RDMA_READ":
-		// A READ must leave the source alone.
-		return check("RDMA_READ source", s.buf[:size], v.seed, nil)
+	case "RDMA_READ", "SEND_BACK":
+		// A READ, or a SEND from here, must leave the source alone.
+		return check(op+" source", s.buf[:size], v.seed, nil)
 	case "ATOMIC_CMP_AND_SWP":
 		if target != v.operand {
 			return fmt.Errorf("CMP_AND_SWP target is %#x, want the swap value %#x (initial %#x)", target, v.operand, v.initial)
@@ -521,11 +534,22 @@ func (s *side) request(op string, size int, v stepValues) error {
 	for i := range 16 {
 		s.buf[s.results+i] = poison
 	}
+	back := op == "SEND_BACK"
+	if back { // the responder SENDs into this receive
+		wr := verbs.RecvWR{WRID: 1}
+		wr.SGL, wr.NumSGE = s.sge(s.dst, size)
+		if err := s.qp.PostRecv(wr); err != nil {
+			return err
+		}
+	}
 	if err := s.barrier("prepared"); err != nil {
 		return err
 	}
 	wrs := s.workRequests(op, size, v)
 	var stepErr error
+	if back {
+		stepErr = s.awaitRecv(size)
+	}
 	for i := range wrs {
 		if err := s.qp.PostSend(wrs[i]); err != nil {
 			stepErr = err
@@ -591,6 +615,8 @@ func parseDone(got []byte) (requesterErr string, err error) {
 func (s *side) workRequests(op string, size int, v stepValues) []verbs.SendWR {
 	wr := verbs.SendWR{WRID: 1, Opcode: opcodes[op], Flags: verbs.SendSignaled}
 	switch op {
+	case "SEND_BACK":
+		return nil // the responder posts it
 	case "SEND", "SEND_WITH_IMM", "RDMA_WRITE", "RDMA_WRITE_WITH_IMM":
 		wr.SGL, wr.NumSGE = s.sge(0, size)
 		wr.RemoteAddr, wr.RKey = s.remote.Addr+uint64(s.dst), s.remote.RKey
@@ -615,12 +641,46 @@ func (s *side) workRequests(op string, size int, v stepValues) []verbs.SendWR {
 	return []verbs.SendWR{wr}
 }
 
+// sendBack posts the responder's SEND_BACK from its src (filled by
+// respond) and waits for its completion.
+func (s *side) sendBack(size int) error {
+	wr := verbs.SendWR{WRID: 1, Opcode: verbs.WRSend, Flags: verbs.SendSignaled}
+	wr.SGL, wr.NumSGE = s.sge(0, size)
+	if err := s.qp.PostSend(wr); err != nil {
+		return err
+	}
+	wc, err := s.await(s.sendCQ, "send")
+	switch {
+	case err != nil:
+		return err
+	case wc.Status != verbs.WCSuccess || wc.WRID != 1 || wc.Opcode != verbs.WCSend:
+		return fmt.Errorf("SEND_BACK completion: status %v, wr_id %d, opcode %v", wc.Status, wc.WRID, wc.Opcode)
+	}
+	return nil
+}
+
+// awaitRecv waits for the requester's receive of a SEND_BACK.
+func (s *side) awaitRecv(size int) error {
+	wc, err := s.await(s.recvCQ, "receive")
+	switch {
+	case err != nil:
+		return err
+	case wc.Status != verbs.WCSuccess || wc.WRID != 1 || wc.Opcode != verbs.WCRecv:
+		return fmt.Errorf("SEND_BACK receive completion: status %v, wr_id %d, opcode %v", wc.Status, wc.WRID, wc.Opcode)
+	case wc.ByteLen != uint32(size):
+		return fmt.Errorf("SEND_BACK receive completion: byte_len %d, want %d", wc.ByteLen, size)
+	case wc.Flags&verbs.WCWithImm != 0:
+		return fmt.Errorf("SEND_BACK receive completion has an immediate")
+	}
+	return nil
+}
+
 // checkRequest checks what came back to the requester.
 func (s *side) checkRequest(op string, size int, v stepValues) error {
 	res := func(i int) uint64 { return binary.LittleEndian.Uint64(s.buf[s.results+8*i:]) }
 	switch op {
-	case "RDMA_READ":
-		return check("RDMA_READ data", s.buf[s.dst:s.dst+size], v.seed, s.buf[s.dst+size:s.dst+size+guard])
+	case "RDMA_READ", "SEND_BACK":
+		return check(op+" data", s.buf[s.dst:s.dst+size], v.seed, s.buf[s.dst+size:s.dst+size+guard])
 	case "ATOMIC_FETCH_AND_ADD":
 		if res(0) != v.initial {
 			return fmt.Errorf("FETCH_AND_ADD returned %#x, want the original %#x", res(0), v.initial)
