@@ -22,6 +22,9 @@ type Fabric struct {
 	Scheme string // loss recovery of both NICs (default gbn)
 	Seed   uint64 // seed of the fabric's loss
 	IPv6   bool   // address the NICs by IPv6 GIDs
+	// SchemeParams are both NICs' scheme knobs (zero: the schemes'
+	// defaults, IRN's 100/320 µs timeouts among them).
+	SchemeParams recovery.Params
 }
 
 // RunEmbedded runs cfg's test with both sides in this process: two NICs on
@@ -36,7 +39,7 @@ func RunEmbedded(ctx context.Context, cfg Config, fab Fabric, hooks Hooks) ([]Ro
 		fab.Scheme = recovery.GBN
 	}
 	lc := fabric.LinkConfig{RateBps: fab.Link.RateBps, Delay: fab.Link.Delay, Loss: fab.Link.Loss, QueueFrames: fab.Link.Ring, Drop: fab.Link.Drop}
-	m, err := verbs.NewEmbedded(sim.Config{Seed: fab.Seed, AtoB: lc, BtoA: lc, SchemeA: fab.Scheme, SchemeB: fab.Scheme, IPv6: fab.IPv6, StarServerB: cfg.Star})
+	m, err := verbs.NewEmbedded(sim.Config{Seed: fab.Seed, AtoB: lc, BtoA: lc, SchemeA: fab.Scheme, SchemeB: fab.Scheme, SchemeParams: fab.SchemeParams, IPv6: fab.IPv6, StarServerB: cfg.Star})
 	if err != nil {
 		return nil, fmt.Errorf("perftest: embedded fabric: %w", err)
 	}
