@@ -82,6 +82,11 @@ else
 	workload=(send_bw -s 2800 -t 1 -r 4)
 	rate_col=call_rate served=star_cqep_rcvd embedded_fig="-fig 5b"
 fi
+# Extra softnic-bench flags for every run, e.g. "-u 22" (a QP ACK timeout
+# of 17 s) when the emulated link is slowed so far that a context fetch
+# lasts a millisecond (SOFTNIC_SWEEP_LINK_RATE 100mbit).
+# shellcheck disable=SC2206 # a flag list
+workload+=(${SOFTNIC_SWEEP_BENCH_ARGS:-})
 modes=${SOFTNIC_SWEEP_MODES:-rdma star}
 rdma_scheme=${SOFTNIC_SWEEP_RDMA_SCHEME:-gbn}
 star_scheme=${SOFTNIC_SWEEP_STAR_SCHEME:-irn}
