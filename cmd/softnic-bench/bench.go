@@ -42,7 +42,24 @@ func runVerbs(ctx context.Context, o *options, out io.Writer) error {
 	}
 	if o.embedded {
 		p.device = "softnic_a (embedded)"
-		_, err := perftest.RunEmbedded(ctx, cfg, perftest.Fabric{Link: o.link(), Scheme: o.scheme, Seed: o.seed, IPv6: o.ipv6}, hooks)
+		fab := perftest.Fabric{Link: o.link(), Scheme: o.scheme, Seed: o.seed, IPv6: o.ipv6}
+		var pcapFile *os.File
+		if o.pcap != "" {
+			f, err := os.Create(o.pcap)
+			if err != nil {
+				return err
+			}
+			pcapFile, fab.Pcap = f, f
+			hooks.Captured = func(n uint64) {
+				fmt.Fprintf(os.Stderr, "softnic-bench: %d frames of softnic_a written to %s\n", n, o.pcap)
+			}
+		}
+		_, err := perftest.RunEmbedded(ctx, cfg, fab, hooks)
+		if pcapFile != nil {
+			if cerr := pcapFile.Close(); err == nil {
+				err = cerr
+			}
+		}
 		return p.finish(err)
 	}
 	oneProc()

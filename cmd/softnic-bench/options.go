@@ -37,6 +37,7 @@ type options struct {
 	port     int
 	socket   string
 	embedded bool
+	pcap     string
 	scheme   string
 	loss     float64 // percent
 	rate     float64 // Gb/s
@@ -351,6 +352,9 @@ embedded fabric (--embedded):
       --delay DUR       one-way propagation delay (default 2us)
       --seed N          seed of the fabric's loss (default 1)
       --ipv6            address the NICs by IPv6 GIDs
+      --pcap FILE       write every frame the client's NIC sends and receives
+                        to FILE (pcap, simulated time; with a daemon: softnic
+                        capture, docs/capture.md)
 
 raw:
       --iface NAME      interface to send or receive on (AF_XDP, needs root)
@@ -381,6 +385,7 @@ func newFlagSet(o *options) *flagSet {
 	fs.stringVar(&o.csv, "csv", "")
 	fs.stringVar(&o.socket, "socket", defaultSocket)
 	fs.boolVar(&o.embedded, "", "embedded")
+	fs.stringVar(&o.pcap, "pcap", "")
 	fs.stringVar(&o.scheme, "scheme", recovery.GBN)
 	fs.floatVar(&o.loss, "", "loss", 0)
 	fs.floatVar(&o.rate, "", "rate", perftest.DefaultLink.RateBps/1e9)
@@ -531,6 +536,9 @@ func (o *options) check() error {
 			return usagef("--embedded runs both sides in this process: no server address (got %q)", o.server)
 		}
 		return o.checkFabric()
+	}
+	if o.pcap != "" {
+		return usagef("--pcap writes the embedded NICs' frames: use it with --embedded (against a daemon: softnic capture -w FILE)")
 	}
 	for _, name := range []string{"loss", "rate", "delay", "seed", "ipv6"} {
 		if o.set[name] {

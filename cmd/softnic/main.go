@@ -156,6 +156,7 @@ func demo(args []string) error {
 	delay := fs.Duration("delay", perftest.DefaultLink.Delay, "one-way propagation delay")
 	seed := fs.Uint64("seed", 1, "seed of the fabric's loss")
 	gbits := fs.Bool("report_gbits", true, "report Gb/s rather than MB/s")
+	pcapFile := fs.String("pcap", "", "write the lossy run's frames, as the writer's NIC sends and receives them, to `FILE` (pcap, simulated time)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -173,7 +174,20 @@ func demo(args []string) error {
 	var base float64
 	for _, pct := range []float64{0, *loss} {
 		link.Loss = pct / 100
-		r, err := perftest.WriteBWEmbedded(perftest.Options{Size: *size, Iters: *iters, TxDepth: *depth, MTU: m, Scheme: *scheme, Seed: *seed}, link)
+		o := perftest.Options{Size: *size, Iters: *iters, TxDepth: *depth, MTU: m, Scheme: *scheme, Seed: *seed}
+		var f *os.File
+		if pct != 0 && *pcapFile != "" {
+			if f, err = os.Create(*pcapFile); err != nil {
+				return err
+			}
+			o.Pcap = f
+		}
+		r, err := perftest.WriteBWEmbedded(o, link)
+		if f != nil {
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
 		if err != nil {
 			return err
 		}
@@ -183,6 +197,9 @@ func demo(args []string) error {
 		}
 		fmt.Printf("   loss %g%%: %.1f%% of lossless; retransmitted %d of %d packets, %d NAKs, %d ACK timeouts (CPU %v)\n",
 			pct, 100*r.AvgGbps/base, r.A.Retransmits, r.A.SentPkts, r.A.RcvdSeqErr, r.A.LocalAckTimeout, r.Wall.Round(1e6))
+		if f != nil {
+			fmt.Printf("   %d frames of the writer's NIC written to %s\n", r.PcapFrames, *pcapFile)
+		}
 	}
 	fmt.Println("---------------------------------------------------------------------------------------")
 	return nil

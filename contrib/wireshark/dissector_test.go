@@ -1,5 +1,3 @@
-// Package wireshark tests the Wireshark dissector softnic.lua with tshark
-// on frames of every softnic extension opcode.
 package wireshark
 
 import (
@@ -31,68 +29,6 @@ func tshark(t *testing.T) string {
 	t.Skip("tshark not installed (apt-get install tshark): cannot test the Wireshark dissector")
 	return ""
 }
-
-// fields lists, per extension header, the dissector fields every packet
-// carrying it must decode.
-var fields = map[string][]string{
-	"bth":   {"softnic.bth.opcode", "softnic.bth.se", "softnic.bth.migreq", "softnic.bth.pad", "softnic.bth.tver", "softnic.bth.pkey", "softnic.bth.fecn", "softnic.bth.becn", "softnic.bth.reserved", "softnic.bth.dqpn", "softnic.bth.ackreq", "softnic.bth.reserved7", "softnic.bth.psn", "softnic.icrc", "softnic.icrc.calculated", "softnic.icrc.status"},
-	"reth":  {"softnic.reth.va", "softnic.reth.rkey", "softnic.reth.dmalen"},
-	"imm":   {"softnic.immdt"},
-	"aeth":  {"softnic.aeth.syndrome", "softnic.aeth.msn"},
-	"peth":  {"softnic.peth.reserved", "softnic.peth.wqesn", "softnic.peth.offset"},
-	"sack":  {"softnic.sack.lostcnt", "softnic.sack.reserved", "softnic.sack.psn"},
-	"holes": {"softnic.holes.reserved", "softnic.holes.rcvhigh", "softnic.holes.offset", "softnic.holes.length"},
-	"wqep": {"softnic.wqep.driverseq", "softnic.wqep.kind", "softnic.wqep.flags", "softnic.wqep.flags.signaled", "softnic.wqep.flags.solicited",
-		"softnic.wqep.flags.remote_write", "softnic.wqep.flags.remote_read", "softnic.wqep.flags.remote_atomic", "softnic.wqep.flags.table_done",
-		"softnic.wqep.reserved", "softnic.wqep.wrid", "softnic.wqep.localva", "softnic.wqep.localkey", "softnic.wqep.length",
-		"softnic.wqep.remoteva", "softnic.wqep.remotekey", "softnic.wqep.imm"},
-	"cqep": {"softnic.cqep.driverseq", "softnic.cqep.status", "softnic.cqep.opcode", "softnic.cqep.flags", "softnic.cqep.flags.with_imm",
-		"softnic.cqep.reserved", "softnic.cqep.bytelen", "softnic.cqep.imm"},
-	"ea":      {"softnic.ea.kind", "softnic.ea.reserved", "softnic.ea.driverseq"},
-	"rdp":     {"softnic.rdp.va", "softnic.rdp.rkey", "softnic.rdp.length", "softnic.rdp.flags", "softnic.rdp.flags.last", "softnic.rdp.reserved", "softnic.rdp.reserved2", "softnic.rdp.replyqp"},
-	"gd":      {"softnic.gd.va", "softnic.gd.rkey", "softnic.gd.length", "softnic.gd.mtu", "softnic.gd.flags", "softnic.gd.reserved", "softnic.gd.replyqp"},
-	"sdp":     {"softnic.sdp.offset"},
-	"payload": {"softnic.payload"},
-}
-
-// headers is what each extension opcode carries (docs/wire.md).
-func headers(op bth.Opcode) []string {
-	h := []string{"bth"}
-	switch {
-	case op >= 0xC0 && op <= 0xCB:
-		base := op - 0xC0
-		if base >= 6 {
-			h = append(h, "reth")
-		}
-		if base == 3 || base == 5 || base == 9 || base == 11 {
-			h = append(h, "imm")
-		}
-		return append(h, "peth", "payload")
-	case op >= 0xD1 && op <= 0xD3:
-		return append(h, "aeth", "sack")
-	case op == 0xD4:
-		return append(h, "aeth", "holes")
-	}
-	switch op {
-	case bth.StarWQEP:
-		return append(h, "wqep")
-	case bth.StarCQEP:
-		return append(h, "cqep")
-	case bth.StarEA:
-		return append(h, "ea")
-	case bth.StarRDP:
-		return append(h, "rdp", "payload")
-	case bth.StarRA:
-		return append(h, "aeth")
-	case bth.StarGD:
-		return append(h, "gd")
-	case bth.StarSDP:
-		return append(h, "sdp", "payload")
-	}
-	return nil
-}
-
-func extension(op bth.Opcode) bool { return headers(op) != nil }
 
 // frames is every golden vector (bth/testdata) and lossy irn, melo and
 // fasr traffic from the embedded fabric.
@@ -147,7 +83,7 @@ func TestDissector(t *testing.T) {
 		seen[opcodeOf(t, f)]++
 	}
 	for op := 0; op < 256; op++ {
-		if extension(bth.Opcode(op)) && seen[bth.Opcode(op)] == 0 {
+		if Extension(bth.Opcode(op)) && seen[bth.Opcode(op)] == 0 {
 			t.Errorf("no frame with opcode %#x (%v) to dissect", op, bth.Opcode(op))
 		}
 	}
@@ -174,7 +110,7 @@ func TestDissector(t *testing.T) {
 	}
 	lua, _ := filepath.Abs("softnic.lua")
 	var all []string
-	for _, fs := range fields {
+	for _, fs := range Fields {
 		all = append(all, fs...)
 	}
 	args := []string{"-n", "-X", "lua_script:" + lua, "-r", file, "-T", "fields", "-E", "separator=/t", "-E", "occurrence=a", "-E", "aggregator=,", "-e", "frame.number", "-e", "_ws.malformed", "-e", "_ws.expert"}
@@ -213,7 +149,7 @@ func TestDissector(t *testing.T) {
 			t.Fatalf("frame %d: %d columns, want %d: %q", i+1, len(row), 3+len(all), row)
 		}
 		op := opcodeOf(t, fr[i])
-		if !extension(op) {
+		if !Extension(op) {
 			if row[3] != "" {
 				t.Errorf("frame %d: standard opcode %v decoded by softnic.lua", i+1, op)
 			}
@@ -229,8 +165,8 @@ func TestDissector(t *testing.T) {
 		for j, f := range all {
 			got[f] = row[3+j]
 		}
-		for _, h := range headers(op) {
-			for _, f := range fields[h] {
+		for _, h := range Headers(op) {
+			for _, f := range Fields[h] {
 				if got[f] == "" {
 					t.Errorf("frame %d (%v): %s not decoded", i+1, op, f)
 				}

@@ -12,6 +12,7 @@ import (
 	"github.com/softnic/softnic/dataplane"
 	"github.com/softnic/softnic/dataplane/fabric"
 	"github.com/softnic/softnic/dataplane/sim"
+	"github.com/softnic/softnic/internal/capture"
 	"github.com/softnic/softnic/recovery"
 	"github.com/softnic/softnic/verbs"
 )
@@ -25,6 +26,10 @@ type Fabric struct {
 	// SchemeParams are both NICs' scheme knobs (zero: the schemes'
 	// defaults, IRN's 100/320 µs timeouts among them).
 	SchemeParams recovery.Params
+	// Pcap, when set, receives a pcap of every frame NIC A (the client's)
+	// sends and receives, stamped with the fabric's time; Hooks.Captured
+	// gets the count at the end.
+	Pcap io.Writer
 }
 
 // RunEmbedded runs cfg's test with both sides in this process: two NICs on
@@ -34,7 +39,7 @@ type Fabric struct {
 // it runs against the daemon, connection exchange included; only the
 // Device differs. The client's rows are returned; hooks see the client's
 // side.
-func RunEmbedded(ctx context.Context, cfg Config, fab Fabric, hooks Hooks) ([]Row, error) {
+func RunEmbedded(ctx context.Context, cfg Config, fab Fabric, hooks Hooks) (rows []Row, rerr error) {
 	if fab.Scheme == "" {
 		fab.Scheme = recovery.GBN
 	}
@@ -42,6 +47,22 @@ func RunEmbedded(ctx context.Context, cfg Config, fab Fabric, hooks Hooks) ([]Ro
 	m, err := verbs.NewEmbedded(sim.Config{Seed: fab.Seed, AtoB: lc, BtoA: lc, SchemeA: fab.Scheme, SchemeB: fab.Scheme, SchemeParams: fab.SchemeParams, IPv6: fab.IPv6, StarServerB: cfg.Star})
 	if err != nil {
 		return nil, fmt.Errorf("perftest: embedded fabric: %w", err)
+	}
+	if fab.Pcap != nil {
+		tap, err := capture.AttachPcap(m.A.Engine(), fab.Pcap, 0, capture.All)
+		if err != nil {
+			return nil, err
+		}
+		// Runs after the deferred stop below: the poll loop has ended.
+		defer func() {
+			n, err := tap.Close()
+			if err != nil && rerr == nil {
+				rows, rerr = nil, fmt.Errorf("perftest: pcap: %w", err)
+			}
+			if hooks.Captured != nil {
+				hooks.Captured(n)
+			}
+		}()
 	}
 	simCtx, stopSim := context.WithCancel(context.Background())
 	var simDone sync.WaitGroup

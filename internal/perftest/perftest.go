@@ -26,6 +26,7 @@ import (
 	"github.com/softnic/softnic/dataplane"
 	"github.com/softnic/softnic/dataplane/fabric"
 	"github.com/softnic/softnic/dataplane/sim"
+	"github.com/softnic/softnic/internal/capture"
 	"github.com/softnic/softnic/qp"
 	"github.com/softnic/softnic/recovery"
 	"github.com/softnic/softnic/verbs"
@@ -41,6 +42,9 @@ type Options struct {
 	// Params are the scheme's knobs (zero: the papers' defaults).
 	Params recovery.Params
 	Seed   uint64
+	// Pcap, when set, receives a pcap of every frame NIC A (the writer)
+	// sends and receives, stamped with the simulated time.
+	Pcap io.Writer
 }
 
 // Link describes the embedded fabric's wire, per direction.
@@ -67,6 +71,7 @@ type Result struct {
 	Elapsed    time.Duration // simulated
 	Wall       time.Duration // real time the run took on this CPU
 	A, B       dataplane.Counters
+	PcapFrames uint64 // frames written to Options.Pcap
 }
 
 // WriteBWEmbedded runs ib_write_bw between the two NICs of an embedded
@@ -79,6 +84,13 @@ func WriteBWEmbedded(o Options, link Link) (Result, error) {
 	m, err := verbs.NewEmbedded(sim.Config{Seed: o.Seed, AtoB: lc, BtoA: lc, SchemeA: o.Scheme, SchemeB: o.Scheme, SchemeParams: o.Params})
 	if err != nil {
 		return Result{}, err
+	}
+	var tap *capture.PcapTap
+	if o.Pcap != nil {
+		if tap, err = capture.AttachPcap(m.A.Engine(), o.Pcap, 0, capture.All); err != nil {
+			return Result{}, err
+		}
+		defer tap.Close() // on the error paths; the result's path closes it first
 	}
 	client, err := newSide(m.A, o.Size*o.TxDepth, o.TxDepth)
 	if err != nil {
@@ -143,6 +155,11 @@ func WriteBWEmbedded(o Options, link Link) (Result, error) {
 	r := Result{Bytes: o.Size, Iters: o.Iters, Elapsed: m.Now() - start, Wall: time.Since(wallStart),
 		A: m.A.Engine().Counters(), B: m.B.Engine().Counters()}
 	fillRates(&r, start, completions, o.TxDepth)
+	if tap != nil {
+		if r.PcapFrames, err = tap.Close(); err != nil {
+			return Result{}, fmt.Errorf("perftest: pcap: %w", err)
+		}
+	}
 	return r, nil
 }
 

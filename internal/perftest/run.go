@@ -270,6 +270,9 @@ type Hooks struct {
 	// Counters is called by RunEmbedded at the end, with the statistics
 	// of the client's and the server's NIC.
 	Counters func(client, server dataplane.Counters)
+	// Captured is called by RunEmbedded at the end with the number of
+	// frames written to Fabric.Pcap, when it is set.
+	Captured func(frames uint64)
 }
 
 // Connection is what the exchange established.
