@@ -539,7 +539,7 @@ func (e *Engine) retire(q *QP, status qp.WCStatus) {
 	if head != q.sqStart && w.isReadOrAtomic() {
 		q.rdAtomics--
 	}
-	pulled := q.shadow != nil && e.shadowRetire(q, w, status) // a pull completes its RECV (starshadow.go)
+	pulled := q.shadow != nil && e.shadowRetire(q, w, status) // a pull completes its RECV (starqp.go)
 	if !pulled && (status != qp.WCSuccess || q.sigAll || w.wr.Flags&qp.SendSignaled != 0) {
 		wc := qp.WC{WRID: w.wr.WRID, Status: status, Opcode: qp.WCOpcodeFor(w.wr.Opcode), QPNum: q.qpn}
 		if status == qp.WCSuccess {

@@ -119,15 +119,15 @@ type Counters struct {
 	StarTxDrops uint64 // star_tx_drops: RAs and SDPs not sent, transmit ring full or link's bucket empty (nothing is kept to send later)
 	StarDropped uint64 // star_dropped: other StaR packets (WQEP, CQEP, EA), not served yet
 
-	// A StaR client (starclient.go).
+	// A StaR client (starqp.go).
 	StarRDPSent       uint64 // star_rdp_sent: RDPs sent, retransmissions included
 	StarGDSent        uint64 // star_gd_sent: GDs sent, retransmissions included
 	StarRARcvd        uint64 // star_ra_rcvd: RAs received
 	StarSDPRcvd       uint64 // star_sdp_rcvd: SDPs received
 	StarSecurityDrops uint64 // star_security_drops: RDPs and GDs the security table stopped before they left
 
-	// StaR's work-queue exchange: a server's driver (stardriver.go) and a
-	// client's shadow (starshadow.go).
+	// StaR's work-queue exchange: a server's driver (starqp.go) and a
+	// client's shadow (starqp.go).
 	StarWQEPSent    uint64 // star_wqep_sent: WQEPs a server's driver sent, repeats included
 	StarWQEPResent  uint64 // star_wqep_resent: WQEPs resent after their EA did not come
 	StarWQEPRcvd    uint64 // star_wqep_rcvd: WQEPs a client received

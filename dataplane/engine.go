@@ -367,7 +367,7 @@ func (e *Engine) receive(frame []byte) {
 		e.cnt.RcvdBadAddr++
 		return
 	}
-	if op.IsStar() { // a StaR client's answers (starclient.go)
+	if op.IsStar() { // a StaR client's answers (starqp.go)
 		e.starComplete(q, pkt)
 		return
 	}

@@ -74,7 +74,7 @@ func (e *Engine) hostStall() {
 // from host memory and stalls the pipeline for the fetch penalty.
 func (e *Engine) touch(q *QP, write bool) {
 	if q.star == StarServer {
-		return // a stateless QP's context is never on chip (starclient.go)
+		return // a stateless QP's context is never on chip (starqp.go)
 	}
 	if stall := e.cache.Access(&q.cache, write); stall > 0 {
 		e.busyUntil = max(e.busyUntil, e.now) + stall
@@ -266,3 +266,26 @@ func (e *Engine) pushWC(cq *CQ, wc qp.WC) {
 		cq.notify(slot)
 	}
 }
+
+// CaptureDir says which way a captured frame went.
+type CaptureDir uint8
+
+const (
+	CaptureRX CaptureDir = iota // received, before any check
+	CaptureTX                   // transmitted, ICRC written
+)
+
+func (d CaptureDir) String() string {
+	if d == CaptureTX {
+		return "tx"
+	}
+	return "rx"
+}
+
+// CaptureFunc sees every frame the engine receives (as the port hands it
+// over, before it is parsed, so malformed frames too) and every frame it
+// transmits (sealed: ICRC and checksums written, before the port queues
+// it), with the engine's time. It runs on the poll loop with the engine
+// lock held: it must copy what it keeps (frame is the port's buffer),
+// must not block, and must not call back into the engine.
+type CaptureFunc func(dir CaptureDir, now time.Duration, frame []byte)

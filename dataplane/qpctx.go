@@ -52,7 +52,7 @@ type QPInitAttr struct {
 	// the engine's. Both ends of a connection must agree (the connection
 	// exchange negotiates it).
 	Scheme string
-	// Star is the QP's part in StaR's stateless mode (starclient.go,
+	// Star is the QP's part in StaR's stateless mode (starqp.go,
 	// docs/star.md "Roles"); the zero value is an ordinary RC QP.
 	Star StarRole
 }
@@ -92,9 +92,9 @@ type QP struct {
 	rob        []int32            // reorder-buffer slot+1 per PSN slot (reorder.go)
 	scheme     recovery.Scheme
 	star       StarRole
-	starTable  []StarRegion // a StaR client's security table: the server's memory table (starclient.go)
-	drv        *starDriver  // a StaR server's driver, in host memory (stardriver.go)
-	shadow     *starShadow  // a StaR client's shadow of its server's work queue (starshadow.go)
+	starTable  []StarRegion // a StaR client's security table: the server's memory table (starqp.go)
+	drv        *starDriver  // a StaR server's driver, in host memory (starqp.go)
+	shadow     *starShadow  // a StaR client's shadow of its server's work queue (starqp.go)
 	starTimer  timer.Timer  // a StaR client's CQEP retransmission
 	sender     recovery.Sender
 	receiver   recovery.Receiver

@@ -67,7 +67,7 @@ func (e *Engine) canStart(q *QP) bool {
 		return false // IBV_SEND_FENCE waits for earlier READs and atomics
 	}
 	if !q.shadowCanStart(w) {
-		return false // a StaR SEND waits for its server RECV (starshadow.go)
+		return false // a StaR SEND waits for its server RECV (starqp.go)
 	}
 	return uint32(q.nextPSN.Diff(q.unacked))+q.packets(w) < maxOutstandingPSNs
 }

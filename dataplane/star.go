@@ -14,7 +14,7 @@ import (
 // destination QP from its ReplyQP, the PSN from its PSN. WQEP, CQEP and
 // EA, which belong to the server's driver, are counted and dropped for
 // now; RA and SDP never come here: they go to a client QP
-// (starclient.go) through the QP lookup.
+// (starqp.go) through the QP lookup.
 //
 // What guards memory is the NIC's region table alone: the RDP's or GD's
 // key must name a live region that grants the access (remote write,
