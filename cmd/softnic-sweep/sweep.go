@@ -183,8 +183,21 @@ func lossSweepCmd(args []string) error {
 	delay := fs.Duration("delay", perftest.DefaultLink.Delay, "one-way delay")
 	rtoLow := fs.Duration("rto-low", embeddedRTOLow, "selective schemes' RTO_low (IRN's 100µs is for its 40 Gb/s fabric; see docs/results.md)")
 	rtoHigh := fs.Duration("rto-high", embeddedRTOHigh, "selective schemes' RTO_high: about twice the longest round trip of this link")
+	pcapPath := fs.String("pcap", "", "write a pcap of every frame the writer's NIC sends and receives to this `file` (one point only: one scheme, one loss)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	var pcapOut *os.File
+	if *pcapPath != "" {
+		if strings.Contains(*schemes, ",") || strings.Contains(*losses, ",") {
+			return usagef("loss: -pcap takes one point: one -schemes, one -loss")
+		}
+		f, err := os.Create(*pcapPath)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		pcapOut = f
 	}
 	m, err := qp.MTUFromBytes(*mtu)
 	if err != nil {
@@ -203,8 +216,12 @@ func lossSweepCmd(args []string) error {
 			if err != nil {
 				return fmt.Errorf("sweep: loss %q: %v", f, err)
 			}
-			r, err := sweep.RunLoss(sweep.LossConfig{Scheme: strings.TrimSpace(scheme), Loss: pct / 100, Size: *size, Iters: *iters,
-				TxDepth: *depth, MTU: m, Link: link, Seed: 1, Params: recovery.Params{RTOLow: *rtoLow, RTOHigh: *rtoHigh}})
+			c := sweep.LossConfig{Scheme: strings.TrimSpace(scheme), Loss: pct / 100, Size: *size, Iters: *iters,
+				TxDepth: *depth, MTU: m, Link: link, Seed: 1, Params: recovery.Params{RTOLow: *rtoLow, RTOHigh: *rtoHigh}}
+			if pcapOut != nil {
+				c.Pcap = pcapOut
+			}
+			r, err := sweep.RunLoss(c)
 			if err != nil {
 				return err
 			}
@@ -223,6 +240,10 @@ func lossSweepCmd(args []string) error {
 	csvPath, err := sweep.SaveLoss(*out, rs)
 	if err != nil {
 		return err
+	}
+	if pcapOut != nil {
+		fmt.Println(" wrote", csvPath, *pcapPath, "(one point: no plot)")
+		return nil
 	}
 	png := filepath.Join(*out, "loss.png")
 	if err := sweepplot.Loss(png, lossTitle, rs); err != nil {

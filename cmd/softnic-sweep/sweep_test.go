@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/softnic/softnic/bth"
+	"github.com/softnic/softnic/internal/pcap"
 )
 
 // TestPlotFromCSV: plot-loss and plot-qps draw the figures from CSVs
@@ -50,5 +53,47 @@ func TestUsage(t *testing.T) {
 	var stderr bytes.Buffer
 	if code := exitStatus(sweepCmd([]string{"plot-loss", "-in", filepath.Join(t.TempDir(), "none.csv"), "-out", "x.png"}), &stderr); code != 1 {
 		t.Errorf("missing input: exit %d, %q", code, stderr.String())
+	}
+}
+
+// TestLossPcap: `softnic-sweep loss -pcap FILE` on one point writes a pcap
+// of the writer's NIC's frames, with fasr's extension opcodes among them;
+// on more than one point it is a usage error.
+func TestLossPcap(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "point.pcap")
+	if err := sweepCmd([]string{"loss", "-schemes", "fasr", "-loss", "2", "-n", "100", "-out", dir, "-pcap", file}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := pcap.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frames, ext := 0, 0
+	for {
+		p, err := r.Next()
+		if err != nil {
+			break
+		}
+		fr, perr := bth.ParseFrame(p.Data)
+		if perr != nil {
+			t.Fatalf("frame %d does not parse: %v", frames, perr)
+		}
+		if fr.Pkt.Opcode() >= 0xC0 {
+			ext++
+		}
+		frames++
+	}
+	if frames == 0 || ext == 0 {
+		t.Errorf("%d frames, %d with extension opcodes", frames, ext)
+	}
+	var stderr bytes.Buffer
+	if code := exitStatus(sweepCmd([]string{"loss", "-pcap", file, "-out", dir}), &stderr); code != 2 {
+		t.Errorf("-pcap over many points: exit %d, %q", code, stderr.String())
 	}
 }

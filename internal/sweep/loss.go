@@ -25,6 +25,9 @@ type LossConfig struct {
 	Seed    uint64
 	// Params are the schemes' knobs (zero: the papers' defaults).
 	Params recovery.Params
+	// Pcap, when set, receives a pcap of every frame the writer's NIC
+	// sends and receives (softnic-sweep loss -pcap, one point).
+	Pcap io.Writer
 }
 
 // LossResult is one measured point.
@@ -41,7 +44,7 @@ type LossResult struct {
 func RunLoss(c LossConfig) (LossResult, error) {
 	link := c.Link
 	link.Loss = c.Loss
-	r, err := perftest.WriteBWEmbedded(perftest.Options{Size: c.Size, Iters: c.Iters, TxDepth: c.TxDepth, MTU: c.MTU, Scheme: c.Scheme, Seed: c.Seed, Params: c.Params}, link)
+	r, err := perftest.WriteBWEmbedded(perftest.Options{Size: c.Size, Iters: c.Iters, TxDepth: c.TxDepth, MTU: c.MTU, Scheme: c.Scheme, Seed: c.Seed, Params: c.Params, Pcap: c.Pcap}, link)
 	if err != nil {
 		return LossResult{}, fmt.Errorf("%s at %g%% loss: %w", c.Scheme, c.Loss*100, err)
 	}
