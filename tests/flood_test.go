@@ -52,7 +52,8 @@ const chunkRoom = 2*floodMTU - unix.XDP_PACKET_HEADROOM
 // dropReason is where the daemon must count a probe. The engine checks a
 // frame in rxe_recv.c's order: parse, ICRC, P_Key, QPN; the first check
 // that fails decides. With no client, no QP exists, so a frame that
-// passes the first three is dropped for its unknown QPN.
+// passes the first three is dropped for its unknown QPN, but a CNP, which
+// names no QP the engine acts for, is counted as one and ignored.
 type dropReason int
 
 const (
@@ -60,6 +61,7 @@ const (
 	dropICRC
 	dropPKey
 	dropUnknownQPN
+	dropCNP    // a RoCEv2 CNP: counted (mlx5's rp_cnp_ignored), no reaction
 	dropTooBig // never reaches the engine: longer than a UMEM chunk
 	numDropReasons
 )
@@ -70,6 +72,7 @@ var counterOf = [numDropReasons]string{
 	dropICRC:       "rcvd_icrc_err",
 	dropPKey:       "rcvd_pkey_err",
 	dropUnknownQPN: "rcvd_unknown_qpn",
+	dropCNP:        "rp_cnp_ignored",
 	dropTooBig:     "port_rx_dropped",
 }
 
@@ -138,6 +141,9 @@ func (w *wire) classify(roce []byte) dropReason {
 	if pk := fr.Pkt.BTH().PKey(); pk != 0xffff && pk != 0x7fff {
 		return dropPKey
 	}
+	if fr.Pkt.Opcode() == bth.CNP {
+		return dropCNP
+	}
 	return dropUnknownQPN
 }
 
@@ -189,8 +195,16 @@ func floodProbes(t *testing.T, w *wire, maxFrame int) []probe {
 	// READ_RESPONSE_LAST out of nowhere, an ACK for nothing), nor does
 	// the transport (UD opcodes carry a DETH).
 	for _, op := range knownOpcodes() {
+		want := dropUnknownQPN
+		if op == bth.CNP {
+			want = dropCNP
+		}
 		for _, n := range []int{0, 1, 3, 256, 1024} {
-			add(dropUnknownQPN, w.packet(op, qpn(), rng.Uint32N(1<<24), n, rng), "%v payload %d to unknown QPN", op, n)
+			to := "to unknown QPN"
+			if want == dropCNP {
+				to = "(a CNP, no QP)"
+			}
+			add(want, w.packet(op, qpn(), rng.Uint32N(1<<24), n, rng), "%v payload %d %s", op, n, to)
 		}
 	}
 	// Byte 4 of the BTH (FECN/BECN) is rewritten by switches and masked
@@ -377,7 +391,7 @@ func floodFamily(t *testing.T, tb *netns.Testbed, dst, src netip.Addr) {
 	expect := map[string]uint64{
 		"xdp_steered":    uint64(len(probes)),
 		"port_rx_frames": uint64(len(probes)) - want[dropTooBig],
-		"rcvd_pkts":      want[dropICRC] + want[dropPKey] + want[dropUnknownQPN],
+		"rcvd_pkts":      want[dropICRC] + want[dropPKey] + want[dropUnknownQPN] + want[dropCNP],
 	}
 	for r, n := range want {
 		expect[counterOf[r]] = n
@@ -434,7 +448,7 @@ func floodFamily(t *testing.T, tb *netns.Testbed, dst, src netip.Addr) {
 		// buffer in rx_dropped too (rx_fill_ring_empty_descs only says
 		// how often that happened), so it is not added again.
 		socketDrops := delta["port_rx_dropped"] + delta["port_rx_ring_full"]
-		engineDrops := delta["rcvd_icrc_err"] + delta["rcvd_pkey_err"] + delta["rcvd_unknown_qpn"]
+		engineDrops := delta["rcvd_icrc_err"] + delta["rcvd_pkey_err"] + delta["rcvd_unknown_qpn"] + delta["rp_cnp_ignored"]
 		return quiet && delta["xdp_steered"] > 0 && delta["xdp_steered"] <= storm &&
 			delta["port_rx_frames"]+socketDrops == delta["xdp_steered"] &&
 			delta["rcvd_pkts"]+delta["rcvd_malformed"] == delta["port_rx_frames"] &&

@@ -97,7 +97,7 @@ var opcodes = map[string]verbs.WROpcode{
 	"ATOMIC_FETCH_AND_ADD": verbs.WRAtomicFetchAndAdd,
 }
 
-const allOps = "SEND,SEND_WITH_IMM,RDMA_WRITE,RDMA_WRITE_WITH_IMM,RDMA_READ,ATOMIC_CMP_AND_SWP,ATOMIC_FETCH_AND_ADD,SEND_BACK"
+const allOps = "SEND,SEND_WITH_IMM,RDMA_WRITE,RDMA_WRITE_WITH_IMM,RDMA_READ,ATOMIC_CMP_AND_SWP,ATOMIC_FETCH_AND_ADD"
 
 // starOps are the operations a StaR connection runs.
 var starOps = []string{"RDMA_WRITE", "RDMA_READ", "SEND", "SEND_WITH_IMM", "SEND_BACK"}
@@ -158,7 +158,7 @@ func parseFlags(args []string) (config, error) {
 	}
 	for _, op := range strings.Split(*ops, ",") {
 		if _, ok := opcodes[op]; !ok {
-			return c, fmt.Errorf("--ops: unknown operation %q (have %s)", op, allOps)
+			return c, fmt.Errorf("--ops: unknown operation %q (have %s)", op, allOps+",SEND_BACK")
 		}
 		if c.star && !slices.Contains(starOps, op) {
 			return c, fmt.Errorf("--ops: %s on StaR QPs: only %s run (docs/star.md)", op, strings.Join(starOps, ", "))
