@@ -344,15 +344,15 @@ func (e *Engine) receive(frame []byte) {
 		e.cnt.RcvdPKeyErr++
 		return
 	}
-	if pkt.Opcode() == bth.CNP { // no congestion control to tell (docs/wire.md, "CNP")
+	op := pkt.Opcode()
+	if op == bth.CNP { // no congestion control to tell (docs/wire.md, "CNP")
 		e.cnt.RPCNPIgnored++
 		return
 	}
 	// A stateless server's packets name no QP: they are served before
 	// the QP lookup and the context cache (star.go). Without StarServer
 	// they go on, and a QP drops them as rcvd_bad_opcode.
-	op := pkt.Opcode()
-	if e.cfg.StarServer && op.IsStar() && starForServer(pkt) {
+	if e.cfg.StarServer && starForServer(pkt) {
 		e.starReceive(&f)
 		return
 	}

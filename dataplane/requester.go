@@ -200,7 +200,6 @@ func (e *Engine) sendPacket(q *QP, w *sendWQE, psn qp.PSN, copies int) bool {
 	off := i * q.mtu
 	last := i == n-1
 	var t txPacket
-	var ok bool
 	respond := true // the responder answers this packet at once (RTT timing)
 	switch {
 	case q.star == StarClient:
@@ -217,7 +216,7 @@ func (e *Engine) sendPacket(q *QP, w *sendWQE, psn qp.PSN, copies int) bool {
 		if q.ooo {
 			length = min(q.mtu, length)
 		}
-		if ok = e.beginTx(&t, q, bth.RCReadRequest, psn, false, 0); !ok {
+		if !e.beginTx(&t, q, bth.RCReadRequest, psn, false, 0) {
 			return false
 		}
 		bth.RETH(t.roce[t.info.RETHOff:]).Encode(&bth.RETHFields{VA: w.wr.RemoteAddr + uint64(off), RKey: w.wr.RKey, DMALen: length})
@@ -227,7 +226,7 @@ func (e *Engine) sendPacket(q *QP, w *sendWQE, psn qp.PSN, copies int) bool {
 		if w.wr.Opcode == qp.WRAtomicCmpAndSwp {
 			op = bth.RCCompareSwap
 		}
-		if ok = e.beginTx(&t, q, op, psn, true, 0); !ok {
+		if !e.beginTx(&t, q, op, psn, true, 0) {
 			return false
 		}
 		bth.AtomicETH(t.roce[t.info.AtomicETHOff:]).Encode(&bth.AtomicETHFields{VA: w.wr.RemoteAddr, RKey: w.wr.RKey, SwapAdd: swapAdd(&w.wr), Compare: w.wr.CompareAdd})
@@ -254,7 +253,7 @@ func (e *Engine) sendPacket(q *QP, w *sendWQE, psn qp.PSN, copies int) bool {
 		// requester must learn that the hole is filled (IRN §5.2 ACKs every
 		// packet; softnic coalesces, so it asks where it matters).
 		ackReq := last || q.noAck+1 >= q.ackReqInterval() || q.ooo && psn.Before(q.maxSentPSN)
-		if ok = e.beginTx(&t, q, op, psn, ackReq, int(size)); !ok {
+		if !e.beginTx(&t, q, op, psn, ackReq, int(size)) {
 			return false
 		}
 		if t.info.RETHOff >= 0 { // the message's RETH, on every packet with out-of-order placement

@@ -52,9 +52,8 @@ func (e *Engine) PostRecv(q *QP, wrs []qp.RecvWR) (int, error) {
 	}
 	if q.shadow != nil && len(q.shadow.sends) > 0 {
 		e.starPull(q) // a server SEND was waiting for a RECV
-		e.ring()
 	}
-	e.ring() // a responder waiting to RNR-retry has nothing to do, but CQ flushes may
+	e.ring() // a responder waiting to RNR-retry has nothing to do, but CQ flushes (and a StaR pull) may
 	return len(wrs), nil
 }
 

@@ -36,33 +36,11 @@ func requireTshark(t *testing.T) string {
 }
 
 // captureProc is a `softnic capture` running against a daemon's socket.
-type captureProc struct {
-	cmd    *exec.Cmd
-	out    *syncBuffer
-	exited chan struct{}
-	err    error
-}
+type captureProc struct{ *childProc }
 
 func startCapture(t *testing.T, args ...string) *captureProc {
 	t.Helper()
-	c := &captureProc{out: &syncBuffer{}, exited: make(chan struct{})}
-	c.cmd = exec.Command(softnicBinary(t), append([]string{"capture"}, args...)...)
-	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
-	if err := c.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		c.err = c.cmd.Wait()
-		close(c.exited)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-c.exited:
-		default:
-			c.cmd.Process.Kill()
-			<-c.exited
-		}
-	})
+	c := &captureProc{startChild(t, exec.Command(softnicBinary(t), append([]string{"capture"}, args...)...), "")}
 	deadline := time.Now().Add(10 * time.Second)
 	for !strings.Contains(c.out.String(), "listening on") {
 		select {

@@ -99,11 +99,45 @@ func (s *syncBuffer) String() string {
 
 // daemonProc is a `softnic run` started in a testbed namespace.
 type daemonProc struct {
-	t      *testing.T
+	t *testing.T
+	*childProc
+}
+
+// childProc is a process a test started: its combined output and, once
+// exited is closed, cmd.Wait's error.
+type childProc struct {
 	cmd    *exec.Cmd
 	out    *syncBuffer
 	exited chan struct{}
 	err    error // cmd.Wait's, once exited is closed
+}
+
+// startChild starts cmd with its output collected; at cleanup it is
+// killed if still running and, when the test failed and logAs is not
+// empty, its output is logged under logAs.
+func startChild(t *testing.T, cmd *exec.Cmd, logAs string) *childProc {
+	t.Helper()
+	c := &childProc{cmd: cmd, out: &syncBuffer{}, exited: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = c.out, c.out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		c.err = cmd.Wait()
+		close(c.exited)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-c.exited:
+		default:
+			cmd.Process.Kill()
+			<-c.exited
+		}
+		if t.Failed() && logAs != "" {
+			t.Logf("%s:\n%s", logAs, c.out.String())
+		}
+	})
+	return c
 }
 
 // startDaemon starts `softnic run args...` in host's namespace. `ip netns
@@ -121,28 +155,8 @@ func startDaemon(t *testing.T, tb *netns.Testbed, host string, args ...string) *
 func startDaemonIn(t *testing.T, tb *netns.Testbed, host string, wrap []string, args ...string) *daemonProc {
 	t.Helper()
 	bin := softnicBinary(t)
-	d := &daemonProc{t: t, out: &syncBuffer{}, exited: make(chan struct{})}
 	argv := append(append(append([]string{"netns", "exec", tb.NS(host)}, wrap...), bin, "run"), args...)
-	d.cmd = exec.Command("ip", argv...)
-	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		d.err = d.cmd.Wait()
-		close(d.exited)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-d.exited:
-		default:
-			d.cmd.Process.Kill()
-			<-d.exited
-		}
-		if t.Failed() {
-			t.Logf("daemon output:\n%s", d.out.String())
-		}
-	})
+	d := &daemonProc{t: t, childProc: startChild(t, exec.Command("ip", argv...), "daemon output")}
 	return d
 }
 

@@ -362,39 +362,14 @@ func TestInstall(t *testing.T) {
 }
 
 // installedDaemon is an installed softnic started in a testbed namespace.
-type installedDaemon struct {
-	cmd    *exec.Cmd
-	out    *syncBuffer
-	exited chan struct{}
-	err    error
-}
+type installedDaemon struct{ *childProc }
 
 // startInstalled runs argv (a command that ends by exec'ing the daemon)
 // in host's namespace; the daemon is killed at cleanup if still running.
 func startInstalled(t *testing.T, tb *netns.Testbed, host string, argv []string) *installedDaemon {
 	t.Helper()
-	d := &installedDaemon{out: &syncBuffer{}, exited: make(chan struct{})}
-	d.cmd = exec.Command("ip", append([]string{"netns", "exec", tb.NS(host)}, argv...)...)
-	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		d.err = d.cmd.Wait()
-		close(d.exited)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-d.exited:
-		default:
-			d.cmd.Process.Kill()
-			<-d.exited
-		}
-		if t.Failed() {
-			t.Logf("daemon on %s:\n%s", host, d.out.String())
-		}
-	})
-	return d
+	cmd := exec.Command("ip", append([]string{"netns", "exec", tb.NS(host)}, argv...)...)
+	return &installedDaemon{startChild(t, cmd, "daemon on "+host)}
 }
 
 // waitReady waits until the daemon answers softnic stats (as root) on
