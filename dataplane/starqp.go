@@ -271,7 +271,7 @@ func (e *Engine) driverPostRecv(q *QP, wrs []qp.RecvWR) (int, error) {
 	for i := range wrs {
 		wr := &wrs[i]
 		if wr.NumSGE < 0 || wr.NumSGE > 1 {
-			return i, errorf(q, "WR %d: %w: a StaR server's work request names at most one buffer (one WQEP range)", i, ErrBadWR)
+			return i, errorf(q, "WR %d: %w: %s", i, ErrBadWR, oneWQEPRange)
 		}
 		if q.state == qp.Err { // IBA §10.3.1: posted to ERR, completes flushed
 			e.pushWC(q.recvCQ, qp.WC{WRID: wr.WRID, Status: qp.WCWRFlushErr, Opcode: qp.WCRecv, QPNum: q.qpn})
@@ -281,12 +281,8 @@ func (e *Engine) driverPostRecv(q *QP, wrs []qp.RecvWR) (int, error) {
 			return i, errorf(q, "%w: %d receive WRs outstanding", ErrQueueFull, q.drv.recvs)
 		}
 		f := bth.WQEPETHFields{Kind: bth.WQEPRecv, WRID: wr.WRID}
-		if wr.NumSGE == 1 {
-			s := &wr.SGL[0]
-			if _, ok := e.localSlice(q, s, 0, s.Length, true); !ok && s.Length > 0 {
-				return i, errorf(q, "WR %d: %w: receive buffer not registered with local write", i, ErrBadWR)
-			}
-			f.LocalVA, f.LocalKey, f.Length = s.Addr, s.LKey, s.Length
+		if !e.wqepRange(q, &f, wr.SGEs(), true) {
+			return i, errorf(q, "WR %d: %w: receive buffer not registered with local write", i, ErrBadWR)
 		}
 		e.driverPush(q, f, true, true)
 	}
@@ -311,7 +307,7 @@ func (e *Engine) driverPostSend(q *QP, wrs []qp.SendWR) (int, error) {
 			return i, errorf(q, "WR %d: %w", i, ErrStarServerWR)
 		}
 		if wr.NumSGE > 1 {
-			return i, errorf(q, "WR %d: %w: a StaR server's work request names at most one buffer (one WQEP range)", i, ErrBadWR)
+			return i, errorf(q, "WR %d: %w: %s", i, ErrBadWR, oneWQEPRange)
 		}
 		if q.state == qp.Err {
 			e.pushWC(q.sendCQ, qp.WC{WRID: wr.WRID, Status: qp.WCWRFlushErr, Opcode: qp.WCOpcodeFor(wr.Opcode), QPNum: q.qpn})
@@ -321,12 +317,8 @@ func (e *Engine) driverPostSend(q *QP, wrs []qp.SendWR) (int, error) {
 			return i, errorf(q, "%w: %d send WRs outstanding", ErrQueueFull, q.drv.sends)
 		}
 		f := bth.WQEPETHFields{Kind: kind, WRID: wr.WRID, Imm: wr.ImmData}
-		if wr.NumSGE == 1 {
-			s := &wr.SGL[0]
-			if _, ok := e.localSlice(q, s, 0, s.Length, false); !ok && s.Length > 0 {
-				return i, errorf(q, "WR %d: %w: send buffer not registered", i, ErrBadWR)
-			}
-			f.LocalVA, f.LocalKey, f.Length = s.Addr, s.LKey, s.Length
+		if !e.wqepRange(q, &f, wr.SGEs(), false) {
+			return i, errorf(q, "WR %d: %w: send buffer not registered", i, ErrBadWR)
 		}
 		if wr.Flags&qp.SendSolicited != 0 {
 			f.Flags |= bth.WQEPSolicited
@@ -338,6 +330,24 @@ func (e *Engine) driverPostSend(q *QP, wrs []qp.SendWR) (int, error) {
 		e.driverPush(q, f, false, signaled)
 	}
 	return len(wrs), nil
+}
+
+// oneWQEPRange is why a StaR server's work request takes at most one SGE.
+const oneWQEPRange = "a StaR server's work request names at most one buffer (one WQEP range)"
+
+// wqepRange puts the buffer of a server work request (its one SGE, or
+// none) in f's Local fields; false when it is not registered (with local
+// write, if write).
+func (e *Engine) wqepRange(q *QP, f *bth.WQEPETHFields, sgl []qp.SGE, write bool) bool {
+	if len(sgl) == 0 {
+		return true
+	}
+	s := &sgl[0]
+	if _, ok := e.localSlice(q, s, 0, s.Length, write); !ok && s.Length > 0 {
+		return false
+	}
+	f.LocalVA, f.LocalKey, f.Length = s.Addr, s.LKey, s.Length
+	return true
 }
 
 func (e *Engine) driverPush(q *QP, f bth.WQEPETHFields, recv, signaled bool) {
