@@ -22,6 +22,8 @@ const sweepUsage = `usage: softnic-sweep <command> [flags] (softnic-sweep <comma
   loss       goodput against loss rate, every scheme, embedded fabric (CSV + PNG)
   star       StaR Fig. 5a: the stateful NIC vs StaR's stateless server, 1-5000
              connections, embedded fabric (CSV + PNG)
+  paper      a paper's figure with the paper's own workload (softnic-sweep paper
+             lists the presets)
   schemes    print the registered recovery schemes, one a line (for scripts)
   plot-loss  combine and plot a loss CSV: the testbed's runs
              (scripts/sweep-loss.sh) or a loss.csv written before
@@ -40,6 +42,8 @@ func sweepCmd(args []string) error {
 		return qpSweepCmd(args[1:])
 	case "star":
 		return starSweepCmd(args[1:])
+	case "paper":
+		return paperCmd(args[1:])
 	case "plot-star":
 		return plotStarCmd(args[1:])
 	case "schemes":

@@ -97,3 +97,24 @@ func TestLossPcap(t *testing.T) {
 		t.Errorf("-pcap over many points: exit %d, %q", code, stderr.String())
 	}
 }
+
+// TestPaperPresets: every preset names its paper and figure, lists its
+// parameters with their sources, and runs; an unknown preset is a usage
+// error naming the ones there are.
+func TestPaperPresets(t *testing.T) {
+	for _, n := range paperNames() {
+		p := paperPresets[n]
+		if p.Paper == "" || p.Figure == "" || p.Summary == "" || len(p.Params) == 0 || p.Run == nil {
+			t.Errorf("%s: incomplete preset %+v", n, p)
+		}
+		for _, pa := range p.Params {
+			if pa.Name == "" || pa.Value == "" || pa.Source == "" {
+				t.Errorf("%s: parameter %+v lacks a name, value or source", n, pa)
+			}
+		}
+	}
+	var stderr bytes.Buffer
+	if code := exitStatus(sweepCmd([]string{"paper", "no-such-figure"}), &stderr); code != 2 || !strings.Contains(stderr.String(), "no preset") {
+		t.Errorf("unknown preset: exit %d, %q", code, stderr.String())
+	}
+}
