@@ -69,7 +69,7 @@ func (k WQEPKind) String() string {
 type WQEPFlags uint8
 
 const (
-	WQEPSignaled  WQEPFlags = 1 << 0 // IBV_SEND_SIGNALED: the client sends a CQEP
+	WQEPSignaled  WQEPFlags = 1 << 0 // IBV_SEND_SIGNALED: the client sends a CQEP on success
 	WQEPSolicited WQEPFlags = 1 << 1 // IBV_SEND_SOLICITED
 	// The remote access of a region an MR_REG registers.
 	WQEPRemoteWrite  WQEPFlags = 1 << 2
@@ -284,15 +284,20 @@ type EAKind uint8
 const (
 	EAWQEP EAKind = 0 // a WQEP, acknowledged by the client
 	EACQEP EAKind = 1 // a CQEP, acknowledged by the server's driver
+	// EAWQEPUpTo acknowledges every WQEP up to and including DriverSeq:
+	// the client's cumulative EA (docs/star.md "Acknowledgements").
+	EAWQEPUpTo EAKind = 2
 )
 
-// String returns "WQEP", "CQEP" or "EAKind(n)".
+// String returns "WQEP", "CQEP", "WQEPUpTo" or "EAKind(n)".
 func (k EAKind) String() string {
 	switch k {
 	case EAWQEP:
 		return "WQEP"
 	case EACQEP:
 		return "CQEP"
+	case EAWQEPUpTo:
+		return "WQEPUpTo"
 	}
 	return fmt.Sprintf("EAKind(%d)", uint8(k))
 }

@@ -150,7 +150,7 @@ func TestStarNames(t *testing.T) {
 	for _, c := range []struct{ got, want string }{
 		{bth.WQEPRecv.String(), "RECV"}, {bth.WQEPMRDereg.String(), "MR_DEREG"},
 		{bth.WQEPKind(7).String(), "WQEPKind(7)"}, {bth.EACQEP.String(), "CQEP"},
-		{bth.EAKind(2).String(), "EAKind(2)"}, {bth.StarSDP.String(), "STAR_SDP"},
+		{bth.EAKind(3).String(), "EAKind(3)"}, {bth.EAWQEPUpTo.String(), "WQEPUpTo"}, {bth.StarSDP.String(), "STAR_SDP"},
 		{bth.Opcode(0xE7).String(), "OPCODE_0xe7"},
 	} {
 		if c.got != c.want {

@@ -96,6 +96,7 @@ type QP struct {
 	drv        *starDriver  // a StaR server's driver, in host memory (starqp.go)
 	shadow     *starShadow  // a StaR client's shadow of its server's work queue (starqp.go)
 	starTimer  timer.Timer  // a StaR client's CQEP retransmission
+	eaTimer    timer.Timer  // a StaR client's late cumulative EA
 	sender     recovery.Sender
 	receiver   recovery.Receiver
 	retryTimer timer.Timer

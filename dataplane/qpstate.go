@@ -30,6 +30,7 @@ func (e *Engine) setState(q *QP, to qp.State) {
 	case qp.Reset:
 		e.resetQP(q)
 		e.wheel.Stop(&q.starTimer)
+		e.wheel.Stop(&q.eaTimer)
 		switch q.star {
 		case StarServer:
 			q.drv = &starDriver{}
@@ -96,6 +97,7 @@ func (e *Engine) flush(q *QP) {
 	e.wheel.Stop(&q.retryTimer)
 	e.wheel.Stop(&q.rnrTimer)
 	e.wheel.Stop(&q.rxTimer)
+	e.wheel.Stop(&q.eaTimer)
 	if q.drv != nil {
 		e.driverFlush(q) // a StaR server's work requests are its driver's
 	}

@@ -111,6 +111,7 @@ func (e *Engine) CreateQP(pd uint32, attr QPInitAttr) (*QP, error) {
 	q.rnrTimer.Init(func(now time.Duration) { e.onRNRTimer(q, now) })
 	q.rxTimer.Init(func(now time.Duration) { e.onReceiverTimer(q, now) })
 	q.starTimer.Init(func(time.Duration) { e.onShadowTimer(q) })
+	q.eaTimer.Init(func(time.Duration) { e.onEATimer(q) })
 	switch q.star {
 	case StarServer:
 		q.drv = &starDriver{}
@@ -225,6 +226,8 @@ func (e *Engine) DestroyQP(q *QP) error {
 	e.wheel.Stop(&q.retryTimer)
 	e.wheel.Stop(&q.rnrTimer)
 	e.wheel.Stop(&q.rxTimer)
+	e.wheel.Stop(&q.starTimer)
+	e.wheel.Stop(&q.eaTimer)
 	delete(e.qps, q.qpn)
 	e.releaseScheme(q)
 	e.cache.Remove(&q.cache)

@@ -193,16 +193,28 @@ type SimClock interface {
 // false when nothing at all is pending (no frame in flight, no timer
 // armed).
 func (g Group) Step(c SimClock) bool {
-	now := c.Now()
+	g.drain(c.Now())
+	return g.advance(c)
+}
+
+// drain polls the engines at now until none has anything to do, and
+// reports whether one did work.
+func (g Group) drain(now time.Duration) (worked bool) {
 	for again := true; again; {
 		again = false
 		for _, e := range g.Engines {
 			if e.Poll(now) {
-				again = true
+				again, worked = true, true
 				break
 			}
 		}
 	}
+	return worked
+}
+
+// advance moves c to the next event; false when nothing is pending.
+func (g Group) advance(c SimClock) bool {
+	now := c.Now()
 	// No engine can do anything at now, so whatever is due at or before
 	// now waits for a later event (frames for an engine whose pipeline is
 	// stalled on a context fetch wait for the fetch, its NextDeadline):
@@ -219,7 +231,12 @@ func (g Group) Step(c SimClock) bool {
 }
 
 // RunUntil steps until cond holds, returning false if the group went idle
-// or c passed limit from now first.
+// or c passed limit from now first. cond is checked after each step, that
+// is once the clock has moved to the next event: what cond does (an
+// application polling its CQs and posting the next work request) happens
+// at that event, which may be a timer milliseconds after the work it
+// reacts to finished. RunUntilReact does not wait; the sweeps that use
+// RunUntil keep it until their figures are redrawn (docs/results.md).
 func (g Group) RunUntil(c SimClock, cond func() bool, limit time.Duration) bool {
 	end := c.Now() + limit
 	for !cond() {
@@ -228,6 +245,26 @@ func (g Group) RunUntil(c SimClock, cond func() bool, limit time.Duration) bool 
 		}
 	}
 	return true
+}
+
+// RunUntilReact is RunUntil with cond checked as soon as the engines are
+// idle at the current time, before the clock moves on, so that an
+// application reacts when the work it waits for finished; work cond posts
+// runs at the same time.
+func (g Group) RunUntilReact(c SimClock, cond func() bool, limit time.Duration) bool {
+	end := c.Now() + limit
+	for {
+		g.drain(c.Now())
+		if cond() {
+			return true
+		}
+		if g.drain(c.Now()) {
+			continue // cond posted work
+		}
+		if c.Now() > end || !g.advance(c) {
+			return cond()
+		}
+	}
 }
 
 // RunFor advances c by d, processing every event on the way.

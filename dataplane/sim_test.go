@@ -90,6 +90,9 @@ func (s *Sim) RunFor(d time.Duration) { s.group.RunFor(s.Clock, d) }
 func (s *Sim) RunUntil(cond func() bool, limit time.Duration) bool {
 	return s.group.RunUntil(s.Clock, cond, limit)
 }
+func (s *Sim) RunUntilReact(cond func() bool, limit time.Duration) bool {
+	return s.group.RunUntilReact(s.Clock, cond, limit)
+}
 
 // TestNoFabric: the engine does not link the in-memory fabric (or the
 // simulator): they are in packages dataplane/fabric and dataplane/sim.

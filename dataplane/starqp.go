@@ -60,7 +60,7 @@ func (e *Engine) checkStarRole(r StarRole, s recovery.Scheme) error {
 // checkStarWR refuses what a StaR QP cannot run.
 func checkStarWR(q *QP, wr *qp.SendWR) error {
 	switch {
-	case wr.Flags&sendStarPull != 0:
+	case wr.Flags&(sendStarPull|sendStarSignaled) != 0:
 		return fmt.Errorf("%w: send flags %#x", ErrBadWR, uint32(wr.Flags))
 	case q.star != StarClient:
 		return nil
@@ -481,15 +481,21 @@ func (e *Engine) driverReceive(f *bth.Frame) {
 	d := q.drv
 	if pkt.Opcode() == bth.StarEA {
 		ea := pkt.EAETH()
-		if ea.Kind() != bth.EAWQEP {
+		switch ea.Kind() {
+		case bth.EAWQEP:
+			if w := d.find(ea.DriverSeq()); w != nil && !w.acked {
+				w.acked = true
+				e.schedule(q) // the window may have moved
+			}
+		case bth.EAWQEPUpTo:
+			if d.ackUpTo(ea.DriverSeq()) {
+				e.schedule(q) // the window may have moved
+			}
+		default:
 			e.cnt.StarDropped++
 			return
 		}
 		e.cnt.StarEARcvd++
-		if w := d.find(ea.DriverSeq()); w != nil && !w.acked {
-			w.acked = true
-			e.schedule(q) // the window may have moved
-		}
 		e.driverDeliver(q)
 		return
 	}
@@ -497,8 +503,11 @@ func (e *Engine) driverReceive(f *bth.Frame) {
 	e.cnt.StarCQEPRcvd++
 	d.eas = append(d.eas, c.DriverSeq) // a repeat is acknowledged again
 	e.schedule(q)
-	if w := d.find(c.DriverSeq); w != nil && !w.done {
-		w.acked, w.done = true, true
+	// The client runs WQEPs in the driver's order, so a CQEP implies that
+	// every WQEP up to the one it completes has come: an EA up to it.
+	d.ackUpTo(c.DriverSeq)
+	if w := d.find(c.DriverSeq); w != nil && !w.done && !w.table {
+		w.done = true
 		op := qp.WCSend
 		if w.recv {
 			op = qp.WCRecv
@@ -509,9 +518,44 @@ func (e *Engine) driverReceive(f *bth.Frame) {
 			if w.recv && c.Flags&bth.CQEPWithImm != 0 {
 				w.wc.ImmData, w.wc.Flags = c.Imm, qp.WCWithImm
 			}
+			if !w.recv {
+				d.unsignaledDone(c.DriverSeq)
+			}
 		}
 	}
 	e.driverDeliver(q)
+}
+
+// ackUpTo marks every WQEP up to and including seq acknowledged and
+// reports whether one was not before.
+func (d *starDriver) ackUpTo(seq uint32) (moved bool) {
+	for i := range d.ws {
+		w := &d.ws[i]
+		if int32(w.f.DriverSeq-seq) > 0 {
+			break
+		}
+		moved = moved || !w.acked
+		w.acked = true
+	}
+	return moved
+}
+
+// unsignaledDone completes the unsignaled SENDs before seq: the client
+// sends no CQEP for an unsignaled SEND that succeeds, and pulls the
+// server's SENDs in posting order, so a SEND that succeeded after them
+// says they did too (an RC send queue's rule for unsignaled work
+// requests; docs/star.md "Acknowledgements").
+func (d *starDriver) unsignaledDone(seq uint32) {
+	for i := range d.ws {
+		w := &d.ws[i]
+		if int32(w.f.DriverSeq-seq) >= 0 {
+			break
+		}
+		if !w.recv && !w.table && !w.signaled && !w.done {
+			w.done = true
+			w.wc = qp.WC{WRID: w.f.WRID, Status: qp.WCSuccess, Opcode: qp.WCSend} // retired, never delivered
+		}
+	}
 }
 
 // count adds k to w's queue's count of outstanding work requests.
@@ -609,7 +653,7 @@ func starForServer(pkt *bth.Packet) bool {
 	case bth.StarRDP, bth.StarGD, bth.StarCQEP:
 		return true
 	case bth.StarEA:
-		return pkt.EAETH().Kind() == bth.EAWQEP
+		return pkt.EAETH().Kind() != bth.EACQEP // an unknown kind is the driver's to drop
 	}
 	return false
 }
@@ -685,6 +729,14 @@ func (e *Engine) shadowWQEP(q *QP, pkt *bth.Packet) {
 	d := int32(f.DriverSeq - s.next)
 	switch {
 	case d < 0:
+		// A repeat: the driver timed out, so what it was told was lost
+		// or came too late. Tell it now.
+		if int32(f.DriverSeq-s.eaSent) < 0 {
+			s.eaSent = f.DriverSeq // what we sent for it was lost
+		}
+		s.eaNow = true
+		e.schedule(q)
+		return
 	case d > maxEarlyWQEPs:
 		e.cnt.StarWQEPDropped++
 		return
@@ -698,16 +750,24 @@ func (e *Engine) shadowWQEP(q *QP, pkt *bth.Packet) {
 			copy(s.early[i+1:], s.early[i:])
 			s.early[i] = f
 		}
-	default:
-		e.shadowRun(q, f)
-		for len(s.early) > 0 && s.early[0].DriverSeq == s.next {
-			f := s.early[0]
-			s.early = s.early[1:]
-			e.shadowRun(q, f)
-		}
-		e.scheduleIfReady(q)
+		// Past a gap: acknowledged with the rest when the gap fills, or
+		// alone if it has not when eaTimer fires (a WQEP was lost, and the
+		// driver then resends only that one).
+		s.eas = append(s.eas, f.DriverSeq)
+		e.schedule(q)
+		return
 	}
-	s.eas = append(s.eas, f.DriverSeq)
+	e.shadowRun(q, f)
+	for len(s.early) > 0 && s.early[0].DriverSeq == s.next {
+		f := s.early[0]
+		s.early = s.early[1:]
+		e.shadowRun(q, f)
+	}
+	s.eas = slices.DeleteFunc(s.eas, func(seq uint32) bool { return int32(seq-s.next) < 0 }) // in order now
+	e.scheduleIfReady(q)
+	if int32(s.next-s.eaSent) >= maxEarlyWQEPs/2 {
+		s.eaNow = true // half the driver's window waits: do not stall it
+	}
 	e.schedule(q)
 }
 
@@ -834,6 +894,9 @@ func (e *Engine) starPull(q *QP) {
 		if f.Kind == bth.WQEPSendWithImm {
 			w.wr.Swap = 1 // the RECV's completion carries Imm
 		}
+		if f.Flags&bth.WQEPSignaled != 0 {
+			w.wr.Flags |= sendStarSignaled
+		}
 		w.length = f.Length
 		e.scheduleIfReady(q)
 	}
@@ -856,6 +919,10 @@ func (e *Engine) shadowRetire(q *QP, w *sendWQE, status qp.WCStatus) bool {
 		e.pushWC(q.recvCQ, wc)
 		e.popRecv(q)
 		s.recvsTaken--
+		if status == qp.WCSuccess && w.wr.Flags&sendStarSignaled == 0 {
+			e.schedule(q)
+			return true // the driver learns of it from a later SEND's CQEP (unsignaledDone)
+		}
 		c := bth.CQEPETHFields{DriverSeq: uint32(w.wr.CompareAdd), Status: status, Opcode: qp.WCSend}
 		if status == qp.WCSuccess {
 			c.ByteLen = w.length
@@ -878,15 +945,38 @@ func (e *Engine) shadowComplete(q *QP, c bth.CQEPETHFields) {
 	e.schedule(q)
 }
 
-// serveShadow sends the client's EAs and the CQEPs not on the wire.
+// serveShadow sends the client's EAs and the CQEPs not on the wire. The
+// WQEPs that came in order are acknowledged late and together
+// (docs/star.md "Acknowledgements"): a CQEP for one implies every WQEP up
+// to it, so most need no EA of their own; the rest get one cumulative EA
+// when eaTimer fires, at once when the driver resent one (eaNow), or when
+// half the driver's window waits.
 func (e *Engine) serveShadow(q *QP, budget int) (sent int, more bool) {
 	s := q.shadow
-	for sent < budget && len(s.eas) > 0 {
-		if !e.sendEA(q, bth.EAWQEP, s.eas[0]) {
-			return sent, true
+	if s.eaNow {
+		for len(s.eas) > 0 { // still past a gap: one EA each
+			if sent >= budget {
+				return sent, true
+			}
+			if int32(s.eas[0]-s.next) >= 0 {
+				if !e.sendEA(q, bth.EAWQEP, s.eas[0]) {
+					return sent, true
+				}
+				sent++
+			}
+			s.eas = s.eas[1:]
 		}
-		s.eas = s.eas[1:]
-		sent++
+		if s.eaSent != s.next {
+			if sent >= budget {
+				return sent, true
+			}
+			if !e.sendEA(q, bth.EAWQEPUpTo, s.next-1) {
+				return sent, true
+			}
+			s.eaSent = s.next
+			sent++
+		}
+		s.eaNow = false
 	}
 	for ; s.sent < len(s.cqeps); s.sent++ {
 		if sent >= budget {
@@ -901,11 +991,34 @@ func (e *Engine) serveShadow(q *QP, budget int) (sent int, more bool) {
 		e.endTx(q, &t, 1)
 		e.cnt.StarCQEPSent++
 		sent++
+		if int32(c.DriverSeq+1-s.eaSent) > 0 {
+			s.eaSent = c.DriverSeq + 1 // the driver takes it as an EA up to c's WQEP
+		}
 	}
 	if len(s.cqeps) > 0 && !q.starTimer.Armed() {
 		e.wheel.Schedule(&q.starTimer, e.now+e.driverTimeout(q))
 	}
+	switch {
+	case s.eaSent == s.next && len(s.eas) == 0:
+		e.wheel.Stop(&q.eaTimer)
+	case !q.eaTimer.Armed():
+		e.wheel.Schedule(&q.eaTimer, e.now+e.eaDelay(q))
+	}
 	return sent, false
+}
+
+// eaDelay is how long a client holds the acknowledgement of a WQEP that
+// came in order, waiting for a CQEP to carry it: a quarter of the
+// driver's resend timeout, so that the EA is there long before the
+// driver would resend.
+func (e *Engine) eaDelay(q *QP) time.Duration { return e.driverTimeout(q) / 4 }
+
+// onEATimer sends the cumulative EA that no CQEP carried in time.
+func (e *Engine) onEATimer(q *QP) {
+	if s := q.shadow; s != nil && (s.eaSent != s.next || len(s.eas) > 0) && q.state != qp.Err && q.state != qp.Reset {
+		s.eaNow = true
+		e.schedule(q)
+	}
 }
 
 // onShadowTimer resends every CQEP whose EA has not come.

@@ -72,6 +72,10 @@ type driverWQE struct {
 // client RECV (never a flag an application can post: checkStarWR).
 const sendStarPull qp.SendFlags = 1 << 30
 
+// sendStarSignaled marks a pull whose server SEND is signaled: its CQEP
+// is sent when it succeeds, not only when it fails.
+const sendStarSignaled qp.SendFlags = 1 << 29
+
 // starShadow is a client QP's copy of its server's work queue and the
 // state of its WQEP/CQEP exchange.
 type starShadow struct {
@@ -81,9 +85,17 @@ type starShadow struct {
 	recvs      []bth.WQEPETHFields // server RECVs no SEND has taken yet
 	sends      []bth.WQEPETHFields // server SENDs not pulled yet
 	recvsTaken int                 // client RECVs that pulls in flight hold, from the RQ's head
-	eas        []uint32            // WQEPs to acknowledge
-	cqeps      []bth.CQEPETHFields // completions to push, until acknowledged
-	sent       int                 // cqeps[:sent] are on the wire
+	eas        []uint32            // WQEPs past a gap to acknowledge, one EA each
+	// eaSent is the driver sequence number past the WQEPs the driver has
+	// been told of: by a cumulative EA, or by a CQEP, which implies every
+	// WQEP up to the one it completes (docs/star.md "Acknowledgements").
+	// WQEPs from eaSent to next are acknowledged late: by the next CQEP,
+	// or by a cumulative EA when eaTimer fires, eaNow is set, or half
+	// the driver's window waits.
+	eaSent uint32
+	eaNow  bool
+	cqeps  []bth.CQEPETHFields // completions to push, until acknowledged
+	sent   int                 // cqeps[:sent] are on the wire
 }
 
 // maxEarlyWQEPs is how far past a gap in the driver's sequence a client

@@ -59,7 +59,7 @@ local wc_status = { [0] = "SUCCESS", [1] = "LOC_LEN_ERR", [2] = "LOC_QP_OP_ERR",
 	[12] = "RETRY_EXC_ERR", [13] = "RNR_RETRY_EXC_ERR", [21] = "GENERAL_ERR" }
 local wc_opcode = { [0] = "SEND", [1] = "RDMA_WRITE", [2] = "RDMA_READ", [3] = "COMP_SWAP",
 	[4] = "FETCH_ADD", [128] = "RECV", [129] = "RECV_RDMA_WITH_IMM" }
-local ea_kinds = { [0] = "WQEP", [1] = "CQEP" }
+local ea_kinds = { [0] = "WQEP", [1] = "CQEP", [2] = "WQEPs up to" }
 local mtus = { [1] = "256", [2] = "512", [3] = "1024", [4] = "2048", [5] = "4096" }
 local icrc_status = { [0] = "Bad", [1] = "Good" }
 

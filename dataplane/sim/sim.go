@@ -137,6 +137,13 @@ func (s *Sim) RunUntil(cond func() bool, limit time.Duration) bool {
 	return s.group.RunUntil(s.Clock, cond, limit)
 }
 
+// RunUntilReact is RunUntil with cond checked as soon as both engines are
+// idle, before the clock moves to the next event (dataplane's
+// Group.RunUntilReact).
+func (s *Sim) RunUntilReact(cond func() bool, limit time.Duration) bool {
+	return s.group.RunUntilReact(s.Clock, cond, limit)
+}
+
 // RunFor advances simulated time by d, processing every event on the way.
 func (s *Sim) RunFor(d time.Duration) { s.group.RunFor(s.Clock, d) }
 
