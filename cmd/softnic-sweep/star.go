@@ -31,7 +31,7 @@ func starSweepCmd(args []string) error {
 	switch *fig {
 	case "5a":
 	case "5b":
-		list, run, what = sweep.StarFig5bCounts, sweep.RunStarFig5b, "RPCs: a 2.8 KB SEND request, a 1.4 KB SEND response, path MTU 1024"
+		list, run, what = sweep.StarFig5bCounts, sweep.RunStarFig5b, "RPCs: a 2.8 KB SEND request, a 1.4 KB SEND response (one in 16 signaled at the server), path MTU 2048"
 		limit = 100000
 	default:
 		return usagef("star: -fig %q: want 5a or 5b", *fig)
