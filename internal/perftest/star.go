@@ -16,8 +16,8 @@ import (
 // keeps no per-connection state, and the client's are StaR clients, which
 // run the transport of both directions. The server's RECVs and SENDs go to
 // its driver, which pushes them to the client as WQEPs; its own WRITEs and
-// READs are not built. So write_bw, read_bw, read_lat, send_bw and
-// send_lat and rpc_lat run, and write_lat (the server WRITEs back) does not.
+// READs are not built. So write_bw, read_bw, read_lat, send_bw, send_lat
+// and rpc_lat run, and write_lat (the server WRITEs back) does not.
 
 // StarSchemes lists the schemes a StaR client QP can run: those that
 // place out of order, since a stateless server answers every packet on
