@@ -23,16 +23,16 @@
 # Without root or XDP it says so and runs the embedded Fig. 5a (`softnic
 # sweep star`, simulated time) instead.
 #
-# --fig 5b (or SOFTNIC_STAR_FIG=5b): StaR Fig. 5b's RPC test as far as
-# softnic-bench reaches: `softnic-bench send_bw -q N -s 2800 -t 1 -r 4
-# -m 1024 -D SECONDS`, one outstanding 2,800-byte SEND request per
-# connection into a RECV the server reposts on completion (in star mode
-# the RECVs travel as WQEPs from B's driver and complete through the
-# client's CQEPs). send_lat, the ping-pong, runs one QP only (perftest's
-# rule, softnic-bench -q 1), so the 1,400-byte response leg of the paper's
-# call is not in it: a call here is a request and its completion. The
-# rate column is call_rate (SENDs per second); the runs CSV counts B's
-# star_cqep_rcvd where 5a counts star_rdp_rcvd. Default connections
+# --fig 5b (or SOFTNIC_STAR_FIG=5b): StaR Fig. 5b's RPC test with the
+# paper's call: `softnic-bench rpc_lat -q N -s 2800 --response-size 1400
+# -m 1024 -D SECONDS`, one call outstanding per connection: a 2,800-byte
+# SEND request into the server's RECV, a 1,400-byte SEND response into
+# the client's, RECVs posted before the SENDs they take (in star mode the
+# server's RECVs and SENDs travel as WQEPs from B's driver and complete
+# through the client's CQEPs). The rate column is call_rate (calls per
+# second at the clients); the runs CSV counts B's star_cqep_rcvd where 5a
+# counts star_rdp_rcvd, and adds the calls' median and 99th-percentile
+# round trips (t_typical_us, p99_us). Default connections
 # "1 10 100 300 1000", MTU 1024 (the embedded Fig. 5b's), PREFIX
 # testbed-star-fig5b; the embedded fallback is `softnic sweep star -fig 5b`.
 #
@@ -60,6 +60,10 @@
 #   SOFTNIC_SWEEP_MODEL_RATE   100gbit, SOFTNIC_SWEEP_MTU 2048,
 #   SOFTNIC_SWEEP_RTO          67108864ns: as sweep-qps.sh (its header says why)
 #   SOFTNIC_SWEEP_LIMIT 120, SOFTNIC_SWEEP_RETRIES 2, SOFTNIC_NS_PREFIX (snsweep)
+#   SOFTNIC_SWEEP_BENCH_ARGS   "" (extra softnic-bench flags, both modes)
+#   SOFTNIC_SWEEP_RDMA_BENCH_ARGS, SOFTNIC_SWEEP_STAR_BENCH_ARGS "" (extra
+#                              softnic-bench flags of one mode only, e.g.
+#                              "-u 22 --stall 60" for rdma at 100mbit)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 me=sweep-star
@@ -79,7 +83,7 @@ if [ "$fig" = 5a ]; then
 	rate_col=msg_rate served=star_rdp_rcvd embedded_fig=
 else
 	conns=${SOFTNIC_SWEEP_CONNS:-1 10 100 300 1000}
-	workload=(send_bw -s 2800 -t 1 -r 4)
+	workload=(rpc_lat -s 2800 --response-size 1400)
 	rate_col=call_rate served=star_cqep_rcvd embedded_fig="-fig 5b"
 fi
 # Extra softnic-bench flags for every run, e.g. "-u 22" (a QP ACK timeout
@@ -87,6 +91,12 @@ fi
 # lasts a millisecond (SOFTNIC_SWEEP_LINK_RATE 100mbit).
 # shellcheck disable=SC2206 # a flag list
 workload+=(${SOFTNIC_SWEEP_BENCH_ARGS:-})
+# shellcheck disable=SC2206 # flag lists
+rdma_args=(${SOFTNIC_SWEEP_RDMA_BENCH_ARGS:-})
+# shellcheck disable=SC2206
+star_args=(${SOFTNIC_SWEEP_STAR_BENCH_ARGS:-})
+lat_cols=
+[ "$fig" = 5a ] || lat_cols=,t_typical_us,p99_us
 modes=${SOFTNIC_SWEEP_MODES:-rdma star}
 rdma_scheme=${SOFTNIC_SWEEP_RDMA_SCHEME:-gbn}
 star_scheme=${SOFTNIC_SWEEP_STAR_SCHEME:-irn}
@@ -157,8 +167,8 @@ mkdir -p "$out"
 csv=$out/$prefix.csv
 runs_csv=$out/$prefix-runs.csv
 echo "mode,connections,$rate_col,server_context_misses,server_onchip_bytes_peak" >"$csv"
-echo "mode,connections,$rate_col,server_context_misses,server_onchip_bytes_peak,$served,retransmits,ack_timeouts,attempt,seconds,load1,wall_s,status,error" >"$runs_csv"
-say "Fig. $fig; modes: $modes; connections: $conns; ${workload[*]} -m $mtu -D $secs; rdma on $rdma_scheme, star clients on $star_scheme; daemons: $(daemon_flags rdma), A's also $daemon_args_a"
+echo "mode,connections,$rate_col,server_context_misses,server_onchip_bytes_peak,$served,retransmits,ack_timeouts$lat_cols,attempt,seconds,load1,wall_s,status,error" >"$runs_csv"
+say "Fig. $fig; modes: $modes; connections: $conns; ${workload[*]} -m $mtu -D $secs; rdma on $rdma_scheme ${rdma_args[*]}, star clients on $star_scheme ${star_args[*]}; daemons: $(daemon_flags rdma), A's also $daemon_args_a"
 say "git $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet 2>/dev/null || echo ' (dirty tree)'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 printf ' %-5s %5s %11s %8s %8s %9s %6s %8s %7s  %s\n' mode conns msgs/s misses_B peak_B rdp_rcvd retx timeouts wall status >&2
 
@@ -169,7 +179,7 @@ for mode in $modes; do
 		for attempt in $(seq $((retries + 1))); do
 			t0=$(now)
 			load1=$(cut -d' ' -f1 /proc/loadavg)
-			status=ok err='' rate='' rc=0
+			status=ok err='' rate='' lat='' rc=0
 			for f in a0 a1 b0 b1; do : >"$work/$f"; done
 			: >"$work/client.out"
 			# shellcheck disable=SC2046 # daemon_flags is a flag list
@@ -183,12 +193,13 @@ for mode in $modes; do
 				# bench passes the same arguments to both sides;
 				# star_bench gives each its role.
 				if [ "$mode" = rdma ]; then
-					bench $((secs + limit)) "${workload[@]}" -q "$n" -m "$mtu" -D "$secs" --scheme "$rdma_scheme" --csv "$work/point.csv" || rc=$?
+					bench $((secs + limit)) "${workload[@]}" ${rdma_args[@]+"${rdma_args[@]}"} -q "$n" -m "$mtu" -D "$secs" --scheme "$rdma_scheme" --csv "$work/point.csv" || rc=$?
 				else
-					star_bench $((secs + limit)) "${workload[@]}" -q "$n" -m "$mtu" -D "$secs" --scheme "$star_scheme" --csv "$work/point.csv" || rc=$?
+					star_bench $((secs + limit)) "${workload[@]}" ${star_args[@]+"${star_args[@]}"} -q "$n" -m "$mtu" -D "$secs" --scheme "$star_scheme" --csv "$work/point.csv" || rc=$?
 				fi
 				if [ $rc = 0 ]; then
 					rate=$(awk -v r="$(csv_field "$work/point.csv" msg_rate)" 'BEGIN { printf "%.0f", r * 1e6 }')
+					[ -z "$lat_cols" ] || lat=$(csv_field "$work/point.csv" t_typical),$(csv_field "$work/point.csv" p99)
 				else
 					status=failed
 					err=$(bench_error)
@@ -211,7 +222,8 @@ for mode in $modes; do
 			retx=$(delta "$work/a0" "$work/a1" retransmitted_pkts)
 			tmo=$(delta "$work/a0" "$work/a1" local_ack_timeout_err)
 			wall=$(since "$t0")
-			echo "$mode,$n,$rate,$missb,$peakb,$rdp,$retx,$tmo,$attempt,$secs,$load1,$wall,$status,\"$err\"" >>"$runs_csv"
+			[ -z "$lat_cols" ] || [ -n "$lat" ] || lat=,
+			echo "$mode,$n,$rate,$missb,$peakb,$rdp,$retx,$tmo${lat_cols:+,$lat},$attempt,$secs,$load1,$wall,$status,\"$err\"" >>"$runs_csv"
 			[ $status != ok ] || echo "$mode,$n,$rate,$missb,$peakb" >>"$csv"
 			printf ' %-5s %5s %11s %8s %8s %9s %6s %8s %7s  %s\n' "$mode" "$n$([ "$attempt" = 1 ] || echo "#$attempt")" "${rate:--}" "$missb" "$peakb" "$rdp" "$retx" "$tmo" "$wall" "$status${err:+: $err}" >&2
 			if [ $status = skipped ] || ! retryable $rc $status; then

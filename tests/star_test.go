@@ -28,8 +28,9 @@ const starSizes = "0,1,4095,65536,1048576"
 // SEND with immediate into the server's RECVs, and the server's SENDs
 // into the client's RECVs (SEND_BACK), at 0%, 1% and 5% loss with delay,
 // reordering and duplication (both daemons' --netem stage, set with
-// softnic netem); softnic-bench write_bw, read_bw, send_bw and send_lat
-// run with --star; and B's counters show RDPs and GDs served, WQEPs sent
+// softnic netem); softnic-bench write_bw, read_bw, send_bw, send_lat and
+// rpc_lat (8 connections of 2,800/1,400-byte calls, payloads checked) run
+// with --star, and rpc_lat without it; and B's counters show RDPs and GDs served, WQEPs sent
 // and CQEPs taken, with no context on chip (qpc_resident_bytes_peak 0)
 // and no security drops on either side. Without --star-server, the
 // bench's server fails with one line naming it.
@@ -71,10 +72,14 @@ func TestE2EStar(t *testing.T) {
 			{"read_bw", "-n", "2000", "-q", "8", "-s", "4096"},
 			{"send_bw", "-n", "2000", "-q", "8", "-s", "4096"},
 			{"send_lat", "-n", "500", "-s", "2800"},
+			{"rpc_lat", "-n", "800", "-q", "8"},
 		} {
 			out := runBenchPair(t, tb, a, b, 18700+i, args, []string{"--star", "server"}, []string{"--star", "client"})
 			if !strings.Contains(out, "StaR role       : client, the peer server") {
 				t.Errorf("%s: no StaR role in the client's banner:\n%s", args[0], out)
+			}
+			if args[0] == "rpc_lat" && !strings.Contains(out, " 2800    1400        800 ") {
+				t.Errorf("rpc_lat: not 800 calls of 2800/1400 bytes:\n%s", out)
 			}
 		}
 	})
@@ -96,6 +101,13 @@ func TestE2EStar(t *testing.T) {
 	out, err := srv.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "run its daemon with softnic run --star-server") || strings.Count(strings.TrimSpace(string(out)), "\n") != 0 {
 		t.Errorf("StaR server on a daemon without --star-server: %v, %q; want one line naming --star-server", err, out)
+	}
+
+	// rpc_lat on ordinary QPs between the same daemons (after the
+	// counters above: these QPs keep context on B's chip): each side
+	// checks every request and response it receives.
+	if out := runBenchPair(t, tb, a, b, 18709, []string{"rpc_lat", "-n", "800", "-q", "8"}, nil, nil); !strings.Contains(out, " 2800    1400        800 ") {
+		t.Errorf("rpc_lat without --star:\n%s", out)
 	}
 
 	stopE2EDaemon(t, tb, a)

@@ -13,7 +13,7 @@ import (
 var jsonVerb = map[perftest.Test]string{
 	perftest.WriteBW: "RDMA_Write", perftest.WriteLat: "RDMA_Write",
 	perftest.ReadBW: "RDMA_Read", perftest.ReadLat: "RDMA_Read",
-	perftest.SendBW: "Send", perftest.SendLat: "Send",
+	perftest.SendBW: "Send", perftest.SendLat: "Send", perftest.RPCLat: "Send_RPC",
 	perftest.AtomicBW: "Atomic_FETCH_AND_ADD",
 }
 
@@ -56,7 +56,7 @@ func writeJSON(path string, o *options, cfg perftest.Config, device string, r pe
 	if o.postList > 1 {
 		fmt.Fprintf(&b, "\"Post_List\": %d,\n", o.postList)
 	}
-	if (t == perftest.SendBW || t == perftest.SendLat) && (o.server == "" || o.bidir) {
+	if (t == perftest.SendBW || t == perftest.SendLat || t == perftest.RPCLat) && (o.server == "" || o.bidir) {
 		fmt.Fprintf(&b, "\"RX_depth\": %d,\n", cfg.RxDepth)
 	}
 	if !t.IsLatency() {
@@ -81,6 +81,10 @@ func writeJSON(path string, o *options, cfg perftest.Config, device string, r pe
 		us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 		fmt.Fprintf(&b, "\"MsgSize\": %d,\n\"n_iterations\": %d,\n\"t_min\": %.2f,\n\"t_max\": %.2f,\n\"t_typical\": %.2f,\n\"t_avg\": %.2f,\n\"t_stdev\": %.2f,\n\"percentile_99\": %.2f,\n\"percentile_99.9\": %.2f",
 			r.Bytes, r.Iters, us(l.Min), us(l.Max), us(l.Typical), us(l.Avg), us(l.Stdev), us(l.P99), us(l.P999))
+		if r.RespBytes > 0 {
+			// rpc_lat (softnic's): perftest has no such keys.
+			fmt.Fprintf(&b, ",\n\"RespSize\": %d,\n\"CallRate\": %.1f", r.RespBytes, r.MsgRateMpps*1e6)
+		}
 	} else {
 		peak, avg := r.PeakGbps, r.AvgGbps
 		if !o.gbits {

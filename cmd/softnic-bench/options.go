@@ -44,8 +44,10 @@ type options struct {
 	delay    time.Duration
 	seed     uint64
 	ipv6     bool
-	sweepMax int    // hidden: the largest size of an -a sweep (tests)
-	star     string // --star server|client (star.go)
+	sweepMax int     // hidden: the largest size of an -a sweep (tests)
+	star     string  // --star server|client (star.go)
+	respSize int     // --response-size: rpc_lat's response, bytes
+	stall    float64 // --stall: seconds without progress that end a run
 
 	// perftest's flags that act on softnic too
 	bidir      bool   // -b
@@ -138,8 +140,10 @@ func (fs *flagSet) shortStringVar(p *string, short, long, def string) {
 // 65536 bytes, 1M 2^20, 1G 2^30.
 func (fs *flagSet) sizeVar(p *int, short, long string) {
 	fs.Var(sizeValue{p}, long, "")
-	fs.Var(sizeValue{p}, short, "")
-	fs.long[short] = long
+	if short != "" {
+		fs.Var(sizeValue{p}, short, "")
+		fs.long[short] = long
+	}
 }
 
 type sizeValue struct{ p *int }
@@ -283,6 +287,13 @@ process on softnic's in-memory fabric: no daemon, no privileges.
 tests:
   write_bw read_bw send_bw atomic_bw   bandwidth (perftest's ib_*_bw)
   write_lat read_lat send_lat          latency (ib_*_lat)
+  rpc_lat                              RPCs (softnic extension): -q N
+                                       connections, one call outstanding
+                                       on each, a SEND request of -s bytes
+                                       (default 2800) answered by a SEND
+                                       response of --response-size bytes
+                                       (default 1400); calls/s and the
+                                       calls' round-trip percentiles
   raw                                  raw RoCEv2 frames through the AF_XDP
                                        port, no transport: the path limit
   version                              the version, commit and Go toolchain
@@ -295,14 +306,19 @@ flags (perftest names; getopt's spellings work too: -s4096, -bN, --size=64K):
                         write_bw, 1000 the other tests, as perftest)
   -D, --duration SEC    run each size this many seconds instead of -n (no BW
                         peak then, as perftest)
-  -q, --qp N            QPs, WRs spread round robin (bw tests; default 1,
-                        at most 16384)
+  -q, --qp N            QPs, WRs spread round robin (bw tests and rpc_lat;
+                        default 1, at most 16384)
   -a, --all             sweep sizes 2 B .. 8 MiB in powers of two
   -m, --mtu N           path MTU: 256, 512, 1024, 2048 or 4096 (default 1024)
   -t, --tx-depth N      send WRs in flight per QP (default 128 bw, 1 lat):
                         -q 5000 -t 1 keeps one WR outstanding on each of
                         5000 QPs
-  -r, --rx-depth N      receive WRs posted per QP, SEND tests (default 512)
+  -r, --rx-depth N      receive WRs posted per QP, SEND tests (default 512;
+                        rpc_lat 1)
+      --response-size N rpc_lat: the response's bytes, with K, M or G
+                        (default 1400)
+      --stall SEC       end the run with an error after SEC seconds with no
+                        completion (default 10; softnic extension)
   -p, --port N          TCP port of the connection exchange (default 18515)
   -e, --events          wait for completions by completion events only: arm
                         the CQ, poll again, block on its completion channel
@@ -340,8 +356,9 @@ flags (perftest names; getopt's spellings work too: -s4096, -bN, --size=64K):
                         both NICs)
       --star ROLE       StaR's stateless mode (softnic extension): server on
                         the server side (its daemon runs --star-server),
-                        client on the client side; write_bw, read_bw and
-                        read_lat (docs/star.md)
+                        client on the client side; write_bw, read_bw,
+                        read_lat, send_bw, send_lat and rpc_lat
+                        (docs/star.md)
       --socket PATH     softnic daemon's control socket
                         (default /run/softnic/softnic.sock)
 
@@ -393,6 +410,8 @@ func newFlagSet(o *options) *flagSet {
 	fs.Uint64Var(&o.seed, "seed", 1, "")
 	fs.boolVar(&o.ipv6, "", "ipv6")
 	fs.stringVar(&o.star, "star", "")
+	fs.sizeVar(&o.respSize, "", "response-size")
+	fs.floatVar(&o.stall, "", "stall", perftest.DefaultStall.Seconds())
 	fs.intVar(&o.sweepMax, "", "sweep_max", sweepMax)
 	fs.boolVar(&o.bidir, "b", "bidirectional")
 	fs.intVar(&o.postList, "l", "post_list", 0)
@@ -505,8 +524,14 @@ func (o *options) check() error {
 		return usagef("-D %g: duration must be positive", o.duration)
 	case o.qps < 1 || o.qps > cm.MaxQPs:
 		return usagef("-q %d: 1 to %d QPs", o.qps, cm.MaxQPs)
-	case t.IsLatency() && o.qps != 1:
-		return usagef("-q %d: latency tests run on one QP", o.qps)
+	case t.OneQP() && o.qps != 1:
+		return usagef("-q %d: latency tests run on one QP (rpc_lat runs many)", o.qps)
+	case o.set["response-size"] && t != perftest.RPCLat:
+		return usagef("--response-size is rpc_lat's")
+	case o.set["response-size"] && (o.respSize < 1 || o.respSize > perftest.MaxSize):
+		return usagef("--response-size %d: 1 to %d bytes", o.respSize, perftest.MaxSize)
+	case !(o.stall > 0 && o.stall <= 86400):
+		return usagef("--stall %g: seconds, more than 0 and at most a day", o.stall)
 	case o.set["tx-depth"] && (o.txDepth < 1 || o.txDepth > 1<<16):
 		return usagef("-t %d: tx depth must be 1 to 65536", o.txDepth)
 	case o.rxDepth < 1 || o.rxDepth > 1<<16:
@@ -634,7 +659,7 @@ func (o *options) checkRaw() error {
 	if o.iface == "" {
 		return usagef("raw needs --iface")
 	}
-	for _, name := range []string{"iters", "all", "qp", "mtu", "tx-depth", "rx-depth", "csv", "report_gbits", "scheme", "star", "socket", "events",
+	for _, name := range []string{"iters", "all", "qp", "mtu", "tx-depth", "rx-depth", "csv", "report_gbits", "scheme", "star", "response-size", "stall", "socket", "events",
 		"bidirectional", "post_list", "qp-timeout", "noPeak", "connection", "rdma_cm", "run_infinitely", "report-both",
 		"out_json", "out_json_file", "ib-dev", "gid-index", "ib-port", "CPU-freq"} {
 		if o.set[name] {
@@ -691,6 +716,17 @@ func (o *options) config() perftest.Config {
 	if t.IsLatency() {
 		size = 2
 	}
+	if t == perftest.RPCLat {
+		size = perftest.DefaultReqSize
+		c.RespSize = perftest.DefaultRespSize
+		if o.set["response-size"] {
+			c.RespSize = o.respSize
+		}
+		if !o.set["rx-depth"] {
+			c.RxDepth = perftest.DefaultRxDepthRPC
+		}
+	}
+	c.Stall = time.Duration(o.stall * float64(time.Second))
 	if t == perftest.AtomicBW {
 		size = 8
 	}

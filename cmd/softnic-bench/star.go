@@ -13,9 +13,9 @@ import (
 // StaR servers, and its daemon must run with --star-server. The client
 // side says --star client: its QPs are StaR clients, on a scheme that
 // places out of order. Both sides must say it (the exchange pairs a
-// server only with a client). write_bw, read_bw, read_lat, send_bw and
-// send_lat run (the server's RECVs and SENDs travel as WQEPs from its
-// driver); write_lat needs the server's own WRITEs, not built.
+// server only with a client). write_bw, read_bw, read_lat, send_bw,
+// send_lat and rpc_lat run (the server's RECVs and SENDs travel as WQEPs
+// from its driver); write_lat needs the server's own WRITEs, not built.
 
 // checkStar checks --star against the side this process runs.
 func (o *options) checkStar() error {

@@ -36,7 +36,7 @@ func TestStarFlag(t *testing.T) {
 		{[]string{"write_bw", "--star", "client"}, "--star client on the server side"},
 		{[]string{"write_bw", "--star", "server", "host"}, "--star server on the client side"},
 		{[]string{"write_lat", "--star", "server"}, "write_lat needs the server to WRITE back"},
-		{[]string{"write_lat", "--star", "client", "host"}, "send_bw and send_lat run"},
+		{[]string{"write_lat", "--star", "client", "host"}, "send_lat and rpc_lat run"},
 		{[]string{"send_bw", "-b", "--embedded", "--star", "client"}, "-b (bidirectional) does not run on StaR QPs"},
 		{[]string{"atomic_bw", "--embedded", "--star", "client"}, "atomics are refused"},
 		{[]string{"write_bw", "-b", "--embedded", "--star", "client"}, "-b"},

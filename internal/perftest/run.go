@@ -30,6 +30,9 @@ const (
 	WriteLat
 	ReadLat
 	SendLat
+	// RPCLat is a softnic extension (rpc.go): N connections, each with one
+	// call outstanding, a SEND request answered by a SEND response.
+	RPCLat
 )
 
 var testInfo = [...]struct{ name, title string }{
@@ -40,12 +43,13 @@ var testInfo = [...]struct{ name, title string }{
 	WriteLat: {"write_lat", "RDMA_Write Latency Test"},
 	ReadLat:  {"read_lat", "RDMA_Read Latency Test"},
 	SendLat:  {"send_lat", "Send Latency Test"},
+	RPCLat:   {"rpc_lat", "Send RPC Latency Test (softnic extension)"},
 }
 
 // Tests lists the test names ParseTest accepts.
 func Tests() []string {
 	var names []string
-	for t := WriteBW; t <= SendLat; t++ {
+	for t := WriteBW; t <= RPCLat; t++ {
 		names = append(names, t.String())
 	}
 	return names
@@ -53,7 +57,7 @@ func Tests() []string {
 
 // ParseTest maps a name such as "write_bw" to its Test.
 func ParseTest(s string) (Test, error) {
-	for t := WriteBW; t <= SendLat; t++ {
+	for t := WriteBW; t <= RPCLat; t++ {
 		if t.String() == s {
 			return t, nil
 		}
@@ -61,7 +65,7 @@ func ParseTest(s string) (Test, error) {
 	return 0, fmt.Errorf("perftest: unknown test %q (have %v)", s, Tests())
 }
 
-func (t Test) valid() bool { return t >= WriteBW && t <= SendLat }
+func (t Test) valid() bool { return t >= WriteBW && t <= RPCLat }
 
 func (t Test) String() string {
 	if t.valid() {
@@ -79,12 +83,16 @@ func (t Test) Title() string {
 }
 
 // IsLatency reports whether t prints a latency table.
-func (t Test) IsLatency() bool { return t == WriteLat || t == ReadLat || t == SendLat }
+func (t Test) IsLatency() bool { return t == WriteLat || t == ReadLat || t == SendLat || t == RPCLat }
+
+// OneQP reports whether t runs on one QP only: perftest's latency tests
+// do; rpc_lat runs one call outstanding on each of -q QPs.
+func (t Test) OneQP() bool { return t.IsLatency() && t != RPCLat }
 
 // usesRecv reports whether t consumes receive WQEs on role's side; in a
 // bidirectional SEND test both sides do.
 func (t Test) usesRecv(r Role, bidir bool) bool {
-	return t == SendLat || t == SendBW && (r == Server || bidir)
+	return t == SendLat || t == RPCLat || t == SendBW && (r == Server || bidir)
 }
 
 // Role is the side of a run: the client drives and measures, the server
@@ -161,6 +169,9 @@ type Config struct {
 	// stateless StaR servers (its NIC must serve StaR), the client's StaR
 	// clients. write_bw, read_bw and read_lat only.
 	Star bool
+	// RespSize is rpc_lat's response size in bytes (--response-size;
+	// default DefaultRespSize); Sizes are its request sizes.
+	RespSize int
 }
 
 // Defaults, as perftest's where it has them.
@@ -168,6 +179,9 @@ const (
 	DefaultTxDepth    = 128
 	DefaultTxDepthLat = 1 // perftest's latency tests: one WR in flight
 	DefaultRxDepth    = 512
+	DefaultRxDepthRPC = 1    // rpc_lat: one call, so one response, outstanding per QP
+	DefaultRespSize   = 1400 // rpc_lat: StaR Fig. 5b's response
+	DefaultReqSize    = 2800 // rpc_lat: StaR Fig. 5b's request
 	DefaultStall      = 10 * time.Second
 	MaxSize           = 1 << 30
 )
@@ -187,6 +201,12 @@ func (c *Config) fill() error {
 	}
 	if c.RxDepth == 0 {
 		c.RxDepth = DefaultRxDepth
+		if c.Test == RPCLat {
+			c.RxDepth = DefaultRxDepthRPC
+		}
+	}
+	if c.Test == RPCLat && c.RespSize == 0 {
+		c.RespSize = DefaultRespSize
 	}
 	if c.MTU == 0 {
 		c.MTU = qp.MTU1024
@@ -201,12 +221,16 @@ func (c *Config) fill() error {
 		return errors.New("perftest: iterations (-n) or a duration (-D) must be positive")
 	case c.QPs < 1 || c.QPs > cm.MaxQPs:
 		return fmt.Errorf("perftest: %d QPs; 1 to %d", c.QPs, cm.MaxQPs)
-	case c.Test.IsLatency() && c.QPs != 1:
+	case c.Test.OneQP() && c.QPs != 1:
 		return fmt.Errorf("perftest: %v runs on one QP (got -q %d)", c.Test, c.QPs)
 	case c.TxDepth < 1 || c.TxDepth > dataplane.MaxWR:
 		return fmt.Errorf("perftest: tx depth %d; 1 to %d", c.TxDepth, dataplane.MaxWR)
 	case c.RxDepth < 1 || c.RxDepth > dataplane.MaxWR:
 		return fmt.Errorf("perftest: rx depth %d; 1 to %d", c.RxDepth, dataplane.MaxWR)
+	case c.Test == RPCLat && (c.RespSize < 1 || c.RespSize > MaxSize):
+		return fmt.Errorf("perftest: response size %d; 1 to %d bytes", c.RespSize, MaxSize)
+	case c.Test != RPCLat && c.RespSize != 0:
+		return fmt.Errorf("perftest: a response size is rpc_lat's, not %v's", c.Test)
 	case c.MTU.Bytes() == 0:
 		return fmt.Errorf("perftest: invalid path MTU %v", c.MTU)
 	case c.PostList < 0 || c.PostList > c.TxDepth:
@@ -430,7 +454,7 @@ func (s *session) setup() (err error) {
 	}
 	// A cache line's worth of alignment keeps atomics and the polled
 	// word inside one region.
-	s.slot = (slices.Max(cfg.Sizes) + 63) &^ 63
+	s.slot = (max(slices.Max(cfg.Sizes), cfg.RespSize) + 63) &^ 63
 	if s.pd, err = dev.Ctx.AllocPD(); err != nil {
 		return fmt.Errorf("perftest: alloc PD: %w", err)
 	}
@@ -499,6 +523,7 @@ type agreement struct {
 	Bidir    bool   `json:",omitempty"`
 	Infinite bool   `json:",omitempty"`
 	Star     bool   `json:",omitempty"`
+	RespSize int    `json:",omitempty"`
 }
 
 func (s *session) connect(conn net.Conn) error {
@@ -557,7 +582,7 @@ func (s *session) connect(conn net.Conn) error {
 	// The barrier also tells the peer our QPs are in RTR with their
 	// receives posted, so its first packet is not dropped.
 	mine, _ := json.Marshal(agreement{s.cfg.Test.String(), s.cfg.Sizes, s.cfg.Iters, s.cfg.Duration, s.cfg.QPs, s.cfg.TxDepth, s.cfg.MTU.Bytes(), s.qpScheme,
-		s.cfg.Bidirectional, s.cfg.Infinite, s.cfg.Star})
+		s.cfg.Bidirectional, s.cfg.Infinite, s.cfg.Star, s.cfg.RespSize})
 	theirs, err := cm.Sync(conn, mine)
 	if err != nil {
 		return err
@@ -629,6 +654,8 @@ func (s *session) serve(ctx context.Context, conn net.Conn, size int) (Row, erro
 		loopErr = s.serveWriteLat(ctx, &done, size)
 	case SendLat:
 		loopErr = s.serveSendLat(ctx, &done, size)
+	case RPCLat:
+		loopErr = s.serveRPC(ctx, &done, size)
 	}
 	if loopErr != nil {
 		// The client cannot finish without us: end the run on both
@@ -660,6 +687,8 @@ func (s *session) measure(ctx context.Context, size int) (Row, error) {
 		return s.sendLat(ctx, size)
 	case ReadLat:
 		return s.readLat(ctx, size)
+	case RPCLat:
+		return s.rpcLat(ctx, size)
 	}
 	return s.bandwidth(ctx, size)
 }
@@ -675,7 +704,7 @@ func (s *session) sendWR(i, size int) verbs.SendWR {
 		wr.Opcode = verbs.WRRDMAWrite
 	case ReadBW, ReadLat:
 		wr.Opcode = verbs.WRRDMARead
-	case SendBW, SendLat:
+	case SendBW, SendLat, RPCLat:
 		wr.Opcode = verbs.WRSend
 	case AtomicBW:
 		wr.Opcode, wr.CompareAdd = verbs.WRAtomicFetchAndAdd, 1

@@ -16,8 +16,8 @@ import (
 // keeps no per-connection state, and the client's are StaR clients, which
 // run the transport of both directions. The server's RECVs and SENDs go to
 // its driver, which pushes them to the client as WQEPs; its own WRITEs and
-// READs are not built. So write_bw, read_bw, read_lat, send_bw and
-// send_lat run, and write_lat (the server WRITEs back) does not.
+// READs are not built. So write_bw, read_bw, read_lat, send_bw, send_lat
+// and rpc_lat run, and write_lat (the server WRITEs back) does not.
 
 // StarSchemes lists the schemes a StaR client QP can run: those that
 // place out of order, since a stateless server answers every packet on
@@ -39,13 +39,13 @@ func (c *Config) CheckStar() error {
 		return nil
 	}
 	switch c.Test {
-	case WriteBW, ReadBW, ReadLat, SendBW, SendLat:
+	case WriteBW, ReadBW, ReadLat, SendBW, SendLat, RPCLat:
 	case WriteLat:
-		return errors.New("perftest: --star: write_lat needs the server to WRITE back, and a stateless server's own WRITEs are not built (its driver pushes only SENDs and RECVs as WQEPs; docs/star.md); write_bw, read_bw, read_lat, send_bw and send_lat run")
+		return errors.New("perftest: --star: write_lat needs the server to WRITE back, and a stateless server's own WRITEs are not built (its driver pushes only SENDs and RECVs as WQEPs; docs/star.md); write_bw, read_bw, read_lat, send_bw, send_lat and rpc_lat run")
 	case AtomicBW:
 		return errors.New("perftest: --star: atomics are refused on StaR QPs: a stateless server cannot execute them exactly once (docs/star.md)")
 	default:
-		return fmt.Errorf("perftest: --star: %v does not run on StaR QPs (docs/star.md); write_bw, read_bw, read_lat, send_bw and send_lat run", c.Test)
+		return fmt.Errorf("perftest: --star: %v does not run on StaR QPs (docs/star.md); write_bw, read_bw, read_lat, send_bw, send_lat and rpc_lat run", c.Test)
 	}
 	if c.Bidirectional {
 		// write_bw -b needs the server's own WRITEs (not built); send_bw -b

@@ -19,8 +19,12 @@ type Row struct {
 	AvgGbps     float64
 	MsgRateMpps float64
 	Lat         *LatStats
-	Scheme      string  // the recovery scheme the two sides agreed on
-	LossPct     float64 // configured loss, percent (embedded fabric)
+	// RespBytes is an rpc_lat row's response size; its Bytes is the
+	// request's, MsgRateMpps the calls per second over all QPs, in
+	// millions, and Lat the calls' round trips.
+	RespBytes int     `json:",omitempty"`
+	Scheme    string  // the recovery scheme the two sides agreed on
+	LossPct   float64 // configured loss, percent (embedded fabric)
 	// NoPeak: BW peak was not measured (timed and infinite runs, more
 	// than MaxPeakIters iterations, -N), as perftest skips it; the table
 	// shows 0 and the CSV leaves the column empty.
@@ -46,8 +50,19 @@ func PrintLatHeader(w io.Writer) {
 	fmt.Fprintln(w, " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] ")
 }
 
+// PrintRPCHeader prints rpc_lat's table header: perftest's latency
+// columns after the request and response sizes, the calls and their rate.
+func PrintRPCHeader(w io.Writer) {
+	fmt.Fprintln(w, tableRule)
+	fmt.Fprintln(w, " #bytes #resp_bytes #calls     calls/sec    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] ")
+}
+
 // PrintHeader prints the header for the kind of rows test produces.
 func PrintHeader(w io.Writer, t Test, gbits bool) {
+	if t == RPCLat {
+		PrintRPCHeader(w)
+		return
+	}
 	if t.IsLatency() {
 		PrintLatHeader(w)
 	} else {
@@ -62,6 +77,11 @@ func PrintRow(w io.Writer, r Row, gbits bool) {
 		return
 	}
 	l := r.Lat
+	if r.RespBytes > 0 {
+		fmt.Fprintf(w, " %-7d %-11d %-10d %-10.0f   %-7.2f        %-7.2f      %-7.2f          %-7.2f        %-7.2f         %-7.2f                %-7.2f\n",
+			r.Bytes, r.RespBytes, r.Iters, r.MsgRateMpps*1e6, usec(l.Min), usec(l.Max), usec(l.Typical), usec(l.Avg), usec(l.Stdev), usec(l.P99), usec(l.P999))
+		return
+	}
 	fmt.Fprintf(w, " %-7d %-10d       %-7.2f        %-7.2f      %-7.2f          %-7.2f        %-7.2f         %-7.2f                %-7.2f\n",
 		r.Bytes, r.Iters, usec(l.Min), usec(l.Max), usec(l.Typical), usec(l.Avg), usec(l.Stdev), usec(l.P99), usec(l.P999))
 }
@@ -80,7 +100,9 @@ func printBW(w io.Writer, bytes, iters int, peakGbps, avgGbps, msgRateMpps float
 // CSVHeader is the first record of a CSV file. Bandwidths are in Gb/s
 // whatever the table shows (so files of different runs can be merged),
 // latencies in microseconds, loss in percent; columns that do not apply to
-// a row's test are empty.
+// a row's test are empty. An rpc_lat row has both: msg_rate is its
+// million calls per second, the latency columns its calls' round trips
+// (its response size is not a column: it is the run's --response-size).
 var CSVHeader = []string{"test", "bytes", "iterations", "bw_peak", "bw_avg", "msg_rate",
 	"t_min", "t_max", "t_typical", "t_avg", "t_stdev", "p99", "p99_9", "scheme", "loss"}
 
@@ -97,6 +119,9 @@ func (r Row) Record() []string {
 		l := r.Lat
 		for i, d := range []time.Duration{l.Min, l.Max, l.Typical, l.Avg, l.Stdev, l.P99, l.P999} {
 			rec[6+i] = f(usec(d), 3)
+		}
+		if r.RespBytes > 0 {
+			rec[5] = f(r.MsgRateMpps, 6)
 		}
 	}
 	return rec
