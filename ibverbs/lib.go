@@ -188,7 +188,7 @@ func snic_go_dealloc_pd(h C.uintptr_t) C.int {
 //export snic_go_reg_mr
 func snic_go_reg_mr(pdh C.uintptr_t, addr unsafe.Pointer, n C.size_t, access C.uint32_t, out *C.uintptr_t, lkey, rkey *C.uint32_t) C.int {
 	pd := value[*pdObj](pdh)
-	buf, err := pd.ctx.c.ShareMemory(uintptr(addr), int(n))
+	buf, err := pd.ctx.c.ShareMemory(addr, int(n))
 	if err != nil {
 		return errno("reg mr", err)
 	}

@@ -14,7 +14,7 @@ import (
 // inside, memory already shared: its pages are backed by another file.
 var ErrShareOverlap = errors.New("verbs: ShareMemory: the range partly overlaps memory already shared")
 
-// ShareMemory makes n bytes of ordinary memory of this process at addr
+// ShareMemory makes n bytes of ordinary memory of this process at p
 // (memory that did not come from AllocBuf, such as a C program's malloc
 // buffer) reachable by the NIC, and returns them as a slice that RegMR
 // accepts. On a daemon context it rounds the range out to whole pages,
@@ -33,23 +33,24 @@ var ErrShareOverlap = errors.New("verbs: ShareMemory: the range partly overlaps 
 // earlier ShareMemory) is returned as it is; one that partly overlaps it
 // fails with ErrShareOverlap. On an embedded context the memory is used
 // as it is.
-func (c *Context) ShareMemory(addr uintptr, n int) ([]byte, error) {
-	if n <= 0 || addr == 0 {
+func (c *Context) ShareMemory(p unsafe.Pointer, n int) ([]byte, error) {
+	if n <= 0 || p == nil {
 		return nil, errors.New("verbs: ShareMemory: empty range")
 	}
-	buf := unsafe.Slice((*byte)(unsafe.Pointer(addr)), n)
+	buf := unsafe.Slice((*byte)(p), n)
 	if c.remote == nil {
 		return buf, nil
 	}
-	return c.remote.shareMemory(addr, n, buf)
+	return c.remote.shareMemory(p, n, buf)
 }
 
-func (r *remote) shareMemory(addr uintptr, n int, buf []byte) ([]byte, error) {
+func (r *remote) shareMemory(p unsafe.Pointer, n int, buf []byte) ([]byte, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if sb, _ := r.findBuf(buf); sb != nil {
 		return buf, nil
 	}
+	addr := uintptr(p)
 	page := uintptr(unix.Getpagesize())
 	start := addr &^ (page - 1)
 	end := (addr + uintptr(n) + page - 1) &^ (page - 1)
@@ -64,14 +65,14 @@ func (r *remote) shareMemory(addr uintptr, n int, buf []byte) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("verbs: ShareMemory: %w", err)
 	}
-	orig := unsafe.Slice((*byte)(unsafe.Pointer(start)), size)
+	orig := unsafe.Slice((*byte)(unsafe.Add(p, -int(addr-start))), size)
 	copy(mem, orig)
 	unix.Munmap(mem)
 	// Map the memfd over the original pages, keeping their protection
 	// as read-write (registered memory is written by the NIC).
-	p, _, errno := unix.Syscall6(unix.SYS_MMAP, start, uintptr(size), unix.PROT_READ|unix.PROT_WRITE,
+	got, _, errno := unix.Syscall6(unix.SYS_MMAP, start, uintptr(size), unix.PROT_READ|unix.PROT_WRITE,
 		unix.MAP_SHARED|unix.MAP_FIXED, uintptr(fd), 0)
-	if errno != 0 || p != start {
+	if errno != 0 || got != start {
 		unix.Close(fd)
 		return nil, fmt.Errorf("verbs: ShareMemory: mmap over %#x: %v", start, errno)
 	}
