@@ -341,6 +341,10 @@ func snic_go_destroy_qp(h C.uintptr_t) C.int {
 // MAC at modify-to-RTR.
 const macTimeout = 3 * time.Second
 
+// routedHopLimit is the hop limit of a routed RoCEv2 path, the kernel's
+// default (ip4_dst_hoplimit).
+const routedHopLimit = 64
+
 //export snic_go_modify_qp
 func snic_go_modify_qp(h C.uintptr_t, a *C.struct_snic_qp_attr, mask C.uint32_t) C.int {
 	q := value[*qpObj](h)
@@ -359,15 +363,20 @@ func snic_go_modify_qp(h C.uintptr_t, a *C.struct_snic_qp_attr, mask C.uint32_t)
 			gid[i] = byte(a.dgid[i])
 		}
 		dgid := netip.AddrFrom16(gid).Unmap()
-		mac := q.ctx.dev.MAC
+		mac, hops := q.ctx.dev.MAC, uint8(a.hop_limit)
 		if dgid != q.ctx.dev.GID.Unmap() {
-			var err error
-			if mac, err = cm.ResolveMAC(dgid, macTimeout); err != nil {
+			m, routed, err := cm.ResolveMAC(dgid, macTimeout)
+			if err != nil {
 				return errno("modify qp: resolve the destination's MAC", err)
+			}
+			// As the kernel does for a RoCE NIC: a routed path gets
+			// the route's hop limit.
+			if mac = m; routed && hops < routedHopLimit {
+				hops = routedHopLimit
 			}
 		}
 		attr.AV = verbs.AHAttr{DGID: dgid, DMAC: mac, TrafficClass: uint8(a.traffic_class),
-			HopLimit: uint8(a.hop_limit), FlowLabel: uint32(a.flow_label)}
+			HopLimit: hops, FlowLabel: uint32(a.flow_label)}
 	}
 	return errno("modify qp", q.q.Modify(&attr, m))
 }

@@ -40,17 +40,23 @@ func NextHopMAC(dst netip.Addr, peerMAC [6]byte, timeout time.Duration) ([6]byte
 // such as an ibverbs program, whose connection exchange carries GIDs
 // only (the kernel resolves the MAC for a hardware RoCE NIC): the MAC of
 // the gateway on a routed path, else dst's own, from the neighbor table,
-// prompting the kernel to resolve it as NextHopMAC does.
-func ResolveMAC(dst netip.Addr, timeout time.Duration) ([6]byte, error) {
+// prompting the kernel to resolve it as NextHopMAC does. routed says
+// whether the path goes through a gateway: the kernel then raises a
+// RoCEv2 address vector's hop limit to the route's (64), as
+// rdma_addr_find_l2_eth_by_grh does, since programs such as
+// ibv_rc_pingpong ask for a hop limit of 1.
+func ResolveMAC(dst netip.Addr, timeout time.Duration) (mac [6]byte, routed bool, err error) {
 	dst = dst.Unmap()
 	gw, oif, err := routeTo(dst)
 	if err != nil {
-		return [6]byte{}, err
+		return [6]byte{}, false, err
 	}
-	if !gw.IsValid() {
-		gw = dst
+	next := dst
+	if gw.IsValid() {
+		next = gw
 	}
-	return waitNeighbor(gw, dst, oif, timeout)
+	mac, err = waitNeighbor(next, dst, oif, timeout)
+	return mac, gw.IsValid(), err
 }
 
 // waitNeighbor waits up to timeout for the kernel's link-layer address of
