@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"runtime"
 	"runtime/cgo"
 	"sync"
 	"syscall"
@@ -35,6 +36,16 @@ import (
 )
 
 func main() {}
+
+// The library runs its goroutines (the daemon connection's) on one P, as
+// softnic-bench does: with more, the runtime keeps a thread spinning for
+// work, which on a small host takes the core the daemon needs. A
+// GOMAXPROCS in the environment wins.
+func init() {
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(1)
+	}
+}
 
 // debug prints the reason of a failed call (SOFTNIC_DEBUG=1): ibverbs
 // has only an errno for it.

@@ -19,6 +19,7 @@
 #include <endian.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,7 +48,17 @@ struct snic_context {
 struct snic_pd { struct ibv_pd ibv; uintptr_t h; };
 struct snic_mr { struct ibv_mr ibv; uintptr_t h; };
 struct snic_channel { struct ibv_comp_channel ibv; uintptr_t h; };
-struct snic_cq { struct ibv_cq ibv; uintptr_t h; };
+struct snic_cq {
+	struct ibv_cq ibv;
+	uintptr_t h;
+	unsigned empty; /* consecutive empty polls */
+};
+
+/* A program that spins on ibv_poll_cq (perftest, ibv_rc_pingpong without
+   -e) yields the CPU after this many empty polls in a row, so that the
+   daemon's poll loop, which moves its packets, gets to run on a host
+   with few cores (docs/ibverbs.md). */
+#define SNIC_EMPTY_POLLS_YIELD 8
 struct snic_qp {
 	struct ibv_qp ibv;
 	uintptr_t h;
@@ -176,6 +187,14 @@ static int snic_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 		total += got;
 		if (got < want)
 			break;
+	}
+	if (total == 0) {
+		if (++cq->empty >= SNIC_EMPTY_POLLS_YIELD) {
+			cq->empty = 0;
+			sched_yield();
+		}
+	} else {
+		cq->empty = 0;
 	}
 	return total;
 }

@@ -289,3 +289,60 @@ func lastLines(s string, n int) string {
 	l := strings.Split(strings.TrimSpace(s), "\n")
 	return strings.Join(l[max(0, len(l)-n):], "\n")
 }
+
+// perftests are the perftest programs and arguments the test runs: 64
+// KiB messages at path MTU 1024 (the bw tests), 8 B (latency), perftest's
+// own exchange on its own port.
+var perftests = [][]string{
+	{"ib_write_bw", "-s", "65536", "-m", "1024", "-n", "2000"},
+	{"ib_read_bw", "-s", "65536", "-m", "1024", "-n", "1000"},
+	{"ib_send_bw", "-s", "65536", "-m", "1024", "-n", "1000"},
+	{"ib_write_lat", "-s", "8", "-m", "1024", "-n", "1000"},
+	{"ib_atomic_bw", "-m", "1024", "-n", "1000"},
+}
+
+// TestIbverbsPerftest: Debian's perftest programs between the hosts, at
+// 0% and at 1% loss on the switch; each side exits 0 and prints
+// perftest's table, and the daemons' counters show the traffic (and the
+// retransmissions under loss).
+func TestIbverbsPerftest(t *testing.T) {
+	var progs []string
+	for _, p := range perftests {
+		progs = append(progs, p[0])
+	}
+	netns.RequireNft(t)
+	tb, a, b := ibvTestbed(t, progs...)
+	port := 18600
+	for _, loss := range []float64{0, 1} {
+		if out, err := tb.Loss(loss); err != nil {
+			t.Fatal(err)
+		} else if loss > 0 {
+			t.Logf("switch: %s", out)
+		}
+		retx := a.counter(t, "retransmitted_pkts") + b.counter(t, "retransmitted_pkts")
+		for _, p := range perftests {
+			t.Run(fmt.Sprintf("%s/loss%v", p[0], loss), func(t *testing.T) {
+				port++
+				argv := append(append([]string{}, p...), "-F", "-p", fmt.Sprint(port))
+				cli, srv := ibvPair(t, tb, a, b, port, argv...)
+				for side, out := range map[string]string{"client": cli, "server": srv} {
+					if !strings.Contains(out, "#bytes") {
+						t.Errorf("%s: no perftest table:\n%s", side, out)
+					}
+				}
+				t.Logf("%s\n%s", strings.Join(argv, " "), lastLines(cli, 4))
+			})
+		}
+		if loss > 0 {
+			if n := a.counter(t, "retransmitted_pkts") + b.counter(t, "retransmitted_pkts") - retx; n == 0 {
+				t.Errorf("no retransmissions at %v%% loss", loss)
+			} else {
+				t.Logf("%v%% loss: %d packets retransmitted", loss, n)
+			}
+		}
+	}
+	tb.Loss(0)
+	if a.counter(t, "sent_pkts") == 0 || b.counter(t, "sent_pkts") == 0 {
+		t.Errorf("the daemons' counters show no traffic")
+	}
+}
