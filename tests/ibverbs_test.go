@@ -346,3 +346,41 @@ func TestIbverbsPerftest(t *testing.T) {
 		t.Errorf("the daemons' counters show no traffic")
 	}
 }
+
+// TestIbverbsUnsupported: a program that calls verbs softnic does not
+// implement (SRQ, address handles, UD QPs, memory windows, extended QPs,
+// dmabuf regions, a Q_Key on an RC QP) gets NULL or an error with
+// EOPNOTSUPP from each, never a crash; the same context's supported
+// verbs still work, and the daemon stays healthy for the next client.
+func TestIbverbsUnsupported(t *testing.T) {
+	needIbverbs(t, "ibv_devinfo")
+	tb := requireE2E(t)
+	lib := ibverbsLib(t)
+	prog := filepath.Join(binDir, "ibvunsupported")
+	if out, err := exec.Command("gcc", "-o", prog, "ibvunsupported/main.c", "-L"+lib, "-l:libibverbs.so.1").CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	a, _ := newE2EHosts(t, tb)
+	startE2EDaemon(t, tb, a, tb.A.IPv4)
+	p := ibvProc(t, tb, a.name, a.socket, prog)
+	out := waitExit(t, p, "ibvunsupported", time.Minute)
+	calls := 0
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if f := strings.Fields(l); len(f) == 3 && strings.HasPrefix(f[2], "errno=") {
+			calls++
+			if f[1] != "failed" || f[2] != "errno=95" {
+				t.Errorf("%s: %s %s, want failed with errno=95 (EOPNOTSUPP)", f[0], f[1], f[2])
+			}
+		}
+	}
+	if calls != 7 || !strings.Contains(out, "supported verbs ok") {
+		t.Errorf("ibvunsupported: %d unsupported calls reported, want 7, then supported verbs ok:\n%s", calls, out)
+	}
+	t.Logf("ibvunsupported:\n%s", out)
+	mustStats(t, a.socket)
+	d := ibvProc(t, tb, a.name, a.socket, "ibv_devinfo")
+	if out := waitExit(t, d, "ibv_devinfo", time.Minute); !strings.Contains(out, "PORT_ACTIVE") {
+		t.Errorf("ibv_devinfo after the unsupported calls:\n%s", out)
+	}
+	stopE2EDaemon(t, tb, a)
+}
