@@ -57,8 +57,10 @@ struct snic_cq {
 /* A program that spins on ibv_poll_cq (perftest, ibv_rc_pingpong without
    -e) yields the CPU after this many empty polls in a row, so that the
    daemon's poll loop, which moves its packets, gets to run on a host
-   with few cores (docs/ibverbs.md). */
+   with few cores (docs/ibverbs.md). SOFTNIC_POLL_YIELD=N changes it
+   (0: never yield). */
 #define SNIC_EMPTY_POLLS_YIELD 8
+static unsigned snic_poll_yield = SNIC_EMPTY_POLLS_YIELD;
 struct snic_qp {
 	struct ibv_qp ibv;
 	uintptr_t h;
@@ -189,7 +191,7 @@ static int snic_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 			break;
 	}
 	if (total == 0) {
-		if (++cq->empty >= SNIC_EMPTY_POLLS_YIELD) {
+		if (snic_poll_yield && ++cq->empty >= snic_poll_yield) {
 			cq->empty = 0;
 			sched_yield();
 		}
@@ -364,6 +366,8 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 	c->ibv.num_comp_vectors = 1;
 	pthread_mutex_init(&c->ibv.mutex, NULL);
 	c->ibv.abi_compat = NULL; /* a legacy context: no verbs_context */
+	if (getenv("SOFTNIC_POLL_YIELD"))
+		snic_poll_yield = (unsigned)atoi(getenv("SOFTNIC_POLL_YIELD"));
 	c->ibv.ops.poll_cq = snic_poll_cq;
 	c->ibv.ops.req_notify_cq = snic_req_notify_cq;
 	c->ibv.ops.post_send = snic_post_send;

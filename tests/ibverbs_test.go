@@ -188,7 +188,11 @@ func TestIbverbsSymbols(t *testing.T) {
 // socket, with the drop-in library first on the library path.
 func ibvProc(t *testing.T, tb *netns.Testbed, host, socket string, argv ...string) *childProc {
 	t.Helper()
-	args := append([]string{"netns", "exec", tb.NS(host), "env", "LD_LIBRARY_PATH=" + ibverbsLib(t), "SOFTNIC_SOCKET=" + socket}, argv...)
+	env := []string{"LD_LIBRARY_PATH=" + ibverbsLib(t), "SOFTNIC_SOCKET=" + socket}
+	if y := os.Getenv("SOFTNIC_POLL_YIELD"); y != "" {
+		env = append(env, "SOFTNIC_POLL_YIELD="+y)
+	}
+	args := append(append([]string{"netns", "exec", tb.NS(host), "env"}, env...), argv...)
 	return startChild(t, exec.Command("ip", args...), "")
 }
 
@@ -383,4 +387,57 @@ func TestIbverbsUnsupported(t *testing.T) {
 		t.Errorf("ibv_devinfo after the unsupported calls:\n%s", out)
 	}
 	stopE2EDaemon(t, tb, a)
+}
+
+// bwAverage is the BW average column of perftest's (and softnic-bench's)
+// row for size.
+func bwAverage(t *testing.T, out, size string) float64 {
+	t.Helper()
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) >= 4 && f[0] == size {
+			var v float64
+			if _, err := fmt.Sscan(f[3], &v); err == nil {
+				return v
+			}
+		}
+	}
+	t.Fatalf("no row for %s bytes:\n%s", size, out)
+	return 0
+}
+
+// TestIbverbsVsBench measures (it asserts nothing: speed is never
+// asserted in tests) Debian's ib_write_bw over the drop-in library next
+// to softnic-bench write_bw, same testbed, same daemons, same run,
+// interleaved, 64 KiB at MTU 1024 on one QP; docs/results.md quotes it.
+// It runs only with SOFTNIC_IBVERBS_COMPARE=1 (a minute of traffic).
+func TestIbverbsVsBench(t *testing.T) {
+	if os.Getenv("SOFTNIC_IBVERBS_COMPARE") != "1" {
+		t.Skip("skipping: a measurement; set SOFTNIC_IBVERBS_COMPARE=1")
+	}
+	tb, a, b := ibvTestbed(t, "ib_write_bw")
+	sb := benchBinary(t)
+	const rounds, iters = 7, "5000"
+	var perf, own []float64
+	port := 18700
+	for range rounds {
+		port++
+		argv := []string{"ib_write_bw", "-s", "65536", "-m", "1024", "-n", iters, "-F", "-p", fmt.Sprint(port)}
+		cli, _ := ibvPair(t, tb, a, b, port, argv...)
+		perf = append(perf, bwAverage(t, cli, "65536"))
+
+		port++
+		p := fmt.Sprint(port)
+		srv := startChild(t, exec.Command("ip", "netns", "exec", tb.NS(b.name), sb, "write_bw", "--socket", b.socket, "-s", "65536", "-m", "1024", "-n", iters, "-p", p), "")
+		waitListen(t, tb, b.name, port, srv)
+		c := startChild(t, exec.Command("ip", "netns", "exec", tb.NS(a.name), sb, "write_bw", "--socket", a.socket, "-s", "65536", "-m", "1024", "-n", iters, "-p", p, b.ip.String()), "")
+		out := waitExit(t, c, "softnic-bench client", 3*time.Minute)
+		waitExit(t, srv, "softnic-bench server", 30*time.Second)
+		own = append(own, bwAverage(t, out, "65536"))
+	}
+	sort.Float64s(perf)
+	sort.Float64s(own)
+	t.Logf("ib_write_bw -s 65536 -m 1024 -n %s, MB/s: %v", iters, perf)
+	t.Logf("softnic-bench write_bw -s 65536 -m 1024 -n %s, MB/s: %v", iters, own)
+	t.Logf("medians: ib_write_bw %.2f MB/s, softnic-bench %.2f MB/s, ratio %.2f", perf[rounds/2], own[rounds/2], perf[rounds/2]/own[rounds/2])
 }
