@@ -258,9 +258,10 @@ func ibvTestbed(t *testing.T, programs ...string) (*netns.Testbed, *e2eHost, *e2
 	return tb, a, b
 }
 
-// TestIbverbsPingpong: Debian's ibv_rc_pingpong between the hosts, with
-// completion events (-e) and without; both sides report their bandwidth
-// and exit 0.
+// TestIbverbsPingpong: ibv_devinfo shows the device, and Debian's
+// ibv_rc_pingpong runs between the hosts with completion events (-e) and
+// without, checking the data it receives (-c); both sides report their
+// bandwidth and exit 0.
 func TestIbverbsPingpong(t *testing.T) {
 	tb, a, b := ibvTestbed(t, "ibv_rc_pingpong", "ibv_devinfo")
 	out, err := tb.Exec(a.name, "env", "LD_LIBRARY_PATH="+ibverbsLib(t), "SOFTNIC_SOCKET="+a.socket, "ibv_devinfo", "-v")
@@ -270,11 +271,16 @@ func TestIbverbsPingpong(t *testing.T) {
 	t.Logf("ibv_devinfo on A:\n%s", firstLines(out, 6))
 	for i, extra := range [][]string{nil, {"-e"}} {
 		port := 18515 + i
-		argv := append([]string{"ibv_rc_pingpong", "-g", "0", "-p", fmt.Sprint(port), "-n", "1000"}, extra...)
+		argv := append([]string{"ibv_rc_pingpong", "-g", "0", "-p", fmt.Sprint(port), "-n", "1000", "-c"}, extra...)
 		cli, srv := ibvPair(t, tb, a, b, port, argv...)
 		for side, out := range map[string]string{"client": cli, "server": srv} {
 			if !strings.Contains(out, "Mbit/sec") || !strings.Contains(out, "1000 iters in") {
 				t.Errorf("%v %s: no bandwidth report:\n%s", extra, side, out)
+			}
+			// -c: the receiver checks that the sender's pattern landed in
+			// its buffer (memory the library shared at ibv_reg_mr).
+			if strings.Contains(out, "invalid data") {
+				t.Errorf("%v %s: received data differs:\n%s", extra, side, out)
 			}
 		}
 		t.Logf("ibv_rc_pingpong %v, client:\n%s", extra, lastLines(cli, 2))
