@@ -30,6 +30,17 @@ plots: ## redraw docs/results' PNGs from the committed CSVs (no sweep is rerun)
 	$(GO) run ./cmd/softnic-sweep plot-qps -in docs/results/testbed-qps.csv -out docs/results -prefix testbed-qps -note "testbed, SRAM 76800 B"
 	$(GO) run ./cmd/softnic-sweep plot-star -in docs/results/star-fig5a.csv -out docs/results
 
+# make ibverbs: softnic's drop-in libibverbs.so.1 (docs/ibverbs.md); needs
+# gcc and rdma-core's headers (libibverbs-dev).
+LIBDIR ?= $(PREFIX)/lib/softnic
+ibverbs: ## build the drop-in libibverbs.so.1 into build/lib (needs libibverbs-dev)
+	@test -f /usr/include/infiniband/verbs.h || { echo "make ibverbs needs rdma-core's headers: apt-get install libibverbs-dev"; exit 1; }
+	mkdir -p build/lib
+	CGO_ENABLED=1 $(GO) build -tags ibverbs -buildmode=c-shared \
+		-ldflags "-extldflags '-Wl,--version-script=$(CURDIR)/ibverbs/libibverbs.map'" \
+		-o build/lib/libibverbs.so.1 ./ibverbs/
+	rm -f build/lib/libibverbs.so.h
+
 generate: ## rebuild the XDP object (needs clang, llvm, libbpf-dev)
 	$(GO) generate ./bpf/
 
@@ -65,9 +76,14 @@ install: build ## install binaries, systemd unit, sysusers file (PREFIX=/usr/loc
 	chmod 0644 '$(DESTDIR)$(SYSTEMDUNITDIR)/softnic@.service.tmp'
 	mv '$(DESTDIR)$(SYSTEMDUNITDIR)/softnic@.service.tmp' '$(DESTDIR)$(SYSTEMDUNITDIR)/softnic@.service'
 	install -m 0644 contrib/sysusers.d/softnic.conf '$(DESTDIR)$(SYSUSERSDIR)/softnic.conf'
+	@# The drop-in libibverbs, if make ibverbs built it: in a directory of
+	@# its own, so that only programs run with LD_LIBRARY_PATH=$(LIBDIR) use it.
+	if test -f build/lib/libibverbs.so.1; then install -d '$(DESTDIR)$(LIBDIR)' && \
+		install -m 0755 build/lib/libibverbs.so.1 '$(DESTDIR)$(LIBDIR)/libibverbs.so.1'; fi
 
 uninstall: ## remove what install put there
 	rm -f '$(DESTDIR)$(BINDIR)/softnic' '$(DESTDIR)$(BINDIR)/softnic-bench' '$(DESTDIR)$(BINDIR)/softnic-sweep' \
-		'$(DESTDIR)$(SYSTEMDUNITDIR)/softnic@.service' '$(DESTDIR)$(SYSUSERSDIR)/softnic.conf'
+		'$(DESTDIR)$(SYSTEMDUNITDIR)/softnic@.service' '$(DESTDIR)$(SYSUSERSDIR)/softnic.conf' \
+		'$(DESTDIR)$(LIBDIR)/libibverbs.so.1'
 
-.PHONY: help demo test short bench fuzz plots generate check ci build install uninstall
+.PHONY: help demo test short bench fuzz plots generate check ci build install uninstall ibverbs

@@ -107,6 +107,9 @@ type sharedBuf struct {
 	fd  int
 	mem []byte
 	mrs int // regions registered in it
+	// fixed: mapped by ShareMemory over memory the process owns; FreeBuf
+	// does not unmap it.
+	fixed bool
 }
 
 // mrCheck is what the client needs to check a receive SGE as the engine
@@ -244,7 +247,7 @@ func (r *remote) freeBuf(b []byte) error {
 		return errors.New("verbs: FreeBuf of an empty slice")
 	}
 	sb := r.bufs[&b[0]]
-	if sb == nil {
+	if sb == nil || sb.fixed {
 		return errors.New("verbs: FreeBuf of memory that did not come from AllocBuf")
 	}
 	if sb.mrs > 0 {

@@ -33,18 +33,47 @@ func NextHopMAC(dst netip.Addr, peerMAC [6]byte, timeout time.Duration) ([6]byte
 	if !gw.IsValid() {
 		return peerMAC, nil
 	}
+	return waitNeighbor(gw, dst, oif, timeout)
+}
+
+// ResolveMAC is NextHopMAC for a caller that knows no MAC of the peer,
+// such as an ibverbs program, whose connection exchange carries GIDs
+// only (the kernel resolves the MAC for a hardware RoCE NIC): the MAC of
+// the gateway on a routed path, else dst's own, from the neighbor table,
+// prompting the kernel to resolve it as NextHopMAC does. routed says
+// whether the path goes through a gateway: the kernel then raises a
+// RoCEv2 address vector's hop limit to the route's (64), as
+// rdma_addr_find_l2_eth_by_grh does, since programs such as
+// ibv_rc_pingpong ask for a hop limit of 1.
+func ResolveMAC(dst netip.Addr, timeout time.Duration) (mac [6]byte, routed bool, err error) {
+	dst = dst.Unmap()
+	gw, oif, err := routeTo(dst)
+	if err != nil {
+		return [6]byte{}, false, err
+	}
+	next := dst
+	if gw.IsValid() {
+		next = gw
+	}
+	mac, err = waitNeighbor(next, dst, oif, timeout)
+	return mac, gw.IsValid(), err
+}
+
+// waitNeighbor waits up to timeout for the kernel's link-layer address of
+// the next hop ip (towards dst) on interface oif.
+func waitNeighbor(ip, dst netip.Addr, oif int, timeout time.Duration) ([6]byte, error) {
 	deadline := time.Now().Add(timeout)
 	for prompted := false; ; {
-		mac, ok, err := neighbor(gw, oif)
+		mac, ok, err := neighbor(ip, oif)
 		if err != nil || ok {
 			return mac, err
 		}
 		if !prompted {
-			prompt(gw)
+			prompt(ip)
 			prompted = true
 		}
 		if time.Now().After(deadline) {
-			return [6]byte{}, fmt.Errorf("cm: the kernel has no MAC address for gateway %v (towards %v) after %v", gw, dst, timeout)
+			return [6]byte{}, fmt.Errorf("cm: the kernel has no MAC address for %v (towards %v) after %v", ip, dst, timeout)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

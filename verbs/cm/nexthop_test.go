@@ -75,3 +75,49 @@ func TestNextHopTestbed(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestResolveMACTestbed: with no MAC from the peer (an ibverbs program's
+// exchange), A resolves B's addresses to the switch's port and says the
+// path is routed, and the switch's own address to the switch's MAC from
+// the neighbor table, on-link. Needs root.
+func TestResolveMACTestbed(t *testing.T) {
+	tb := netns.NewTestbed(t)
+	ifi, err := netnsIface(tb, netns.HostSwitch, tb.SwitchA.Iface)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = tb.Do(netns.HostA, func() error {
+		for _, dst := range []netip.Addr{tb.B.IPv4, netip.AddrFrom16(tb.B.IPv4.As16()), tb.B.IPv6} {
+			mac, routed, err := ResolveMAC(dst, 3*time.Second)
+			if err != nil {
+				return err
+			}
+			if mac != ifi || !routed {
+				t.Errorf("%v: %x routed=%v, want the switch's %x, routed", dst, mac, routed, ifi)
+			}
+		}
+		mac, routed, err := ResolveMAC(tb.SwitchA.IPv4, 3*time.Second)
+		if err != nil {
+			return err
+		}
+		if mac != ifi || routed {
+			t.Errorf("on-link switch address: %x routed=%v, want %x, on-link", mac, routed, ifi)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// netnsIface is the MAC of interface name in host's namespace.
+func netnsIface(tb *netns.Testbed, host, name string) (mac [6]byte, err error) {
+	err = tb.Do(host, func() error {
+		ifi, err := net.InterfaceByName(name)
+		if err == nil {
+			mac = [6]byte(ifi.HardwareAddr)
+		}
+		return err
+	})
+	return mac, err
+}
