@@ -124,6 +124,7 @@ func (e *Engine) sendRequest(q *QP) bool {
 			return e.sendPacket(q, w, psn, 1)
 		}
 		q.stPending = 0
+		e.cnt.STCopySkipped++ // acknowledged before there was room: counted, never silent
 	}
 	if psn, ok := q.sender.NextRetransmit(); ok {
 		w := q.wqeAt(psn)
@@ -281,7 +282,14 @@ func (e *Engine) sendPacket(q *QP, w *sendWQE, psn qp.PSN, copies int) bool {
 	}
 	dup := copies == 1 && q.stPending == psn+1
 	if copies == 0 {
-		copies = q.sender.Copies(last)
+		copies = 1
+		if !w.isReadOrAtomic() {
+			// ST sends twice what the paper sends twice: the last packet of
+			// a message that carries data (SEND, WRITE). A READ or atomic
+			// request is answered by its response, which the responder
+			// resends for a duplicate anyway (Improved go-back-N §III-C).
+			copies = q.sender.Copies(last)
+		}
 	}
 	q.stPending = 0
 	if sent := e.endTx(q, &t, copies); sent < copies {
