@@ -194,15 +194,7 @@ type SimClock interface {
 // armed).
 func (g Group) Step(c SimClock) bool {
 	now := c.Now()
-	for again := true; again; {
-		again = false
-		for _, e := range g.Engines {
-			if e.Poll(now) {
-				again = true
-				break
-			}
-		}
-	}
+	g.pollAll(now)
 	// No engine can do anything at now, so whatever is due at or before
 	// now waits for a later event (frames for an engine whose pipeline is
 	// stalled on a context fetch wait for the fetch, its NextDeadline):
@@ -216,6 +208,39 @@ func (g Group) Step(c SimClock) bool {
 	}
 	c.Set(next)
 	return true
+}
+
+// StepTo is Step that never moves c past t: when the next event is later
+// than t (or there is none), c moves to t and StepTo returns false. A
+// workload that starts work at given times (flow arrivals) steps to them
+// exactly, however far off the engines' next timer is.
+func (g Group) StepTo(c SimClock, t time.Duration) bool {
+	now := c.Now()
+	g.pollAll(now)
+	next, found := g.nextEvent(now)
+	if !found || next > t {
+		if t > now {
+			c.Set(t)
+		}
+		return false
+	}
+	c.Set(next)
+	return true
+}
+
+// pollAll polls the engines at now until none has anything to do (the
+// first engine until it is idle, then the next, and from the first again
+// whenever one did work).
+func (g Group) pollAll(now time.Duration) {
+	for again := true; again; {
+		again = false
+		for _, e := range g.Engines {
+			if e.Poll(now) {
+				again = true
+				break
+			}
+		}
+	}
 }
 
 // RunUntil steps until cond holds, returning false if the group went idle

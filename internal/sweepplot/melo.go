@@ -33,3 +33,23 @@ func MeloPool(path, title string, rs []sweep.MeloPoolResult) error {
 	}
 	return save(path, c)
 }
+
+// MeloFCT draws MELO's Fig. 5b: the 99th-percentile flow completion time
+// against load, one line per scheme, to path.
+func MeloFCT(path, title string, rs []sweep.MeloFCTResult) error {
+	c := &chart{title: title, xlabel: "load (fraction of the 40 Gb/s link)", ylabel: "99th percentile FCT (ms)"}
+	idx := map[string]int{}
+	for _, r := range rs {
+		i, ok := idx[r.Scheme]
+		if !ok {
+			i = len(c.lines)
+			idx[r.Scheme] = i
+			c.lines = append(c.lines, line{label: r.Scheme, scheme: r.Scheme})
+		}
+		c.lines[i].pts = append(c.lines[i].pts, plotter.XY{X: r.Load, Y: float64(r.P99.Microseconds()) / 1000})
+		if !slices.Contains(c.xTicks, r.Load) {
+			c.xTicks = append(c.xTicks, r.Load)
+		}
+	}
+	return save(path, c)
+}
