@@ -282,14 +282,9 @@ func (e *Engine) sendPacket(q *QP, w *sendWQE, psn qp.PSN, copies int) bool {
 	}
 	dup := copies == 1 && q.stPending == psn+1
 	if copies == 0 {
-		copies = 1
-		if !w.isReadOrAtomic() {
-			// ST sends twice what the paper sends twice: the last packet of
-			// a message that carries data (SEND, WRITE). A READ or atomic
-			// request is answered by its response, which the responder
-			// resends for a duplicate anyway (Improved go-back-N §III-C).
-			copies = q.sender.Copies(last)
-		}
+		// ST: the last packet of every message, READ and atomic requests
+		// included (a departure, docs/recovery.md "gbn and igbn").
+		copies = q.sender.Copies(last)
 	}
 	q.stPending = 0
 	if sent := e.endTx(q, &t, copies); sent < copies {

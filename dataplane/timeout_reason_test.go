@@ -80,29 +80,3 @@ func TestAckTimeoutReasons(t *testing.T) {
 		t.Fatalf("without a peer: local_ack_timeout_err %d, ack_lost %d; want 1, 0", a.LocalAckTimeout, a.AckTimeoutAckLost)
 	}
 }
-
-// TestSTOnlyOnData: ST sends twice the last packet of a message that
-// carries data (the paper's), never a READ request, whose duplicate the
-// responder answers with the whole response again.
-func TestSTOnlyOnData(t *testing.T) {
-	p := newTestPair(t, SimConfig{Seed: 3, SchemeA: recovery.GBNST, SchemeB: recovery.GBNST}, ConnParams{MTU: qp.MTU1024})
-	wr := sendWR(1, qp.WRRDMARead, sge(p.mrA, 0, 2048))
-	wr.RemoteAddr, wr.RKey = p.mrB.Addr, p.mrB.RKey
-	p.postSend(wr)
-	if !p.sim.RunUntil(func() bool { n, _ := p.sim.A.PollCQ(p.cqA, p.wcs); return n > 0 }, time.Second) {
-		t.Fatal("no completion")
-	}
-	if a, b := p.sim.A.Counters(), p.sim.B.Counters(); a.SentPkts != 1 || b.DuplicateRequest != 0 {
-		t.Fatalf("READ: requester sent %d packets, responder duplicates %d; want 1, 0", a.SentPkts, b.DuplicateRequest)
-	}
-	wr = sendWR(2, qp.WRRDMAWrite, sge(p.mrA, 0, 2048))
-	wr.RemoteAddr, wr.RKey = p.mrB.Addr, p.mrB.RKey
-	p.postSend(wr)
-	if !p.sim.RunUntil(func() bool { n, _ := p.sim.A.PollCQ(p.cqA, p.wcs); return n > 0 }, time.Second) {
-		t.Fatal("no completion")
-	}
-	p.settle()
-	if a := p.sim.A.Counters(); a.SentPkts != 1+3 {
-		t.Fatalf("READ then 2-packet WRITE: sent %d packets, want 4 (the WRITE's last twice)", a.SentPkts)
-	}
-}
