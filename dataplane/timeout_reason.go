@@ -30,8 +30,7 @@ func (e *Engine) timeoutReason(q *QP) {
 	if r == nil || r.destQPN != q.qpn {
 		return
 	}
-	switch {
-	case r.ePSN == q.maxSentPSN: // every request arrived: the ACK was lost
+	if r.ePSN == q.maxSentPSN { // every request arrived: the ACK was lost
 		e.cnt.AckTimeoutAckLost++
 		return
 	}
