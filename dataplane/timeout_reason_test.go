@@ -80,3 +80,81 @@ func TestAckTimeoutReasons(t *testing.T) {
 		t.Fatalf("without a peer: local_ack_timeout_err %d, ack_lost %d; want 1, 0", a.LocalAckTimeout, a.AckTimeoutAckLost)
 	}
 }
+
+// TestSTCopySkippedCounted: under ring pressure from many QPs a second
+// copy that waited for room may find its packet acknowledged first; it is
+// then not sent, and st_copy_skipped counts it. Every message's last
+// packet goes out twice or is counted: sent_pkts = 2 x messages -
+// st_copy_skipped on a lossless link.
+func TestSTCopySkippedCounted(t *testing.T) {
+	link := lossyLink(0)
+	link.QueueFrames = 4
+	sim, err := NewSim(SimConfig{Seed: 5, SchemeA: recovery.IGBN, SchemeB: recovery.IGBN, AtoB: link})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := qp.AccessLocalWrite | qp.AccessRemoteWrite
+	pdA, pdB := sim.A.AllocPD(), sim.B.AllocPD()
+	mrA, _ := sim.A.RegMR(pdA, make([]byte, 4096), 0, all)
+	mrB, _ := sim.B.RegMR(pdB, make([]byte, 4096), 0, all)
+	cqA, _ := sim.A.CreateCQ(1024, nil)
+	cqB, _ := sim.B.CreateCQ(64, nil)
+	const nqp, per = 32, 20
+	qps := make([]*QP, nqp)
+	for i := range qps {
+		qa, err := sim.A.CreateQP(pdA, QPInitAttr{SendCQ: cqA, RecvCQ: cqA, MaxSendWR: 4, MaxRecvWR: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		qb, err := sim.B.CreateQP(pdB, QPInitAttr{SendCQ: cqB, RecvCQ: cqB, MaxSendWR: 1, MaxRecvWR: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := Connect(sim.A, qa, sim.B, qb, ConnParams{MTU: qp.MTU1024}); err != nil {
+			t.Fatal(err)
+		}
+		qps[i] = qa
+	}
+	wr := sendWR(0, qp.WRRDMAWrite, sge(mrA, 0, 512))
+	wr.RemoteAddr, wr.RKey = mrB.Addr, mrB.RKey
+	post := func(i int) {
+		w := wr
+		w.WRID = uint64(i)
+		if _, err := sim.A.PostSend(qps[i], []qp.SendWR{w}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range qps {
+		post(i)
+	}
+	left := make([]int, nqp)
+	for i := range left {
+		left[i] = per - 1
+	}
+	done := 0
+	wcs := make([]qp.WC, 64)
+	ok := sim.RunUntil(func() bool {
+		n, _ := sim.A.PollCQ(cqA, wcs)
+		for _, wc := range wcs[:n] {
+			if wc.Status != qp.WCSuccess {
+				t.Fatalf("QP %d: %v", wc.WRID, wc.Status)
+			}
+			done++
+			if i := int(wc.WRID); left[i] > 0 {
+				left[i]--
+				post(i)
+			}
+		}
+		return done == nqp*per
+	}, time.Second)
+	if !ok {
+		t.Fatalf("%d of %d WRITEs completed", done, nqp*per)
+	}
+	sim.RunFor(time.Millisecond)
+	a := sim.A.Counters()
+	if a.Retransmits != 0 || a.STCopySkipped == 0 || a.SentPkts != 2*nqp*per-a.STCopySkipped {
+		t.Fatalf("sent %d packets, st_copy_skipped %d, retransmitted %d: want some skipped, sent = %d - skipped, no retransmission",
+			a.SentPkts, a.STCopySkipped, a.Retransmits, 2*nqp*per)
+	}
+	t.Logf("st_copy_skipped %d of %d second copies", a.STCopySkipped, nqp*per)
+}
