@@ -422,6 +422,7 @@ func (e *Engine) onRetryTimeout(q *QP, now time.Duration) {
 		return
 	}
 	e.cnt.LocalAckTimeout++
+	e.timeoutReason(q)
 	e.rttTimedOut(q)
 	if !e.countRetry(q) {
 		return

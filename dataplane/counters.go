@@ -22,22 +22,31 @@ type Counters struct {
 	LocalAckTimeout  uint64 // local_ack_timeout_err
 	ImpliedNakSeqErr uint64 // implied_nak_seq_err
 	RespAbandoned    uint64 // resp_abandoned: READ response streams and atomic responses dropped from the response queue for a duplicate before them
-	GoBackFree       uint64 // go_back_free: go-backs on an implied or sequence NAK inside a go-back round still working, which spent no retry (docs/transport.md)
-	TxRingFull       uint64 // tx_ring_full: a packet waited because the port's transmit ring was full
-	LinkPaced        uint64 // link_paced: transmit rounds the emulated link rate ended (Config.LinkRate), not counted in tx_ring_full
-	LinkPacedNs      uint64 // link_paced_ns: time packets waited for the emulated link's bucket
-	LinkDelayDrops   uint64 // link_delay_drops: the older name of impair_drops, kept for scripts that read it
-	TxWireBytes      uint64 // tx_wire_bytes: wire time of the frames sent, bytes: padded to 64, with FCS, preamble and gap (WireBytes)
-	RDMASends        uint64 // rdma_sends: SEND work requests completed, with or without immediate, in error too but not flushed (rxe's)
-	RDMARecvs        uint64 // rdma_recvs: receive work requests completed successfully, by a SEND or a WRITE with immediate (rxe's)
-	ReqRemoteAccess  uint64 // req_remote_access_errors: REM_ACCESS NAKs received
-	RespRemoteAccess uint64 // resp_remote_access_errors: REM_ACCESS NAKs sent
-	ReqRemoteInvalid uint64 // req_remote_invalid_request
-	RespInvalidReq   uint64 // resp_remote_invalid_request: INV_REQ NAKs sent
-	RespLocalLength  uint64 // resp_local_length_error
-	SeqNakSent       uint64 // seq_nak_sent: PSN sequence error NAKs sent
-	AcksSent         uint64 // acks_sent
-	Retransmits      uint64 // retransmitted_pkts
+	// ACK timeouts by the Improved go-back-N paper's four reasons (its
+	// Fig. 3; timeoutReason). The classification reads the peer's
+	// responder state, which only the embedded fabric can (SetTimeoutPeer);
+	// elsewhere no timeout is classified.
+	AckTimeoutLastLost  uint64 // local_ack_timeout_last_lost: reason 1, the tail of the message with its last packet lost, nothing after it arrived
+	AckTimeoutAckLost   uint64 // local_ack_timeout_ack_lost: reason 2, every request arrived, the ACK was lost
+	AckTimeoutNakLost   uint64 // local_ack_timeout_nak_lost: reason 3, the responder NAKed the hole and the NAK was lost
+	AckTimeoutLostTwice uint64 // local_ack_timeout_lost_twice: reason 4, the NAKed packet was resent and lost again
+	STCopySkipped       uint64 // st_copy_skipped: ST second copies not sent because the packet was acknowledged while the copy waited for ring space
+	GoBackFree          uint64 // go_back_free: go-backs on an implied or sequence NAK inside a go-back round still working, which spent no retry (docs/transport.md)
+	TxRingFull          uint64 // tx_ring_full: a packet waited because the port's transmit ring was full
+	LinkPaced           uint64 // link_paced: transmit rounds the emulated link rate ended (Config.LinkRate), not counted in tx_ring_full
+	LinkPacedNs         uint64 // link_paced_ns: time packets waited for the emulated link's bucket
+	LinkDelayDrops      uint64 // link_delay_drops: the older name of impair_drops, kept for scripts that read it
+	TxWireBytes         uint64 // tx_wire_bytes: wire time of the frames sent, bytes: padded to 64, with FCS, preamble and gap (WireBytes)
+	RDMASends           uint64 // rdma_sends: SEND work requests completed, with or without immediate, in error too but not flushed (rxe's)
+	RDMARecvs           uint64 // rdma_recvs: receive work requests completed successfully, by a SEND or a WRITE with immediate (rxe's)
+	ReqRemoteAccess     uint64 // req_remote_access_errors: REM_ACCESS NAKs received
+	RespRemoteAccess    uint64 // resp_remote_access_errors: REM_ACCESS NAKs sent
+	ReqRemoteInvalid    uint64 // req_remote_invalid_request
+	RespInvalidReq      uint64 // resp_remote_invalid_request: INV_REQ NAKs sent
+	RespLocalLength     uint64 // resp_local_length_error
+	SeqNakSent          uint64 // seq_nak_sent: PSN sequence error NAKs sent
+	AcksSent            uint64 // acks_sent
+	Retransmits         uint64 // retransmitted_pkts
 
 	// The receive stage (Config.LinkDelay, Config.Netem; rx_impair.go,
 	// package impair): netem's impairments, named as netem's.
@@ -168,6 +177,9 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"rcvd_seq_err", c.RcvdSeqErr}, {"retry_exceeded_err", c.RetryExceededErr},
 		{"retry_rnr_exceeded_err", c.RNRNakRetryErr}, {"completer_retry_err", c.CompleterRetry},
 		{"local_ack_timeout_err", c.LocalAckTimeout}, {"implied_nak_seq_err", c.ImpliedNakSeqErr},
+		{"local_ack_timeout_last_lost", c.AckTimeoutLastLost}, {"local_ack_timeout_ack_lost", c.AckTimeoutAckLost},
+		{"local_ack_timeout_nak_lost", c.AckTimeoutNakLost}, {"local_ack_timeout_lost_twice", c.AckTimeoutLostTwice},
+		{"st_copy_skipped", c.STCopySkipped},
 		{"go_back_free", c.GoBackFree}, {"resp_abandoned", c.RespAbandoned},
 		{"tx_ring_full", c.TxRingFull}, {"link_paced", c.LinkPaced}, {"link_paced_ns", c.LinkPacedNs}, {"link_delay_drops", c.LinkDelayDrops},
 		{"impair_frames", c.ImpairFrames}, {"impair_lost", c.ImpairLost}, {"impair_ge_bad", c.ImpairGEBad},

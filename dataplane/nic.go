@@ -25,9 +25,12 @@ type Engine struct {
 	scheme  recovery.Scheme            // the default
 	schemes map[string]recovery.Scheme // others QPs asked for
 	wheel   *timer.Wheel
-	rob     *reorderBuffer // off-chip reorder buffer, made on first use (reorder.go)
-	now     time.Duration
-	ipv6    bool
+	// timeoutPeer is the engine at the other end of the embedded fabric,
+	// read only to classify ACK timeouts by reason (timeout_reason.go).
+	timeoutPeer *Engine
+	rob         *reorderBuffer // off-chip reorder buffer, made on first use (reorder.go)
+	now         time.Duration
+	ipv6        bool
 
 	pds    map[uint32]int // PD handle -> number of MRs and QPs in it
 	nextPD uint32

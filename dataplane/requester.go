@@ -124,6 +124,7 @@ func (e *Engine) sendRequest(q *QP) bool {
 			return e.sendPacket(q, w, psn, 1)
 		}
 		q.stPending = 0
+		e.cnt.STCopySkipped++ // acknowledged before there was room: counted, never silent
 	}
 	if psn, ok := q.sender.NextRetransmit(); ok {
 		w := q.wqeAt(psn)
@@ -281,6 +282,8 @@ func (e *Engine) sendPacket(q *QP, w *sendWQE, psn qp.PSN, copies int) bool {
 	}
 	dup := copies == 1 && q.stPending == psn+1
 	if copies == 0 {
+		// ST: the last packet of every message, READ and atomic requests
+		// included (a departure, docs/recovery.md "gbn and igbn").
 		copies = q.sender.Copies(last)
 	}
 	q.stPending = 0

@@ -230,6 +230,24 @@ func (g Group) advance(c SimClock) bool {
 	return true
 }
 
+// StepTo is Step that never moves c past t: when the next event is later
+// than t (or there is none), c moves to t and StepTo returns false. A
+// workload that starts work at given times (flow arrivals) steps to them
+// exactly, however far off the engines' next timer is.
+func (g Group) StepTo(c SimClock, t time.Duration) bool {
+	now := c.Now()
+	g.drain(now)
+	next, found := g.nextEvent(now)
+	if !found || next > t {
+		if t > now {
+			c.Set(t)
+		}
+		return false
+	}
+	c.Set(next)
+	return true
+}
+
 // RunUntil steps until cond holds, returning false if the group went idle
 // or c passed limit from now first. cond is checked after each step, that
 // is once the clock has moved to the next event: what cond does (an

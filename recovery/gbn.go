@@ -82,3 +82,8 @@ func (r *gbnReceiver) Kept(qp.PSN) (bool, bool)  { return false, false }
 func (r *gbnReceiver) Deadline() (Time, bool)    { return 0, false }
 func (r *gbnReceiver) OnTimer(Time, qp.PSN) bool { return false }
 func (r *gbnReceiver) OnChipBytes() int          { return gbnReceiverOnChipBytes }
+
+// NakOutstanding reports whether a sequence NAK for the expected PSN went
+// out and the expected PSN has not arrived since (the dataplane's ACK
+// timeout classification, Improved go-back-N Fig. 3).
+func (r *gbnReceiver) NakOutstanding() bool { return r.naked }

@@ -20,16 +20,39 @@ import (
 //     because a NAK is sent only on an unexpected packet.
 const IGBN = "igbn"
 
-func init() { Register(IGBN, func(p Params) Scheme { return igbnScheme{p} }) }
+// GBNST and GBNCE are the paper's two halves of IGBN on their own
+// (Improved go-back-N §IV, Figs. 6 and 7 compare all four: GBN, GBN+ST,
+// GBN+CE, IGBN): go-back-N with ST only, and go-back-N with CE only.
+const (
+	GBNST = "gbn-st"
+	GBNCE = "gbn-ce"
+)
 
-type igbnScheme struct{ p Params }
+func init() {
+	Register(IGBN, func(p Params) Scheme { return igbnScheme{p: p, name: IGBN, st: true, ce: true} })
+	Register(GBNST, func(p Params) Scheme { return igbnScheme{p: p, name: GBNST, st: true} })
+	Register(GBNCE, func(p Params) Scheme { return igbnScheme{p: p, name: GBNCE, ce: true} })
+}
 
-func (s igbnScheme) Name() string   { return IGBN }
+// igbnScheme is go-back-N with ST, CE or both.
+type igbnScheme struct {
+	p      Params
+	name   string
+	st, ce bool
+}
+
+func (s igbnScheme) Name() string   { return s.name }
 func (s igbnScheme) Params() Params { return s.p }
 func (s igbnScheme) NewSender() Sender {
+	if !s.st {
+		return &gbnSender{}
+	}
 	return &igbnSender{}
 }
 func (s igbnScheme) NewReceiver() Receiver {
+	if !s.ce {
+		return &gbnReceiver{nakInterval: s.p.NakInterval}
+	}
 	return &igbnReceiver{gbn: gbnReceiver{nakInterval: s.p.NakInterval}}
 }
 func (s igbnScheme) SharedOnChipBytes() int { return 0 }
@@ -106,3 +129,6 @@ func (r *igbnReceiver) OnTimer(now Time, epsn qp.PSN) bool {
 }
 
 func (r *igbnReceiver) OnChipBytes() int { return igbnReceiverOnChipBytes }
+
+// NakOutstanding is the go-back-N receiver's.
+func (r *igbnReceiver) NakOutstanding() bool { return r.gbn.naked }

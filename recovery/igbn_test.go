@@ -62,3 +62,36 @@ func TestIGBNCheckEPSN(t *testing.T) {
 		t.Fatal("the CE state is not charged as on-chip bytes")
 	}
 }
+
+// TestGBNSTAndCE: the paper's two halves of IGBN on their own (§IV):
+// gbn-st sends a message's last packet twice and has no CE timer, gbn-ce
+// has the CE timer and sends everything once.
+func TestGBNSTAndCE(t *testing.T) {
+	const nak = 100 * time.Microsecond
+	for _, tc := range []struct {
+		name   string
+		copies int
+		ce     bool
+	}{{GBN, 1, false}, {GBNST, 2, false}, {GBNCE, 1, true}, {IGBN, 2, true}} {
+		s, err := New(tc.name, Params{NakInterval: nak})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Name() != tc.name {
+			t.Fatalf("%s: Name() %q", tc.name, s.Name())
+		}
+		if n := s.NewSender().Copies(true); n != tc.copies {
+			t.Fatalf("%s: last packet sent %d times, want %d", tc.name, n, tc.copies)
+		}
+		r := s.NewReceiver()
+		r.Reset(0)
+		r.OnOutOfSequence(0, 0, 1, false)
+		r.OnOutOfSequence(time.Microsecond, 0, 5, true) // the last packet, early
+		if _, armed := r.Deadline(); armed != tc.ce {
+			t.Fatalf("%s: CE timer armed %v, want %v", tc.name, armed, tc.ce)
+		}
+		if r.OnTimer(nak+time.Microsecond, 0) != tc.ce {
+			t.Fatalf("%s: NAK again at the end of the interval: want %v", tc.name, tc.ce)
+		}
+	}
+}

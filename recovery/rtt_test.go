@@ -84,7 +84,7 @@ func TestTimeoutAdaptive(t *testing.T) {
 		}
 		var cases []tc
 		switch name {
-		case GBN, IGBN:
+		case GBN, GBNST, GBNCE, IGBN:
 			cases = []tc{
 				{base, 1, RTT{}, base},
 				{base, 1, path, base},                        // the ACK timeout is the floor

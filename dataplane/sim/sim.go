@@ -144,6 +144,10 @@ func (s *Sim) RunUntilReact(cond func() bool, limit time.Duration) bool {
 	return s.group.RunUntilReact(s.Clock, cond, limit)
 }
 
+// StepTo is Step that never moves the clock past t (dataplane's
+// Group.StepTo): false, with the clock at t, when nothing is due before.
+func (s *Sim) StepTo(t time.Duration) bool { return s.group.StepTo(s.Clock, t) }
+
 // RunFor advances simulated time by d, processing every event on the way.
 func (s *Sim) RunFor(d time.Duration) { s.group.RunFor(s.Clock, d) }
 

@@ -84,3 +84,8 @@ func WriteLossCSV(w io.Writer, rs []LossResult) error {
 func SaveLoss(dir string, rs []LossResult) (string, error) {
 	return saveCSV(dir, "loss.csv", func(w io.Writer) error { return WriteLossCSV(w, rs) })
 }
+
+// SaveLossAs writes the rows to <dir>/<name> (a paper preset's file).
+func SaveLossAs(dir, name string, rs []LossResult) (string, error) {
+	return saveCSV(dir, name, func(w io.Writer) error { return WriteLossCSV(w, rs) })
+}

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/softnic/softnic/internal/perftest"
+	"github.com/softnic/softnic/internal/sweep"
+	"github.com/softnic/softnic/internal/sweepplot"
+	"github.com/softnic/softnic/qp"
+	"github.com/softnic/softnic/recovery"
+)
+
+// MELO's (000) figures: Fig. 5a (one connection's throughput against
+// loss, go-back-N beside MELO) and Fig. 6b (bits pool usage against
+// concurrent connections and loss at a 200 µs RTT).
+
+// The paper's MELO runs over DCQCN, which paces it at the link's rate;
+// softnic has no congestion control, so the sender's in-flight cap stands
+// in for it: for one connection the 1 Kb pool (1024 packets, more than the
+// path's BDP, so the rate and not the cap limits it), for N connections
+// sharing a path their fair share of its BDP.
+const meloFig5aWindow = 1024
+
+func init() {
+	registerPaper(paperPreset{
+		Name: "melo-fig5a", Paper: "MELO (000)", Figure: "Fig. 5a",
+		Summary: "one connection at full speed: go-back-N's and MELO's throughput against loss (paper: MELO 99.0% of the bandwidth at 1%, 14.02x go-back-N)",
+		Params: []paperParam{
+			{"link rate", "40 Gb/s", "§4: server-to-leaf links of 40 Gb/s; both servers under one leaf"},
+			{"base RTT", "16 µs (8 µs one way)", "§4 (\"base RTT to 16µs\")"},
+			{"MTU", "1024", "§4 (1 KB)"},
+			{"bits pool", "1 Kb per side", "§4"},
+			{"traffic", "64 KiB WRITEs, 32 outstanding, 2000 per point", "§4.1.1: \"sends traffic at full speed\"; softnic: a perftest write_bw stream"},
+			{"in-flight cap", "1024 packets (the pool's bits)", "softnic: no DCQCN; the cap is above the 16 µs BDP (about 80 packets) so the link, not the cap, sets the rate"},
+			{"loss", "0, 0.001%, 0.01%, 0.1%, 1%, both directions", "Fig. 5a x axis (1e-5 to 1e-2); the paper drops at the leaf switch"},
+			{"go-back-N's ACK timeout", "67 ms (perftest's -u 14)", "softnic default; the paper's DCQCN ns-3 setting is not given"},
+		},
+		Run: runMeloFig5a,
+	})
+	registerPaper(paperPreset{
+		Name: "melo-fig5b", Paper: "MELO (000)", Figure: "Fig. 5b",
+		Summary: "99th-percentile FCT of web search flows against load, 1% loss on one of four paths (paper: MELO 2.11x-3.11x below go-back-N)",
+		Params: []paperParam{
+			{"flow sizes", "web search (DCTCP), 10 KB to 30 MB, mean 1.71 MB", "§4.1.2 (web search workload distribution [4])"},
+			{"arrivals", "Poisson, at load x 40 Gb/s", "§4.1.2"},
+			{"loads", "0.5, 0.6, 0.7", "Fig. 5b x axis"},
+			{"flows per point", "1000 (-quick: 30 at 0.5)", "softnic: enough for a 99th percentile of 10 flows"},
+			{"topology", "one 40 Gb/s link, 16 µs RTT, between the two NICs; each flow a WRITE on a QP of its own (32 QPs, a flow waits for a free one)", "§4: leaf-spine of 320 servers, 40 Gb/s server links, base RTT 16 µs; softnic: one sender-receiver pair carries the load"},
+			{"loss", "1%, both directions, on the flows of one path in four (QPN mod 4 = 0)", "§4.1.2: 1% random drop at spine L0, one of 4 spines"},
+			{"congestion control", "none: the flows share the link's FIFO (MELO: BDP cap 128 packets; go-back-N: none)", "softnic has no DCQCN (§4 runs MELO and go-back-N over DCQCN)"},
+			{"ACK timeout", "16.8 ms (-u 12)", "softnic: the paper's go-back-N setting is not given; its Fig. 5b axis tops at 25 ms"},
+			{"bits pool", "1 Kb per side, shared by the 32 QPs", "§4"},
+		},
+		Run: runMeloFig5b,
+	})
+	registerPaper(paperPreset{
+		Name: "melo-fig6b", Paper: "MELO (000)", Figure: "Fig. 6b",
+		Summary: "MELO's receiver bits-pool usage against concurrent connections and loss at 200 µs RTT (paper: 96.9% at one connection, 65.6% at 20 and 2%)",
+		Params: []paperParam{
+			{"link rate", "40 Gb/s", "§4: server links; one server to another under a different leaf"},
+			{"RTT", "200 µs (100 µs one way)", "§4.2.2"},
+			{"MTU", "1024", "§4"},
+			{"bits pool", "1 Kb (128 blocks of 8 bits) per side", "§4, §3.2.3"},
+			{"connections", "1, 2, 4, 8, 12, 16, 20", "Fig. 6b x axis (up to 20, §4.2.2)"},
+			{"loss", "0.1%, 0.5%, 1%, 2%, both directions", "§4.2.2 (\"various loss ratio\", 2% named)"},
+			{"in-flight cap", "1100/N packets per connection", "softnic: no DCQCN; the 200 µs path's BDP at 40 Gb/s with headers and the window's serialization, about 1100 packets, shared fairly (§4.2.2: \"each flow has a smaller BDP\"); above the pool's 1024 bits, so one connection can fill it"},
+			{"traffic", "1 MiB WRITEs, two outstanding per connection; 5 ms warm-up, 20 ms measured", "§4.2.2: connections at full speed"},
+			{"usage", "peak blocks in use in the receiver's pool over the pool", "§4.2.2 (\"bits pool usage\")"},
+		},
+		Run: runMeloFig6b,
+	})
+}
+
+func runMeloFig5a(o paperOpts) error {
+	losses, iters := []float64{0, 1e-5, 1e-4, 1e-3, 1e-2}, 2000
+	if o.Quick {
+		losses, iters = []float64{0, 1e-2}, 50
+	}
+	link := perftest.Link{RateBps: sweep.MeloLinkBps, Delay: 8 * time.Microsecond, Ring: perftest.DefaultLink.Ring}
+	var rs []sweep.LossResult
+	for _, s := range []string{recovery.GBN, recovery.MELO} {
+		for _, l := range losses {
+			r, err := sweep.RunLoss(sweep.LossConfig{Scheme: s, Loss: l, Size: 64 << 10, Iters: iters, TxDepth: 32, MTU: qp.MTU1024, Link: link, Seed: 1,
+				Params: recovery.Params{BDPPackets: meloFig5aWindow, MeloPoolBits: sweep.MeloPoolBits}})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(o.Stdout, " %-5s loss %-7g %8.3f Gb/s  timeouts %4d  retransmits %7d  wall %v\n", s, l, r.Gbps, r.Timeouts, r.Retransmits, r.Wall.Round(time.Millisecond))
+			rs = append(rs, r)
+		}
+	}
+	sweep.Relativize(rs)
+	path, err := sweep.SaveLossAs(o.Out, "melo-fig5a.csv", rs)
+	if err != nil {
+		return err
+	}
+	png := filepath.Join(o.Out, "melo-fig5a.png")
+	if err := sweepplot.Loss(png, "MELO Fig. 5a: one connection at full speed, 40 Gb/s, 16 µs RTT, 1 Kb pool", rs); err != nil {
+		return err
+	}
+	fmt.Fprintf(o.Stdout, " wrote %s and %s\n", path, png)
+	for _, r := range rs {
+		if r.Loss == 0.01 {
+			fmt.Fprintf(o.Stdout, " at 1%% loss: %-5s %.3f Gb/s, %.1f%% of its lossless goodput\n", r.Scheme, r.Gbps, 100*r.Relative)
+		}
+	}
+	return nil
+}
+
+func runMeloFig6b(o paperOpts) error {
+	conns, losses := []int{1, 2, 4, 8, 12, 16, 20}, []float64{0.001, 0.005, 0.01, 0.02}
+	warm, measure := 5*time.Millisecond, 20*time.Millisecond
+	if o.Quick {
+		conns, losses, warm, measure = []int{1, 20}, []float64{0.02}, time.Millisecond, 2*time.Millisecond
+	}
+	var rs []sweep.MeloPoolResult
+	for _, l := range losses {
+		for _, n := range conns {
+			r, err := sweep.RunMeloPool(sweep.MeloPoolConfig{Conns: n, Loss: l, RTT: 200 * time.Microsecond, Size: 1 << 20, Window: 1100 / n,
+				Warmup: warm, Measure: measure, Seed: 1})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(o.Stdout, " loss %-6g connections %2d  pool peak %4d of %d bits (%5.1f%%)  fallbacks %5d  %6.2f Gb/s  wall %v\n",
+				l, n, 8*r.PoolPeak, 8*r.PoolSlots, 100*r.Usage(), r.Fallbacks, r.GoodputGbps, r.Wall.Round(time.Millisecond))
+			rs = append(rs, r)
+		}
+	}
+	path, err := sweep.SaveMeloPool(o.Out, "melo-fig6b", rs)
+	if err != nil {
+		return err
+	}
+	png := filepath.Join(o.Out, "melo-fig6b.png")
+	if err := sweepplot.MeloPool(png, "MELO Fig. 6b: bits pool usage, 200 µs RTT, 40 Gb/s, in-flight cap 1100/N", rs); err != nil {
+		return err
+	}
+	fmt.Fprintf(o.Stdout, " wrote %s and %s\n", path, png)
+	return nil
+}
+
+func runMeloFig5b(o paperOpts) error {
+	loads, flows := []float64{0.5, 0.6, 0.7}, 1000
+	if o.Quick {
+		loads, flows = []float64{0.5}, 30
+	}
+	var rs []sweep.MeloFCTResult
+	for _, s := range []string{recovery.GBN, recovery.MELO} {
+		for _, l := range loads {
+			r, err := sweep.RunMeloFCT(sweep.MeloFCTConfig{Scheme: s, Load: l, Flows: flows, Loss: 0.01, Paths: 4, QPs: 32, Timeout: 12, Seed: 1})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(o.Stdout, " %-5s load %.1f  FCT p50 %9v  p99 %9v  p99 on the lossy path %9v  timeouts %4d  fallbacks %d  wall %v\n",
+				s, l, r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), r.P99Lossy.Round(time.Microsecond), r.Timeouts, r.Fallbacks, r.Wall.Round(time.Millisecond))
+			rs = append(rs, r)
+		}
+	}
+	path, err := sweep.SaveMeloFCT(o.Out, "melo-fig5b", rs)
+	if err != nil {
+		return err
+	}
+	png := filepath.Join(o.Out, "melo-fig5b.png")
+	if err := sweepplot.MeloFCT(png, "MELO Fig. 5b: 99th percentile FCT, web search flows, 1% loss on one path of four", rs); err != nil {
+		return err
+	}
+	fmt.Fprintf(o.Stdout, " wrote %s and %s\n", path, png)
+	return nil
+}

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+)
+
+// TestPaperMeloFig5aQuick runs melo-fig5a's smoke run: go-back-N and MELO
+// at 0 and 1% loss, MELO's 1% point above go-back-N's.
+func TestPaperMeloFig5aQuick(t *testing.T) {
+	dir := t.TempDir()
+	if err := paperPresets["melo-fig5a"].Run(paperOpts{Out: dir, Quick: true, Stdout: io.Discard}); err != nil {
+		t.Fatal(err)
+	}
+	rel := map[string]float64{}
+	for _, r := range readCSV(t, filepath.Join(dir, "melo-fig5a.csv"))[1:] {
+		if r[1] == "0.01" {
+			rel[r[0]], _ = strconv.ParseFloat(r[6], 64)
+		}
+	}
+	if rel["melo"] <= rel["gbn"] || rel["melo"] == 0 {
+		t.Fatalf("relative goodput at 1%%: %v", rel)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "melo-fig5a.png")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPaperMeloFig6bQuick runs melo-fig6b's smoke run: one connection
+// fills the 1 Kb pool and falls back, twenty use less of it.
+func TestPaperMeloFig6bQuick(t *testing.T) {
+	dir := t.TempDir()
+	if err := paperPresets["melo-fig6b"].Run(paperOpts{Out: dir, Quick: true, Stdout: io.Discard}); err != nil {
+		t.Fatal(err)
+	}
+	rows := readCSV(t, filepath.Join(dir, "melo-fig6b.csv"))
+	if len(rows) != 3 || rows[0][0] != "connections" || rows[0][6] != "pool_usage" || rows[0][9] != "fallbacks" {
+		t.Fatalf("rows %v", rows)
+	}
+	one, twenty := rows[1], rows[2]
+	if one[0] != "1" || one[6] != "1.0000" || one[9] == "0" {
+		t.Fatalf("one connection: %v; want a full pool and fallbacks", one)
+	}
+	if u, _ := strconv.ParseFloat(twenty[6], 64); twenty[0] != "20" || u >= 1 || u == 0 {
+		t.Fatalf("twenty connections: %v; want a pool partly used", twenty)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "melo-fig6b.png")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPaperMeloFig5bQuick runs melo-fig5b's smoke run: 30 web search
+// flows at load 0.5 for each scheme, every one completed.
+func TestPaperMeloFig5bQuick(t *testing.T) {
+	dir := t.TempDir()
+	if err := paperPresets["melo-fig5b"].Run(paperOpts{Out: dir, Quick: true, Stdout: io.Discard}); err != nil {
+		t.Fatal(err)
+	}
+	rows := readCSV(t, filepath.Join(dir, "melo-fig5b.csv"))
+	if len(rows) != 3 || rows[0][5] != "fct_p99_us" || rows[1][0] != "gbn" || rows[2][0] != "melo" {
+		t.Fatalf("rows %v", rows)
+	}
+	for _, r := range rows[1:] {
+		if p99, _ := strconv.Atoi(r[5]); p99 <= 0 || r[3] != "30" {
+			t.Fatalf("row %v: want 30 flows and a positive p99", r)
+		}
+	}
+}

@@ -1,0 +1,55 @@
+package sweepplot
+
+import (
+	"fmt"
+	"slices"
+
+	"gonum.org/v1/plot/plotter"
+
+	"github.com/softnic/softnic/internal/sweep"
+)
+
+// MeloPool draws MELO's Fig. 6b: the receiver's peak bits-pool usage
+// against concurrent connections, one line per loss rate, to path; each
+// label carries the fallbacks to go-back-N the pool's filling caused.
+func MeloPool(path, title string, rs []sweep.MeloPoolResult) error {
+	c := &chart{title: title, xlabel: "concurrent connections", ylabel: "peak bits pool usage (%, receiver, 1 Kb pool)", yMin: 0, yMax: 105, yStep: 10}
+	idx := map[float64]int{}
+	fallbacks := map[float64]uint64{}
+	for _, r := range rs {
+		fallbacks[r.Loss] += r.Fallbacks
+	}
+	for _, r := range rs {
+		i, ok := idx[r.Loss]
+		if !ok {
+			i = len(c.lines)
+			idx[r.Loss] = i
+			c.lines = append(c.lines, line{label: fmt.Sprintf("loss %g%% (%d fallbacks)", r.Loss*100, fallbacks[r.Loss]), scheme: fmt.Sprint(r.Loss), variant: i})
+		}
+		c.lines[i].pts = append(c.lines[i].pts, plotter.XY{X: float64(r.Conns), Y: 100 * r.Usage()})
+		if !slices.Contains(c.xTicks, float64(r.Conns)) {
+			c.xTicks = append(c.xTicks, float64(r.Conns))
+		}
+	}
+	return save(path, c)
+}
+
+// MeloFCT draws MELO's Fig. 5b: the 99th-percentile flow completion time
+// against load, one line per scheme, to path.
+func MeloFCT(path, title string, rs []sweep.MeloFCTResult) error {
+	c := &chart{title: title, xlabel: "load (fraction of the 40 Gb/s link)", ylabel: "99th percentile FCT (ms)"}
+	idx := map[string]int{}
+	for _, r := range rs {
+		i, ok := idx[r.Scheme]
+		if !ok {
+			i = len(c.lines)
+			idx[r.Scheme] = i
+			c.lines = append(c.lines, line{label: r.Scheme, scheme: r.Scheme})
+		}
+		c.lines[i].pts = append(c.lines[i].pts, plotter.XY{X: r.Load, Y: float64(r.P99.Microseconds()) / 1000})
+		if !slices.Contains(c.xTicks, r.Load) {
+			c.xTicks = append(c.xTicks, r.Load)
+		}
+	}
+	return save(path, c)
+}
