@@ -1,0 +1,35 @@
+package main
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestPaperFasrFig7cQuick: `softnic-sweep paper fasr-fig7c -quick` runs a
+// smoke version of Fig. 7c and writes its CSV, in the issue's columns,
+// with a row for each NIC and loss, and its PNG.
+func TestPaperFasrFig7cQuick(t *testing.T) {
+	dir := t.TempDir()
+	if err := paperPresets["fasr-fig7c"].Run(paperOpts{Out: dir, Quick: true, Stdout: io.Discard}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "fasr-fig7c.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if lines[0] != "scheme,loss,goodput_gbps" || len(lines) != 5 {
+		t.Fatalf("csv:\n%s", b)
+	}
+	for _, want := range []string{"gbn,0,", "gbn,0.01,", "fasr,0,", "fasr,0.01,"} {
+		if !strings.Contains(string(b), "\n"+want) {
+			t.Errorf("no row %q in\n%s", want, b)
+		}
+	}
+	if st, err := os.Stat(filepath.Join(dir, "fasr-fig7c.png")); err != nil || st.Size() < 1000 {
+		t.Errorf("png: %v", err)
+	}
+}
