@@ -80,3 +80,56 @@ func runFasrFig7c(o paperOpts) error {
 	}
 	return run("fasr-fig7c-msgburst", 8)
 }
+
+// The deep dive's parameters, shared by Fig. 9b and Fig. 10.
+var fasrDiveParams = []paperParam{
+	{"link", "100 Gb/s", "§V-D3: the servers' links (NS3 fat tree; softnic: one link)"},
+	{"base RTT", "40 µs (20 µs each way)", "§V-D3"},
+	{"MTU", "1024 B", "§V-D3: 1KB"},
+	{"bitmap pool", "128 blocks of 16 bits (256 B) + 32 SR units", "§V-D3: 270 B; the recovery package's default pool"},
+	{"traffic", "8 KiB WRITEs, 64/QPs outstanding per QP (about 512 packets in flight, BDP cap 128 per QP)", "§III-A: BDP 500 packets; the paper's websearch/datamining loads are not modelled"},
+	{"loss", "random, both directions", "§V-D: random loss (the paper's incast case is not modelled)"},
+	{"on-chip budget", fmt.Sprintf("%d B, both NICs (every context fits)", sweep.FaSRBudget), "§V-A"},
+	{"warm-up, window", "10 ms, 20 ms simulated", "softnic: steady state"},
+}
+
+func init() {
+	registerPaper(paperPreset{
+		Name: "fasr-fig9", Paper: "FaSR (004)", Figure: "Fig. 9b",
+		Summary: "share of FaSR's SR operations on the fast path (no bitmap), against QPs and loss",
+		Params:  append([]paperParam{{"QPs, loss", "2, 8, 32, 128, 512 QPs at 0.1, 1, 5%", "§V-D: loss scenarios; QP counts as Fig. 10's"}}, fasrDiveParams...),
+		Run:     func(o paperOpts) error { return runFasrDive(o, "fasr-fig9", "9b", []float64{0.001, 0.01, 0.05}) },
+	})
+	registerPaper(paperPreset{
+		Name: "fasr-fig10", Paper: "FaSR (004)", Figure: "Fig. 10",
+		Summary: "peak use of FaSR's shared bitmap pool at 1% loss against concurrent QPs",
+		Params:  append([]paperParam{{"QPs, loss", "2, 8, 32, 128, 512 QPs at 1%", "§V-D3/Fig. 10: 2QP, 8QP, ... at 1%"}}, fasrDiveParams...),
+		Run:     func(o paperOpts) error { return runFasrDive(o, "fasr-fig10", "10", []float64{0.01}) },
+	})
+}
+
+func runFasrDive(o paperOpts, name, fig string, losses []float64) error {
+	qps, warm, meas := []int{2, 8, 32, 128, 512}, 10*time.Millisecond, 20*time.Millisecond
+	if o.Quick {
+		qps, losses, warm, meas = []int{2, 32}, losses[len(losses)-1:], time.Millisecond, 2*time.Millisecond
+	}
+	fmt.Fprintf(o.Stdout, " %5s %6s %9s %10s %10s %10s %10s %6s %12s %9s %8s\n", "QPs", "loss%", "Gb/s", "rx fast", "rx slow", "tx fast", "tx slow", "fast", "blocks peak", "fallbacks", "wall")
+	var ps []sweep.FasrDivePoint
+	for _, l := range losses {
+		for _, n := range qps {
+			p, err := sweep.RunFasrDive(n, l, warm, meas)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(o.Stdout, " %5d %6g %9.3f %10d %10d %10d %10d %6.3f %8d/%-3d %9d %8v\n", n, l*100, p.GoodputGbps, p.RxFast, p.RxSlow, p.TxFast, p.TxSlow, p.FastShare(), p.BlocksPeak, p.BlocksSlots, p.Fallbacks, p.Wall.Round(time.Millisecond))
+			ps = append(ps, p)
+		}
+	}
+	csvPath, err := sweep.SaveFasrDive(o.Out, name, ps)
+	if err != nil {
+		return err
+	}
+	png, err := sweepplot.FasrDive(o.Out, name, fig, ps)
+	fmt.Fprintln(o.Stdout, " wrote", csvPath, png)
+	return err
+}

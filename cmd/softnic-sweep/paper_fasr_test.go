@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"io"
 	"os"
 	"path/filepath"
@@ -31,5 +32,38 @@ func TestPaperFasrFig7cQuick(t *testing.T) {
 	}
 	if st, err := os.Stat(filepath.Join(dir, "fasr-fig7c.png")); err != nil || st.Size() < 1000 {
 		t.Errorf("png: %v", err)
+	}
+}
+
+// TestPaperFasrDiveQuick: the Fig. 9b and Fig. 10 presets' smoke runs
+// write their CSVs (a row per QP count) and PNGs.
+func TestPaperFasrDiveQuick(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"fasr-fig9", "fasr-fig10"} {
+		if err := paperPresets[name].Run(paperOpts{Out: dir, Quick: true, Stdout: io.Discard}); err != nil {
+			t.Fatal(name, err)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, name+".csv"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		if !strings.HasPrefix(lines[0], "qps,loss,rx_fast,rx_slow,tx_fast,tx_slow,fast_share,bitmap_blocks_peak") || len(lines) != 3 {
+			t.Errorf("%s csv:\n%s", name, b)
+		}
+		if st, err := os.Stat(filepath.Join(dir, name+".png")); err != nil || st.Size() < 1000 {
+			t.Errorf("%s png: %v", name, err)
+		}
+	}
+}
+
+// TestQPSweepFlags: -nics takes server or both, -rto fixed or adaptive;
+// anything else is a usage error.
+func TestQPSweepFlags(t *testing.T) {
+	for _, args := range [][]string{{"qps", "-nics", "client"}, {"qps", "-rto", "slow"}} {
+		var stderr bytes.Buffer
+		if code := exitStatus(sweepCmd(args), &stderr); code != 2 {
+			t.Errorf("%v: exit %d, %q", args, code, stderr.String())
+		}
 	}
 }

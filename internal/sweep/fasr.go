@@ -103,3 +103,85 @@ func WriteFasrFig7cCSV(w io.Writer, ps []FasrFig7cPoint) error {
 func SaveFasrFig7c(dir, name string, ps []FasrFig7cPoint) (string, error) {
 	return saveCSV(dir, name+".csv", func(w io.Writer) error { return WriteFasrFig7cCSV(w, ps) })
 }
+
+// FaSR's deep dive (§V-D): how often its SR operations take the fast path
+// (no bitmap, Fig. 9b) and how much of its shared bitmap pool the
+// receiver uses (Fig. 10, NS3 in the paper: 100 Gb/s server links, a
+// 40 µs base RTT, MTU 1 KB, 1% loss, a 270-byte bitmap pool). Here: fasr
+// on both NICs, the FaSR budget, the recovery package's pools (128
+// bitmap blocks of 16 bits, 256 B, and 32 SR units), qps QPs from A to B
+// sharing the link, each keeping depth 8 KiB WRITEs outstanding so that
+// together they keep about 512 packets in flight (the paper's BDP of
+// 500), capped at the BDP cap of 128 packets per QP.
+
+// FasrDivePoint is one point of Fig. 9b/10.
+type FasrDivePoint struct {
+	QPs         int
+	Loss        float64
+	GoodputGbps float64
+	// Operations of the receiver (B) and sender (A) in the measurement
+	// window, with (slow) and without (fast) a bitmap.
+	RxFast, RxSlow, TxFast, TxSlow uint64
+	// BlocksPeak and UnitsPeak are the most bitmap blocks and SR units
+	// B held at once; BlockBits the bits of a block.
+	BlocksPeak, BlocksSlots, UnitsPeak, UnitsSlots, BlockBits int
+	Fallbacks                                                 uint64
+	Wall                                                      time.Duration
+}
+
+// FastShare is the fast path's share of all SR operations, both ends.
+func (p FasrDivePoint) FastShare() float64 {
+	all := p.RxFast + p.RxSlow + p.TxFast + p.TxSlow
+	if all == 0 {
+		return 0
+	}
+	return float64(p.RxFast+p.TxFast) / float64(all)
+}
+
+// FasrDiveConfig returns one point's configuration.
+func FasrDiveConfig(qps int, loss float64, warmup, measure time.Duration) QPConfig {
+	link := DefaultQPLink
+	link.Delay = 20 * time.Microsecond // §V-D3: base RTT 40 µs
+	link.QueueFrames = 4096
+	return QPConfig{Scheme: recovery.FaSR, QPs: qps, Size: 8192, Loss: loss, SRAM: FaSRBudget, Penalty: qp.DefaultFetchPenalty,
+		Link: link, Warmup: warmup, Measure: measure, Seed: uint64(qps) + 11, MTU: qp.MTU1024, Depth: max(1, 64/qps), Timeout: 14}
+}
+
+// RunFasrDive measures one point.
+func RunFasrDive(qps int, loss float64, warmup, measure time.Duration) (FasrDivePoint, error) {
+	r, err := RunQPs(FasrDiveConfig(qps, loss, warmup, measure))
+	if err != nil {
+		return FasrDivePoint{}, fmt.Errorf("sweep: FaSR Fig. 9/10, %d QPs at %g%% loss: %w", qps, loss*100, err)
+	}
+	p := FasrDivePoint{QPs: qps, Loss: loss, GoodputGbps: r.GoodputGbps, RxFast: r.RxFast, RxSlow: r.RxSlow, TxFast: r.TxFast, TxSlow: r.TxSlow,
+		Fallbacks: r.Fallbacks, Wall: r.Wall, BlockBits: recovery.DefaultFasrBlockBits}
+	for _, ps := range r.ServerPools {
+		switch ps.Name {
+		case "fasr_bitmap_blocks":
+			p.BlocksPeak, p.BlocksSlots = ps.Peak, ps.Slots
+		case "fasr_sr_units":
+			p.UnitsPeak, p.UnitsSlots = ps.Peak, ps.Slots
+		}
+	}
+	return p, nil
+}
+
+// WriteFasrDiveCSV writes the points: qps, loss, the four path counts,
+// the fast share, the pools' peaks and sizes, fallbacks and goodput.
+func WriteFasrDiveCSV(w io.Writer, ps []FasrDivePoint) error {
+	cw := csv.NewWriter(w)
+	cw.Write([]string{"qps", "loss", "rx_fast", "rx_slow", "tx_fast", "tx_slow", "fast_share", "bitmap_blocks_peak", "bitmap_bytes_peak", "bitmap_blocks", "sr_units_peak", "sr_units", "fallbacks", "goodput_gbps"})
+	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
+	for _, p := range ps {
+		cw.Write([]string{strconv.Itoa(p.QPs), strconv.FormatFloat(p.Loss, 'g', -1, 64), u(p.RxFast), u(p.RxSlow), u(p.TxFast), u(p.TxSlow),
+			strconv.FormatFloat(p.FastShare(), 'f', 4, 64), strconv.Itoa(p.BlocksPeak), strconv.Itoa(p.BlocksPeak*p.BlockBits/8), strconv.Itoa(p.BlocksSlots),
+			strconv.Itoa(p.UnitsPeak), strconv.Itoa(p.UnitsSlots), u(p.Fallbacks), strconv.FormatFloat(p.GoodputGbps, 'f', 3, 64)})
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// SaveFasrDive writes <dir>/<name>.csv and returns its path.
+func SaveFasrDive(dir, name string, ps []FasrDivePoint) (string, error) {
+	return saveCSV(dir, name+".csv", func(w io.Writer) error { return WriteFasrDiveCSV(w, ps) })
+}

@@ -107,7 +107,14 @@ type QPResult struct {
 	// ServerOnChipPeak is the most context bytes the server (B) held on
 	// chip at once (qpc_resident_bytes_peak).
 	ServerOnChipPeak int
-	Wall             time.Duration
+	// FaSR's fast and slow paths in the measurement window (Fig. 9b): the
+	// receiver's (B) and the sender's (A) operations with and without a
+	// bitmap, and the recoveries that fell back to go-back-N (B).
+	RxFast, RxSlow, TxFast, TxSlow, Fallbacks uint64
+	// ServerPools are B's shared SR pools over the whole run (their
+	// peaks: FaSR Fig. 10).
+	ServerPools []recovery.PoolStats
+	Wall        time.Duration
 }
 
 // RunQPs runs the StaR stress test: c.QPs connections from NIC A to NIC B,
@@ -224,7 +231,8 @@ func RunQPs(c QPConfig) (QPResult, error) {
 		}
 	}
 	run(c.Warmup, c.MaxMessages/2)
-	startDone, startCache, startRetx := done, sim.B.CacheStats(), sim.A.Counters().Retransmits
+	startDone, startCache, startA, startB := done, sim.B.CacheStats(), sim.A.Counters(), sim.B.Counters()
+	startRetx := startA.Retransmits
 	t0 := sim.Now()
 	run(c.Measure, c.MaxMessages)
 	if runErr != nil {
@@ -242,6 +250,11 @@ func RunQPs(c QPConfig) (QPResult, error) {
 	r.PeakQPs = cs.PeakResident
 	r.ServerOnChipPeak = cs.PeakResidentBytes
 	r.SRBytes = SRBytes(sim.A.Scheme(), c.QPs)
-	r.Retransmits = sim.A.Counters().Retransmits - startRetx
+	ca, cb := sim.A.Counters(), sim.B.Counters()
+	r.Retransmits = ca.Retransmits - startRetx
+	r.RxFast, r.RxSlow = cb.SRRxFastPath-startB.SRRxFastPath, cb.SRRxSlowPath-startB.SRRxSlowPath
+	r.TxFast, r.TxSlow = ca.SRTxFastPath-startA.SRTxFastPath, ca.SRTxSlowPath-startA.SRTxSlowPath
+	r.Fallbacks = cb.SRFallbacks - startB.SRFallbacks
+	r.ServerPools = cb.Pools
 	return r, nil
 }
