@@ -60,10 +60,10 @@ type Config struct {
 	// dataplane.Config.StarServer).
 	StarServerB bool
 	RTOBackoff  bool              // both NICs (see dataplane.Config)
+	RTO         dataplane.RTOMode // both NICs (see dataplane.Config)
 	// TxBurst is how many packets a QP sends before the next QP's turn,
 	// both NICs (0: dataplane's default, 16; see dataplane.Config).
 	TxBurst int
-	RTO         dataplane.RTOMode // both NICs (see dataplane.Config)
 	// LinkRate and LinkBurst pace both NICs' transmission (see
 	// dataplane.Config); the fabric's links have their own rate
 	// (LinkConfig.RateBps).

@@ -174,7 +174,7 @@ func WriteFasrDiveCSV(w io.Writer, ps []FasrDivePoint) error {
 	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
 	for _, p := range ps {
 		cw.Write([]string{strconv.Itoa(p.QPs), strconv.FormatFloat(p.Loss, 'g', -1, 64), u(p.RxFast), u(p.RxSlow), u(p.TxFast), u(p.TxSlow),
-			strconv.FormatFloat(p.FastShare(), 'f', 4, 64), strconv.Itoa(p.BlocksPeak), strconv.Itoa(p.BlocksPeak*p.BlockBits/8), strconv.Itoa(p.BlocksSlots),
+			strconv.FormatFloat(p.FastShare(), 'f', 4, 64), strconv.Itoa(p.BlocksPeak), strconv.Itoa(p.BlocksPeak * p.BlockBits / 8), strconv.Itoa(p.BlocksSlots),
 			strconv.Itoa(p.UnitsPeak), strconv.Itoa(p.UnitsSlots), u(p.Fallbacks), strconv.FormatFloat(p.GoodputGbps, 'f', 3, 64)})
 	}
 	cw.Flush()
