@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -65,5 +66,36 @@ func TestQPSweepFlags(t *testing.T) {
 		if code := exitStatus(sweepCmd(args), &stderr); code != 2 {
 			t.Errorf("%v: exit %d, %q", args, code, stderr.String())
 		}
+	}
+}
+
+// TestQPSweepOneTimeout: `qps -one-timeout` is the sweep before issue 14
+// (every scheme's timeout the fixed 16.8 ms), and at 16 QPs and 1% loss
+// fasr waits out lost tails there; by default, with its own timeouts, it
+// does not.
+func TestQPSweepOneTimeout(t *testing.T) {
+	rate := func(extra ...string) float64 {
+		dir := t.TempDir()
+		args := append([]string{"qps", "-schemes", "fasr", "-qps", "16", "-sizes", "8192", "-loss", "1", "-measure", "10ms", "-out", dir}, extra...)
+		if err := sweepCmd(args); err != nil {
+			t.Fatal(args, err)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, "qps.csv"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		if len(lines) != 2 {
+			t.Fatalf("%v: csv\n%s", args, b)
+		}
+		v, err := strconv.ParseFloat(strings.Split(lines[1], ",")[7], 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	own, one := rate(), rate("-one-timeout")
+	if own < 10*one {
+		t.Fatalf("fasr at 16 QPs, 1%% loss: own timeouts %.0f msg/s, one 16.8 ms timeout %.0f msg/s", own, one)
 	}
 }

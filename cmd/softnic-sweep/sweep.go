@@ -160,7 +160,7 @@ func qpSweepCmd(args []string) error {
 						c.Params = recovery.Params{RTOLow: sweepTimeout, RTOHigh: sweepTimeout}
 					}
 					if *oneTimeout {
-						c.ServerSRAMOnly, c.RTOBackoff = false, false
+						c.ServerSRAMOnly, c.RTOBackoff, c.RTO = false, false, dataplane.RTOFixed
 						c.Params = recovery.Params{RTOLow: sweepTimeout, RTOHigh: sweepTimeout}
 					}
 					r, err := sweep.RunQPs(c)
