@@ -50,8 +50,12 @@ func FasrDive(dir, name, fig string, ps []sweep.FasrDivePoint) (string, error) {
 	y := func(p sweep.FasrDivePoint) float64 { return p.FastShare() }
 	if fig == "10" {
 		c.title = "FaSR Fig. 10: peak bitmap-pool use at the receiver (embedded, 100 Gb/s, 40 µs RTT, pool 256 B)"
-		c.ylabel, c.yMax, c.yStep = "bitmap bytes in use (peak)", 0, 0
+		c.ylabel, c.yMax, c.yStep = "bitmap bytes in use (peak; the axis ends at the pool's size)", 0, 0
 		y = func(p sweep.FasrDivePoint) float64 { return float64(p.BlocksPeak * p.BlockBits / 8) }
+		for _, p := range ps {
+			c.yMax = max(c.yMax, float64(p.BlocksSlots*p.BlockBits/8))
+		}
+		c.yStep = c.yMax / 8
 	}
 	idx := map[float64]int{}
 	for _, p := range ps {
