@@ -39,6 +39,7 @@ type SimConfig struct {
 	StarServerB      bool
 	RTOBackoff       bool
 	RTO              RTOMode
+	TxBurst          int
 	LinkRate         uint64
 	LinkBurst        int
 	LinkDelay        time.Duration
@@ -66,7 +67,7 @@ func NewSim(cfg SimConfig) (*Sim, error) {
 	if cfg.IPv6 {
 		addrA, addrB = SimAddr6A, SimAddr6B
 	}
-	a, err := NewEngine(Config{MAC: SimMACA, Addr: addrA, Scheme: cfg.SchemeA, SchemeParams: cfg.SchemeParams, SRAMBytes: cfg.SRAMBytes, FetchPenalty: cfg.FetchPenalty, RTOBackoff: cfg.RTOBackoff, RTO: cfg.RTO,
+	a, err := NewEngine(Config{MAC: SimMACA, Addr: addrA, Scheme: cfg.SchemeA, SchemeParams: cfg.SchemeParams, SRAMBytes: cfg.SRAMBytes, FetchPenalty: cfg.FetchPenalty, RTOBackoff: cfg.RTOBackoff, RTO: cfg.RTO, TxBurst: cfg.TxBurst,
 		LinkRate: cfg.LinkRate, LinkBurst: cfg.LinkBurst, LinkDelay: cfg.LinkDelay, LinkDelaySlots: cfg.LinkDelaySlots, Netem: cfg.Netem}, f.A())
 	if err != nil {
 		return nil, err
@@ -75,7 +76,7 @@ func NewSim(cfg SimConfig) (*Sim, error) {
 	if cfg.SRAMBytesB != 0 {
 		sramB = cfg.SRAMBytesB
 	}
-	b, err := NewEngine(Config{MAC: SimMACB, Addr: addrB, Scheme: cfg.SchemeB, SchemeParams: cfg.SchemeParams, SRAMBytes: sramB, StarServer: cfg.StarServerB, FetchPenalty: cfg.FetchPenalty, RTOBackoff: cfg.RTOBackoff, RTO: cfg.RTO,
+	b, err := NewEngine(Config{MAC: SimMACB, Addr: addrB, Scheme: cfg.SchemeB, SchemeParams: cfg.SchemeParams, SRAMBytes: sramB, StarServer: cfg.StarServerB, FetchPenalty: cfg.FetchPenalty, RTOBackoff: cfg.RTOBackoff, RTO: cfg.RTO, TxBurst: cfg.TxBurst,
 		LinkRate: cfg.LinkRate, LinkBurst: cfg.LinkBurst, LinkDelay: cfg.LinkDelay, LinkDelaySlots: cfg.LinkDelaySlots, Netem: netemB}, f.B())
 	if err != nil {
 		return nil, err

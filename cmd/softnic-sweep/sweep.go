@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/softnic/softnic/dataplane"
 	"github.com/softnic/softnic/internal/perftest"
 	"github.com/softnic/softnic/internal/sweep"
 	"github.com/softnic/softnic/internal/sweepplot"
@@ -76,12 +77,22 @@ func qpSweepCmd(args []string) error {
 	sram := fs.Int("sram", qp.DefaultCacheBudget, "on-chip SRAM per NIC, bytes (0 = unlimited; default: the -budget preset)")
 	penalty := fs.Duration("fetch-penalty", qp.DefaultFetchPenalty, "context-cache miss stall")
 	measure := fs.Duration("measure", 40*time.Millisecond, "measurement window per point (simulated), after a 20 ms warm-up")
+	nics := fs.String("nics", "server", "which NICs -sram budgets: server (B alone; the clients, A, stand for separate machines, StaR §4) or both")
+	rtoMode := fs.String("rto", "adaptive", "the schemes' timeouts: fixed (IRN's 100/320 µs for the selective schemes, the ACK timeout for go-back-N) or adaptive (the same rules applied to each QP's measured round trip, which past the knee is milliseconds); both with backoff")
+	oneTimeout := fs.Bool("one-timeout", false, "the sweep before issue 14: both NICs budgeted and every scheme's RTO the QPs' 16.8 ms ACK timeout, no backoff (overrides -nics)")
 	maxMsgs := fs.Uint64("max-msgs", 200000, "lossless points: end the measurement window after this many messages (the warm-up after half as many); 0: never. Lossy points always run the whole windows")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	rto, err := dataplane.ParseRTOMode(*rtoMode)
+	if err != nil {
+		return usagef("sweep qps: -rto: %v", err)
+	}
+	if *nics != "server" && *nics != "both" {
+		return usagef("sweep qps: -nics %q: want server or both", *nics)
+	}
 	preset, ok := sweep.Budgets[*budget]
 	if !ok {
 		return fmt.Errorf("sweep qps: -budget %q: want star or fasr", *budget)
@@ -109,7 +120,14 @@ func qpSweepCmd(args []string) error {
 		ls = append(ls, v/100)
 	}
 	fmt.Printf(" QP scalability sweep (StaR stress test) on the embedded fabric, simulated time\n")
-	fmt.Printf(" link 100 Gb/s, RTT 12 µs; SRAM %d B per NIC (-budget %s), %d-byte base context, miss stall %v\n", *sram, *budget, qp.DefaultQPContextBytes, *penalty)
+	budgeted, timeouts := "the server's NIC (B)", "each scheme's own, with backoff"
+	if *nics == "both" || *oneTimeout {
+		budgeted = "each NIC"
+	}
+	if *oneTimeout {
+		timeouts = fmt.Sprintf("%v for every scheme, no backoff", sweepTimeout)
+	}
+	fmt.Printf(" link 100 Gb/s, RTT 12 µs; SRAM %d B for %s (-budget %s), %d-byte base context, miss stall %v; timeouts %s\n", *sram, budgeted, *budget, qp.DefaultQPContextBytes, *penalty, timeouts)
 	fmt.Printf(" %-6s %6s %6s %6s %12s %9s %8s %9s %9s %8s\n", "scheme", "size", "loss%", "QPs", "msgs/s", "Gb/s", "hit", "SR bytes", "measured", "wall")
 	var rs []sweep.QPResult
 	for _, scheme := range strings.Split(*schemes, ",") {
@@ -120,14 +138,32 @@ func qpSweepCmd(args []string) error {
 					if loss == 0 {
 						limit = *maxMsgs
 					}
-					r, err := sweep.RunQPs(sweep.QPConfig{Scheme: strings.TrimSpace(scheme), QPs: n, Size: size, Loss: loss, SRAM: *sram,
+					c := sweep.QPConfig{Scheme: strings.TrimSpace(scheme), QPs: n, Size: size, Loss: loss, SRAM: *sram,
 						Penalty: *penalty, Link: sweep.DefaultQPLink, Warmup: 20 * time.Millisecond, Measure: *measure, MaxMessages: limit, Seed: uint64(n),
-						// One retransmission timeout for every scheme, the
-						// QPs' ACK timeout: past the cache's knee a QP waits
-						// milliseconds for its turn in the NIC, and IRN's
-						// 100/320 µs RTOs would fire spuriously until its
-						// retries ran out (found by this sweep).
-						Params: recovery.Params{RTOLow: sweepTimeout, RTOHigh: sweepTimeout}})
+						// StaR's clients are separate machines (§4): the
+						// server's NIC alone is budgeted, unless -nics both.
+						ServerSRAMOnly: *nics == "server",
+						// Each scheme's own timeouts (IRN's 100/320 µs
+						// RTO_low/RTO_high for the selective ones, the QPs'
+						// ACK timeout for go-back-N), doubled after each
+						// timeout without progress: past the cache's knee a
+						// QP waits milliseconds for its turn in the NIC, and
+						// fixed RTOs of 100 µs fired again and again until
+						// the retries ran out (found by this sweep).
+						RTOBackoff: true, RTO: rto}
+					if rto == dataplane.RTOAdaptive {
+						// Until its first round trip is measured a QP
+						// waits the ACK timeout, as RFC 6298 (§2.1)
+						// starts conservatively: 5000 QPs posting at once
+						// wait milliseconds for their first turn in a
+						// thrashing NIC.
+						c.Params = recovery.Params{RTOLow: sweepTimeout, RTOHigh: sweepTimeout}
+					}
+					if *oneTimeout {
+						c.ServerSRAMOnly, c.RTOBackoff, c.RTO = false, false, dataplane.RTOFixed
+						c.Params = recovery.Params{RTOLow: sweepTimeout, RTOHigh: sweepTimeout}
+					}
+					r, err := sweep.RunQPs(c)
 					if err != nil {
 						return err
 					}

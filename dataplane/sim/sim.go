@@ -61,6 +61,9 @@ type Config struct {
 	StarServerB bool
 	RTOBackoff  bool              // both NICs (see dataplane.Config)
 	RTO         dataplane.RTOMode // both NICs (see dataplane.Config)
+	// TxBurst is how many packets a QP sends before the next QP's turn,
+	// both NICs (0: dataplane's default, 16; see dataplane.Config).
+	TxBurst int
 	// LinkRate and LinkBurst pace both NICs' transmission (see
 	// dataplane.Config); the fabric's links have their own rate
 	// (LinkConfig.RateBps).
@@ -100,7 +103,7 @@ func New(cfg Config) (*Sim, error) {
 	if cfg.IPv6 {
 		addrA, addrB = Addr6A, Addr6B
 	}
-	a, err := dataplane.NewEngine(dataplane.Config{MAC: MACA, Addr: addrA, Scheme: cfg.SchemeA, SchemeParams: cfg.SchemeParams, SRAMBytes: cfg.SRAMBytes, FetchPenalty: cfg.FetchPenalty, RTOBackoff: cfg.RTOBackoff, RTO: cfg.RTO,
+	a, err := dataplane.NewEngine(dataplane.Config{MAC: MACA, Addr: addrA, Scheme: cfg.SchemeA, SchemeParams: cfg.SchemeParams, SRAMBytes: cfg.SRAMBytes, FetchPenalty: cfg.FetchPenalty, RTOBackoff: cfg.RTOBackoff, RTO: cfg.RTO, TxBurst: cfg.TxBurst,
 		LinkRate: cfg.LinkRate, LinkBurst: cfg.LinkBurst, LinkDelay: cfg.LinkDelay, LinkDelaySlots: cfg.LinkDelaySlots, Netem: cfg.Netem}, f.A())
 	if err != nil {
 		return nil, err
@@ -109,7 +112,7 @@ func New(cfg Config) (*Sim, error) {
 	if cfg.SRAMBytesB != 0 {
 		sramB = cfg.SRAMBytesB
 	}
-	b, err := dataplane.NewEngine(dataplane.Config{MAC: MACB, Addr: addrB, Scheme: cfg.SchemeB, SchemeParams: cfg.SchemeParams, SRAMBytes: sramB, StarServer: cfg.StarServerB, FetchPenalty: cfg.FetchPenalty, RTOBackoff: cfg.RTOBackoff, RTO: cfg.RTO,
+	b, err := dataplane.NewEngine(dataplane.Config{MAC: MACB, Addr: addrB, Scheme: cfg.SchemeB, SchemeParams: cfg.SchemeParams, SRAMBytes: sramB, StarServer: cfg.StarServerB, FetchPenalty: cfg.FetchPenalty, RTOBackoff: cfg.RTOBackoff, RTO: cfg.RTO, TxBurst: cfg.TxBurst,
 		LinkRate: cfg.LinkRate, LinkBurst: cfg.LinkBurst, LinkDelay: cfg.LinkDelay, LinkDelaySlots: cfg.LinkDelaySlots, Netem: netemB}, f.B())
 	if err != nil {
 		return nil, err

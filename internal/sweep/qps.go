@@ -44,6 +44,25 @@ type QPConfig struct {
 	// Star makes every connection a StaR one (docs/star.md): A's QPs
 	// clients running Scheme (a selective one), B's stateless servers.
 	Star bool
+	// Depth is how many WRITEs each QP keeps outstanding (0: 1, StaR's
+	// stress test; perftest's write_bw pipelines its tx depth).
+	Depth int
+	// MTU is the path MTU (0: 4096).
+	MTU qp.MTU
+	// RTOBackoff doubles a QP's retransmission timeout after each timeout
+	// without progress (dataplane.Config.RTOBackoff): with each scheme's
+	// own timeouts, what keeps a QP that waits milliseconds for its turn
+	// in a thrashing NIC from spending its retries.
+	RTOBackoff bool
+	// RTO chooses fixed timeouts (the scheme's, the default) or timeouts
+	// adapted to each QP's measured round trip (dataplane.RTOAdaptive).
+	RTO dataplane.RTOMode
+	// Timeout is the QPs' local ACK timeout code (0: 12, 16.8 ms).
+	Timeout uint8
+	// TxBurst is how many packets a QP sends before the next QP's turn
+	// (0: the engine's 16): 1 is a NIC scheduler that arbitrates among
+	// its QPs packet by packet.
+	TxBurst int
 }
 
 // On-chip budgets for QP contexts and recovery state (QPConfig.SRAM, the
@@ -88,7 +107,14 @@ type QPResult struct {
 	// ServerOnChipPeak is the most context bytes the server (B) held on
 	// chip at once (qpc_resident_bytes_peak).
 	ServerOnChipPeak int
-	Wall             time.Duration
+	// FaSR's fast and slow paths in the measurement window (Fig. 9b): the
+	// receiver's (B) and the sender's (A) operations with and without a
+	// bitmap, and the recoveries that fell back to go-back-N (B).
+	RxFast, RxSlow, TxFast, TxSlow, Fallbacks uint64
+	// ServerPools are B's shared SR pools over the whole run (their
+	// peaks: FaSR Fig. 10).
+	ServerPools []recovery.PoolStats
+	Wall        time.Duration
 }
 
 // RunQPs runs the StaR stress test: c.QPs connections from NIC A to NIC B,
@@ -102,7 +128,14 @@ func RunQPs(c QPConfig) (QPResult, error) {
 	if penalty == 0 {
 		penalty = -1
 	}
-	cfg := sim.Config{Seed: c.Seed, AtoB: link, BtoA: link, SchemeA: c.Scheme, SchemeB: c.Scheme, SchemeParams: c.Params, SRAMBytes: c.SRAM, FetchPenalty: penalty, StarServerB: c.Star}
+	depth, mtu, timeout := max(c.Depth, 1), c.MTU, c.Timeout
+	if mtu == 0 {
+		mtu = qp.MTU4096
+	}
+	if timeout == 0 {
+		timeout = 12
+	}
+	cfg := sim.Config{Seed: c.Seed, AtoB: link, BtoA: link, SchemeA: c.Scheme, SchemeB: c.Scheme, SchemeParams: c.Params, SRAMBytes: c.SRAM, FetchPenalty: penalty, StarServerB: c.Star, RTOBackoff: c.RTOBackoff, RTO: c.RTO, TxBurst: c.TxBurst}
 	if c.ServerSRAMOnly {
 		cfg.SRAMBytes, cfg.SRAMBytesB = 0, c.SRAM
 	}
@@ -124,12 +157,12 @@ func RunQPs(c QPConfig) (QPResult, error) {
 	if err != nil {
 		return QPResult{}, err
 	}
-	cqA, _ := sim.A.CreateCQ(2*c.QPs+64, nil)
+	cqA, _ := sim.A.CreateCQ(2*depth*c.QPs+64, nil)
 	cqB, _ := sim.B.CreateCQ(64, nil)
 	qps := make([]*dataplane.QP, c.QPs)
 	wrs := make([][]qp.SendWR, c.QPs)
 	for i := range qps {
-		qa, err := sim.A.CreateQP(pdA, dataplane.QPInitAttr{SendCQ: cqA, RecvCQ: cqA, MaxSendWR: 2, MaxRecvWR: 1, Star: roleA})
+		qa, err := sim.A.CreateQP(pdA, dataplane.QPInitAttr{SendCQ: cqA, RecvCQ: cqA, MaxSendWR: depth + 1, MaxRecvWR: 1, Star: roleA})
 		if err != nil {
 			return QPResult{}, err
 		}
@@ -137,12 +170,12 @@ func RunQPs(c QPConfig) (QPResult, error) {
 		if err != nil {
 			return QPResult{}, err
 		}
-		// ACK timeout 12 (16.8 ms): past the cache's knee a QP waits for
+		// ACK timeout 12 (16.8 ms), the default: past the cache's knee a QP waits for
 		// every other QP's context fetches before its turn (5000 QPs x a
 		// few µs of stall), and a shorter timeout would fire spuriously
 		// until retries ran out; perftest's 14 (67 ms) would leave a 1%-loss
 		// run measuring little but timeouts.
-		if err := dataplane.Connect(sim.A, qa, sim.B, qb, dataplane.ConnParams{MTU: qp.MTU4096, Timeout: 12}); err != nil {
+		if err := dataplane.Connect(sim.A, qa, sim.B, qb, dataplane.ConnParams{MTU: mtu, Timeout: timeout}); err != nil {
 			return QPResult{}, err
 		}
 		w := qp.SendWR{WRID: uint64(i), Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled, NumSGE: 1, RKey: mrB.RKey,
@@ -150,9 +183,11 @@ func RunQPs(c QPConfig) (QPResult, error) {
 		w.SGL[0] = qp.SGE{Addr: mrA.Addr, Length: uint32(c.Size), LKey: mrA.LKey}
 		qps[i], wrs[i] = qa, []qp.SendWR{w}
 	}
-	for i := range qps {
-		if _, err := sim.A.PostSend(qps[i], wrs[i]); err != nil {
-			return QPResult{}, err
+	for range depth {
+		for i := range qps {
+			if _, err := sim.A.PostSend(qps[i], wrs[i]); err != nil {
+				return QPResult{}, err
+			}
 		}
 	}
 	wcs := make([]qp.WC, 256)
@@ -196,7 +231,8 @@ func RunQPs(c QPConfig) (QPResult, error) {
 		}
 	}
 	run(c.Warmup, c.MaxMessages/2)
-	startDone, startCache, startRetx := done, sim.B.CacheStats(), sim.A.Counters().Retransmits
+	startDone, startCache, startA, startB := done, sim.B.CacheStats(), sim.A.Counters(), sim.B.Counters()
+	startRetx := startA.Retransmits
 	t0 := sim.Now()
 	run(c.Measure, c.MaxMessages)
 	if runErr != nil {
@@ -214,6 +250,11 @@ func RunQPs(c QPConfig) (QPResult, error) {
 	r.PeakQPs = cs.PeakResident
 	r.ServerOnChipPeak = cs.PeakResidentBytes
 	r.SRBytes = SRBytes(sim.A.Scheme(), c.QPs)
-	r.Retransmits = sim.A.Counters().Retransmits - startRetx
+	ca, cb := sim.A.Counters(), sim.B.Counters()
+	r.Retransmits = ca.Retransmits - startRetx
+	r.RxFast, r.RxSlow = cb.SRRxFastPath-startB.SRRxFastPath, cb.SRRxSlowPath-startB.SRRxSlowPath
+	r.TxFast, r.TxSlow = ca.SRTxFastPath-startA.SRTxFastPath, ca.SRTxSlowPath-startA.SRTxSlowPath
+	r.Fallbacks = cb.SRFallbacks - startB.SRFallbacks
+	r.ServerPools = cb.Pools
 	return r, nil
 }

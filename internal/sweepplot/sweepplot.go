@@ -78,7 +78,7 @@ type chart struct {
 }
 
 // Loss draws goodput relative to lossless against loss rate, one line per
-// scheme (the loss sweep, MELO Fig. 5a), to path.
+// scheme (the loss sweep; FaSR Fig. 7a), to path.
 // Each scheme's legend label carries its absolute lossless goodput, which
 // the relative scale hides; the x axis labels every loss rate measured.
 func Loss(path, title string, rs []sweep.LossResult) error {

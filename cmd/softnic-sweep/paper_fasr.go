@@ -1,0 +1,135 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/softnic/softnic/internal/sweep"
+	"github.com/softnic/softnic/internal/sweepplot"
+)
+
+// The FaSR paper's (004) figures.
+func init() {
+	registerPaper(paperPreset{
+		Name: "fasr-fig7c", Paper: "FaSR (004)", Figure: "Fig. 7c",
+		Summary: "goodput at 5K QPs against loss: the go-back-N NIC whose contexts do not fit (CX6-like) vs FaSR",
+		Params: []paperParam{
+			{"QPs", "5000", "§V-C2: 5K concurrent QPs"},
+			{"link", "100 Gb/s", "§V-A: 100 Gbps FPGA boards, Tofino switches"},
+			{"base RTT", "6 µs (3 µs each way)", "§V-A: about 6 µs"},
+			{"MTU", "1024 B", "§V-A"},
+			{"message", "8 KiB RDMA WRITE, one outstanding per QP, reposted on completion", "§V-B: 8KB (Fig. 7a's); §V-A perftest; per-QP depth not given, 1 keeps 5K QPs' 40K packets in flight"},
+			{"loss", "0, 0.1, 0.5, 1% random, both directions", "§V-A: loss injected on the switch; the x-axis points are not in the text"},
+			{"gbn NIC", fmt.Sprintf("go-back-N, %d B on chip: %d contexts", sweep.CX6Budget(), sweep.CX6Contexts), "§V-C1/Fig. 7b: CX6 drops past 256 QPs (its 2 MB also holds other state)"},
+			{"fasr NIC", fmt.Sprintf("fasr, %d B on chip", sweep.FaSRBudget), "§V-A: 1.4 MB of 3.2 MB SRAM for QP contexts"},
+			{"budgeted NICs", "both (server and clients)", "§V-C1: 1 server, 3 clients, each with 1.7K-5K QPs, past any 256-context cache"},
+			{"miss stall", "1 µs per context fetch", "softnic's model (a PCIe read; StaR §4's calibration); the paper gives no figure"},
+			{"TX scheduling", "packet by packet among QPs (TxBurst 1)", "departure: the paper does not say; fasr-fig7c-msgburst.csv repeats it with a whole message (8 packets) per turn"},
+			{"ACK timeout", "code 14 (67 ms), both", "perftest's default (§V-A perftest); fasr's RTO_low/high are its own"},
+			{"warm-up, window", "20 ms, 40 ms simulated", "softnic: steady state"},
+		},
+		Run: runFasrFig7c,
+	})
+}
+
+func runFasrFig7c(o paperOpts) error {
+	qps, losses, warm, meas := 5000, sweep.FasrFig7cLosses, 20*time.Millisecond, 40*time.Millisecond
+	if o.Quick {
+		qps, losses, warm, meas = 300, []float64{0, 0.01}, time.Millisecond, 2*time.Millisecond
+	}
+	labels := map[string]string{"gbn": fmt.Sprintf("gbn, CX6-like (%d contexts on chip)", sweep.CX6Contexts), "fasr": "fasr (1.4 MB on chip)"}
+	run := func(name string, burst int) error {
+		fmt.Fprintf(o.Stdout, " %s: %d QPs, TX burst %d packets per QP turn\n %-5s %7s %9s %12s %7s %12s %8s\n", name, qps, burst, "nic", "loss%", "Gb/s", "msgs/s", "hit", "retransmits", "wall")
+		var ps []sweep.FasrFig7cPoint
+		for _, nic := range sweep.FasrFig7cNICs() {
+			for _, l := range losses {
+				p, err := sweep.RunFasrFig7c(nic, qps, l, burst, warm, meas)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(o.Stdout, " %-5s %7g %9.3f %12.0f %7.3f %12d %8v\n", p.NIC, l*100, p.GoodputGbps, p.MsgRate, p.HitRate, p.Retransmits, p.Wall.Round(time.Millisecond))
+				ps = append(ps, p)
+			}
+		}
+		for _, l := range losses {
+			var g, f float64
+			for _, p := range ps {
+				if p.Loss == l && p.NIC == "gbn" {
+					g = p.GoodputGbps
+				} else if p.Loss == l {
+					f = p.GoodputGbps
+				}
+			}
+			if g > 0 {
+				fmt.Fprintf(o.Stdout, " at %g%% loss fasr/gbn = %.1fx\n", l*100, f/g)
+			}
+		}
+		csvPath, err := sweep.SaveFasrFig7c(o.Out, name, ps)
+		if err != nil {
+			return err
+		}
+		png, err := sweepplot.FasrFig7c(o.Out, name, fmt.Sprintf("FaSR Fig. 7c: %d QPs, 8 KiB WRITEs, MTU 1024 (embedded, 100 Gb/s, 6 µs RTT, TX burst %d)", qps, burst), labels, ps)
+		fmt.Fprintln(o.Stdout, " wrote", csvPath, png)
+		return err
+	}
+	if err := run("fasr-fig7c", 1); err != nil {
+		return err
+	}
+	if o.Quick {
+		return nil
+	}
+	return run("fasr-fig7c-msgburst", 8)
+}
+
+// The deep dive's parameters, shared by Fig. 9b and Fig. 10.
+var fasrDiveParams = []paperParam{
+	{"link", "100 Gb/s", "§V-D3: the servers' links (NS3 fat tree; softnic: one link)"},
+	{"base RTT", "40 µs (20 µs each way)", "§V-D3"},
+	{"MTU", "1024 B", "§V-D3: 1KB"},
+	{"bitmap pool", "128 blocks of 16 bits (256 B) + 32 SR units", "§V-D3: 270 B; the recovery package's default pool"},
+	{"traffic", "8 KiB WRITEs, 64/QPs outstanding per QP (about 512 packets in flight, BDP cap 128 per QP)", "§III-A: BDP 500 packets; the paper's websearch/datamining loads are not modelled"},
+	{"loss", "random, both directions", "§V-D: random loss (the paper's incast case is not modelled)"},
+	{"on-chip budget", fmt.Sprintf("%d B, both NICs (every context fits)", sweep.FaSRBudget), "§V-A"},
+	{"warm-up, window", "10 ms, 20 ms simulated", "softnic: steady state"},
+}
+
+func init() {
+	registerPaper(paperPreset{
+		Name: "fasr-fig9", Paper: "FaSR (004)", Figure: "Fig. 9b",
+		Summary: "share of FaSR's SR operations on the fast path (no bitmap), against QPs and loss",
+		Params:  append([]paperParam{{"QPs, loss", "2, 8, 32, 128, 512 QPs at 0.1, 1, 5%", "§V-D: loss scenarios; QP counts as Fig. 10's"}}, fasrDiveParams...),
+		Run:     func(o paperOpts) error { return runFasrDive(o, "fasr-fig9", "9b", []float64{0.001, 0.01, 0.05}) },
+	})
+	registerPaper(paperPreset{
+		Name: "fasr-fig10", Paper: "FaSR (004)", Figure: "Fig. 10",
+		Summary: "peak use of FaSR's shared bitmap pool at 1% loss against concurrent QPs",
+		Params:  append([]paperParam{{"QPs, loss", "2, 8, 32, 128, 512 QPs at 1%", "§V-D3/Fig. 10: 2QP, 8QP, ... at 1%"}}, fasrDiveParams...),
+		Run:     func(o paperOpts) error { return runFasrDive(o, "fasr-fig10", "10", []float64{0.01}) },
+	})
+}
+
+func runFasrDive(o paperOpts, name, fig string, losses []float64) error {
+	qps, warm, meas := []int{2, 8, 32, 128, 512}, 10*time.Millisecond, 20*time.Millisecond
+	if o.Quick {
+		qps, losses, warm, meas = []int{2, 32}, losses[len(losses)-1:], time.Millisecond, 2*time.Millisecond
+	}
+	fmt.Fprintf(o.Stdout, " %5s %6s %9s %10s %10s %10s %10s %6s %12s %9s %8s\n", "QPs", "loss%", "Gb/s", "rx fast", "rx slow", "tx fast", "tx slow", "fast", "blocks peak", "fallbacks", "wall")
+	var ps []sweep.FasrDivePoint
+	for _, l := range losses {
+		for _, n := range qps {
+			p, err := sweep.RunFasrDive(n, l, warm, meas)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(o.Stdout, " %5d %6g %9.3f %10d %10d %10d %10d %6.3f %8d/%-3d %9d %8v\n", n, l*100, p.GoodputGbps, p.RxFast, p.RxSlow, p.TxFast, p.TxSlow, p.FastShare(), p.BlocksPeak, p.BlocksSlots, p.Fallbacks, p.Wall.Round(time.Millisecond))
+			ps = append(ps, p)
+		}
+	}
+	csvPath, err := sweep.SaveFasrDive(o.Out, name, ps)
+	if err != nil {
+		return err
+	}
+	png, err := sweepplot.FasrDive(o.Out, name, fig, ps)
+	fmt.Fprintln(o.Stdout, " wrote", csvPath, png)
+	return err
+}

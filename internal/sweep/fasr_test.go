@@ -1,0 +1,114 @@
+package sweep
+
+import (
+	"bytes"
+	"encoding/csv"
+	"testing"
+	"time"
+
+	"github.com/softnic/softnic/dataplane"
+	"github.com/softnic/softnic/recovery"
+)
+
+// TestQPSweepServerBudget: past the knee, budgeting the server alone (StaR's
+// clients are separate machines) leaves one miss per message where
+// budgeting both NICs makes two, so the floor roughly doubles.
+func TestQPSweepServerBudget(t *testing.T) {
+	both, err := RunQPs(point(8, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := point(8, 0)
+	c.ServerSRAMOnly = true
+	server, err := RunQPs(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if server.MsgRate < 1.6*both.MsgRate {
+		t.Fatalf("server budget only: %.0f/s (hit %.3f), both NICs: %.0f/s", server.MsgRate, server.HitRate, both.MsgRate)
+	}
+}
+
+// TestQPSweepOwnTimeouts: at 1% loss with 16 QPs, fasr with the one
+// 16.8 ms timeout the QP sweep used to give every scheme waits out a lost
+// tail for milliseconds; with its own RTO_low/RTO_high (adapted to the
+// measured round trip, backoff on) it keeps most of its lossless rate.
+func TestQPSweepOwnTimeouts(t *testing.T) {
+	base := QPConfig{Scheme: recovery.FaSR, QPs: 16, Size: 8192, Loss: 0.01, Link: DefaultQPLink,
+		Warmup: 2 * time.Millisecond, Measure: 10 * time.Millisecond, Seed: 16}
+	one := base
+	one.Params = recovery.Params{RTOLow: 16777216, RTOHigh: 16777216}
+	old, err := RunQPs(one)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := one
+	own.RTOBackoff, own.RTO = true, dataplane.RTOAdaptive
+	r, err := RunQPs(own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lossless := base
+	lossless.Loss = 0
+	l, err := RunQPs(lossless)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.MsgRate < 0.6*l.MsgRate || r.MsgRate < 5*old.MsgRate {
+		t.Fatalf("own timeouts %.0f/s, one 16.8 ms timeout %.0f/s, lossless %.0f/s", r.MsgRate, old.MsgRate, l.MsgRate)
+	}
+}
+
+// TestFasrFig7cThrash: with a scheduler that sends one packet per QP turn,
+// a go-back-N NIC holding fewer contexts than its QPs misses on nearly
+// every packet, while fasr, whose contexts all fit, never misses; the
+// same QPs with whole-message turns miss once per message.
+func TestFasrFig7cThrash(t *testing.T) {
+	nics := FasrFig7cNICs()
+	gbn, fasr := nics[0], nics[1]
+	if gbn.Scheme != recovery.GBN || gbn.SRAM != CX6Budget() || fasr.SRAM != FaSRBudget {
+		t.Fatalf("NICs %+v", nics)
+	}
+	gbn.SRAM, fasr.SRAM = CX6Budget()/32, CX6Budget() // 8 gbn contexts; 64 fasr contexts fit
+	g, err := RunFasrFig7c(gbn, 32, 0, 1, time.Millisecond, 2*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := RunFasrFig7c(fasr, 32, 0, 1, time.Millisecond, 2*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := RunFasrFig7c(gbn, 32, 0, 8, time.Millisecond, 2*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.HitRate > 0.05 || f.HitRate != 1 || f.GoodputGbps < 5*g.GoodputGbps || msg.GoodputGbps < 2*g.GoodputGbps {
+		t.Fatalf("gbn per packet %+v, per message %+v; fasr %+v", g, msg, f)
+	}
+	var buf bytes.Buffer
+	WriteFasrFig7cCSV(&buf, []FasrFig7cPoint{g, f})
+	rows, err := csv.NewReader(&buf).ReadAll()
+	if err != nil || len(rows) != 3 || rows[0][0] != "scheme" || rows[0][1] != "loss" || rows[0][2] != "goodput_gbps" || rows[1][0] != "gbn" {
+		t.Fatalf("csv %v %v", rows, err)
+	}
+}
+
+// TestFasrDive: lossless, fasr's SR path is never taken and no bitmap is
+// used; at 1% loss its operations show up, the fast path among them, and
+// with 2 QPs (a deep window each) the receiver takes bitmap blocks.
+func TestFasrDive(t *testing.T) {
+	clean, err := RunFasrDive(2, 0, time.Millisecond, 2*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if clean.RxSlow+clean.TxSlow != 0 || clean.BlocksPeak != 0 || clean.BlocksSlots == 0 {
+		t.Fatalf("lossless %+v", clean)
+	}
+	lossy, err := RunFasrDive(2, 0.01, time.Millisecond, 5*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lossy.RxFast == 0 || lossy.RxSlow == 0 || lossy.BlocksPeak == 0 || lossy.FastShare() <= 0 || lossy.FastShare() >= 1 {
+		t.Fatalf("1%% loss %+v", lossy)
+	}
+}
