@@ -57,9 +57,10 @@ struct snic_cq {
 /* A program that spins on ibv_poll_cq (perftest, ibv_rc_pingpong without
    -e) yields the CPU after this many empty polls in a row, so that the
    daemon's poll loop, which moves its packets, gets to run on a host
-   with few cores (docs/ibverbs.md). SOFTNIC_POLL_YIELD=N changes it
+   with few cores (docs/ibverbs.md; 32 is softnic-bench's throughput
+   pace: 8 held ib_write_bw to 0.87 of write_bw). SOFTNIC_POLL_YIELD=N changes it
    (0: never yield). */
-#define SNIC_EMPTY_POLLS_YIELD 8
+#define SNIC_EMPTY_POLLS_YIELD 32
 static unsigned snic_poll_yield = SNIC_EMPTY_POLLS_YIELD;
 struct snic_qp {
 	struct ibv_qp ibv;
