@@ -207,6 +207,16 @@ static int snic_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 	return snic_go_req_notify(((struct snic_cq *)ibcq)->h, solicited_only);
 }
 
+/* snic_copy_sgl copies a work request's n scatter/gather entries. */
+static void snic_copy_sgl(struct snic_sge *dst, const struct ibv_sge *src, int n)
+{
+	for (int j = 0; j < n; j++) {
+		dst[j].addr = src[j].addr;
+		dst[j].length = src[j].length;
+		dst[j].lkey = src[j].lkey;
+	}
+}
+
 static int snic_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr)
 {
 	struct snic_qp *qp = (struct snic_qp *)ibqp;
@@ -251,11 +261,7 @@ static int snic_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ib
 			default:
 				break;
 			}
-			for (int j = 0; j < wr->num_sge; j++) {
-				s->sge[j].addr = wr->sg_list[j].addr;
-				s->sge[j].length = wr->sg_list[j].length;
-				s->sge[j].lkey = wr->sg_list[j].lkey;
-			}
+			snic_copy_sgl(s->sge, wr->sg_list, wr->num_sge);
 		}
 		if (n > 0) {
 			rc = snic_go_post_send(qp->h, batch, n, &bad);
@@ -292,11 +298,7 @@ static int snic_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ib
 			}
 			s->wr_id = wr->wr_id;
 			s->num_sge = wr->num_sge;
-			for (int j = 0; j < wr->num_sge; j++) {
-				s->sge[j].addr = wr->sg_list[j].addr;
-				s->sge[j].length = wr->sg_list[j].length;
-				s->sge[j].lkey = wr->sg_list[j].lkey;
-			}
+			snic_copy_sgl(s->sge, wr->sg_list, wr->num_sge);
 		}
 		if (n > 0) {
 			rc = snic_go_post_recv(qp->h, batch, n, &bad);
