@@ -2,7 +2,6 @@ package sweep
 
 import (
 	"encoding/csv"
-	"fmt"
 	"io"
 	"strconv"
 	"time"
@@ -96,57 +95,32 @@ func RunMeloPool(c MeloPoolConfig) (MeloPoolResult, error) {
 		}
 		w := qp.SendWR{WRID: uint64(i), Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled, NumSGE: 1, RKey: mrB.RKey, RemoteAddr: mrB.Addr}
 		w.SGL[0] = qp.SGE{Addr: mrA.Addr, Length: uint32(c.Size), LKey: mrA.LKey}
-		qps[i], wrs[i] = qa, []qp.SendWR{w, w}
+		qps[i], wrs[i] = qa, []qp.SendWR{w}
 	}
 	for i := range qps {
-		if _, err := s.A.PostSend(qps[i], wrs[i]); err != nil {
+		if _, err := s.A.PostSend(qps[i], []qp.SendWR{wrs[i][0], wrs[i][0]}); err != nil { // two in flight
 			return MeloPoolResult{}, err
 		}
 	}
-	wcs := make([]qp.WC, 256)
-	var done uint64
-	var runErr error
-	repost := func() bool {
-		for {
-			n, err := s.A.PollCQ(cqA, wcs)
-			if err != nil {
-				runErr = err
-				return true
-			}
-			if n == 0 {
-				return false
-			}
-			for _, wc := range wcs[:n] {
-				if wc.Status != qp.WCSuccess {
-					runErr = fmt.Errorf("sweep: melo QP %d: %v", wc.WRID, wc.Status)
-					return true
-				}
-				done++
-				if _, err := s.A.PostSend(qps[wc.WRID], wrs[wc.WRID][:1]); err != nil {
-					runErr = err
-					return true
-				}
-			}
-		}
-	}
+	l := &writeLoop{e: s.A, cq: cqA, qps: qps, wrs: wrs, what: "melo QP"}
 	run := func(d time.Duration) {
 		end := s.Now() + d
-		cond := func() bool { return repost() || s.Now() >= end }
+		cond := func() bool { return l.repost() || s.Now() >= end }
 		for !cond() {
-			before, at := done, s.Now()
-			if s.RunUntil(cond, d+time.Second) || done == before && s.Now() == at {
+			before, at := l.done, s.Now()
+			if s.RunUntil(cond, d+time.Second) || l.done == before && s.Now() == at {
 				return
 			}
 		}
 	}
 	run(c.Warmup)
-	d0, t0 := done, s.Now()
+	d0, t0 := l.done, s.Now()
 	run(c.Measure)
-	if runErr != nil {
-		return MeloPoolResult{}, runErr
+	if l.err != nil {
+		return MeloPoolResult{}, l.err
 	}
 	r := MeloPoolResult{MeloPoolConfig: c, Wall: time.Since(wall)}
-	r.GoodputGbps = float64(done-d0) * float64(c.Size) * 8 / (s.Now() - t0).Seconds() / 1e9
+	r.GoodputGbps = float64(l.done-d0) * float64(c.Size) * 8 / (s.Now() - t0).Seconds() / 1e9
 	a, b := s.A.Counters(), s.B.Counters()
 	for _, p := range b.Pools {
 		if p.Name == "melo_rx_bits" {

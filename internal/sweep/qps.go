@@ -190,57 +190,32 @@ func RunQPs(c QPConfig) (QPResult, error) {
 			}
 		}
 	}
-	wcs := make([]qp.WC, 256)
-	var done uint64
-	var runErr error
-	repost := func() bool {
-		for {
-			n, err := sim.A.PollCQ(cqA, wcs)
-			if err != nil {
-				runErr = err
-				return true
-			}
-			if n == 0 {
-				return false
-			}
-			for _, wc := range wcs[:n] {
-				if wc.Status != qp.WCSuccess {
-					runErr = fmt.Errorf("sweep: QP %d: %v", wc.WRID, wc.Status)
-					return true
-				}
-				done++
-				if _, err := sim.A.PostSend(qps[wc.WRID], wrs[wc.WRID]); err != nil {
-					runErr = err
-					return true
-				}
-			}
-		}
-	}
+	l := &writeLoop{e: sim.A, cq: cqA, qps: qps, wrs: wrs, what: "QP"}
 	// run runs one window. The simulation goes idle whenever every posted
 	// WRITE has completed (always, with one QP): RunUntil then returns,
 	// after its last look at cond has reposted them, and the window goes
 	// on until its end; only a simulation that stays idle ends it early.
 	run := func(d time.Duration, max uint64) {
-		end, stop := sim.Now()+d, done+max
-		cond := func() bool { return repost() || sim.Now() >= end || (max > 0 && done >= stop) }
+		end, stop := sim.Now()+d, l.done+max
+		cond := func() bool { return l.repost() || sim.Now() >= end || (max > 0 && l.done >= stop) }
 		for !cond() {
-			before, at := done, sim.Now()
-			if sim.RunUntil(cond, d+time.Second) || done == before && sim.Now() == at {
+			before, at := l.done, sim.Now()
+			if sim.RunUntil(cond, d+time.Second) || l.done == before && sim.Now() == at {
 				return
 			}
 		}
 	}
 	run(c.Warmup, c.MaxMessages/2)
-	startDone, startCache, startA, startB := done, sim.B.CacheStats(), sim.A.Counters(), sim.B.Counters()
+	startDone, startCache, startA, startB := l.done, sim.B.CacheStats(), sim.A.Counters(), sim.B.Counters()
 	startRetx := startA.Retransmits
 	t0 := sim.Now()
 	run(c.Measure, c.MaxMessages)
-	if runErr != nil {
-		return QPResult{}, runErr
+	if l.err != nil {
+		return QPResult{}, l.err
 	}
 	el := (sim.Now() - t0).Seconds()
 	cs := sim.B.CacheStats()
-	r := QPResult{QPConfig: c, Messages: done - startDone, Wall: time.Since(wallStart)}
+	r := QPResult{QPConfig: c, Messages: l.done - startDone, Wall: time.Since(wallStart)}
 	r.MsgRate = float64(r.Messages) / el
 	r.GoodputGbps = r.MsgRate * float64(c.Size) * 8 / 1e9
 	r.Misses = cs.Misses - startCache.Misses
@@ -257,4 +232,44 @@ func RunQPs(c QPConfig) (QPResult, error) {
 	r.Fallbacks = cb.SRFallbacks - startB.SRFallbacks
 	r.ServerPools = cb.Pools
 	return r, nil
+}
+
+// writeLoop keeps WRITEs going on the QPs of one engine: each completion
+// on cq is counted in done and reposts the work requests of its QP
+// (wrs[WRID]).
+type writeLoop struct {
+	e    *dataplane.Engine
+	cq   *dataplane.CQ
+	qps  []*dataplane.QP
+	wrs  [][]qp.SendWR
+	what string // names a QP in an error: "QP", "melo QP"
+	wcs  [256]qp.WC
+	done uint64
+	err  error
+}
+
+// repost polls cq until it is empty, reposting as it goes; true at the
+// first error (in err).
+func (l *writeLoop) repost() bool {
+	for {
+		n, err := l.e.PollCQ(l.cq, l.wcs[:])
+		if err != nil {
+			l.err = err
+			return true
+		}
+		if n == 0 {
+			return false
+		}
+		for _, wc := range l.wcs[:n] {
+			if wc.Status != qp.WCSuccess {
+				l.err = fmt.Errorf("sweep: %s %d: %v", l.what, wc.WRID, wc.Status)
+				return true
+			}
+			l.done++
+			if _, err := l.e.PostSend(l.qps[wc.WRID], l.wrs[wc.WRID]); err != nil {
+				l.err = err
+				return true
+			}
+		}
+	}
 }
