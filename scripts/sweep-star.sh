@@ -25,15 +25,19 @@
 #
 # --fig 5b (or SOFTNIC_STAR_FIG=5b): StaR Fig. 5b's RPC test with the
 # paper's call: `softnic-bench rpc_lat -q N -s 2800 --response-size 1400
-# -m 1024 -D SECONDS`, one call outstanding per connection: a 2,800-byte
+# -Q 16 -m 2048 -D SECONDS`, one call outstanding per connection: a 2,800-byte
 # SEND request into the server's RECV, a 1,400-byte SEND response into
 # the client's, RECVs posted before the SENDs they take (in star mode the
 # server's RECVs and SENDs travel as WQEPs from B's driver and complete
 # through the client's CQEPs). The rate column is call_rate (calls per
 # second at the clients); the runs CSV counts B's star_cqep_rcvd where 5a
 # counts star_rdp_rcvd, and adds the calls' median and 99th-percentile
-# round trips (t_typical_us, p99_us). Default connections
-# "1 10 100 300 1000", MTU 1024 (the embedded Fig. 5b's), PREFIX
+# round trips (t_typical_us, p99_us). Each side signals one SEND in 16
+# (-Q 16), as the embedded Fig. 5b does: a closed-loop call needs no
+# completion of its SENDs, and on StaR each signaled server SEND costs a
+# CQEP. Default connections "1 10 100 300 1000", MTU 2048 (the embedded
+# Fig. 5b's: the smallest RoCE MTU that carries the paper's 1.4 KB MSS in
+# one packet), PREFIX
 # testbed-star-fig5b; the embedded fallback is `softnic sweep star -fig 5b`.
 #
 # Output, in $SOFTNIC_SWEEP_OUT (default docs/results), PREFIX
@@ -83,7 +87,7 @@ if [ "$fig" = 5a ]; then
 	rate_col=msg_rate served=star_rdp_rcvd embedded_fig=
 else
 	conns=${SOFTNIC_SWEEP_CONNS:-1 10 100 300 1000}
-	workload=(rpc_lat -s 2800 --response-size 1400)
+	workload=(rpc_lat -s 2800 --response-size 1400 -Q 16)
 	rate_col=call_rate served=star_cqep_rcvd embedded_fig="-fig 5b"
 fi
 # Extra softnic-bench flags for every run, e.g. "-u 22" (a QP ACK timeout
@@ -105,7 +109,7 @@ sram=${SOFTNIC_SWEEP_SRAM:-76800}
 client_sram=${SOFTNIC_SWEEP_CLIENT_SRAM:-0}
 daemon_args_a="--sram $client_sram"
 penalty=${SOFTNIC_SWEEP_FETCH_PENALTY_NS:-1000}
-mtu=${SOFTNIC_SWEEP_MTU:-$([ "$fig" = 5a ] && echo 2048 || echo 1024)}
+mtu=${SOFTNIC_SWEEP_MTU:-2048}
 limit=${SOFTNIC_SWEEP_LIMIT:-120}
 retries=${SOFTNIC_SWEEP_RETRIES:-2}
 rto=${SOFTNIC_SWEEP_RTO:-67108864ns}

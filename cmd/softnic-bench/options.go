@@ -47,6 +47,7 @@ type options struct {
 	sweepMax int     // hidden: the largest size of an -a sweep (tests)
 	star     string  // --star server|client (star.go)
 	respSize int     // --response-size: rpc_lat's response, bytes
+	cqMod    int     // -Q, --cq-mod: rpc_lat signals one SEND in this many
 	stall    float64 // --stall: seconds without progress that end a run
 
 	// perftest's flags that act on softnic too
@@ -317,6 +318,9 @@ flags (perftest names; getopt's spellings work too: -s4096, -bN, --size=64K):
                         rpc_lat 1)
       --response-size N rpc_lat: the response's bytes, with K, M or G
                         (default 1400)
+  -Q, --cq-mod N        rpc_lat: signal one SEND in N on each QP, requests
+                        on the client, responses on the server (default 1:
+                        all); the others retire with the next signaled one
       --stall SEC       end the run with an error after SEC seconds with no
                         completion (default 10; softnic extension)
   -p, --port N          TCP port of the connection exchange (default 18515)
@@ -411,6 +415,7 @@ func newFlagSet(o *options) *flagSet {
 	fs.boolVar(&o.ipv6, "", "ipv6")
 	fs.stringVar(&o.star, "star", "")
 	fs.sizeVar(&o.respSize, "", "response-size")
+	fs.intVar(&o.cqMod, "Q", "cq-mod", 1)
 	fs.floatVar(&o.stall, "", "stall", perftest.DefaultStall.Seconds())
 	fs.intVar(&o.sweepMax, "", "sweep_max", sweepMax)
 	fs.boolVar(&o.bidir, "b", "bidirectional")
@@ -530,6 +535,10 @@ func (o *options) check() error {
 		return usagef("--response-size is rpc_lat's")
 	case o.set["response-size"] && (o.respSize < 1 || o.respSize > perftest.MaxSize):
 		return usagef("--response-size %d: 1 to %d bytes", o.respSize, perftest.MaxSize)
+	case o.set["cq-mod"] && t != perftest.RPCLat:
+		return usagef("-Q is rpc_lat's in softnic-bench")
+	case o.cqMod < 1 || o.cqMod > 1<<16:
+		return usagef("-Q %d: cq-mod must be 1 to 65536", o.cqMod)
 	case !(o.stall > 0 && o.stall <= 86400):
 		return usagef("--stall %g: seconds, more than 0 and at most a day", o.stall)
 	case o.set["tx-depth"] && (o.txDepth < 1 || o.txDepth > 1<<16):
@@ -725,6 +734,7 @@ func (o *options) config() perftest.Config {
 		if !o.set["rx-depth"] {
 			c.RxDepth = perftest.DefaultRxDepthRPC
 		}
+		c.CQMod = o.cqMod
 	}
 	c.Stall = time.Duration(o.stall * float64(time.Second))
 	if t == perftest.AtomicBW {

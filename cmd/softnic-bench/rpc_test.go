@@ -10,13 +10,13 @@ import (
 // TestRPCLatFlag: rpc_lat runs -q N connections embedded, ordinary and
 // with --star, prints its calls/s and latency table (2,800-byte requests
 // and 1,400-byte responses by default) and a CSV row with the call rate;
-// --response-size on another test, -q on send_lat and a bad --stall are
-// usage errors.
+// --response-size or -Q on another test, -q on send_lat, a bad --stall
+// and a bad -Q are usage errors.
 func TestRPCLatFlag(t *testing.T) {
 	csv := filepath.Join(t.TempDir(), "rpc.csv")
 	for _, args := range [][]string{
 		{"rpc_lat", "--embedded", "-q", "6", "-n", "120", "--csv", csv},
-		{"rpc_lat", "--embedded", "--star", "client", "-q", "6", "-n", "120", "--response-size", "1K", "--stall", "30"},
+		{"rpc_lat", "--embedded", "--star", "client", "-q", "6", "-n", "120", "--response-size", "1K", "--stall", "30", "-Q", "16"},
 	} {
 		code, out, errs := bench(t, args...)
 		if code != 0 {
@@ -54,6 +54,8 @@ func TestRPCLatFlag(t *testing.T) {
 		{[]string{"send_lat", "-q", "2"}, "latency tests run on one QP"},
 		{[]string{"rpc_lat", "--response-size", "0"}, "--response-size 0"},
 		{[]string{"rpc_lat", "--stall", "0"}, "--stall 0"},
+		{[]string{"send_lat", "-Q", "4"}, "-Q is rpc_lat's"},
+		{[]string{"rpc_lat", "--cq-mod", "0"}, "-Q 0"},
 	} {
 		code, out, errs := bench(t, tc.args...)
 		if code != 2 || !strings.Contains(errs, tc.want) || out != "" {

@@ -18,7 +18,7 @@ import (
 // completion, records the call's latency (the whole round trip: an RPC's
 // latency is what its caller waits, so unlike send_lat it is not halved)
 // and starts the next call on that connection once the request's own
-// SEND completed too. The row's rate is calls per second over all QPs.
+// SEND completed too, if it was signaled (Config.CQMod). The row's rate is calls per second over all QPs.
 //
 // Every request and response carries a pattern of its QP and call
 // number, which the receiving side checks in full: a corrupted, short,
@@ -52,10 +52,25 @@ func rpcCheck(b []byte, qp, k, dir int) int {
 	return -1
 }
 
+// signal sets wr's signaled flag for the n-th SEND (from 1) of its QP:
+// every CQMod-th, or every one without --cq-mod. An unsignaled SEND has
+// no completion, and a closed-loop call needs none: the response proves
+// its request landed, and the next request that the last response did,
+// so neither side waits to reuse its buffer.
+func (s *session) signal(wr *verbs.SendWR, n int) bool {
+	on := s.cfg.CQMod <= 1 || n%s.cfg.CQMod == 0
+	if on {
+		wr.Flags |= verbs.SendSignaled
+	} else {
+		wr.Flags &^= verbs.SendSignaled
+	}
+	return on
+}
+
 // rpcConn is one connection's state on either side.
 type rpcConn struct {
 	k        int       // calls started (client) or requests received (server)
-	sending  bool      // a SEND (request or response) is in flight
+	sending  bool      // a signaled SEND (request or response) is in flight
 	awaiting bool      // client: the response of call k has not arrived
 	owed     int       // server: responses due while the last one is in flight
 	answered int       // server: responses posted
@@ -88,7 +103,7 @@ func (s *session) rpcLat(ctx context.Context, size int) (Row, error) {
 		c := &conns[i]
 		c.k++
 		rpcPattern(s.bufs[i][s.slot:s.slot+size], i, c.k, 0)
-		c.sending, c.awaiting, c.t0 = true, true, time.Now()
+		c.sending, c.awaiting, c.t0 = s.signal(&wrs[i], c.k), true, time.Now()
 		started++
 		if err := s.qps[i].PostSend(wrs[i]); err != nil {
 			return fmt.Errorf("perftest: post request: %w", err)
@@ -173,18 +188,21 @@ func (s *session) serveRPC(ctx context.Context, done *atomic.Bool, size int) err
 	for i := range nq {
 		wrs[i] = s.sendWR(i, s.cfg.RespSize)
 	}
+	sending := 0 // signaled responses in flight
 	respond := func(i int) error {
 		c := &conns[i]
 		c.answered++
 		rpcPattern(s.bufs[i][s.slot:s.slot+s.cfg.RespSize], i, c.answered, 1)
-		c.sending = true
+		c.sending = s.signal(&wrs[i], c.answered)
+		if c.sending {
+			sending++
+		}
 		if err := s.qps[i].PostSend(wrs[i]); err != nil {
 			return fmt.Errorf("perftest: post response: %w", err)
 		}
 		return nil
 	}
 	w := s.newWaiter(ctx, 0, latencyPace) // the client's pace: no stall limit while it runs
-	sending := 0
 	for {
 		m, err := s.cq.Poll(s.wcs)
 		if err != nil {
@@ -217,7 +235,6 @@ func (s *session) serveRPC(ctx context.Context, done *atomic.Bool, size int) err
 				if err := respond(i); err != nil {
 					return err
 				}
-				sending++
 				continue
 			}
 			c.sending = false
@@ -227,7 +244,6 @@ func (s *session) serveRPC(ctx context.Context, done *atomic.Bool, size int) err
 				if err := respond(i); err != nil {
 					return err
 				}
-				sending++
 			}
 		}
 		if m > 0 {

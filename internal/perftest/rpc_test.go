@@ -126,3 +126,44 @@ func ParseTestMust(t *testing.T, s string) Test {
 	}
 	return v
 }
+
+// TestRPCLatCQMod: with CQMod (-Q) rpc_lat signals one SEND in CQMod on
+// each QP. Every call still completes with its data checked, ordinary and
+// StaR, lossless and at 1% loss, on send queues of CQMod entries: the
+// unsignaled SENDs retire with the signaled ones. Lossless on StaR the
+// client sends exactly one CQEP per server RECV and one per signaled
+// server SEND (30 calls on each of 8 QPs, one in 16 signaled: 8).
+func TestRPCLatCQMod(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		star bool
+		loss float64
+	}{{"rdma", false, 0}, {"rdma-loss", false, 0.01}, {"star", true, 0}, {"star-loss", true, 0.01}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{Test: RPCLat, Sizes: []int{DefaultReqSize}, Iters: 240, QPs: 8, MTU: qp.MTU1024, Star: tc.star, CQMod: 16}
+			var server dataplane.Counters
+			hooks := Hooks{Counters: func(_, s dataplane.Counters) { server = s }}
+			params := recovery.Params{RTOLow: 10 * time.Millisecond, RTOHigh: 20 * time.Millisecond}
+			fab := Fabric{Link: Link{RateBps: 10e9, Delay: 2 * time.Microsecond, Loss: tc.loss}, Seed: 11, SchemeParams: params}
+			if !tc.star {
+				fab.Scheme = recovery.IRN
+			}
+			rows, err := RunEmbedded(context.Background(), cfg, fab, hooks)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rows) != 1 || rows[0].Iters != cfg.Iters {
+				t.Fatalf("rows %+v", rows)
+			}
+			if tc.star && tc.loss == 0 {
+				if want := uint64(cfg.Iters + cfg.QPs*(cfg.Iters/cfg.QPs/cfg.CQMod)); server.StarCQEPRcvd != want {
+					t.Errorf("server received %d CQEPs, want %d (a RECV each call, a signaled SEND in %d)", server.StarCQEPRcvd, want, cfg.CQMod)
+				}
+			}
+		})
+	}
+	bad := Config{Test: SendLat, Sizes: []int{8}, Iters: 1, CQMod: 4}
+	if err := bad.fill(); err == nil || !strings.Contains(err.Error(), "cq-mod") {
+		t.Errorf("cq-mod on send_lat: %v", err)
+	}
+}

@@ -172,6 +172,14 @@ type Config struct {
 	// RespSize is rpc_lat's response size in bytes (--response-size;
 	// default DefaultRespSize); Sizes are its request sizes.
 	RespSize int
+	// CQMod signals one SEND in CQMod on each QP (perftest's -Q,
+	// --cq-mod), rpc_lat only: the requests on the client, the responses
+	// on the server. A closed-loop call needs no completion of its SENDs
+	// (a response implies that its request landed, the next request that
+	// the last response did), so the others go unsignaled and retire with
+	// the next signaled one, as on an RC send queue; each send queue holds
+	// CQMod work requests. 0 or 1 signals every SEND. A local choice.
+	CQMod int
 }
 
 // Defaults, as perftest's where it has them.
@@ -231,6 +239,10 @@ func (c *Config) fill() error {
 		return fmt.Errorf("perftest: response size %d; 1 to %d bytes", c.RespSize, MaxSize)
 	case c.Test != RPCLat && c.RespSize != 0:
 		return fmt.Errorf("perftest: a response size is rpc_lat's, not %v's", c.Test)
+	case c.CQMod < 0 || c.CQMod > dataplane.MaxWR:
+		return fmt.Errorf("perftest: cq-mod %d; 1 to %d", c.CQMod, dataplane.MaxWR)
+	case c.Test != RPCLat && c.CQMod > 1:
+		return fmt.Errorf("perftest: cq-mod is rpc_lat's, not %v's", c.Test)
 	case c.MTU.Bytes() == 0:
 		return fmt.Errorf("perftest: invalid path MTU %v", c.MTU)
 	case c.PostList < 0 || c.PostList > c.TxDepth:
@@ -491,7 +503,7 @@ func (s *session) setup() (err error) {
 		off := i * region
 		s.offs = append(s.offs, off)
 		s.bufs = append(s.bufs, s.buf[off:off+region:off+region])
-		q, err := s.pd.CreateQP(verbs.QPInitAttr{SendCQ: s.cq, RecvCQ: s.cq, MaxSendWR: cfg.TxDepth, MaxRecvWR: max(rxDepth, 1), Scheme: schemes[0], Star: s.starRole()})
+		q, err := s.pd.CreateQP(verbs.QPInitAttr{SendCQ: s.cq, RecvCQ: s.cq, MaxSendWR: max(cfg.TxDepth, cfg.CQMod), MaxRecvWR: max(rxDepth, 1), Scheme: schemes[0], Star: s.starRole()})
 		if err != nil {
 			return fmt.Errorf("perftest: create QP %d of %d: %w", i+1, cfg.QPs, err)
 		}
