@@ -365,6 +365,9 @@ func (e *Engine) receive(frame []byte) {
 	// rxe check_addr: an RC QP takes frames only from its peer, to us.
 	if f.DstAddr() != e.cfg.Addr || f.SrcAddr() != q.av.DGID {
 		e.cnt.RcvdBadAddr++
+		if q.shadow != nil && op.IsStar() && (q.state == qp.Init || q.state == qp.Reset) {
+			q.shadow.hello = true // the driver's probe came too early (starqp.go)
+		}
 		return
 	}
 	if op.IsStar() { // a StaR client's answers (starqp.go)

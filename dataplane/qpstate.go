@@ -49,6 +49,9 @@ func (e *Engine) setState(q *QP, to qp.State) {
 			if q.drv != nil {
 				e.driverPushTable(q) // StaR §3.2: the server's word on its memory, in band
 			}
+			if q.shadow != nil && q.shadow.hello {
+				e.schedule(q) // tell the driver the client listens now
+			}
 		}
 	case qp.RTS:
 		if from == qp.RTR {

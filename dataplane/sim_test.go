@@ -88,6 +88,13 @@ func NewSim(cfg SimConfig) (*Sim, error) {
 func (s *Sim) Now() time.Duration     { return s.Clock.Now() }
 func (s *Sim) Step() bool             { return s.group.Step(s.Clock) }
 func (s *Sim) RunFor(d time.Duration) { s.group.RunFor(s.Clock, d) }
+
+// RunTo processes every event up to t and stops the clock at t, where
+// RunFor goes on to the first event past its end.
+func (s *Sim) RunTo(t time.Duration) {
+	for s.group.StepTo(s.Clock, t) {
+	}
+}
 func (s *Sim) RunUntil(cond func() bool, limit time.Duration) bool {
 	return s.group.RunUntil(s.Clock, cond, limit)
 }

@@ -70,3 +70,65 @@ func TestStarRPCClosedLoop(t *testing.T) {
 		t.Errorf("%d server SENDs not retired", s)
 	}
 }
+
+// bringUp moves q on e from RESET to RTS towards peer's QP pq, as one
+// side of Connect does, leaving the other side alone.
+func bringUp(tb testing.TB, e *Engine, q *QP, peer *Engine, pq *QP, timeout uint8) {
+	tb.Helper()
+	for _, st := range []struct {
+		a    QPAttr
+		mask qp.AttrMask
+	}{
+		{QPAttr{State: qp.Init, Port: 1}, qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort | qp.AttrAccessFlags},
+		{QPAttr{State: qp.RTR, AV: AddressVector{DGID: peer.Addr(), DMAC: peer.MAC(), HopLimit: 64}, PathMTU: qp.MTU1024, DestQPN: pq.QPN()},
+			qp.AttrState | qp.AttrAV | qp.AttrPathMTU | qp.AttrDestQPN | qp.AttrRQPSN | qp.AttrMaxDestRdAtomic | qp.AttrMinRNRTimer},
+		{QPAttr{State: qp.RTS, Timeout: timeout, RetryCnt: 7, RNRRetry: 7}, qp.AttrState | qp.AttrSQPSN | qp.AttrTimeout | qp.AttrRetryCnt | qp.AttrRNRRetry | qp.AttrMaxQPRdAtomic},
+	} {
+		if err := e.ModifyQP(q, &st.a, st.mask); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+// TestStarConnectionStart: the two ends of a StaR connection reach RTR
+// at different times, as two hosts do. When the server is first, its
+// driver's first WQEP (the probe) reaches a client QP that is not ready
+// and is dropped; the driver sends nothing more until it hears from the
+// client, whose QP, at RTR, says so with an EA for nothing yet, and the
+// probe goes again at once. When the client is first, the probe finds it
+// ready and is acknowledged at once. Either way the first call takes
+// round trips, not the driver's 4.3 s timeout.
+func TestStarConnectionStart(t *testing.T) {
+	for _, serverFirst := range []bool{true, false} {
+		name := map[bool]string{true: "server-first", false: "client-first"}[serverFirst]
+		t.Run(name, func(t *testing.T) {
+			p := newStarPairUnconnected(t, recovery.IRN, SimConfig{Seed: 1, AtoB: lossyLink(0), BtoA: lossyLink(0)})
+			const timeout = 20 // 4.3 s
+			server := func() {
+				bringUp(t, p.sim.B, p.qb, p.sim.A, p.qa, timeout)
+				p.postRecv(recvWR(1, sge(p.mrB, 0, 512)))
+			}
+			client := func() { bringUp(t, p.sim.A, p.qa, p.sim.B, p.qb, timeout) }
+			first, second := client, server
+			if serverFirst {
+				first, second = server, client
+			}
+			first()
+			// Less than the 1 ms a driver waits before its QP has a
+			// timeout (RTS sets it): the probe is sent once.
+			p.sim.RunTo(p.sim.Now() + 500*time.Microsecond)
+			second()
+			start := p.sim.Now()
+			p.postSend(sendWR(7, qp.WRSend, sge(p.mrA, 0, 512)))
+			wantWC(t, p.waitWCs(p.sim.A, p.cqA, 1, 10*time.Second)[0], 7, qp.WCSuccess, qp.WCSend)
+			wantWC(t, p.waitWCs(p.sim.B, p.cqB, 1, 10*time.Second)[0], 1, qp.WCSuccess, qp.WCRecv)
+			if d := p.sim.Now() - start; d > time.Millisecond {
+				t.Errorf("the first call took %v of simulated time", d)
+			}
+			a, b := p.sim.A.Counters(), p.sim.B.Counters()
+			if serverFirst && (a.RcvdBadAddr != 1 || b.StarWQEPResent != 1) || !serverFirst && (a.RcvdBadAddr != 0 || b.StarWQEPResent != 0) {
+				t.Errorf("client dropped %d frames before RTR, driver resent %d WQEPs", a.RcvdBadAddr, b.StarWQEPResent)
+			}
+		})
+	}
+}

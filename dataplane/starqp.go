@@ -384,6 +384,9 @@ func (e *Engine) serveDriver(q *QP, budget int) (sent int, more bool) {
 		if open && int32(w.f.DriverSeq-base) > maxEarlyWQEPs {
 			break // past the client's reorder window: an EA opens it (driverReceive)
 		}
+		if !d.heard && w.f.DriverSeq != base {
+			break // the client may not listen yet: only the oldest, a probe
+		}
 		if sent >= budget {
 			return sent, true
 		}
@@ -479,6 +482,7 @@ func (e *Engine) driverReceive(f *bth.Frame) {
 		return
 	}
 	d := q.drv
+	defer e.driverHeard(q)
 	if pkt.Opcode() == bth.StarEA {
 		ea := pkt.EAETH()
 		switch ea.Kind() {
@@ -524,6 +528,25 @@ func (e *Engine) driverReceive(f *bth.Frame) {
 		}
 	}
 	e.driverDeliver(q)
+}
+
+// driverHeard runs after the driver took a packet from the client: the
+// first one says that the client's QP listens, so what the driver sent
+// before it and the client has not acknowledged was dropped (a QP before
+// RTR drops what comes) and goes again at once, the rest after it.
+func (e *Engine) driverHeard(q *QP) {
+	d := q.drv
+	if d.heard {
+		return
+	}
+	d.heard = true
+	for i := range d.ws {
+		if w := &d.ws[i]; !w.acked && w.sent {
+			w.sent = false
+			e.cnt.StarWQEPResent++
+		}
+	}
+	e.schedule(q)
 }
 
 // ackUpTo marks every WQEP up to and including seq acknowledged and
@@ -765,8 +788,11 @@ func (e *Engine) shadowWQEP(q *QP, pkt *bth.Packet) {
 	}
 	s.eas = slices.DeleteFunc(s.eas, func(seq uint32) bool { return int32(seq-s.next) < 0 }) // in order now
 	e.scheduleIfReady(q)
-	if int32(s.next-s.eaSent) >= maxEarlyWQEPs/2 {
-		s.eaNow = true // half the driver's window waits: do not stall it
+	if int32(s.next-s.eaSent) >= maxEarlyWQEPs/2 || !s.answered {
+		// Half the driver's window waits: do not stall it. Or this is the
+		// connection's first WQEP: the driver sends no more until it
+		// hears from the client.
+		s.eaNow, s.answered = true, true
 	}
 	e.schedule(q)
 }
@@ -953,6 +979,13 @@ func (e *Engine) shadowComplete(q *QP, c bth.CQEPETHFields) {
 // half the driver's window waits.
 func (e *Engine) serveShadow(q *QP, budget int) (sent int, more bool) {
 	s := q.shadow
+	if s.hello && q.state != qp.Init {
+		if budget == 0 || !e.sendEA(q, bth.EAWQEPUpTo, s.next-1) { // up to before the next: none yet
+			return 0, true
+		}
+		s.hello, s.eaSent = false, s.next
+		sent++
+	}
 	if s.eaNow {
 		for len(s.eas) > 0 { // still past a gap: one EA each
 			if sent >= budget {

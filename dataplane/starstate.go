@@ -53,6 +53,10 @@ type starDriver struct {
 	// ring slots by them). Retired entries stay in ws only behind an
 	// unacknowledged WQEP, within the window (at most maxEarlyWQEPs).
 	sends, recvs int
+	// heard is whether anything came from the client: until then the
+	// driver sends only its oldest WQEP, a probe, as the client's QP may
+	// not be ready for it (docs/star.md "Connection start").
+	heard bool
 }
 
 // driverWQE is one work request the driver pushed.
@@ -96,6 +100,13 @@ type starShadow struct {
 	eaNow  bool
 	cqeps  []bth.CQEPETHFields // completions to push, until acknowledged
 	sent   int                 // cqeps[:sent] are on the wire
+	// hello is set when a StaR packet came before the QP reached RTR and
+	// was dropped (the driver's probe): at RTR an EA for nothing yet
+	// tells the driver that the client listens now and what it lacks.
+	// answered is set when the first WQEP has been acknowledged at once,
+	// so that the driver hears the client without waiting for a CQEP
+	// (docs/star.md "Connection start").
+	hello, answered bool
 }
 
 // maxEarlyWQEPs is how far past a gap in the driver's sequence a client
