@@ -46,8 +46,11 @@
 #                    server_onchip_bytes_peak (the runs that succeeded;
 #                    msg_rate in WRITEs per second)
 #   PREFIX-runs.csv  every attempt: the same columns, then star_rdp_rcvd
-#                    (B), retransmits and ack_timeouts (A), attempt,
-#                    seconds, load1, wall_s, status, error
+#                    (B), retransmits and ack_timeouts (A), (5b: the
+#                    latency columns), wqep_resent (B's star_wqep_resent),
+#                    cqep_resent (A's star_cqep_resent), rx_dropped (A's
+#                    and B's port_rx_dropped), attempt, seconds, load1,
+#                    wall_s, status, error
 #
 # Environment (defaults):
 #   SOFTNIC_SWEEP_CONNS        "1 10 100 300 1000 2000 5000"
@@ -62,8 +65,15 @@
 #                              machines; 76800 gives A the server's budget)
 #   SOFTNIC_SWEEP_FETCH_PENALTY_NS 1000, SOFTNIC_SWEEP_LINK_RATE 10gbit,
 #   SOFTNIC_SWEEP_MODEL_RATE   100gbit, SOFTNIC_SWEEP_MTU 2048,
-#   SOFTNIC_SWEEP_RTO          67108864ns: as sweep-qps.sh (its header says why)
+#   SOFTNIC_SWEEP_RTO          67108864ns: as sweep-qps.sh (its header says why);
+#                              "adaptive": the daemons' own timeouts, which
+#                              follow each QP's measured round trip up to
+#                              the QP's ACK timeout (-u)
 #   SOFTNIC_SWEEP_LIMIT 120, SOFTNIC_SWEEP_RETRIES 2, SOFTNIC_NS_PREFIX (snsweep)
+#   SOFTNIC_SWEEP_STATS_DIR    "" (a directory: keep every run's counters,
+#                              `softnic stats` of A and B before and after,
+#                              as MODE-N-ATTEMPT-{a0,a1,b0,b1}, and the
+#                              bench's output, -client.out, -server.out)
 #   SOFTNIC_SWEEP_BENCH_ARGS   "" (extra softnic-bench flags, both modes)
 #   SOFTNIC_SWEEP_RDMA_BENCH_ARGS, SOFTNIC_SWEEP_STAR_BENCH_ARGS "" (extra
 #                              softnic-bench flags of one mode only, e.g.
@@ -119,7 +129,10 @@ scale_flags=
 [ -z "$link_rate" ] || [ -z "$model_rate" ] || scale_flags="--link-rate $link_rate --model-rate $model_rate"
 dmtu=$([ "$mtu" -gt 1024 ] && echo 2048 || echo 1024)
 rto_flags=
-[ "$rto" = paper ] || rto_flags="--rto fixed --rto-low $rto --rto-high $rto"
+case $rto in
+paper | adaptive) ;; # the daemons' defaults: --rto adaptive
+*) rto_flags="--rto fixed --rto-low $rto --rto-high $rto" ;;
+esac
 
 why=$(no_testbed)
 if [ -n "$why" ]; then
@@ -171,7 +184,7 @@ mkdir -p "$out"
 csv=$out/$prefix.csv
 runs_csv=$out/$prefix-runs.csv
 echo "mode,connections,$rate_col,server_context_misses,server_onchip_bytes_peak" >"$csv"
-echo "mode,connections,$rate_col,server_context_misses,server_onchip_bytes_peak,$served,retransmits,ack_timeouts$lat_cols,attempt,seconds,load1,wall_s,status,error" >"$runs_csv"
+echo "mode,connections,$rate_col,server_context_misses,server_onchip_bytes_peak,$served,retransmits,ack_timeouts$lat_cols,wqep_resent,cqep_resent,rx_dropped,attempt,seconds,load1,wall_s,status,error" >"$runs_csv"
 say "Fig. $fig; modes: $modes; connections: $conns; ${workload[*]} -m $mtu -D $secs; rdma on $rdma_scheme ${rdma_args[*]}, star clients on $star_scheme ${star_args[*]}; daemons: $(daemon_flags rdma), A's also $daemon_args_a"
 say "git $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet 2>/dev/null || echo ' (dirty tree)'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 printf ' %-5s %5s %11s %8s %8s %9s %6s %8s %7s  %s\n' mode conns msgs/s misses_B peak_B rdp_rcvd retx timeouts wall status >&2
@@ -225,9 +238,18 @@ for mode in $modes; do
 			rdp=$(delta "$work/b0" "$work/b1" "$served")
 			retx=$(delta "$work/a0" "$work/a1" retransmitted_pkts)
 			tmo=$(delta "$work/a0" "$work/a1" local_ack_timeout_err)
+			# What StaR's drivers resent (B's WQEPs, A's CQEPs), and the
+			# frames either host's AF_XDP socket had no room for.
+			wqepr=$(delta "$work/b0" "$work/b1" star_wqep_resent)
+			cqepr=$(delta "$work/a0" "$work/a1" star_cqep_resent)
+			rxd=$(($(delta "$work/a0" "$work/a1" port_rx_dropped) + $(delta "$work/b0" "$work/b1" port_rx_dropped)))
+			if [ -n "${SOFTNIC_SWEEP_STATS_DIR:-}" ]; then
+				mkdir -p "$SOFTNIC_SWEEP_STATS_DIR"
+				for f in a0 a1 b0 b1 client.out server.out; do cp "$work/$f" "$SOFTNIC_SWEEP_STATS_DIR/$mode-$n-$attempt-$f" 2>/dev/null || true; done
+			fi
 			wall=$(since "$t0")
 			[ -z "$lat_cols" ] || [ -n "$lat" ] || lat=,
-			echo "$mode,$n,$rate,$missb,$peakb,$rdp,$retx,$tmo${lat_cols:+,$lat},$attempt,$secs,$load1,$wall,$status,\"$err\"" >>"$runs_csv"
+			echo "$mode,$n,$rate,$missb,$peakb,$rdp,$retx,$tmo${lat_cols:+,$lat},$wqepr,$cqepr,$rxd,$attempt,$secs,$load1,$wall,$status,\"$err\"" >>"$runs_csv"
 			[ $status != ok ] || echo "$mode,$n,$rate,$missb,$peakb" >>"$csv"
 			printf ' %-5s %5s %11s %8s %8s %9s %6s %8s %7s  %s\n' "$mode" "$n$([ "$attempt" = 1 ] || echo "#$attempt")" "${rate:--}" "$missb" "$peakb" "$rdp" "$retx" "$tmo" "$wall" "$status${err:+: $err}" >&2
 			if [ $status = skipped ] || ! retryable $rc $status; then
