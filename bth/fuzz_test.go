@@ -34,12 +34,6 @@ func canonical(b []byte, info *bth.OpInfo) []byte {
 	if o := info.EAETHOff; o >= 0 {
 		c[o+1], c[o+2], c[o+3] = 0, 0, 0 // EAETH reserved bytes
 	}
-	if o := info.RDPETHOff; o >= 0 {
-		c[o+15], c[o+16] = 0, 0 // RDPETH reserved byte, ReplyQP's top byte
-	}
-	if o := info.GDETHOff; o >= 0 {
-		c[o+16] = 0 // GDETH: ReplyQP's top byte
-	}
 	if o := info.CNPReservedOff; o >= 0 {
 		clear(c[o : o+bth.CNPReservedLen]) // a CNP's reserved bytes
 	}

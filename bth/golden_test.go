@@ -183,12 +183,12 @@ func TestGoldenStar(t *testing.T) {
 			want = []byte{0, 0, 0, 1, 0, 2, 0, 0, 0, 0, 0x20, 0x3d}
 		case bth.StarEA: // WQEP 1
 			want = []byte{0, 0, 0, 0, 0, 0, 0, 1}
-		case bth.StarRDP: // VA, R_Key 0x1001, 61 bytes, last, reply QP 0x101
-			want = []byte{0, 0, 0x7f, 0, 0, 0x10, 0x20, 0, 0, 0, 0x10, 0x01, 0, 61, 1, 0, 0, 0, 1, 1}
+		case bth.StarRDP: // VA, R_Key 0x1001, last (the RA goes to the BTH's DestQP, 0x101)
+			want = []byte{0, 0, 0x7f, 0, 0, 0x10, 0x20, 0, 0, 0, 0x10, 0x01, 1}
 		case bth.StarRA: // an ACK or NAK, MSN 0
 			want = []byte{b[12], 0, 0, 0}
-		case bth.StarGD: // VA, R_Key 0x3003, 3000 bytes, MTU 1024, reply QP 0x101
-			want = []byte{0, 0, 0x7f, 0, 0, 0x30, 0, 0, 0, 0, 0x30, 0x03, 0x0b, 0xb8, 3, 0, 0, 0, 1, 1}
+		case bth.StarGD: // VA, R_Key 0x3003, 3000 bytes, MTU 1024 (the SDPs go to the BTH's DestQP, 0x101)
+			want = []byte{0, 0, 0x7f, 0, 0, 0x30, 0, 0, 0, 0, 0x30, 0x03, 0x0b, 0xb8, 3, 0}
 		case bth.StarSDP: // offset 2048
 			want = []byte{0, 0, 0x08, 0}
 		}

@@ -275,10 +275,10 @@ func vectorFields(v *goldenVector) packetFields {
 		pf.EA = bth.EAETHFields{Kind: bth.EAKind(x.Kind), DriverSeq: x.DriverSeq}
 	}
 	if x := v.RDP; x != nil {
-		pf.RDP = bth.RDPETHFields{VA: x.VA, RKey: x.RKey, Length: x.Length, Flags: bth.RDPFlags(x.Flags), ReplyQP: x.ReplyQP}
+		pf.RDP = bth.RDPETHFields{VA: x.VA, RKey: x.RKey, Flags: bth.RDPFlags(x.Flags)}
 	}
 	if x := v.GD; x != nil {
-		pf.GD = bth.GDETHFields{VA: x.VA, RKey: x.RKey, Length: x.Length, MTU: qp.MTU(x.MTU), Flags: x.Flags, ReplyQP: x.ReplyQP}
+		pf.GD = bth.GDETHFields{VA: x.VA, RKey: x.RKey, Length: x.Length, MTU: qp.MTU(x.MTU), Flags: x.Flags}
 	}
 	if x := v.SDP; x != nil {
 		pf.SDP = bth.SDPETHFields{Offset: x.Offset}

@@ -28,8 +28,8 @@ const (
 	WQEPETHLen = 48
 	CQEPETHLen = 16
 	EAETHLen   = 8
-	RDPETHLen  = 20
-	GDETHLen   = 20
+	RDPETHLen  = 13
+	GDETHLen   = 16
 	SDPETHLen  = 4
 
 	// CNPReservedLen is the reserved field that follows a CNP's BTH

@@ -332,8 +332,8 @@ func TestStarOpcodes(t *testing.T) {
 		t.Errorf("STAR_RA is not laid out as an ACK: %+v", ra)
 	}
 	for op, want := range map[bth.Opcode]int{
-		bth.StarWQEP: 60, bth.StarCQEP: 28, bth.StarEA: 20, bth.StarRDP: 32,
-		bth.StarRA: 16, bth.StarGD: 32, bth.StarSDP: 16,
+		bth.StarWQEP: 60, bth.StarCQEP: 28, bth.StarEA: 20, bth.StarRDP: 25,
+		bth.StarRA: 16, bth.StarGD: 28, bth.StarSDP: 16,
 	} {
 		if got := bth.Lookup(op).Length; got != want {
 			t.Errorf("%s: Length %d, want %d", op, got, want)

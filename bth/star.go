@@ -331,17 +331,16 @@ func (e EAETH) DriverSeq() uint32 { return binary.BigEndian.Uint32(e[4:]) }
 // SetDriverSeq sets the driver sequence number acknowledged.
 func (e EAETH) SetDriverSeq(n uint32) { binary.BigEndian.PutUint32(e[4:], n) }
 
-// RDPETH is a view of StaR's 20-byte Receiving Data Packet Extended
+// RDPETH is a view of StaR's 13-byte Receiving Data Packet Extended
 // Transport Header, carried by STAR_RDP: where in server memory the
-// payload goes, and where the server's RA goes (StaR §3.1). The BTH PSN
-// is the RDP's sequence number, which the RA echoes.
+// payload goes (StaR §3.1: the DMA address). The BTH PSN is the RDP's
+// sequence number, which the RA echoes; the BTH DestQP names the client
+// QP the RA goes to (a stateless server has no QP to name), and the
+// payload's length is the frame's.
 //
 //	bytes 0-7    VA: server memory
 //	bytes 8-11   RKey: the server key
-//	bytes 12-13  Length: the payload's length (the paper's 2-byte length)
-//	byte  14     Flags (RDPFlags)
-//	byte  15     reserved
-//	bytes 16-19  ReplyQP: reserved (1), the client QP the RA goes to (3)
+//	byte  12     Flags (RDPFlags)
 type RDPETH []byte
 
 // RDPFlags is the flags byte of an RDPETH. Bits not named here are
@@ -366,29 +365,23 @@ const GDFromSend uint8 = 1 << 0
 
 // RDPETHFields holds every RDPETH field.
 type RDPETHFields struct {
-	VA      uint64
-	RKey    uint32
-	Length  uint16
-	Flags   RDPFlags
-	ReplyQP uint32 // 24 bits
+	VA    uint64
+	RKey  uint32
+	Flags RDPFlags
 }
 
-// Encode writes the whole header from f: the reserved bytes zero and
-// ReplyQP masked to 24 bits.
+// Encode writes the whole header from f.
 func (r RDPETH) Encode(f *RDPETHFields) {
 	_ = r[RDPETHLen-1]
 	r.SetVA(f.VA)
 	r.SetRKey(f.RKey)
-	r.SetLength(f.Length)
 	r.SetFlags(f.Flags)
-	r[15] = 0
-	r.SetReplyQP(f.ReplyQP)
 }
 
 // Fields returns every field of the header.
 func (r RDPETH) Fields() RDPETHFields {
 	_ = r[RDPETHLen-1]
-	return RDPETHFields{VA: r.VA(), RKey: r.RKey(), Length: r.Length(), Flags: r.Flags(), ReplyQP: r.ReplyQP()}
+	return RDPETHFields{VA: r.VA(), RKey: r.RKey(), Flags: r.Flags()}
 }
 
 // VA returns the server virtual address of the payload's first byte.
@@ -403,53 +396,35 @@ func (r RDPETH) RKey() uint32 { return binary.BigEndian.Uint32(r[8:]) }
 // SetRKey sets the server key.
 func (r RDPETH) SetRKey(k uint32) { binary.BigEndian.PutUint32(r[8:], k) }
 
-// Length returns the payload length the RDP claims.
-func (r RDPETH) Length() uint16 { return binary.BigEndian.Uint16(r[12:]) }
-
-// SetLength sets the payload length.
-func (r RDPETH) SetLength(n uint16) { binary.BigEndian.PutUint16(r[12:], n) }
-
 // Flags returns the flags byte.
-func (r RDPETH) Flags() RDPFlags { return RDPFlags(r[14]) }
+func (r RDPETH) Flags() RDPFlags { return RDPFlags(r[12]) }
 
 // SetFlags sets the flags byte.
-func (r RDPETH) SetFlags(f RDPFlags) { r[14] = byte(f) }
+func (r RDPETH) SetFlags(f RDPFlags) { r[12] = byte(f) }
 
-// ReplyQP returns the 24-bit client QP the RA goes to.
-func (r RDPETH) ReplyQP() uint32 { return get24(r[17:]) }
-
-// SetReplyQP sets the reply QP, masked to 24 bits, and clears the
-// reserved byte before it.
-func (r RDPETH) SetReplyQP(qpn uint32) {
-	r[16] = 0
-	put24(r[17:], qpn)
-}
-
-// GDETH is a view of StaR's 20-byte Get Data Extended Transport Header,
+// GDETH is a view of StaR's 16-byte Get Data Extended Transport Header,
 // carried by STAR_GD: the client asks the server to send Length bytes of
-// its memory from VA, in SDPs of the MTU it names, to ReplyQP (StaR
-// §3.1). The BTH PSN is the PSN of the first SDP.
+// its memory from VA, in SDPs of the MTU it names (StaR §3.1). The BTH
+// PSN is the PSN of the first SDP, and the BTH DestQP names the client
+// QP the SDPs go to.
 //
 //	bytes 0-7    VA: server memory
 //	bytes 8-11   RKey: the server key
-//	bytes 12-13  Length: the bytes asked for
+//	bytes 12-13  Length: the bytes asked for (the paper's 2-byte length)
 //	byte  14     MTU (enum ibv_mtu) of the SDPs
-//	byte  15     Flags: no bit defined yet, sent as 0
-//	bytes 16-19  ReplyQP: reserved (1), the client QP the SDPs go to (3)
+//	byte  15     Flags: GDFromSend
 type GDETH []byte
 
 // GDETHFields holds every GDETH field.
 type GDETHFields struct {
-	VA      uint64
-	RKey    uint32
-	Length  uint16
-	MTU     qp.MTU
-	Flags   uint8
-	ReplyQP uint32 // 24 bits
+	VA     uint64
+	RKey   uint32
+	Length uint16
+	MTU    qp.MTU
+	Flags  uint8
 }
 
-// Encode writes the whole header from f: the reserved byte zero and
-// ReplyQP masked to 24 bits.
+// Encode writes the whole header from f.
 func (g GDETH) Encode(f *GDETHFields) {
 	_ = g[GDETHLen-1]
 	g.SetVA(f.VA)
@@ -457,13 +432,12 @@ func (g GDETH) Encode(f *GDETHFields) {
 	g.SetLength(f.Length)
 	g.SetMTU(f.MTU)
 	g.SetFlags(f.Flags)
-	g.SetReplyQP(f.ReplyQP)
 }
 
 // Fields returns every field of the header.
 func (g GDETH) Fields() GDETHFields {
 	_ = g[GDETHLen-1]
-	return GDETHFields{VA: g.VA(), RKey: g.RKey(), Length: g.Length(), MTU: g.MTU(), Flags: g.Flags(), ReplyQP: g.ReplyQP()}
+	return GDETHFields{VA: g.VA(), RKey: g.RKey(), Length: g.Length(), MTU: g.MTU(), Flags: g.Flags()}
 }
 
 // VA returns the server virtual address of the first byte asked for.
@@ -495,16 +469,6 @@ func (g GDETH) Flags() uint8 { return g[15] }
 
 // SetFlags sets the flags byte.
 func (g GDETH) SetFlags(f uint8) { g[15] = f }
-
-// ReplyQP returns the 24-bit client QP the SDPs go to.
-func (g GDETH) ReplyQP() uint32 { return get24(g[17:]) }
-
-// SetReplyQP sets the reply QP, masked to 24 bits, and clears the
-// reserved byte before it.
-func (g GDETH) SetReplyQP(qpn uint32) {
-	g[16] = 0
-	put24(g[17:], qpn)
-}
 
 // SDPETH is a view of StaR's 4-byte Sending Data Packet Extended Transport
 // Header, carried by STAR_SDP: the byte offset of the packet's payload in

@@ -61,33 +61,29 @@ var starHeaders = []starHeader{
 	{
 		name: "RDPETH", size: bth.RDPETHLen,
 		encode: func(b []byte) {
-			bth.RDPETH(b).Encode(&bth.RDPETHFields{VA: 0x0102030405060708, RKey: 0x11121314, Length: 0x2122,
-				Flags: bth.RDPLast, ReplyQP: 0xff123456})
+			bth.RDPETH(b).Encode(&bth.RDPETHFields{VA: 0x0102030405060708, RKey: 0x11121314, Flags: bth.RDPLast | bth.RDPToRecv})
 		},
 		want: []byte{
 			0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08,
-			0x11, 0x12, 0x13, 0x14, 0x21, 0x22, 0x01, 0x00,
-			0x00, 0x12, 0x34, 0x56,
+			0x11, 0x12, 0x13, 0x14, 0x03,
 		},
 		check: func(b []byte) bool {
-			return bth.RDPETH(b).Fields() == bth.RDPETHFields{VA: 0x0102030405060708, RKey: 0x11121314, Length: 0x2122,
-				Flags: bth.RDPLast, ReplyQP: 0x123456}
+			return bth.RDPETH(b).Fields() == bth.RDPETHFields{VA: 0x0102030405060708, RKey: 0x11121314, Flags: bth.RDPLast | bth.RDPToRecv}
 		},
 	},
 	{
 		name: "GDETH", size: bth.GDETHLen,
 		encode: func(b []byte) {
 			bth.GDETH(b).Encode(&bth.GDETHFields{VA: 0x0102030405060708, RKey: 0x11121314, Length: 0x2122,
-				MTU: qp.MTU4096, Flags: 0x80, ReplyQP: 0xff123456})
+				MTU: qp.MTU4096, Flags: 0x80})
 		},
 		want: []byte{
 			0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08,
 			0x11, 0x12, 0x13, 0x14, 0x21, 0x22, 0x05, 0x80,
-			0x00, 0x12, 0x34, 0x56,
 		},
 		check: func(b []byte) bool {
 			return bth.GDETH(b).Fields() == bth.GDETHFields{VA: 0x0102030405060708, RKey: 0x11121314, Length: 0x2122,
-				MTU: qp.MTU4096, Flags: 0x80, ReplyQP: 0x123456}
+				MTU: qp.MTU4096, Flags: 0x80}
 		},
 	},
 	{
@@ -130,14 +126,6 @@ func TestStarReservedIgnored(t *testing.T) {
 	e := bth.EAETH{0, 0xff, 0xff, 0xff, 0, 0, 0, 9}
 	if got := e.Fields(); got != (bth.EAETHFields{Kind: bth.EAWQEP, DriverSeq: 9}) {
 		t.Errorf("EAETH: %+v", got)
-	}
-	r := bth.RDPETH(bytes.Repeat([]byte{0xff}, bth.RDPETHLen))
-	if got := r.Fields(); got.ReplyQP != 0xffffff {
-		t.Errorf("RDPETH ReplyQP %#x", got.ReplyQP)
-	}
-	r.SetReplyQP(7)
-	if r[15] != 0xff || r[16] != 0 || r.ReplyQP() != 7 {
-		t.Errorf("RDPETH SetReplyQP: % x", []byte(r))
 	}
 	c := bth.CQEPETH(bytes.Repeat([]byte{0xff}, bth.CQEPETHLen))
 	c.SetStatus(qp.WCSuccess)
@@ -195,8 +183,8 @@ func TestStarDoesNotAllocate(t *testing.T) {
 		sinkU32 = bth.CQEPETH(buf).Fields().ByteLen
 		bth.EAETH(buf).Encode(&bth.EAETHFields{DriverSeq: 3})
 		sinkU32 = bth.EAETH(buf).Fields().DriverSeq
-		bth.RDPETH(buf).Encode(&bth.RDPETHFields{VA: 4, ReplyQP: 5})
-		sinkU32 = bth.RDPETH(buf).Fields().ReplyQP
+		bth.RDPETH(buf).Encode(&bth.RDPETHFields{VA: 4, RKey: 5})
+		sinkU32 = bth.RDPETH(buf).Fields().RKey
 		bth.GDETH(buf).Encode(&bth.GDETHFields{VA: 6, MTU: qp.MTU1024})
 		sinkU64 = bth.GDETH(buf).Fields().VA
 		bth.SDPETH(buf).Encode(&bth.SDPETHFields{Offset: 7})
@@ -224,7 +212,7 @@ func TestStarDoesNotAllocate(t *testing.T) {
 				sinkU32 = h.MSN()
 			}
 			if h := p.GDETH(); h != nil {
-				sinkU32 = h.Fields().ReplyQP
+				sinkU32 = h.Fields().RKey
 			}
 			if h := p.SDPETH(); h != nil {
 				sinkU32 = h.Fields().Offset

@@ -11,7 +11,8 @@ import (
 // and no per-connection state at all. An RDP is placed in memory and
 // answered with an RA; a GD is answered with the SDPs it asks for. Every
 // answer is built from the request's own frame: addresses swapped, the
-// destination QP from its ReplyQP, the PSN from its PSN. WQEP, CQEP and
+// destination QP from its own BTH DestQP (the client's QP), the PSN from
+// its PSN. WQEP, CQEP and
 // EA, which belong to the server's driver, are counted and dropped for
 // now; RA and SDP never come here: they go to a client QP
 // (starqp.go) through the QP lookup.
@@ -51,25 +52,23 @@ func (e *Engine) starReceive(f *bth.Frame) {
 	}
 }
 
-// starRDP places an RDP's payload at its VA and answers with an RA: ACK,
-// NAK invalid request when Length is not the payload's length, NAK
-// remote access error when the key, the range or the access is wrong.
-// A refused RDP leaves memory untouched.
+// starRDP places an RDP's payload at its VA and answers with an RA to the
+// client QP its BTH DestQP names: ACK, or NAK remote access error when
+// the key, the range or the access is wrong. A refused RDP leaves memory
+// untouched.
 func (e *Engine) starRDP(f *bth.Frame) {
 	e.cnt.StarRDPRcvd++
 	pkt := &f.Pkt
 	r := pkt.RDPETH()
 	payload := pkt.Payload()
 	syn := bth.AckSyndrome(bth.CreditInvalid) // no receive queue to count
-	if int(r.Length()) != len(payload) {
-		syn = bth.NakSyndrome(bth.NakInvalidRequest)
-	} else if dst, ok := e.remoteSlice(nil, r.RKey(), r.VA(), uint32(len(payload)), rdpAccess(r.Flags())); ok {
+	if dst, ok := e.remoteSlice(nil, r.RKey(), r.VA(), uint32(len(payload)), rdpAccess(r.Flags())); ok {
 		copy(dst, payload)
 	} else {
 		syn = bth.NakSyndrome(bth.NakRemoteAccessError)
 	}
 	h := starReplyHeader(f)
-	e.starRA(&h, r.ReplyQP(), qp.PSN(pkt.BTH().PSN()), syn)
+	e.starRA(&h, pkt.BTH().DestQPN(), qp.PSN(pkt.BTH().PSN()), syn) // DestQP names the client's QP
 }
 
 // starGD sends the SDPs a GD asks for: Length bytes from VA in packets of
@@ -87,7 +86,7 @@ func (e *Engine) starGD(f *bth.Frame) {
 	pkt := &f.Pkt
 	g := pkt.GDETH()
 	h := starReplyHeader(f)
-	replyQP, psn := g.ReplyQP(), qp.PSN(pkt.BTH().PSN())
+	replyQP, psn := pkt.BTH().DestQPN(), qp.PSN(pkt.BTH().PSN()) // DestQP names the client's QP
 	mtu, n := g.MTU().Bytes(), int(g.Length())
 	if largest := min(mtu, n); mtu == 0 ||
 		h.Len()+bth.BTHLen+bth.SDPETHLen+largest+bth.PadFor(largest)+bth.ICRCLen > e.port.MaxFrame() {

@@ -152,7 +152,8 @@ func (e *Engine) beginStar(t *txPacket, q *QP, w *sendWQE, psn qp.PSN, off uint3
 		if !e.beginTx(t, q, bth.StarGD, psn, false, 0) {
 			return false
 		}
-		bth.GDETH(t.roce[t.info.GDETHOff:]).Encode(&bth.GDETHFields{VA: va, RKey: w.wr.RKey, Length: uint16(size), MTU: mtuEnum(q.mtu), Flags: gdFlags, ReplyQP: q.qpn})
+		bth.BTH(t.roce).SetDestQPN(q.qpn) // the SDPs come back to this QP: the server has none to name
+		bth.GDETH(t.roce[t.info.GDETHOff:]).Encode(&bth.GDETHFields{VA: va, RKey: w.wr.RKey, Length: uint16(size), MTU: mtuEnum(q.mtu), Flags: gdFlags})
 		e.cnt.StarGDSent++
 		return true
 	}
@@ -163,7 +164,8 @@ func (e *Engine) beginStar(t *txPacket, q *QP, w *sendWQE, psn qp.PSN, off uint3
 	if off+size == w.length {
 		fl |= bth.RDPLast
 	}
-	bth.RDPETH(t.roce[t.info.RDPETHOff:]).Encode(&bth.RDPETHFields{VA: va, RKey: w.wr.RKey, Length: uint16(size), Flags: fl, ReplyQP: q.qpn})
+	bth.BTH(t.roce).SetDestQPN(q.qpn) // the RA comes back to this QP: the server has none to name
+	bth.RDPETH(t.roce[t.info.RDPETHOff:]).Encode(&bth.RDPETHFields{VA: va, RKey: w.wr.RKey, Flags: fl})
 	if !e.copySGL(q, w.wr.SGEs(), off, t.payload, false) {
 		e.failAt(q, q.sq.Head(), qp.WCLocProtErr) // region deregistered under us
 		return false

@@ -104,10 +104,10 @@ func checkRoCE(t *testing.T, v *vector, frame []byte) {
 		want.EA = bth.EAETHFields{Kind: bth.EAKind(x.Kind), DriverSeq: x.DriverSeq}
 	}
 	if x := v.RDP; x != nil {
-		want.RDP = bth.RDPETHFields{VA: x.VA, RKey: x.RKey, Length: x.Length, Flags: bth.RDPFlags(x.Flags), ReplyQP: x.ReplyQP}
+		want.RDP = bth.RDPETHFields{VA: x.VA, RKey: x.RKey, Flags: bth.RDPFlags(x.Flags)}
 	}
 	if x := v.GD; x != nil {
-		want.GD = bth.GDETHFields{VA: x.VA, RKey: x.RKey, Length: x.Length, MTU: qp.MTU(x.MTU), Flags: x.Flags, ReplyQP: x.ReplyQP}
+		want.GD = bth.GDETHFields{VA: x.VA, RKey: x.RKey, Length: x.Length, MTU: qp.MTU(x.MTU), Flags: x.Flags}
 	}
 	if x := v.SDP; x != nil {
 		want.SDP = bth.SDPETHFields{Offset: x.Offset}
@@ -253,9 +253,9 @@ func TestStarLayerString(t *testing.T) {
 		"star_wqep_read_v4": {"STAR_WQEP", "WQEP={", "DriverSeq=1", "Kind=RDMA_READ", "WRID=2561", "RemoteKey=8194"},
 		"star_cqep_v4":      {"STAR_CQEP", "CQEP={", "Status=SUCCESS", "Opcode=RDMA_READ", "ByteLen=8253"},
 		"star_ea_wqep_v6":   {"STAR_EA", "EA={", "Kind=WQEP", "DriverSeq=1"},
-		"star_rdp_last_v6":  {"STAR_RDP", "RDP={", "Length=61", "ReplyQP=257"},
+		"star_rdp_last_v6":  {"STAR_RDP", "RDP={", "Flags=1", "DestQPN=257"},
 		"star_ra_v4":        {"STAR_RA", "AETH={"},
-		"star_gd_v6":        {"STAR_GD", "GD={", "Length=3000", "MTU=1024", "ReplyQP=257"},
+		"star_gd_v6":        {"STAR_GD", "GD={", "Length=3000", "MTU=1024", "DestQPN=257"},
 		"star_sdp_v4":       {"STAR_SDP", "SDP={", "Offset=2048"},
 	}
 	for i, v := range vs {

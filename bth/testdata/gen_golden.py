@@ -110,10 +110,11 @@ STAR_LAYOUTS = {
     "cqep": (">IBBBBII", 16),
     # Kind, reserved (3), DriverSeq
     "ea": (">B3xI", 8),
-    # VA, RKey, Length, Flags, reserved, ReplyQP (reserved byte, 24-bit QPN)
-    "rdp": (">QIHBBI", 20),
-    # VA, RKey, Length, MTU, Flags, ReplyQP (reserved byte, 24-bit QPN)
-    "gd": (">QIHBBI", 20),
+    # VA, RKey, Flags (the payload's length is the frame's; the BTH
+    # DestQP is the client's QP, where the RA goes)
+    "rdp": (">QIB", 13),
+    # VA, RKey, Length, MTU, Flags (the BTH DestQP is the client's QP)
+    "gd": (">QIHBB", 16),
     # Offset
     "sdp": (">I", 4),
 }
@@ -165,13 +166,10 @@ def pack_ext(name, v):
     if name == "ea":
         return struct.pack(STAR_LAYOUTS[name][0], v["kind"], v["driver_seq"])
     if name == "rdp":
-        assert v["reply_qp"] < 1 << 24
-        return struct.pack(STAR_LAYOUTS[name][0], v["va"], v["rkey"], v["length"], v["flags"], 0,
-                           v["reply_qp"])
+        return struct.pack(STAR_LAYOUTS[name][0], v["va"], v["rkey"], v["flags"])
     if name == "gd":
-        assert v["reply_qp"] < 1 << 24
         return struct.pack(STAR_LAYOUTS[name][0], v["va"], v["rkey"], v["length"], v["mtu"],
-                           v["flags"], v["reply_qp"])
+                           v["flags"])
     if name == "sdp":
         return struct.pack(STAR_LAYOUTS[name][0], v["offset"])
     raise ValueError(name)
@@ -215,8 +213,6 @@ def build(v):
             after_bth += pack_ext(name, v[name])
     if "payload" not in HEADERS[bth["opcode"]]:
         assert not payload
-    if "rdp" in v:  # an RDP's Length is its payload's
-        assert v["rdp"]["length"] == len(payload)
     h = v["header"]
     bth_layer = BTH(
         opcode=bth["opcode"], solicited=bth["se"], migreq=bth["migreq"],
@@ -395,13 +391,14 @@ VECTORS = [
     # of nine 1024-byte RDPs (PSNs 0x10-0x18) and its RA, an RA refusing an
     # RDP, the CQEP; then the client gets 3000 bytes the server SENDs with a
     # GD, answered by three SDPs (PSNs 0x20-0x22), the last of them here.
+    # RDPs and GDs name the client's QP in the BTH, where the answers go.
     vec("star_wqep_read_v4", False, bthf(0xE0, 0x000101, 0),
         wqep=dict(driver_seq=1, kind=5, flags=0x01, wrid=0x0000000000000A01,
                   local_va=0x00007F0000100000, local_key=0x00001001, length=8253,
                   remote_va=0x00007F5500200000, remote_key=0x00002002, imm=0)),
     vec("star_ea_wqep_v6", True, bthf(0xE2, 0x000201, 0), ea=dict(kind=0, driver_seq=1)),
-    vec("star_rdp_last_v6", True, bthf(0xE3, 0x000201, 0x000018, ackreq=1),
-        rdp=dict(va=0x00007F0000102000, rkey=0x00001001, length=61, flags=0x01, reply_qp=0x000101),
+    vec("star_rdp_last_v6", True, bthf(0xE3, 0x000101, 0x000018, ackreq=1),
+        rdp=dict(va=0x00007F0000102000, rkey=0x00001001, flags=0x01),
         payload=pattern(61, 31)),
     vec("star_ra_v4", False, bthf(0xE4, 0x000101, 0x000018),
         aeth=dict(syndrome=ack(0x1F), msn=0)),
@@ -409,9 +406,8 @@ VECTORS = [
         aeth=dict(syndrome=nak(2), msn=0)),
     vec("star_cqep_v4", False, bthf(0xE1, 0x000201, 0),
         cqep=dict(driver_seq=1, status=0, opcode=2, flags=0, byte_len=8253, imm=0)),
-    vec("star_gd_v6", True, bthf(0xE5, 0x000201, 0x000020),
-        gd=dict(va=0x00007F0000300000, rkey=0x00003003, length=3000, mtu=3, flags=0,
-                reply_qp=0x000101)),
+    vec("star_gd_v6", True, bthf(0xE5, 0x000101, 0x000020),
+        gd=dict(va=0x00007F0000300000, rkey=0x00003003, length=3000, mtu=3, flags=0)),
     vec("star_sdp_v4", False, bthf(0xE6, 0x000101, 0x000022),
         sdp=dict(offset=2048), payload=pattern(952, 32)),
 ]

@@ -24,8 +24,8 @@ var Fields = map[string][]string{
 	"cqep": {"softnic.cqep.driverseq", "softnic.cqep.status", "softnic.cqep.opcode", "softnic.cqep.flags", "softnic.cqep.flags.with_imm",
 		"softnic.cqep.reserved", "softnic.cqep.bytelen", "softnic.cqep.imm"},
 	"ea":      {"softnic.ea.kind", "softnic.ea.reserved", "softnic.ea.driverseq"},
-	"rdp":     {"softnic.rdp.va", "softnic.rdp.rkey", "softnic.rdp.length", "softnic.rdp.flags", "softnic.rdp.flags.last", "softnic.rdp.reserved", "softnic.rdp.reserved2", "softnic.rdp.replyqp"},
-	"gd":      {"softnic.gd.va", "softnic.gd.rkey", "softnic.gd.length", "softnic.gd.mtu", "softnic.gd.flags", "softnic.gd.reserved", "softnic.gd.replyqp"},
+	"rdp":     {"softnic.rdp.va", "softnic.rdp.rkey", "softnic.rdp.flags", "softnic.rdp.flags.last", "softnic.rdp.flags.to_recv"},
+	"gd":      {"softnic.gd.va", "softnic.gd.rkey", "softnic.gd.length", "softnic.gd.mtu", "softnic.gd.flags", "softnic.gd.flags.from_send"},
 	"sdp":     {"softnic.sdp.offset"},
 	"payload": {"softnic.payload"},
 }

@@ -50,7 +50,7 @@ layout[0xE5] = { headers = { "gd" } }
 layout[0xE6] = { headers = { "sdp" }, payload = true }
 
 local hlen = { reth = 16, imm = 4, aeth = 4, peth = 8, sack = 4, holes = 16,
-	wqep = 48, cqep = 16, ea = 8, rdp = 20, gd = 20, sdp = 4 }
+	wqep = 48, cqep = 16, ea = 8, rdp = 13, gd = 16, sdp = 4 }
 
 local wqep_kinds = { [1] = "RECV", [2] = "SEND", [3] = "RDMA_WRITE", [4] = "RDMA_WRITE_WITH_IMM",
 	[5] = "RDMA_READ", [6] = "SEND_WITH_IMM", [16] = "MR_REG", [17] = "MR_DEREG" }
@@ -133,20 +133,16 @@ local f = {
 
 	rdp_va = F.uint64("softnic.rdp.va", "Virtual Address", base.HEX),
 	rdp_rkey = F.uint32("softnic.rdp.rkey", "Remote Key", base.HEX),
-	rdp_len = F.uint16("softnic.rdp.length", "Length", base.DEC),
 	rdp_flags = F.uint8("softnic.rdp.flags", "Flags", base.HEX),
 	rdp_last = F.bool("softnic.rdp.flags.last", "Last", 8, nil, 0x01),
-	rdp_resv = F.uint8("softnic.rdp.reserved", "Reserved", base.HEX),
-	rdp_resv2 = F.uint8("softnic.rdp.reserved2", "Reserved", base.HEX),
-	rdp_replyqp = F.uint24("softnic.rdp.replyqp", "Reply QP", base.HEX),
+	rdp_to_recv = F.bool("softnic.rdp.flags.to_recv", "To a RECV's buffer", 8, nil, 0x02),
 
 	gd_va = F.uint64("softnic.gd.va", "Virtual Address", base.HEX),
 	gd_rkey = F.uint32("softnic.gd.rkey", "Remote Key", base.HEX),
 	gd_len = F.uint16("softnic.gd.length", "Length", base.DEC),
 	gd_mtu = F.uint8("softnic.gd.mtu", "MTU", base.DEC, mtus),
 	gd_flags = F.uint8("softnic.gd.flags", "Flags", base.HEX),
-	gd_resv = F.uint8("softnic.gd.reserved", "Reserved", base.HEX),
-	gd_replyqp = F.uint24("softnic.gd.replyqp", "Reply QP", base.HEX),
+	gd_from_send = F.bool("softnic.gd.flags.from_send", "From a SEND's buffer", 8, nil, 0x01),
 
 	sdp_offset = F.uint32("softnic.sdp.offset", "Offset", base.DEC),
 
@@ -162,8 +158,7 @@ p.fields = fl
 
 local e_short = ProtoExpert.new("softnic.short", "Packet too short for its headers", expert.group.MALFORMED, expert.severity.ERROR)
 local e_icrc = ProtoExpert.new("softnic.icrc.bad", "Bad ICRC", expert.group.CHECKSUM, expert.severity.ERROR)
-local e_len = ProtoExpert.new("softnic.length", "Length field differs from the payload", expert.group.PROTOCOL, expert.severity.WARN)
-p.experts = { e_short, e_icrc, e_len }
+p.experts = { e_short, e_icrc }
 
 -- CRC-32 (IEEE 802.3, reflected, as the ICRC: IBA 7.8.1, Annex A17.4).
 local crctab = {}
@@ -276,19 +271,17 @@ dissect_header.ea = function(t, tvb, o)
 	local s = t:add(tvb(o, 8), "EAETH - StaR Element ACK")
 	s:add(f.ea_kind, tvb(o, 1)); s:add(f.ea_resv, tvb(o + 1, 3)); s:add(f.ea_seq, tvb(o + 4, 4))
 end
-dissect_header.rdp = function(t, tvb, o, _, payload_len, pinfo)
-	local s = t:add(tvb(o, 20), "RDPETH - StaR Receiving Data Packet")
+-- An RDP's and a GD's BTH DestQP is the client's QP, where the answers go.
+dissect_header.rdp = function(t, tvb, o)
+	local s = t:add(tvb(o, 13), "RDPETH - StaR Receiving Data Packet")
 	s:add(f.rdp_va, tvb(o, 8)); s:add(f.rdp_rkey, tvb(o + 8, 4))
-	local li = s:add(f.rdp_len, tvb(o + 12, 2))
-	if tvb(o + 12, 2):uint() ~= payload_len then li:add_proto_expert_info(e_len) end
-	s:add(f.rdp_flags, tvb(o + 14, 1)):add(f.rdp_last, tvb(o + 14, 1))
-	s:add(f.rdp_resv, tvb(o + 15, 1)); s:add(f.rdp_resv2, tvb(o + 16, 1)); s:add(f.rdp_replyqp, tvb(o + 17, 3))
+	local fl = s:add(f.rdp_flags, tvb(o + 12, 1))
+	fl:add(f.rdp_last, tvb(o + 12, 1)); fl:add(f.rdp_to_recv, tvb(o + 12, 1))
 end
 dissect_header.gd = function(t, tvb, o)
-	local s = t:add(tvb(o, 20), "GDETH - StaR Get Data")
+	local s = t:add(tvb(o, 16), "GDETH - StaR Get Data")
 	s:add(f.gd_va, tvb(o, 8)); s:add(f.gd_rkey, tvb(o + 8, 4)); s:add(f.gd_len, tvb(o + 12, 2))
-	s:add(f.gd_mtu, tvb(o + 14, 1)); s:add(f.gd_flags, tvb(o + 15, 1))
-	s:add(f.gd_resv, tvb(o + 16, 1)); s:add(f.gd_replyqp, tvb(o + 17, 3))
+	s:add(f.gd_mtu, tvb(o + 14, 1)); s:add(f.gd_flags, tvb(o + 15, 1)):add(f.gd_from_send, tvb(o + 15, 1))
 end
 dissect_header.sdp = function(t, tvb, o)
 	t:add(tvb(o, 4), "SDPETH - StaR Sending Data Packet"):add(f.sdp_offset, tvb(o, 4))

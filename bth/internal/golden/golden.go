@@ -93,19 +93,16 @@ type Vector struct {
 		DriverSeq uint32 `json:"driver_seq"`
 	} `json:"ea"`
 	RDP *struct {
-		VA      uint64 `json:"va"`
-		RKey    uint32 `json:"rkey"`
-		Length  uint16 `json:"length"`
-		Flags   uint8  `json:"flags"`
-		ReplyQP uint32 `json:"reply_qp"`
+		VA    uint64 `json:"va"`
+		RKey  uint32 `json:"rkey"`
+		Flags uint8  `json:"flags"`
 	} `json:"rdp"`
 	GD *struct {
-		VA      uint64 `json:"va"`
-		RKey    uint32 `json:"rkey"`
-		Length  uint16 `json:"length"`
-		MTU     uint8  `json:"mtu"`
-		Flags   uint8  `json:"flags"`
-		ReplyQP uint32 `json:"reply_qp"`
+		VA     uint64 `json:"va"`
+		RKey   uint32 `json:"rkey"`
+		Length uint16 `json:"length"`
+		MTU    uint8  `json:"mtu"`
+		Flags  uint8  `json:"flags"`
 	} `json:"gd"`
 	SDP *struct {
 		Offset uint32 `json:"offset"`
