@@ -92,7 +92,20 @@ type Config struct {
 	// security tables, StaR §3.2). Off, the default: StaR packets are
 	// dropped like any opcode an RC QP does not take.
 	StarServer bool
+	// StarEgressFrames is the depth, in frames, of the port's egress
+	// queue for a stateless server's answers (RAs and SDPs): one that
+	// finds the link's bucket empty or the transmit ring full waits there,
+	// in order, as in a NIC's port buffer; one that finds the queue full
+	// is dropped (star_tx_drops). It is the port's, shared by every
+	// connection, not per-connection state. 0: DefaultStarEgressFrames;
+	// negative: none (every such answer is dropped).
+	StarEgressFrames int
 }
+
+// DefaultStarEgressFrames is the default depth of a StaR server's egress
+// queue: 256 frames, half a megabyte of 2 KiB SDPs, the order of a NIC
+// port's buffer, and about 40 ms of the testbed's 100 Mb/s link.
+const DefaultStarEgressFrames = 256
 
 // RTOMode says where retransmission timeouts come from.
 type RTOMode uint8

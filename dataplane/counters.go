@@ -120,13 +120,14 @@ type Counters struct {
 	RPCNPIgnored uint64 // rp_cnp_ignored
 
 	// StaR's stateless server (Config.StarServer; star.go).
-	StarRDPRcvd uint64 // star_rdp_rcvd: RDPs received
-	StarRASent  uint64 // star_ra_sent: RAs sent, ACK or NAK
-	StarGDRcvd  uint64 // star_gd_rcvd: GDs received
-	StarSDPSent uint64 // star_sdp_sent: SDPs sent
-	StarNakSent uint64 // star_nak_sent: RAs sent that NAK an RDP or a GD
-	StarTxDrops uint64 // star_tx_drops: RAs and SDPs not sent, transmit ring full or link's bucket empty (nothing is kept to send later)
-	StarDropped uint64 // star_dropped: other StaR packets (WQEP, CQEP, EA), not served yet
+	StarRDPRcvd  uint64 // star_rdp_rcvd: RDPs received
+	StarRASent   uint64 // star_ra_sent: RAs sent, ACK or NAK
+	StarGDRcvd   uint64 // star_gd_rcvd: GDs received
+	StarSDPSent  uint64 // star_sdp_sent: SDPs sent
+	StarNakSent  uint64 // star_nak_sent: RAs sent that NAK an RDP or a GD
+	StarTxDrops  uint64 // star_tx_drops: RAs and SDPs not sent: the egress queue was full (Config.StarEgressFrames)
+	StarTxQueued uint64 // star_tx_queued: RAs and SDPs that waited in the egress queue for the link or the ring
+	StarDropped  uint64 // star_dropped: other StaR packets (WQEP, CQEP, EA), not served yet
 
 	// A StaR client (starqp.go).
 	StarRDPSent       uint64 // star_rdp_sent: RDPs sent, retransmissions included
@@ -210,7 +211,7 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"cq_overflow", c.CQOverflow}, {"rp_cnp_ignored", c.RPCNPIgnored},
 		{"star_rdp_rcvd", c.StarRDPRcvd}, {"star_ra_sent", c.StarRASent},
 		{"star_gd_rcvd", c.StarGDRcvd}, {"star_sdp_sent", c.StarSDPSent},
-		{"star_nak_sent", c.StarNakSent}, {"star_tx_drops", c.StarTxDrops}, {"star_dropped", c.StarDropped},
+		{"star_nak_sent", c.StarNakSent}, {"star_tx_drops", c.StarTxDrops}, {"star_tx_queued", c.StarTxQueued}, {"star_dropped", c.StarDropped},
 		{"star_rdp_sent", c.StarRDPSent}, {"star_gd_sent", c.StarGDSent}, {"star_ra_rcvd", c.StarRARcvd},
 		{"star_sdp_rcvd", c.StarSDPRcvd}, {"star_security_drops", c.StarSecurityDrops},
 		{"star_wqep_sent", c.StarWQEPSent}, {"star_wqep_resent", c.StarWQEPResent}, {"star_wqep_rcvd", c.StarWQEPRcvd},

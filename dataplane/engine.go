@@ -110,6 +110,13 @@ func NewEngine(cfg Config, port Port) (*Engine, error) {
 		link:    newLinkBucket(cfg.LinkRate, cfg.LinkBurst),
 		ready:   make([]*QP, 0, 64),
 	}
+	if cfg.StarServer {
+		n := cfg.StarEgressFrames
+		if n == 0 {
+			n = DefaultStarEgressFrames
+		}
+		e.egress = newEgressQueue(n, port.MaxFrame())
+	}
 	if cfg.LinkDelay > 0 || cfg.Netem.Active() {
 		e.rx = newRxImpair(port, cfg.LinkDelay, cfg.Netem, cfg.LinkDelaySlots, cfg.RxBatch, &e.now)
 		e.port = e.rx
@@ -243,10 +250,14 @@ func (e *Engine) Poll(now time.Duration) bool {
 	if e.stalled() {
 		return false
 	}
-	did := e.rxNext < e.rxN
-	if !did {
+	// A stateless server's answers that wait go before new frames make
+	// more: the port's egress queue drains whenever it can.
+	did := e.egress.n > 0 && e.drainEgress() > 0
+	if e.rxNext < e.rxN {
+		did = true
+	} else {
 		e.rxN, e.rxNext = e.port.Receive(e.rxBatch), 0
-		did = e.rxN > 0
+		did = did || e.rxN > 0
 	}
 	// Frames after a context miss wait until the fetch is done: the
 	// pipeline is serial, as in hardware.
@@ -317,7 +328,7 @@ func (e *Engine) NextDeadline() (time.Duration, bool) {
 
 // pacedUntil is when the link's bucket opens, if packets wait on it.
 func (e *Engine) pacedUntil() (time.Duration, bool) {
-	if e.readyLen() == 0 || e.link.open(e.now) {
+	if e.readyLen() == 0 && e.egress.n == 0 || e.link.open(e.now) {
 		return 0, false
 	}
 	return e.link.openAt(), true
@@ -413,10 +424,15 @@ func (e *Engine) transmit() int {
 		e.cnt.LinkPacedNs += uint64(e.link.openAt() - e.pacedFrom)
 		e.pacing = false
 	}
-	if e.readyLen() > 0 && !e.linkOpen() {
-		return 0 // nobody loses their place in the ready list
+	// A stateless server's answers that wait go first: the port's egress
+	// queue is in front of every QP.
+	total := e.drainEgress()
+	if e.egress.n > 0 {
+		return total
 	}
-	total := 0
+	if e.readyLen() > 0 && !e.linkOpen() {
+		return total // nobody loses their place in the ready list
+	}
 	for e.readyLen() > 0 && !e.txStall && !e.stalled() {
 		// One pass over the QPs that are ready now; QPs that still have
 		// work go to the back, after QPs scheduled during the pass.

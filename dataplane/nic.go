@@ -45,6 +45,7 @@ type Engine struct {
 	rxNext    int // rxBatch[rxNext:rxN] still wait: a context miss stalled the pipeline
 	rxN       int
 	txStall   bool // the port's transmit ring was full, or the link's bucket empty, this round
+	egress    egressQueue // a StaR server's answers that wait for the link (Config.StarEgressFrames)
 
 	link      linkBucket    // the emulated link (Config.LinkRate)
 	rx        *rxImpair     // the receive stage (Config.LinkDelay, Netem); nil: none
@@ -119,6 +120,7 @@ type txPacket struct {
 	roce    []byte // BTH .. ICRC
 	payload []byte // where the payload goes
 	info    *bth.OpInfo
+	queued  bool // built in the egress queue, not the port's ring (beginTxFrame)
 }
 
 // linkOpen reports whether the emulated link takes a frame now; if not,
@@ -193,27 +195,98 @@ func writeTx(t *txPacket, buf []byte, h *bth.FrameHeader, destQPN uint32, op bth
 
 // beginTxFrame is beginTx for a frame that belongs to no QP, StaR's RA
 // and SDP (star.go): its addressing h and destination QP come from the
-// frame it answers. The link's bucket and the transmit ring rule as for
-// a QP's frame, but nothing waits: when either is closed it returns
-// false, and the caller drops the frame (a stateless server keeps
-// nothing to send later) and counts it in star_tx_drops, not in
-// tx_ring_full or link_paced, which count packets that wait.
+// frame it answers. It goes to the port when the link's bucket and the
+// transmit ring take it and nothing waits before it; otherwise into the
+// port's egress queue (Config.StarEgressFrames), which transmit drains
+// first, in order. When the queue is full it returns false, and the
+// caller drops the frame (a stateless server keeps nothing of its own to
+// send later) and counts it in star_tx_drops.
 func (e *Engine) beginTxFrame(t *txPacket, h *bth.FrameHeader, destQPN uint32, op bth.Opcode, psn qp.PSN, payloadLen int) bool {
-	if !e.link.open(e.now) {
-		return false
+	if e.egress.n == 0 && e.link.open(e.now) {
+		if buf := e.port.TxBuffer(); buf != nil {
+			writeTx(t, buf, h, destQPN, op, psn, false, payloadLen)
+			t.queued = false
+			return true
+		}
 	}
-	buf := e.port.TxBuffer()
+	buf := e.egress.slot()
 	if buf == nil {
 		return false
 	}
 	writeTx(t, buf, h, destQPN, op, psn, false, payloadLen)
+	t.queued = true
 	return true
 }
 
-// endTxFrame seals a frame of beginTxFrame and queues it once.
+// endTxFrame seals a frame of beginTxFrame and sends it, or queues it
+// in the egress queue.
 func (e *Engine) endTxFrame(h *bth.FrameHeader, t *txPacket) {
 	bth.FinishFrame(t.frame, h)
+	if t.queued {
+		e.egress.push(len(t.frame))
+		e.cnt.StarTxQueued++
+		return
+	}
 	e.toWire(t.frame)
+}
+
+// drainEgress sends the egress queue's frames, oldest first, while the
+// link and the ring take them, and returns how many went.
+func (e *Engine) drainEgress() int {
+	n := 0
+	for e.egress.n > 0 && e.linkOpen() {
+		buf := e.port.TxBuffer()
+		if buf == nil {
+			e.txStall = true
+			e.cnt.TxRingFull++
+			break
+		}
+		e.toWire(buf[:copy(buf, e.egress.front())])
+		e.egress.pop()
+		n++
+	}
+	return n
+}
+
+// egressQueue is a ring of preallocated frame buffers: the port's egress
+// buffer for a stateless server's answers.
+type egressQueue struct {
+	bufs    [][]byte
+	lens    []int
+	head, n int
+}
+
+func newEgressQueue(frames, frameSize int) egressQueue {
+	if frames <= 0 {
+		return egressQueue{}
+	}
+	q := egressQueue{bufs: make([][]byte, frames), lens: make([]int, frames)}
+	for i := range q.bufs {
+		q.bufs[i] = make([]byte, frameSize)
+	}
+	return q
+}
+
+// slot is the buffer the next pushed frame is written into, nil when
+// the queue is full.
+func (q *egressQueue) slot() []byte {
+	if q.n == len(q.bufs) {
+		return nil
+	}
+	return q.bufs[(q.head+q.n)%len(q.bufs)]
+}
+
+// push queues the n bytes written into slot.
+func (q *egressQueue) push(n int) {
+	q.lens[(q.head+q.n)%len(q.bufs)] = n
+	q.n++
+}
+
+func (q *egressQueue) front() []byte { return q.bufs[q.head][:q.lens[q.head]] }
+
+func (q *egressQueue) pop() {
+	q.head = (q.head + 1) % len(q.bufs)
+	q.n--
 }
 
 // endTx seals the frame (ICRC, IPv6 UDP checksum) and queues it copies

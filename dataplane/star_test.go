@@ -36,6 +36,7 @@ type starOpts struct {
 	maxFrame   int // 0: 4096+128, as NewSim
 	linkRate   uint64
 	linkBurst  int
+	egress     int // Config.StarEgressFrames
 	clientPort uint16
 }
 
@@ -55,7 +56,7 @@ func newStarBench(tb testing.TB, o starOpts) *starBench {
 	if o.ipv6 {
 		client, server = SimAddr6A, SimAddr6B
 	}
-	e, err := NewEngine(Config{MAC: SimMACB, Addr: server, StarServer: !o.off, LinkRate: o.linkRate, LinkBurst: o.linkBurst}, b.f.B())
+	e, err := NewEngine(Config{MAC: SimMACB, Addr: server, StarServer: !o.off, LinkRate: o.linkRate, LinkBurst: o.linkBurst, StarEgressFrames: o.egress}, b.f.B())
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -396,35 +397,67 @@ func TestStarGDRefused(t *testing.T) {
 	b.wantSDPs(b.exchange(b.gd(1, g)), 1, 4096, b.rw.Bytes()[:2000])
 }
 
-// TestStarTxFull: SDPs that find the transmit ring full, or the link's
-// bucket empty, are dropped and counted, not kept; so is an RA (its RDP is
-// placed: the client's retransmission places it again and gets the RA).
+// TestStarTxFull: answers that find the transmit ring full, or the
+// link's bucket empty, wait in the port's egress queue and go, in order,
+// before anything else when there is room; those that find the queue full
+// too are dropped and counted, not kept (an RA's RDP is placed: the
+// client's retransmission places it again and gets the RA).
 func TestStarTxFull(t *testing.T) {
-	b := newStarBench(t, starOpts{queue: 4})
+	b := newStarBench(t, starOpts{queue: 4, egress: 2})
 	payload := []byte{1, 2, 3, 4, 5, 6, 7, 8}
 	rdp := b.rdp(3, bth.RDPETHFields{VA: b.rw.Addr + 8000, RKey: b.rw.RKey}, payload)
-	// 8 SDPs into a queue of 4, then an RA into the full queue.
+	// 8 SDPs into a ring of 4 and a queue of 2, then an RA into the full
+	// queue.
 	got := b.exchange(b.gd(10, bth.GDETHFields{VA: b.rw.Addr, RKey: b.rw.RKey, Length: 2048, MTU: qp.MTU256}), rdp)
 	b.wantSDPs(got, 10, 256, b.rw.Bytes()[:1024])
 	c := b.e.Counters()
-	if c.StarSDPSent != 4 || c.StarTxDrops != 5 || c.StarRASent != 0 || c.StarRDPRcvd != 1 || c.TxRingFull != 0 {
-		t.Fatalf("queue of 4: %+v", c)
+	if c.StarSDPSent != 6 || c.StarTxQueued != 2 || c.StarTxDrops != 3 || c.StarRASent != 0 || c.StarRDPRcvd != 1 {
+		t.Fatalf("ring of 4, queue of 2: %+v", c)
 	}
 	mustEqual(t, "placed payload", b.rw.Bytes()[8000:8008], payload)
-	// The client took the SDPs: the queue has room again.
-	b.wantRA(b.exchange(rdp)[0], 3, starACK)
+	// The client took the SDPs: the ring has room again. The queued SDPs
+	// 14 and 15 go first, then the RA of the RDP sent again.
+	got = b.exchange(rdp)
+	if len(got) != 3 {
+		t.Fatalf("%d frames after the ring drained, want 2 SDPs and an RA", len(got))
+	}
+	for i, fr := range got[:2] {
+		f, err := bth.ParseFrame(fr)
+		if err != nil || !f.VerifyICRC() || f.Pkt.Opcode() != bth.StarSDP || f.Pkt.BTH().PSN() != uint32(14+i) || f.Pkt.SDPETH().Offset() != uint32(1024+256*i) {
+			t.Fatalf("frame %d: %v, not SDP %d", i, err, 14+i)
+		}
+		mustEqual(t, "queued SDP payload", f.Pkt.Payload(), b.rw.Bytes()[1024+256*i:1280+256*i])
+	}
+	b.wantRA(got[2], 3, starACK)
 
-	// An emulated link with the smallest bucket: one frame goes, the rest
-	// of the GD is dropped, and link_paced does not count them (nothing
-	// waits).
+	// An emulated link with the smallest bucket: one frame goes at once,
+	// the other three wait in the queue and go at the link's pace; nothing
+	// is dropped.
 	b = newStarBench(t, starOpts{linkRate: 1e9, linkBurst: 1})
 	got = b.exchange(b.gd(20, bth.GDETHFields{VA: b.rw.Addr, RKey: b.rw.RKey, Length: 4096, MTU: qp.MTU1024}))
 	b.wantSDPs(got, 20, 1024, b.rw.Bytes()[:1024])
-	if c := b.e.Counters(); c.StarSDPSent != 1 || c.StarTxDrops != 3 || c.LinkPaced != 0 || c.TxRingFull != 0 {
+	if c := b.e.Counters(); c.StarSDPSent != 4 || c.StarTxQueued != 3 || c.StarTxDrops != 0 || c.TxRingFull != 0 {
 		t.Fatalf("empty bucket: %+v", c)
 	}
-	b.clock.Advance(time.Millisecond) // the bucket refills
-	b.wantSDPs(b.exchange(b.gd(24, bth.GDETHFields{VA: b.rw.Addr, RKey: b.rw.RKey, Length: 1000, MTU: qp.MTU1024})), 24, 1024, b.rw.Bytes()[:1000])
+	var all [][]byte
+	for range 3 {
+		b.clock.Advance(10 * time.Microsecond) // a 1 KiB frame is 8.5 µs at 1 Gb/s
+		for _, fr := range b.exchange() {
+			all = append(all, bytes.Clone(fr))
+		}
+	}
+	if len(all) != 3 {
+		t.Fatalf("%d queued SDPs came out, want 3", len(all))
+	}
+	for i, fr := range all {
+		f, err := bth.ParseFrame(fr)
+		if err != nil || f.Pkt.BTH().PSN() != uint32(21+i) || f.Pkt.SDPETH().Offset() != uint32(1024*(i+1)) {
+			t.Fatalf("queued frame %d: %v", i, err)
+		}
+	}
+	if d, ok := b.e.NextDeadline(); ok && d <= b.clock.Now() {
+		t.Errorf("a deadline %v with nothing queued", d)
+	}
 }
 
 // TestStarOtherPackets: a CQEP for a QP the server's driver does not
