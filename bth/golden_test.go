@@ -86,6 +86,7 @@ func checkViewPresence(t *testing.T, p *bth.Packet, v *goldenVector) {
 		{"AtomicETH", len(p.AtomicETH()), v.Atomic != nil, bth.AtomicETHLen},
 		{"AtomicAck", len(p.AtomicAck()), v.AtomicAck != nil, bth.AtomicAckETHLen},
 		{"PETH", len(p.PETH()), v.PETH != nil, bth.PETHLen},
+		{"RWSNETH", len(p.RWSNETH()), v.RWSN != nil, bth.RWSNETHLen},
 		{"SACKETH", len(p.SACKETH()), v.SACK != nil, bth.SACKETHLen},
 		{"HolesETH", len(p.HolesETH()), v.Holes != nil, bth.HolesETHLen},
 		{"WQEPETH", len(p.WQEPETH()), v.WQEP != nil, bth.WQEPETHLen},
