@@ -253,12 +253,12 @@ func (e *Engine) admit(q *QP, pkt *bth.Packet, inOrder bool, pl *placement) verd
 	end := uint64(pl.off) + uint64(n)
 	if f&bth.IsWrite != 0 {
 		r := &pl.reth
-		// Every packet checks its RETH's range (overflow-safe), as a FIRST
-		// packet does (rxe check_rkey), and is placed inside it: the whole
-		// message for FIRST and ONLY, and in order for every packet; with
-		// out-of-order placement the message up to a MIDDLE or LAST
-		// packet's end. A region deregistered mid-message fails the
-		// packets after.
+		// Every packet checks the range its RETH names (overflow-safe), as
+		// a FIRST packet does (rxe check_rkey), and is placed inside it:
+		// the whole message for FIRST and ONLY, and for every packet of a
+		// message in progress in order; with out-of-order placement a
+		// MIDDLE or LAST checks the message up to its own end. A region
+		// deregistered mid-message fails the packets after.
 		whole, ok := e.remoteSlice(q, r.RKey, r.VA, r.DMALen, qp.AccessRemoteWrite)
 		if !ok {
 			return refusedAccess
