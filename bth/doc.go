@@ -3,7 +3,7 @@
 // frame that carries them on UDP port 4791 (IBA Vol. 1 chapter 9, Annex A17).
 //
 // Every header is a zero-copy view: BTH, RETH, AETH, ImmDt, IETH, DETH,
-// AtomicETH, AtomicAckETH, softnic's extensions PETH, SACKETH and
+// AtomicETH, AtomicAckETH, softnic's extensions PETH, RWSNETH, SACKETH and
 // HolesETH, and the headers of StaR's stateless mode, WQEPETH, CQEPETH,
 // EAETH, RDPETH, GDETH and SDPETH (all carried only by the
 // manufacturer-specific opcodes 0xC0-0xFF, docs/wire.md) are []byte types whose getters and setters read and write

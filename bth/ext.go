@@ -164,45 +164,75 @@ func (a AtomicAckETH) OrigData() uint64 { return binary.BigEndian.Uint64(a) }
 // SetOrigData sets the original remote data.
 func (a AtomicAckETH) SetOrigData(v uint64) { binary.BigEndian.PutUint64(a, v) }
 
-// PETH is a view of softnic's 8-byte Placement Extended Transport Header
-// (docs/wire.md), which every SEND and RDMA WRITE packet of a connection
-// with out-of-order placement carries (IRN §5.3.2): reserved (1), the
-// receive WQE sequence number (3) and the byte offset of the packet's
-// payload within its message (4). The receive WQE sequence number counts
-// the messages that consume a receive WQE (SENDs and RDMA WRITEs with
+// PETH is a view of softnic's 6-byte Placement Extended Transport Header
+// (docs/wire.md), which every SEND packet of a connection with
+// out-of-order placement carries (IRN §5.3.2 and §6.3, FaSR §IV-D: both
+// 6 bytes): the receive WQE sequence number (3) and the packet's index in its message
+// (3), both big-endian. The receive WQE sequence number counts the
+// messages that consume a receive WQE (SENDs and RDMA WRITEs with
 // immediate) from 0 at connection set-up, so that a packet that arrives
-// before its predecessors finds its receive WQE.
+// before its predecessors finds its receive WQE; the index times the path
+// MTU is the byte offset of the packet's payload in its message, since
+// every packet but the last carries exactly one MTU.
 type PETH []byte
 
 // PETHFields holds every PETH field.
 type PETHFields struct {
 	RecvSN uint32 // 24 bits
-	Offset uint32
+	Index  uint32 // 24 bits
 }
 
-// Encode writes the whole header from f; the reserved byte is zero and
-// RecvSN is masked to 24 bits.
+// Encode writes the whole header from f, RecvSN and Index masked to 24
+// bits.
 func (p PETH) Encode(f *PETHFields) {
 	_ = p[PETHLen-1]
-	p[0] = 0
 	p.SetRecvSN(f.RecvSN)
-	p.SetOffset(f.Offset)
+	p.SetIndex(f.Index)
 }
 
 // Fields returns every field of the header.
-func (p PETH) Fields() PETHFields { return PETHFields{RecvSN: p.RecvSN(), Offset: p.Offset()} }
+func (p PETH) Fields() PETHFields { return PETHFields{RecvSN: p.RecvSN(), Index: p.Index()} }
 
 // RecvSN returns the 24-bit receive WQE sequence number.
-func (p PETH) RecvSN() uint32 { return get24(p[1:]) }
+func (p PETH) RecvSN() uint32 { return get24(p[0:]) }
 
 // SetRecvSN sets the receive WQE sequence number, masked to 24 bits.
-func (p PETH) SetRecvSN(sn uint32) { put24(p[1:], sn) }
+func (p PETH) SetRecvSN(sn uint32) { put24(p[0:], sn) }
 
-// Offset returns the byte offset of the payload within its message.
-func (p PETH) Offset() uint32 { return binary.BigEndian.Uint32(p[4:]) }
+// Index returns the 24-bit index of the packet in its message: its
+// payload's byte offset is Index times the path MTU.
+func (p PETH) Index() uint32 { return get24(p[3:]) }
 
-// SetOffset sets the payload's byte offset.
-func (p PETH) SetOffset(off uint32) { binary.BigEndian.PutUint32(p[4:], off) }
+// SetIndex sets the packet's index in its message, masked to 24 bits.
+func (p PETH) SetIndex(i uint32) { put24(p[3:], i) }
+
+// MaxPETHOffset is the largest payload offset a PETH may name: messages
+// are at most 2^31 bytes (IBA's largest DMA length).
+const MaxPETHOffset = 1 << 31
+
+// Offset returns the byte offset that the packet's index names at path
+// MTU mtu, and false if it is larger than MaxPETHOffset (the product,
+// computed in 64 bits, cannot overflow).
+func (p PETH) Offset(mtu uint32) (uint32, bool) {
+	off := uint64(p.Index()) * uint64(mtu)
+	if off > MaxPETHOffset {
+		return 0, false
+	}
+	return uint32(off), true
+}
+
+// RWSNETH is a view of softnic's 3-byte Receive WQE SN Extended Transport
+// Header (docs/wire.md): the 24-bit, big-endian receive WQE sequence
+// number of the receive WQE that an RDMA WRITE with immediate consumes,
+// carried by its last packet only, after the ImmDt (IRN §5.3.2: "in the
+// last Write-with-Immediate packet").
+type RWSNETH []byte
+
+// RecvSN returns the 24-bit receive WQE sequence number.
+func (r RWSNETH) RecvSN() uint32 { return get24(r) }
+
+// SetRecvSN sets the receive WQE sequence number, masked to 24 bits.
+func (r RWSNETH) SetRecvSN(sn uint32) { put24(r, sn) }
 
 // SACKETH is a view of softnic's 4-byte Selective Acknowledgement Extended
 // Transport Header (docs/wire.md): a byte of FaSR's lost-cnt (low 3 bits;

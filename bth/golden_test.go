@@ -2,6 +2,10 @@ package bth_test
 
 import (
 	"bytes"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/softnic/softnic/bth"
@@ -86,6 +90,7 @@ func checkViewPresence(t *testing.T, p *bth.Packet, v *goldenVector) {
 		{"AtomicETH", len(p.AtomicETH()), v.Atomic != nil, bth.AtomicETHLen},
 		{"AtomicAck", len(p.AtomicAck()), v.AtomicAck != nil, bth.AtomicAckETHLen},
 		{"PETH", len(p.PETH()), v.PETH != nil, bth.PETHLen},
+		{"RWSNETH", len(p.RWSNETH()), v.RWSN != nil, bth.RWSNETHLen},
 		{"SACKETH", len(p.SACKETH()), v.SACK != nil, bth.SACKETHLen},
 		{"HolesETH", len(p.HolesETH()), v.Holes != nil, bth.HolesETHLen},
 		{"WQEPETH", len(p.WQEPETH()), v.WQEP != nil, bth.WQEPETHLen},
@@ -200,5 +205,66 @@ func TestGoldenStar(t *testing.T) {
 		if !seen[op] {
 			t.Errorf("no golden vector for %s", op)
 		}
+	}
+}
+
+// TestWireDocExamples: every example in docs/wire.md that names a golden
+// vector shows that vector's bytes from the BTH on, byte for byte (the
+// hex at the start of each line; a payload line's bytes before its "...";
+// an ICRC line the frame's last four bytes).
+func TestWireDocExamples(t *testing.T) {
+	doc, err := os.ReadFile("../docs/wire.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(doc)
+	n := 0
+	for _, m := range regexp.MustCompile("golden vector\\s+`([a-z0-9_]+)`").FindAllStringSubmatchIndex(text, -1) {
+		name := text[m[2]:m[3]]
+		rest := text[m[1]:]
+		start := strings.Index(rest, "```\n")
+		if start < 0 {
+			t.Fatalf("%s: no example after it", name)
+		}
+		block := rest[start+4:]
+		block = block[:strings.Index(block, "```")]
+		f, err := bth.ParseFrame(goldenFrame(t, name))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		b := f.Pkt.Buf
+		off := 0
+		for _, line := range strings.Split(strings.TrimRight(block, "\n"), "\n") {
+			var got []byte
+			fields := strings.Fields(line)
+			for _, w := range fields {
+				if len(w) != 2 {
+					break
+				}
+				v, err := strconv.ParseUint(w, 16, 8)
+				if err != nil {
+					break
+				}
+				got = append(got, byte(v))
+			}
+			desc := strings.TrimSpace(strings.TrimPrefix(line, strings.Join(fields[:len(got)], " ")))
+			if strings.HasPrefix(desc, "ICRC") {
+				if !bytes.Equal(got, b[len(b)-bth.ICRCLen:]) {
+					t.Errorf("%s: ICRC line % x, frame % x", name, got, b[len(b)-bth.ICRCLen:])
+				}
+				continue
+			}
+			if off+len(got) > len(b) || !bytes.Equal(got, b[off:off+len(got)]) {
+				t.Errorf("%s: bytes %d.. % x, frame % x", name, off, got, b[off:min(len(b), off+len(got))])
+			}
+			off += len(got)
+		}
+		if off < bth.BTHLen {
+			t.Errorf("%s: example of %d bytes", name, off)
+		}
+		n++
+	}
+	if n < 5 {
+		t.Fatalf("%d examples name a golden vector", n)
 	}
 }

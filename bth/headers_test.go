@@ -202,21 +202,52 @@ func TestAtomicETH(t *testing.T) {
 }
 
 // TestPETH pins softnic's placement header byte by byte (docs/wire.md):
-// reserved, 24-bit receive WQE sequence number, 32-bit offset.
+// 24-bit receive WQE sequence number, 24-bit packet index, both
+// big-endian, and the index's conversion to a byte offset.
 func TestPETH(t *testing.T) {
 	p := bth.PETH(bytes.Repeat([]byte{0xff}, bth.PETHLen))
-	p.Encode(&bth.PETHFields{RecvSN: 0x1abcdef, Offset: 0x01020304})
-	if want := []byte{0x00, 0xab, 0xcd, 0xef, 0x01, 0x02, 0x03, 0x04}; !bytes.Equal(p, want) {
+	p.Encode(&bth.PETHFields{RecvSN: 0x1abcdef, Index: 0x2010203})
+	if want := []byte{0xab, 0xcd, 0xef, 0x01, 0x02, 0x03}; !bytes.Equal(p, want) {
 		t.Fatalf("Encode = % x, want % x", []byte(p), want)
 	}
-	p[0] = 0xff // reserved: the setters leave it alone
 	p.SetRecvSN(0xffffffff)
-	p.SetOffset(0x80000000)
-	if p.RecvSN() != 0xffffff || p.Offset() != 0x80000000 || p[0] != 0xff {
+	p.SetIndex(0xfffffe)
+	if p.RecvSN() != 0xffffff || p.Index() != 0xfffffe {
 		t.Fatalf("setters: % x", []byte(p))
 	}
-	if got := p.Fields(); got != (bth.PETHFields{RecvSN: 0xffffff, Offset: 0x80000000}) {
+	if got := p.Fields(); got != (bth.PETHFields{RecvSN: 0xffffff, Index: 0xfffffe}) {
 		t.Fatalf("Fields() = %+v", got)
+	}
+	for _, tc := range []struct {
+		index, mtu, off uint32
+		ok              bool
+	}{
+		{0, 1024, 0, true},
+		{3, 1024, 3072, true},
+		{1 << 21, 1024, 1 << 31, true},             // 2^31: the largest offset
+		{1<<21 + 1, 1024, 0, false},                // past 2^31
+		{1<<24 - 1, 4096, 0, false},                // 2^36 - 4096: would overflow 32 bits
+		{1<<24 - 1, 256, (1<<24 - 1) * 256, false}, // 4 GiB - 256 > 2^31
+		{1<<23 - 1, 256, (1<<23 - 1) * 256, true},
+	} {
+		p.SetIndex(tc.index)
+		if off, ok := p.Offset(tc.mtu); off != tc.off && tc.ok || ok != tc.ok {
+			t.Errorf("index %d at MTU %d: Offset = %d, %v; want %d, %v", tc.index, tc.mtu, off, ok, tc.off, tc.ok)
+		}
+	}
+}
+
+// TestRWSNETH pins the receive WQE SN header of a WRITE with immediate's
+// last packet (docs/wire.md): 3 bytes, the 24-bit big-endian sequence
+// number.
+func TestRWSNETH(t *testing.T) {
+	r := bth.RWSNETH(bytes.Repeat([]byte{0xff}, bth.RWSNETHLen))
+	r.SetRecvSN(0x1abcdef)
+	if want := []byte{0xab, 0xcd, 0xef}; !bytes.Equal(r, want) || r.RecvSN() != 0xabcdef {
+		t.Fatalf("SetRecvSN = % x, want % x", []byte(r), want)
+	}
+	if bth.RWSNETHLen != 3 || bth.PETHLen != 6 {
+		t.Fatalf("RWSNETHLen %d, PETHLen %d; want 3 and 6", bth.RWSNETHLen, bth.PETHLen)
 	}
 }
 

@@ -23,6 +23,7 @@ type packetFields struct {
 	Atomic    bth.AtomicETHFields
 	AtomicAck uint64
 	PETH      bth.PETHFields
+	RWSN      uint32
 	SACK      uint32 // lost-cnt << 24 | PSN
 	Holes     [1 + 2*bth.HolesETHEntries]uint32
 	WQEP      bth.WQEPETHFields
@@ -59,6 +60,9 @@ func fieldsOf(p *bth.Packet) packetFields {
 	}
 	if h := p.PETH(); h != nil {
 		pf.PETH = h.Fields()
+	}
+	if h := p.RWSNETH(); h != nil {
+		pf.RWSN = h.RecvSN()
 	}
 	if h := p.SACKETH(); h != nil {
 		f := h.Fields()
@@ -119,6 +123,9 @@ func (pf *packetFields) encode(dst []byte, info *bth.OpInfo) {
 	}
 	if info.PETHOff >= 0 {
 		bth.PETH(dst[info.PETHOff:]).Encode(&pf.PETH)
+	}
+	if info.RWSNETHOff >= 0 {
+		bth.RWSNETH(dst[info.RWSNETHOff:]).SetRecvSN(pf.RWSN)
 	}
 	if info.SACKETHOff >= 0 {
 		bth.SACKETH(dst[info.SACKETHOff:]).Encode(&bth.SACKETHFields{PSN: pf.SACK, LostCnt: uint8(pf.SACK >> 24)})
@@ -251,7 +258,10 @@ func vectorFields(v *goldenVector) packetFields {
 		pf.AtomicAck = *v.AtomicAck
 	}
 	if h := v.PETH; h != nil {
-		pf.PETH = bth.PETHFields{RecvSN: h.RecvSN, Offset: h.Offset}
+		pf.PETH = bth.PETHFields{RecvSN: h.RecvSN, Index: h.Index}
+	}
+	if v.RWSN != nil {
+		pf.RWSN = *v.RWSN
 	}
 	if v.SACK != nil {
 		pf.SACK = *v.SACK

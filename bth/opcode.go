@@ -18,8 +18,10 @@ const (
 	ICRCLen         = 4
 
 	// softnic's extension headers (docs/wire.md), carried only by the
-	// manufacturer-specific opcodes 0xC0-0xFF.
-	PETHLen     = 8
+	// manufacturer-specific opcodes 0xC0-0xFF. PETHLen and RWSNETHLen
+	// are not multiples of 4: a payload after them starts unaligned.
+	PETHLen     = 6
+	RWSNETHLen  = 3
 	SACKETHLen  = 4
 	HolesETHLen = 16
 
@@ -83,12 +85,16 @@ const CNP Opcode = 0x81
 // softnic's extension opcodes, in the manufacturer-specific range
 // 0xC0-0xFF (IBA Table 36), used only on connections that negotiated a
 // loss recovery with out-of-order placement (IRN §5.3). Each is 0xC0 plus
-// the RC opcode it extends: the same packet with a PETH appended, and with
-// the message's RETH on every RDMA WRITE packet rather than the first
-// only, so that a packet can be placed whatever arrived before it
-// (IRN §5.3.1, §5.3.2). RCAcknowledgeSACK is the IRN NACK (§3.1): an ACK
-// packet with a NAK syndrome and a SACKETH naming the packet that triggered
-// it. docs/wire.md draws every byte.
+// the RC opcode it extends, so that a packet can be placed whatever
+// arrived before it (IRN §5.3.1, §5.3.2): a SEND packet with a 6-byte PETH
+// appended (its receive WQE's sequence number and its index in the
+// message), an RDMA WRITE packet with a RETH on every packet rather than
+// the first only (on a MIDDLE or LAST packet its DMA length counts the
+// message's bytes up to the packet's end, which places it), and the last
+// packet of a WRITE with immediate with a 3-byte RWSNETH after its ImmDt
+// (the receive WQE its completion consumes). RCAcknowledgeSACK is the IRN
+// NACK (§3.1): an ACK packet with a NAK syndrome and a SACKETH naming the
+// packet that triggered it. docs/wire.md draws every byte.
 const (
 	RCSendFirstOOO    Opcode = 0xC0
 	RCSendMiddleOOO   Opcode = 0xC1
@@ -161,7 +167,7 @@ const (
 	HasAtomicETH                        // atomic extended transport header follows
 	HasAtomicAckETH                     // atomic ACK extended transport header follows
 	HasPayload                          // a (possibly empty) payload follows the headers
-	HasPETH                             // softnic's placement extended transport header follows
+	HasPETH                             // softnic's placement extended transport header follows (SEND)
 	HasSACKETH                          // softnic's selective-acknowledgement header follows
 	HasHolesETH                         // softnic's holes header (MELO's NACK) follows
 
@@ -199,6 +205,10 @@ const (
 	// HasCNPReserved: a CNP's 16 reserved bytes follow (CNP). Like a
 	// StaR opcode, a CNP has none of the RC role flags.
 	HasCNPReserved
+
+	// HasRWSNETH: softnic's receive WQE sequence number header follows,
+	// on the last packet of an out-of-order RDMA WRITE with immediate.
+	HasRWSNETH
 )
 
 // OpInfo is the static description of one opcode, the equivalent of rxe's
@@ -210,7 +220,7 @@ type OpInfo struct {
 	Length int // BTH plus all extension headers, in bytes: the payload's offset
 
 	RETHOff, AETHOff, ImmOff, IETHOff, DETHOff, AtomicETHOff, AtomicAckETHOff int
-	PETHOff, SACKETHOff, HolesETHOff                                          int
+	PETHOff, RWSNETHOff, SACKETHOff, HolesETHOff                              int
 	WQEPETHOff, CQEPETHOff, EAETHOff, RDPETHOff, GDETHOff, SDPETHOff          int
 	CNPReservedOff                                                            int
 }
@@ -268,12 +278,12 @@ var opTable = layoutOpTable([256]OpInfo{
 	RCSendLastImmOOO:          {Name: "RC_SEND_LAST_WITH_IMMEDIATE_OOO", Flags: HasImm | HasPETH | HasPayload | IsRequest | IsLast | IsSend},
 	RCSendOnlyOOO:             {Name: "RC_SEND_ONLY_OOO", Flags: HasPETH | HasPayload | IsRequest | IsFirst | IsLast | IsSend},
 	RCSendOnlyImmOOO:          {Name: "RC_SEND_ONLY_WITH_IMMEDIATE_OOO", Flags: HasImm | HasPETH | HasPayload | IsRequest | IsFirst | IsLast | IsSend},
-	RCWriteFirstOOO:           {Name: "RC_RDMA_WRITE_FIRST_OOO", Flags: HasRETH | HasPETH | HasPayload | IsRequest | IsFirst | IsWrite},
-	RCWriteMiddleOOO:          {Name: "RC_RDMA_WRITE_MIDDLE_OOO", Flags: HasRETH | HasPETH | HasPayload | IsRequest | IsMiddle | IsWrite},
-	RCWriteLastOOO:            {Name: "RC_RDMA_WRITE_LAST_OOO", Flags: HasRETH | HasPETH | HasPayload | IsRequest | IsLast | IsWrite},
-	RCWriteLastImmOOO:         {Name: "RC_RDMA_WRITE_LAST_WITH_IMMEDIATE_OOO", Flags: HasRETH | HasImm | HasPETH | HasPayload | IsRequest | IsLast | IsWrite},
-	RCWriteOnlyOOO:            {Name: "RC_RDMA_WRITE_ONLY_OOO", Flags: HasRETH | HasPETH | HasPayload | IsRequest | IsFirst | IsLast | IsWrite},
-	RCWriteOnlyImmOOO:         {Name: "RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE_OOO", Flags: HasRETH | HasImm | HasPETH | HasPayload | IsRequest | IsFirst | IsLast | IsWrite},
+	RCWriteFirstOOO:           {Name: "RC_RDMA_WRITE_FIRST_OOO", Flags: HasRETH | HasPayload | IsRequest | IsFirst | IsWrite},
+	RCWriteMiddleOOO:          {Name: "RC_RDMA_WRITE_MIDDLE_OOO", Flags: HasRETH | HasPayload | IsRequest | IsMiddle | IsWrite},
+	RCWriteLastOOO:            {Name: "RC_RDMA_WRITE_LAST_OOO", Flags: HasRETH | HasPayload | IsRequest | IsLast | IsWrite},
+	RCWriteLastImmOOO:         {Name: "RC_RDMA_WRITE_LAST_WITH_IMMEDIATE_OOO", Flags: HasRETH | HasImm | HasRWSNETH | HasPayload | IsRequest | IsLast | IsWrite},
+	RCWriteOnlyOOO:            {Name: "RC_RDMA_WRITE_ONLY_OOO", Flags: HasRETH | HasPayload | IsRequest | IsFirst | IsLast | IsWrite},
+	RCWriteOnlyImmOOO:         {Name: "RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE_OOO", Flags: HasRETH | HasImm | HasRWSNETH | HasPayload | IsRequest | IsFirst | IsLast | IsWrite},
 	RCAcknowledgeSACK:         {Name: "RC_ACKNOWLEDGE_SACK", Flags: HasAETH | HasSACKETH | IsResponse | IsFirst | IsLast},
 	RCAcknowledgeSACKOverflow: {Name: "RC_ACKNOWLEDGE_SACK_OVERFLOW", Flags: HasAETH | HasSACKETH | IsResponse | IsFirst | IsLast},
 	RCAcknowledgeFNAK:         {Name: "RC_ACKNOWLEDGE_FNAK", Flags: HasAETH | HasSACKETH | IsResponse | IsFirst | IsLast},
@@ -294,8 +304,8 @@ var opTable = layoutOpTable([256]OpInfo{
 // Extension headers follow the BTH in the order IBA 9.2 fixes and rxe's
 // rxe_opcode.c encodes: DETH, RETH, AtomicETH, ImmDt, IETH for requests, and
 // AETH then AtomicAckETH for responses (no opcode mixes the two groups).
-// softnic's headers come after all IBA ones: PETH for requests, SACKETH
-// for responses; StaR's opcodes carry one header each (STAR_RA the AETH).
+// softnic's headers come after all IBA ones: PETH or RWSNETH for
+// requests, SACKETH for responses; StaR's opcodes carry one header each (STAR_RA the AETH).
 func layoutOpTable(table [256]OpInfo) [256]OpInfo {
 	order := [...]struct {
 		flag OpFlags
@@ -310,6 +320,7 @@ func layoutOpTable(table [256]OpInfo) [256]OpInfo {
 		{HasImm, ImmDtLen, func(i *OpInfo) *int { return &i.ImmOff }},
 		{HasIETH, IETHLen, func(i *OpInfo) *int { return &i.IETHOff }},
 		{HasPETH, PETHLen, func(i *OpInfo) *int { return &i.PETHOff }},
+		{HasRWSNETH, RWSNETHLen, func(i *OpInfo) *int { return &i.RWSNETHOff }},
 		{HasSACKETH, SACKETHLen, func(i *OpInfo) *int { return &i.SACKETHOff }},
 		{HasHolesETH, HolesETHLen, func(i *OpInfo) *int { return &i.HolesETHOff }},
 		{HasWQEPETH, WQEPETHLen, func(i *OpInfo) *int { return &i.WQEPETHOff }},

@@ -18,6 +18,7 @@ const (
 	hAtomic
 	hAtomicAck
 	hPETH
+	hRWSNETH
 	hSACKETH
 	hHolesETH
 	hWQEPETH
@@ -71,12 +72,12 @@ var wantHeaders = map[bth.Opcode]struct {
 	bth.RCSendLastImmOOO:          {"RC_SEND_LAST_WITH_IMMEDIATE_OOO", []hdr{hImm, hPETH}, true},
 	bth.RCSendOnlyOOO:             {"RC_SEND_ONLY_OOO", []hdr{hPETH}, true},
 	bth.RCSendOnlyImmOOO:          {"RC_SEND_ONLY_WITH_IMMEDIATE_OOO", []hdr{hImm, hPETH}, true},
-	bth.RCWriteFirstOOO:           {"RC_RDMA_WRITE_FIRST_OOO", []hdr{hRETH, hPETH}, true},
-	bth.RCWriteMiddleOOO:          {"RC_RDMA_WRITE_MIDDLE_OOO", []hdr{hRETH, hPETH}, true},
-	bth.RCWriteLastOOO:            {"RC_RDMA_WRITE_LAST_OOO", []hdr{hRETH, hPETH}, true},
-	bth.RCWriteLastImmOOO:         {"RC_RDMA_WRITE_LAST_WITH_IMMEDIATE_OOO", []hdr{hRETH, hImm, hPETH}, true},
-	bth.RCWriteOnlyOOO:            {"RC_RDMA_WRITE_ONLY_OOO", []hdr{hRETH, hPETH}, true},
-	bth.RCWriteOnlyImmOOO:         {"RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE_OOO", []hdr{hRETH, hImm, hPETH}, true},
+	bth.RCWriteFirstOOO:           {"RC_RDMA_WRITE_FIRST_OOO", []hdr{hRETH}, true},
+	bth.RCWriteMiddleOOO:          {"RC_RDMA_WRITE_MIDDLE_OOO", []hdr{hRETH}, true},
+	bth.RCWriteLastOOO:            {"RC_RDMA_WRITE_LAST_OOO", []hdr{hRETH}, true},
+	bth.RCWriteLastImmOOO:         {"RC_RDMA_WRITE_LAST_WITH_IMMEDIATE_OOO", []hdr{hRETH, hImm, hRWSNETH}, true},
+	bth.RCWriteOnlyOOO:            {"RC_RDMA_WRITE_ONLY_OOO", []hdr{hRETH}, true},
+	bth.RCWriteOnlyImmOOO:         {"RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE_OOO", []hdr{hRETH, hImm, hRWSNETH}, true},
 	bth.RCAcknowledgeSACK:         {"RC_ACKNOWLEDGE_SACK", []hdr{hAETH, hSACKETH}, false},
 	bth.RCAcknowledgeSACKOverflow: {"RC_ACKNOWLEDGE_SACK_OVERFLOW", []hdr{hAETH, hSACKETH}, false},
 	bth.RCAcknowledgeFNAK:         {"RC_ACKNOWLEDGE_FNAK", []hdr{hAETH, hSACKETH}, false},
@@ -110,7 +111,7 @@ var wantCNP = struct {
 var hdrLen = map[hdr]int{
 	hRETH: bth.RETHLen, hAETH: bth.AETHLen, hImm: bth.ImmDtLen, hIETH: bth.IETHLen,
 	hDETH: bth.DETHLen, hAtomic: bth.AtomicETHLen, hAtomicAck: bth.AtomicAckETHLen,
-	hPETH: bth.PETHLen, hSACKETH: bth.SACKETHLen, hHolesETH: bth.HolesETHLen,
+	hPETH: bth.PETHLen, hRWSNETH: bth.RWSNETHLen, hSACKETH: bth.SACKETHLen, hHolesETH: bth.HolesETHLen,
 	hWQEPETH: bth.WQEPETHLen, hCQEPETH: bth.CQEPETHLen, hEAETH: bth.EAETHLen,
 	hRDPETH: bth.RDPETHLen, hGDETH: bth.GDETHLen, hSDPETH: bth.SDPETHLen,
 	hCNPReserved: bth.CNPReservedLen,
@@ -120,7 +121,7 @@ func offsets(info *bth.OpInfo) map[hdr]int {
 	return map[hdr]int{
 		hRETH: info.RETHOff, hAETH: info.AETHOff, hImm: info.ImmOff, hIETH: info.IETHOff,
 		hDETH: info.DETHOff, hAtomic: info.AtomicETHOff, hAtomicAck: info.AtomicAckETHOff,
-		hPETH: info.PETHOff, hSACKETH: info.SACKETHOff, hHolesETH: info.HolesETHOff,
+		hPETH: info.PETHOff, hRWSNETH: info.RWSNETHOff, hSACKETH: info.SACKETHOff, hHolesETH: info.HolesETHOff,
 		hWQEPETH: info.WQEPETHOff, hCQEPETH: info.CQEPETHOff, hEAETH: info.EAETHOff,
 		hRDPETH: info.RDPETHOff, hGDETH: info.GDETHOff, hSDPETH: info.SDPETHOff,
 		hCNPReserved: info.CNPReservedOff,
@@ -130,7 +131,7 @@ func offsets(info *bth.OpInfo) map[hdr]int {
 var hdrFlag = map[hdr]bth.OpFlags{
 	hRETH: bth.HasRETH, hAETH: bth.HasAETH, hImm: bth.HasImm, hIETH: bth.HasIETH,
 	hDETH: bth.HasDETH, hAtomic: bth.HasAtomicETH, hAtomicAck: bth.HasAtomicAckETH,
-	hPETH: bth.HasPETH, hSACKETH: bth.HasSACKETH, hHolesETH: bth.HasHolesETH,
+	hPETH: bth.HasPETH, hRWSNETH: bth.HasRWSNETH, hSACKETH: bth.HasSACKETH, hHolesETH: bth.HasHolesETH,
 	hWQEPETH: bth.HasWQEPETH, hCQEPETH: bth.HasCQEPETH, hEAETH: bth.HasEAETH,
 	hRDPETH: bth.HasRDPETH, hGDETH: bth.HasGDETH, hSDPETH: bth.HasSDPETH,
 	hCNPReserved: bth.HasCNPReserved,
@@ -281,8 +282,12 @@ func TestPacketLen(t *testing.T) {
 }
 
 // TestExtensionOpcodes: each of softnic's extension opcodes is 0xC0 plus
-// the RC opcode it extends, keeps that opcode's flags, adds a PETH, and
-// carries the RETH on every RDMA WRITE packet (docs/wire.md).
+// the RC opcode it extends and keeps that opcode's flags; a SEND adds a
+// 6-byte PETH, last; an RDMA WRITE carries the RETH on every packet and no
+// PETH, and its last packet with immediate a 3-byte RWSNETH after the
+// ImmDt (docs/wire.md). The per-packet bytes added are the papers' (IRN
+// §6.3, FaSR §IV-D): 6 on a SEND, 16 on a WRITE (plus 3 on the last of a
+// WRITE with immediate; 16 on a standard WRITE FIRST or ONLY, 0 more).
 func TestExtensionOpcodes(t *testing.T) {
 	for op := bth.RCSendFirst; op <= bth.RCWriteOnlyImm; op++ {
 		ext := op + 0xC0
@@ -290,15 +295,37 @@ func TestExtensionOpcodes(t *testing.T) {
 		if info == nil || info.Name != base.Name+"_OOO" || !ext.IsExtension() || op.IsExtension() {
 			t.Fatalf("%s has no extension at %#02x (%v)", op, uint8(ext), info)
 		}
-		want := base.Flags | bth.HasPETH
+		want, added := base.Flags|bth.HasPETH, bth.PETHLen
 		if base.Flags&bth.IsWrite != 0 {
-			want |= bth.HasRETH
+			want, added = base.Flags|bth.HasRETH, bth.RETHLen
+			if base.Flags&(bth.HasImm|bth.IsLast) == bth.HasImm|bth.IsLast {
+				want |= bth.HasRWSNETH
+				added += bth.RWSNETHLen
+			}
+			if base.Flags&bth.HasRETH != 0 {
+				added -= bth.RETHLen // FIRST and ONLY have it already
+			}
 		}
 		if info.Flags != want {
 			t.Errorf("%s: flags %#x, want %#x", info.Name, info.Flags, want)
 		}
-		if info.PETHOff != info.Length-bth.PETHLen {
+		if info.Length != base.Length+added {
+			t.Errorf("%s: Length %d, want %d + %d", info.Name, info.Length, base.Length, added)
+		}
+		if info.PETHOff >= 0 && info.PETHOff != info.Length-bth.PETHLen {
 			t.Errorf("%s: PETH at %d, want last (%d)", info.Name, info.PETHOff, info.Length-bth.PETHLen)
+		}
+		if info.RWSNETHOff >= 0 && (info.RWSNETHOff != info.Length-bth.RWSNETHLen || info.ImmOff != info.RWSNETHOff-bth.ImmDtLen) {
+			t.Errorf("%s: RWSNETH at %d, want last (%d), after the ImmDt (%d)", info.Name, info.RWSNETHOff, info.Length-bth.RWSNETHLen, info.ImmOff)
+		}
+		// Every IBA header sits where it does in the opcode extended,
+		// after the RETH that a WRITE MIDDLE or LAST adds.
+		shift := 0
+		if base.RETHOff < 0 && info.RETHOff >= 0 {
+			shift = bth.RETHLen
+		}
+		if base.RETHOff >= 0 && info.RETHOff != base.RETHOff || base.ImmOff >= 0 && info.ImmOff != base.ImmOff+shift {
+			t.Errorf("%s: RETH at %d, ImmDt at %d", info.Name, info.RETHOff, info.ImmOff)
 		}
 	}
 	ack, sack := bth.Lookup(bth.RCAcknowledge), bth.Lookup(bth.RCAcknowledgeSACK)

@@ -101,6 +101,10 @@ func (p *Packet) AtomicAck() AtomicAckETH {
 // the opcode has none.
 func (p *Packet) PETH() PETH { return PETH(p.ext(p.Info.PETHOff, PETHLen)) }
 
+// RWSNETH returns softnic's receive WQE sequence number header, or nil if
+// the opcode has none.
+func (p *Packet) RWSNETH() RWSNETH { return RWSNETH(p.ext(p.Info.RWSNETHOff, RWSNETHLen)) }
+
 // SACKETH returns softnic's selective-acknowledgement header, or nil if the
 // opcode has none.
 func (p *Packet) SACKETH() SACKETH { return SACKETH(p.ext(p.Info.SACKETHOff, SACKETHLen)) }

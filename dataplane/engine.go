@@ -391,10 +391,12 @@ func (e *Engine) receive(frame []byte) {
 		return
 	}
 	// softnic's extension opcodes belong to connections that place out of
-	// order, negotiated with their scheme: there every SEND and WRITE
-	// carries a PETH, elsewhere nothing carries a PETH or a SACKETH.
-	if q.ooo && flags&(bth.IsSend|bth.IsWrite) != 0 && flags&bth.HasPETH == 0 ||
-		!q.ooo && flags&(bth.HasPETH|bth.HasSACKETH|bth.HasHolesETH) != 0 {
+	// order, negotiated with their scheme: there every SEND and WRITE is
+	// an extension opcode (a SEND with a PETH, a WRITE with a RETH on
+	// every packet), elsewhere no packet is (no PETH, RWSNETH, SACKETH or
+	// HolesETH). StaR's opcodes and the CNP returned above.
+	if q.ooo && flags&(bth.IsSend|bth.IsWrite) != 0 && !op.IsExtension() ||
+		!q.ooo && op.IsExtension() {
 		e.cnt.RcvdBadOpcode++
 		return
 	}

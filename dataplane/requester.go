@@ -257,14 +257,25 @@ func (e *Engine) sendPacket(q *QP, w *sendWQE, psn qp.PSN, copies int) bool {
 		if !e.beginTx(&t, q, op, psn, ackReq, int(size)) {
 			return false
 		}
-		if t.info.RETHOff >= 0 { // the message's RETH, on every packet with out-of-order placement
-			bth.RETH(t.roce[t.info.RETHOff:]).Encode(&bth.RETHFields{VA: w.wr.RemoteAddr, RKey: w.wr.RKey, DMALen: w.length})
+		if t.info.RETHOff >= 0 {
+			// The message's RETH; with out-of-order placement on every
+			// packet, where past the first the DMA length counts the
+			// message's bytes up to this packet's end, which tells the
+			// responder the packet's offset (docs/wire.md).
+			dmaLen := w.length
+			if i > 0 {
+				dmaLen = off + size
+			}
+			bth.RETH(t.roce[t.info.RETHOff:]).Encode(&bth.RETHFields{VA: w.wr.RemoteAddr, RKey: w.wr.RKey, DMALen: dmaLen})
 		}
 		if t.info.ImmOff >= 0 {
 			bth.ImmDt(t.roce[t.info.ImmOff:]).SetImm(w.wr.ImmData)
 		}
-		if t.info.PETHOff >= 0 {
-			bth.PETH(t.roce[t.info.PETHOff:]).Encode(&bth.PETHFields{RecvSN: w.recvSN, Offset: off})
+		if t.info.PETHOff >= 0 { // a SEND's: its receive WQE and its place in the message
+			bth.PETH(t.roce[t.info.PETHOff:]).Encode(&bth.PETHFields{RecvSN: w.recvSN, Index: i})
+		}
+		if t.info.RWSNETHOff >= 0 { // the last packet of a WRITE with immediate: its receive WQE
+			bth.RWSNETH(t.roce[t.info.RWSNETHOff:]).SetRecvSN(w.recvSN)
 		}
 		if last && w.wr.Flags&qp.SendSolicited != 0 {
 			bth.BTH(t.roce).SetSolicitedEvent(true)

@@ -157,7 +157,8 @@ func (e *Engine) executeOne(q *QP, pkt *bth.Packet, psn qp.PSN) uint32 {
 // rxe's order: opcode sequence, QP access rights, length against the path
 // MTU and the offset, R_Key and bounds, the receive WQE. inOrder is
 // whether psn is the expected PSN. With out-of-order placement a SEND or
-// WRITE packet says where it goes (PETH, and the message's RETH); in
+// WRITE packet says where it goes (a SEND's PETH, a WRITE's RETH, and the
+// RWSNETH of a WRITE with immediate's last packet; docs/wire.md); in
 // order without it, the message in progress (q.msg) does.
 func (e *Engine) admit(q *QP, pkt *bth.Packet, inOrder bool, pl *placement) verdict {
 	f := pkt.Info.Flags
@@ -208,13 +209,28 @@ func (e *Engine) admit(q *QP, pkt *bth.Packet, inOrder bool, pl *placement) verd
 	// SEND or WRITE: where it goes in its message.
 	var ahead uint32 // receive WQEs past the head that its own is
 	first, last := f&bth.IsFirst != 0, f&bth.IsLast != 0
-	if q.ooo {
-		p := pkt.PETH()
-		pl.off, ahead = p.Offset(), (p.RecvSN()-q.recvSN)&qp.PSNMask
-		if f&bth.IsWrite != 0 {
-			pl.reth = pkt.RETH().Fields()
+	n := uint32(len(pkt.Payload()))
+	switch {
+	case q.ooo && f&bth.IsWrite != 0:
+		// Every packet's RETH; past the first, its DMA length counts the
+		// message's bytes up to the packet's end, so the packet starts at
+		// DMA length - payload (left 0 if that is negative: a MIDDLE or
+		// LAST at offset 0 is refused below).
+		pl.reth = pkt.RETH().Fields()
+		if !first && pl.reth.DMALen >= n {
+			pl.off = pl.reth.DMALen - n
 		}
-	} else {
+		if h := pkt.RWSNETH(); h != nil {
+			ahead = (h.RecvSN() - q.recvSN) & qp.PSNMask
+		}
+	case q.ooo:
+		p := pkt.PETH()
+		off, ok := p.Offset(q.mtu)
+		if !ok {
+			return refusedInvalid // past any message
+		}
+		pl.off, ahead = off, (p.RecvSN()-q.recvSN)&qp.PSNMask
+	default:
 		if q.msg.active {
 			pl.off, pl.reth = q.msg.off, bth.RETHFields{VA: q.msg.va, RKey: q.msg.rkey, DMALen: q.msg.dmaLen}
 		}
@@ -225,7 +241,6 @@ func (e *Engine) admit(q *QP, pkt *bth.Packet, inOrder bool, pl *placement) verd
 	// Length (rxe check_length): FIRST and MIDDLE carry one MTU, LAST
 	// 1..MTU, ONLY 0..MTU; the offset starts a message at 0 and moves by
 	// whole MTUs.
-	n := uint32(len(pkt.Payload()))
 	switch {
 	case first && last && n > q.mtu,
 		first && !last && n != q.mtu,
@@ -238,9 +253,12 @@ func (e *Engine) admit(q *QP, pkt *bth.Packet, inOrder bool, pl *placement) verd
 	end := uint64(pl.off) + uint64(n)
 	if f&bth.IsWrite != 0 {
 		r := &pl.reth
-		// Every packet checks the message's whole range (overflow-safe),
-		// as a FIRST packet does (rxe check_rkey), and is placed inside it:
-		// a region deregistered mid-message fails the packets after.
+		// Every packet checks the range its RETH names (overflow-safe), as
+		// a FIRST packet does (rxe check_rkey), and is placed inside it:
+		// the whole message for FIRST and ONLY, and for every packet of a
+		// message in progress in order; with out-of-order placement a
+		// MIDDLE or LAST checks the message up to its own end. A region
+		// deregistered mid-message fails the packets after.
 		whole, ok := e.remoteSlice(q, r.RKey, r.VA, r.DMALen, qp.AccessRemoteWrite)
 		if !ok {
 			return refusedAccess
@@ -248,6 +266,8 @@ func (e *Engine) admit(q *QP, pkt *bth.Packet, inOrder bool, pl *placement) verd
 		if end > uint64(r.DMALen) || last && end != uint64(r.DMALen) {
 			return refusedInvalid // payload must add up to the DMA length (rxe check_rkey)
 		}
+		// (With out-of-order placement a MIDDLE or LAST ends at its DMA
+		// length by construction, and a LAST's is the message's.)
 		pl.dst, pl.total = whole[pl.off:end], r.DMALen
 		if f&bth.HasImm == 0 {
 			return admitted
@@ -270,7 +290,7 @@ func (e *Engine) admit(q *QP, pkt *bth.Packet, inOrder bool, pl *placement) verd
 	if end > uint64(w.length) {
 		return refusedLength
 	}
-	// A packet placed by its PETH, kept out of order perhaps, is checked
+	// A SEND placed by its PETH, kept out of order perhaps, is checked
 	// whole before anything is written; in order without one, the copy
 	// checks as it goes (place), as rxe's copy_data does, which spares a
 	// second walk over the scatter list per packet.

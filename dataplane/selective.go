@@ -14,11 +14,14 @@ import (
 // softnic's extension opcodes (docs/wire.md), and docs/recovery.md records
 // the choices made where the paper leaves room.
 //
-//   - Every SEND and RDMA WRITE packet carries what placing it needs: the
-//     message's RETH on every WRITE packet, and a PETH with the receive WQE
-//     sequence number and the payload's offset in its message. A packet is
-//     checked and placed in application memory whatever arrived before it
-//     (§5.3.1, §5.3.2).
+//   - Every SEND and RDMA WRITE packet carries what placing it needs: a
+//     RETH on every WRITE packet (past the first, its DMA length counts
+//     the message's bytes up to the packet's end, which gives the offset),
+//     the receive WQE sequence number on the last packet of a WRITE with
+//     immediate (RWSNETH), and on every SEND packet a PETH with the
+//     receive WQE sequence number and the packet's index in its message
+//     (offset = index x path MTU). A packet is checked and placed in
+//     application memory whatever arrived before it (§5.3.1, §5.3.2).
 //   - READ and atomic requests that arrive early wait in the stash, IRN's
 //     Read WQE buffer, and execute when the expected PSN reaches them: a
 //     READ must see every WRITE before it, and an atomic executes once and

@@ -48,6 +48,7 @@ type RoCE struct {
 	Atomic         bth.AtomicETHFields
 	AtomicOrigData uint64         // AtomicAckETH
 	PETH           bth.PETHFields // softnic's placement header (docs/wire.md)
+	RecvSN         uint32         // softnic's RWSNETH: the receive WQE SN of a WRITE with immediate
 	SACKPSN        uint32         // softnic's SACKETH: the selectively acknowledged PSN
 	LostCnt        uint8          // softnic's SACKETH: FaSR's lost-cnt
 	HolesHigh      uint32         // softnic's HolesETH (MELO's NACK): RCV.HIGH
@@ -119,6 +120,9 @@ func (r *RoCE) DecodeFromBytes(data []byte, df gopacket.DecodeFeedback) error {
 	}
 	if h := p.PETH(); h != nil {
 		r.PETH = h.Fields()
+	}
+	if h := p.RWSNETH(); h != nil {
+		r.RecvSN = h.RecvSN()
 	}
 	if h := p.SACKETH(); h != nil {
 		f := h.Fields()

@@ -80,7 +80,10 @@ func checkRoCE(t *testing.T, v *vector, frame []byte) {
 		want.AtomicOrigData = *v.AtomicAck
 	}
 	if x := v.PETH; x != nil {
-		want.PETH = bth.PETHFields{RecvSN: x.RecvSN, Offset: x.Offset}
+		want.PETH = bth.PETHFields{RecvSN: x.RecvSN, Index: x.Index}
+	}
+	if v.RWSN != nil {
+		want.RecvSN = *v.RWSN
 	}
 	if v.SACK != nil {
 		want.SACKPSN, want.LostCnt = *v.SACK&0xFFFFFF, uint8(*v.SACK>>24)

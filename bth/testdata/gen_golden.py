@@ -13,7 +13,7 @@ this writes, so they need no Python.
   UDP checksum over the final packet, ICRC included) and the BTH bit layout
   are built by scapy.
 * Extension headers are packed here with struct from the IBA 9.3 layouts
-  (softnic's PETH, SACKETH and HolesETH and StaR's headers from
+  (softnic's PETH, RWSNETH, SACKETH and HolesETH and StaR's headers from
   docs/wire.md), in the header order listed
   in HEADERS (IBA 9.2 / rxe_opcode.c, softnic's headers last).
 * IPv4 ICRCs are computed by scapy.contrib.roce (BTH.compute_icrc), which
@@ -73,7 +73,9 @@ HEADERS = {
     0x17: ["ieth", "payload"],            # RC_SEND_ONLY_WITH_INVALIDATE
     0x64: ["deth", "payload"],            # UD_SEND_ONLY
     0x65: ["deth", "imm", "payload"],     # UD_SEND_ONLY_WITH_IMMEDIATE
-    # softnic's extensions (docs/wire.md): the RC opcode + 0xC0 with a PETH
+    # softnic's extensions (docs/wire.md): the RC opcode + 0xC0; SENDs with
+    # a PETH, WRITEs with a RETH on every packet, and the last packet of a
+    # WRITE with immediate with an RWSNETH after its ImmDt
     # last and the RETH on every RDMA WRITE packet; the IRN NACK.
     0xC0: ["peth", "payload"],                   # RC_SEND_FIRST_OOO
     0xC1: ["peth", "payload"],                   # RC_SEND_MIDDLE_OOO
@@ -81,12 +83,12 @@ HEADERS = {
     0xC3: ["imm", "peth", "payload"],            # RC_SEND_LAST_WITH_IMMEDIATE_OOO
     0xC4: ["peth", "payload"],                   # RC_SEND_ONLY_OOO
     0xC5: ["imm", "peth", "payload"],            # RC_SEND_ONLY_WITH_IMMEDIATE_OOO
-    0xC6: ["reth", "peth", "payload"],           # RC_RDMA_WRITE_FIRST_OOO
-    0xC7: ["reth", "peth", "payload"],           # RC_RDMA_WRITE_MIDDLE_OOO
-    0xC8: ["reth", "peth", "payload"],           # RC_RDMA_WRITE_LAST_OOO
-    0xC9: ["reth", "imm", "peth", "payload"],    # RC_RDMA_WRITE_LAST_WITH_IMMEDIATE_OOO
-    0xCA: ["reth", "peth", "payload"],           # RC_RDMA_WRITE_ONLY_OOO
-    0xCB: ["reth", "imm", "peth", "payload"],    # RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE_OOO
+    0xC6: ["reth", "payload"],                   # RC_RDMA_WRITE_FIRST_OOO
+    0xC7: ["reth", "payload"],                   # RC_RDMA_WRITE_MIDDLE_OOO
+    0xC8: ["reth", "payload"],                   # RC_RDMA_WRITE_LAST_OOO
+    0xC9: ["reth", "imm", "rwsn", "payload"],    # RC_RDMA_WRITE_LAST_WITH_IMMEDIATE_OOO
+    0xCA: ["reth", "payload"],                   # RC_RDMA_WRITE_ONLY_OOO
+    0xCB: ["reth", "imm", "rwsn", "payload"],    # RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE_OOO
     0xD1: ["aeth", "sack"],                      # RC_ACKNOWLEDGE_SACK
     0xD2: ["aeth", "sack"],                      # RC_ACKNOWLEDGE_SACK_OVERFLOW
     0xD3: ["aeth", "sack"],                      # RC_ACKNOWLEDGE_FNAK
@@ -147,8 +149,10 @@ def pack_ext(name, v):
         return struct.pack(">QIQQ", v["va"], v["rkey"], v["swap_add"], v["compare"])
     if name == "atomic_ack":
         return struct.pack(">Q", v)
-    if name == "peth":  # reserved (1), receive WQE SN (3), offset (4)
-        return struct.pack(">I", v["recv_sn"]) + struct.pack(">I", v["offset"])
+    if name == "peth":  # receive WQE SN (3), packet index (3)
+        return v["recv_sn"].to_bytes(3, "big") + v["index"].to_bytes(3, "big")
+    if name == "rwsn":  # receive WQE SN (3)
+        return v.to_bytes(3, "big")
     if name == "sack":  # lost-cnt (1: 3 bits), PSN (3)
         return struct.pack(">I", v)
     if name == "holes":  # reserved (1), RCV.HIGH (3), 3 x (offset (2), length (2))
@@ -349,27 +353,31 @@ VECTORS = [
         header=dict(tos=0x03, ttl=1), payload=pattern(4, 21)),
     vec("rc_send_middle_fecn_v6", True, bthf(0x01, 0x000011, 0x000104, fecn=1, migreq=0),
         header=dict(tos=0xFF, ttl=255, flow_label=0xFFFFF), payload=pattern(12, 22)),
-    # softnic's extensions: out-of-order placement (PETH) and the IRN NACK.
+    # softnic's extensions: out-of-order placement (PETH on SENDs, a RETH
+    # on every WRITE packet whose DMA length counts the message's bytes up
+    # to the packet's end, RWSNETH) and the IRN NACK. FIRST and MIDDLE
+    # payloads are cut short to 64 bytes; a MIDDLE's DMA length is its
+    # offset (4096) plus its payload.
     vec("rc_send_first_ooo_v4", False, bthf(0xC0, 0x000011, 0x000800),
-        peth=dict(recv_sn=0x000000, offset=0), payload=pattern(64, 23)),
+        peth=dict(recv_sn=0x000000, index=0), payload=pattern(64, 23)),
     vec("rc_send_middle_ooo_v6", True, bthf(0xC1, 0x000011, 0x000801),
-        peth=dict(recv_sn=0xABCDEF, offset=0x00000400), payload=pattern(64, 24)),
+        peth=dict(recv_sn=0xABCDEF, index=1), payload=pattern(64, 24)),
     vec("rc_send_last_imm_ooo_v4", False, bthf(0xC3, 0x000011, 0x000802, ackreq=1),
-        imm=0xDEADBEEF, peth=dict(recv_sn=0xFFFFFF, offset=0x80000000), payload=pattern(13, 25)),
+        imm=0xDEADBEEF, peth=dict(recv_sn=0xFFFFFF, index=0x123456), payload=pattern(13, 25)),
     vec("rc_send_only_ooo_v6", True, bthf(0xC4, 0x000011, 0xFFFFFF, ackreq=1),
-        peth=dict(recv_sn=7, offset=0), payload=pattern(5, 26)),
+        peth=dict(recv_sn=7, index=0), payload=pattern(5, 26)),
+    vec("rc_write_first_ooo_v6", True, bthf(0xC6, 0x000044, 0x000900),
+        reth=dict(va=0x00007F0012345000, rkey=0x1234, dmalen=8253), payload=pattern(64, 33)),
     vec("rc_write_middle_ooo_v4", False, bthf(0xC7, 0x000044, 0x000901),
-        reth=dict(va=0x00007F0012345000, rkey=0x1234, dmalen=12288),
-        peth=dict(recv_sn=0, offset=4096), payload=pattern(64, 27)),
+        reth=dict(va=0x00007F0012345000, rkey=0x1234, dmalen=4160), payload=pattern(64, 27)),
     vec("rc_write_last_ooo_v6", True, bthf(0xC8, 0x000044, 0x000902, ackreq=1),
-        reth=dict(va=0x00007F0012345000, rkey=0x1234, dmalen=8253),
-        peth=dict(recv_sn=0, offset=8192), payload=pattern(61, 28)),
+        reth=dict(va=0x00007F0012345000, rkey=0x1234, dmalen=8253), payload=pattern(61, 28)),
     vec("rc_write_last_imm_ooo_v4", False, bthf(0xC9, 0x000044, 0x000903, ackreq=1),
         reth=dict(va=0x1000, rkey=0x55AA55AA, dmalen=2080), imm=0x0000002A,
-        peth=dict(recv_sn=0x000102, offset=2048), payload=pattern(32, 29)),
+        rwsn=0x000102, payload=pattern(32, 29)),
     vec("rc_write_only_imm_ooo_v6", True, bthf(0xCB, 0x000044, 0x000904, se=1, ackreq=1),
         reth=dict(va=0xFFFFFFFFFFFFFFF0, rkey=0xFEDCBA98, dmalen=3), imm=0xCAFEF00D,
-        peth=dict(recv_sn=0x000103, offset=0), payload=pattern(3, 30)),
+        rwsn=0xFEDCBA, payload=pattern(3, 30)),
     vec("rc_ack_sack_v4", False, bthf(0xD1, 0x000077, 0x000A00),
         aeth=dict(syndrome=nak(0), msn=0x000045), sack=0x000A07),
     vec("rc_ack_sack_wrap_v6", True, bthf(0xD1, 0x000077, 0xFFFFFE),

@@ -3,6 +3,7 @@ package wireshark
 import (
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -225,5 +226,89 @@ func TestDissectorFlagsBadICRC(t *testing.T) {
 	}
 	if got := strings.TrimSpace(string(out)); !strings.HasPrefix(got, "0\t") {
 		t.Fatalf("corrupted ICRC: tshark says %q, want status 0 and an expert", got)
+	}
+}
+
+// TestDissectorCompactValues: on the golden out-of-order vectors the
+// dissector reads the PETH's receive WQE SN and packet index, the
+// RWSNETH, and a WRITE MIDDLE's or LAST's offset (DMA length - payload)
+// where gen_golden.py put them: the 6- and 3-byte headers, which leave
+// the payload unaligned, are cut where the bth package cuts them.
+func TestDissectorCompactValues(t *testing.T) {
+	bin := tshark(t)
+	raw, err := os.ReadFile("../../bth/testdata/golden.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var golden []struct {
+		Name  string `json:"name"`
+		Frame string `json:"frame"`
+		BTH   struct {
+			Opcode int `json:"opcode"`
+		} `json:"bth"`
+		PETH *struct {
+			RecvSN uint32 `json:"recv_sn"`
+			Index  uint32 `json:"index"`
+		} `json:"peth"`
+		RWSN    *uint32                  `json:"rwsn"`
+		RETH    *struct{ DMALen uint32 } `json:"reth"`
+		Payload string                   `json:"payload"`
+	}
+	if err := json.Unmarshal(raw, &golden); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "ooo.pcap")
+	fh, err := os.Create(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw, err := pcap.NewWriter(fh, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, g := range golden {
+		op := bth.Opcode(g.BTH.Opcode)
+		if op < bth.RCSendFirstOOO || op > bth.RCWriteOnlyImmOOO {
+			continue
+		}
+		b, _ := hex.DecodeString(g.Frame)
+		pw.WritePacket(0, len(b), b)
+		var w [4]string
+		if g.PETH != nil {
+			w[0], w[1] = fmt.Sprintf("0x%06x", g.PETH.RecvSN), fmt.Sprint(g.PETH.Index)
+		}
+		if g.RWSN != nil {
+			w[2] = fmt.Sprintf("0x%06x", *g.RWSN)
+		}
+		if f := bth.Lookup(op).Flags; f&bth.IsWrite != 0 && f&bth.IsFirst == 0 {
+			w[3] = fmt.Sprint(g.RETH.DMALen - uint32(len(g.Payload)/2))
+		}
+		want = append(want, g.Name+"\t"+strings.Join(w[:], "\t"))
+	}
+	fh.Close()
+	if len(want) < 8 {
+		t.Fatalf("%d out-of-order golden vectors", len(want))
+	}
+	lua, _ := filepath.Abs("softnic.lua")
+	out, err := exec.Command(bin, "-n", "-X", "lua_script:"+lua, "-r", file, "-T", "fields", "-E", "separator=/t",
+		"-e", "softnic.peth.wqesn", "-e", "softnic.peth.index", "-e", "softnic.rwsn.wqesn", "-e", "softnic.reth.offset").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	for _, l := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
+		if !strings.HasPrefix(l, "Running as user") {
+			rows = append(rows, l)
+		}
+	}
+	if len(rows) != len(want) {
+		t.Fatalf("%d rows for %d frames:\n%s", len(rows), len(want), out)
+	}
+	for i, w := range want {
+		name, fields, _ := strings.Cut(w, "\t")
+		if rows[i] != fields {
+			t.Errorf("%s: tshark %q, want %q", name, rows[i], fields)
+		}
 	}
 }

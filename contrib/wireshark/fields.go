@@ -14,7 +14,8 @@ var Fields = map[string][]string{
 	"reth":  {"softnic.reth.va", "softnic.reth.rkey", "softnic.reth.dmalen"},
 	"imm":   {"softnic.immdt"},
 	"aeth":  {"softnic.aeth.syndrome", "softnic.aeth.msn"},
-	"peth":  {"softnic.peth.reserved", "softnic.peth.wqesn", "softnic.peth.offset"},
+	"peth":  {"softnic.peth.wqesn", "softnic.peth.index"},
+	"rwsn":  {"softnic.rwsn.wqesn"},
 	"sack":  {"softnic.sack.lostcnt", "softnic.sack.reserved", "softnic.sack.psn"},
 	"holes": {"softnic.holes.reserved", "softnic.holes.rcvhigh", "softnic.holes.offset", "softnic.holes.length"},
 	"wqep": {"softnic.wqep.driverseq", "softnic.wqep.kind", "softnic.wqep.flags", "softnic.wqep.flags.signaled", "softnic.wqep.flags.solicited",
@@ -42,7 +43,13 @@ func Headers(op bth.Opcode) []string {
 		if base == 3 || base == 5 || base == 9 || base == 11 {
 			h = append(h, "imm")
 		}
-		return append(h, "peth", "payload")
+		switch {
+		case base < 6: // SEND
+			h = append(h, "peth")
+		case base == 9 || base == 11: // the last packet of a WRITE with immediate
+			h = append(h, "rwsn")
+		}
+		return append(h, "payload")
 	case op >= 0xD1 && op <= 0xD3:
 		return append(h, "aeth", "sack")
 	case op == 0xD4:

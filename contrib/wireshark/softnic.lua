@@ -1,5 +1,7 @@
 -- softnic.lua: a Wireshark dissector for softnic's RoCEv2 extensions
--- (docs/wire.md): the out-of-order opcodes 0xC0-0xCB with their PETH,
+-- (docs/wire.md): the out-of-order opcodes 0xC0-0xCB (SENDs with their
+-- PETH, WRITEs with a RETH on every packet and the RWSNETH on the last of
+-- a WRITE with immediate),
 -- the acknowledgements 0xD1-0xD4 (SACKETH, FNACK, HolesETH) and StaR's
 -- stateless packets 0xE0-0xE6 (WQEPETH, CQEPETH, EAETH, RDPETH, AETH,
 -- GDETH, SDPETH). Wireshark's InfiniBand dissector stops at these vendor
@@ -34,9 +36,10 @@ local layout = {}
 for op = 0xC0, 0xCB do
 	local base = op - 0xC0
 	local h = {}
-	if base >= 6 then h[#h + 1] = "reth" end -- every WRITE packet carries the message's RETH
+	if base >= 6 then h[#h + 1] = "reth" end -- every WRITE packet carries a RETH
 	if base == 0x03 or base == 0x05 or base == 0x09 or base == 0x0B then h[#h + 1] = "imm" end
-	h[#h + 1] = "peth"
+	if base < 6 then h[#h + 1] = "peth" end -- SENDs only
+	if base == 0x09 or base == 0x0B then h[#h + 1] = "rwsn" end -- last of a WRITE with immediate
 	layout[op] = { headers = h, payload = true }
 end
 for _, op in ipairs({ 0xD1, 0xD2, 0xD3 }) do layout[op] = { headers = { "aeth", "sack" } } end
@@ -49,7 +52,7 @@ layout[0xE4] = { headers = { "aeth" } }
 layout[0xE5] = { headers = { "gd" } }
 layout[0xE6] = { headers = { "sdp" }, payload = true }
 
-local hlen = { reth = 16, imm = 4, aeth = 4, peth = 8, sack = 4, holes = 16,
+local hlen = { reth = 16, imm = 4, aeth = 4, peth = 6, rwsn = 3, sack = 4, holes = 16,
 	wqep = 48, cqep = 16, ea = 8, rdp = 13, gd = 16, sdp = 4 }
 
 local wqep_kinds = { [1] = "RECV", [2] = "SEND", [3] = "RDMA_WRITE", [4] = "RDMA_WRITE_WITH_IMM",
@@ -82,13 +85,14 @@ local f = {
 	reth_va = F.uint64("softnic.reth.va", "Virtual Address", base.HEX),
 	reth_rkey = F.uint32("softnic.reth.rkey", "Remote Key", base.HEX),
 	reth_len = F.uint32("softnic.reth.dmalen", "DMA Length", base.DEC),
+	reth_off = F.uint32("softnic.reth.offset", "Offset (DMA Length - payload)", base.DEC),
 	imm = F.uint32("softnic.immdt", "Immediate Data", base.HEX),
 	aeth_syndrome = F.uint8("softnic.aeth.syndrome", "Syndrome", base.HEX),
 	aeth_msn = F.uint24("softnic.aeth.msn", "Message Sequence Number", base.HEX),
 
-	peth_resv = F.uint8("softnic.peth.reserved", "Reserved", base.HEX),
 	peth_wqesn = F.uint24("softnic.peth.wqesn", "Receive WQE Sequence Number", base.HEX),
-	peth_offset = F.uint32("softnic.peth.offset", "Offset", base.DEC),
+	peth_index = F.uint24("softnic.peth.index", "Packet Index (offset = index x path MTU)", base.DEC),
+	rwsn_wqesn = F.uint24("softnic.rwsn.wqesn", "Receive WQE Sequence Number", base.HEX),
 
 	sack_lostcnt = F.uint8("softnic.sack.lostcnt", "Lost Count", base.DEC, nil, 0x07),
 	sack_resv = F.uint8("softnic.sack.reserved", "Reserved", base.HEX, nil, 0xF8),
@@ -217,9 +221,16 @@ local function bytes_of(tvb, off, n)
 end
 
 local dissect_header = {}
-dissect_header.reth = function(t, tvb, o)
-	local s = t:add(tvb(o, 16), "RETH - RDMA Extended Transport Header (the message's)")
+dissect_header.reth = function(t, tvb, o, psn, payload_len, pinfo, op)
+	local base = op - 0xC0
+	local first = base == 0x06 or base == 0x0A or base == 0x0B
+	local s = t:add(tvb(o, 16), first and "RETH - RDMA Extended Transport Header (the message's)"
+		or "RETH - RDMA Extended Transport Header (DMA length: the message up to this packet's end)")
 	s:add(f.reth_va, tvb(o, 8)); s:add(f.reth_rkey, tvb(o + 8, 4)); s:add(f.reth_len, tvb(o + 12, 4))
+	if not first and payload_len >= 0 then
+		-- A MIDDLE or LAST is placed at DMA length - payload.
+		s:add(f.reth_off, tvb(o + 12, 4), tvb(o + 12, 4):uint() - payload_len):set_generated()
+	end
 end
 dissect_header.imm = function(t, tvb, o)
 	t:add(tvb(o, 4), "ImmDt - Immediate Data"):add(f.imm, tvb(o, 4))
@@ -229,8 +240,11 @@ dissect_header.aeth = function(t, tvb, o)
 	s:add(f.aeth_syndrome, tvb(o, 1)); s:add(f.aeth_msn, tvb(o + 1, 3))
 end
 dissect_header.peth = function(t, tvb, o)
-	local s = t:add(tvb(o, 8), "PETH - Placement Extended Transport Header")
-	s:add(f.peth_resv, tvb(o, 1)); s:add(f.peth_wqesn, tvb(o + 1, 3)); s:add(f.peth_offset, tvb(o + 4, 4))
+	local s = t:add(tvb(o, 6), "PETH - Placement Extended Transport Header")
+	s:add(f.peth_wqesn, tvb(o, 3)); s:add(f.peth_index, tvb(o + 3, 3))
+end
+dissect_header.rwsn = function(t, tvb, o)
+	t:add(tvb(o, 3), "RWSNETH - Receive WQE SN Extended Transport Header"):add(f.rwsn_wqesn, tvb(o, 3))
 end
 dissect_header.sack = function(t, tvb, o)
 	local s = t:add(tvb(o, 4), "SACKETH - Selective Acknowledgement Extended Transport Header")
@@ -320,7 +334,7 @@ function p.dissector(tvb, pinfo, tree)
 	local payload_len = icrc_off - need + 4 - padcnt
 	if not lay.payload then payload_len = 0 end
 	for _, h in ipairs(lay.headers) do
-		dissect_header[h](t, tvb, o, psn, payload_len, pinfo)
+		dissect_header[h](t, tvb, o, psn, payload_len, pinfo, op)
 		o = o + hlen[h]
 	end
 	if lay.payload then

@@ -61,8 +61,9 @@ type Vector struct {
 	AtomicAck *uint64 `json:"atomic_ack"`
 	PETH      *struct {
 		RecvSN uint32 `json:"recv_sn"`
-		Offset uint32 `json:"offset"`
+		Index  uint32 `json:"index"`
 	} `json:"peth"`
+	RWSN  *uint32 `json:"rwsn"`
 	SACK  *uint32 `json:"sack"`
 	Holes *struct {
 		High  uint32      `json:"high"`
