@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -50,6 +51,16 @@ func init() {
 			paperParam{"loss rates", "0, 0.01%, 0.02%, 0.05%, 0.1%, 0.2%, 0.5%, 1%", "Fig. 6 x axis (0.01% to 1%); 0 is the base of \"relative\""},
 			paperParam{"messages per point", "2000 (6a), 500 (6b, 6c); -quick: 2, only 6c, losses 0 and 1%", "softnic: simulated time, seeded; the paper repeats its runs (§III-A: 100 times)"}),
 		Run: runIGBNFig6,
+	})
+	registerPaper(paperPreset{
+		Name: "igbn-fig7", Paper: "Improved go-back-N (002)", Figure: "Fig. 7a-d",
+		Summary: "Fig. 6a-c's points by algorithm: one panel each (a GBN, b IGBN, c GBN+CE, d GBN+ST), a line per ACK timeout; drawn from the igbn-fig6 CSVs, no new run",
+		Params: []paperParam{
+			{"points", "igbn-fig6a.csv, igbn-fig6b.csv, igbn-fig6c.csv in -out", "the same 96 points as Fig. 6a-c (§IV-B); run `paper igbn-fig6` first"},
+			{"ACK timeout", "134 ms, 8.4 ms, 524 µs", "§IV-B: 100 ms, 10 ms, 500 µs (nearest IBA codes, as igbn-fig6)"},
+			{"panels", "(a) gbn, (b) igbn, (c) gbn-ce, (d) gbn-st", "Fig. 7's order"},
+		},
+		Run: runIGBNFig7,
 	})
 	registerPaper(paperPreset{
 		Name: "igbn-fig3", Paper: "Improved go-back-N (002)", Figure: "Fig. 3",
@@ -135,5 +146,48 @@ func runIGBNFig3(o paperOpts) error {
 		return err
 	}
 	fmt.Fprintf(o.Stdout, " wrote %s and %s\n", path, png)
+	return nil
+}
+
+// runIGBNFig7 reads the three panels igbn-fig6 wrote into o.Out and draws
+// them grouped by algorithm: igbn-fig7.csv (scheme, timeout_ms, loss,
+// relative) and igbn-fig7.png. It measures nothing (-quick changes
+// nothing).
+func runIGBNFig7(o paperOpts) error {
+	var rs []sweep.IGBNResult
+	for _, f := range igbnFig6Timeouts {
+		path := filepath.Join(o.Out, "igbn-fig"+f.fig+".csv")
+		fh, err := os.Open(path)
+		if err != nil {
+			return fmt.Errorf("paper igbn-fig7 draws igbn-fig6's CSVs (run `softnic-sweep paper igbn-fig6 -out %s` first): %w", o.Out, err)
+		}
+		part, err := sweep.ReadIGBNCSV(fh)
+		fh.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		for _, r := range part {
+			if r.Timeout != f.code {
+				return fmt.Errorf("%s: %s at loss %g has ACK timeout %v, not Fig. %s's %v", path, r.Scheme, r.Loss,
+					sweep.TimeoutOf(r.Timeout).Round(time.Microsecond), f.fig, sweep.TimeoutOf(f.code).Round(time.Microsecond))
+			}
+		}
+		rs = append(rs, part...)
+	}
+	path, err := sweep.SaveIGBNFig7(o.Out, "igbn-fig7", rs)
+	if err != nil {
+		return err
+	}
+	png := filepath.Join(o.Out, "igbn-fig7.png")
+	title := "Improved go-back-N Fig. 7: each algorithm at the three ACK timeouts (paper 100 ms, 10 ms, 500 µs); 4 MiB non-pipelined WRITEs, 40 Gb/s"
+	if err := sweepplot.IGBNFig7(png, title, rs); err != nil {
+		return err
+	}
+	fmt.Fprintf(o.Stdout, " wrote %s and %s\n", path, png)
+	for _, r := range sweep.SortIGBNFig7(rs) {
+		if r.Loss == 0.01 {
+			fmt.Fprintf(o.Stdout, " Fig. 7 at 1%% loss: %-7s timeout %-9v relative %.4f\n", r.Scheme, sweep.TimeoutOf(r.Timeout).Round(time.Microsecond), r.Relative)
+		}
+	}
 	return nil
 }
