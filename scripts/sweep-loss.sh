@@ -64,6 +64,32 @@
 #   SOFTNIC_SWEEP_OUT            docs/results
 #   SOFTNIC_SWEEP_DAEMON_ARGS    more `softnic run` flags
 #   SOFTNIC_NS_PREFIX            snsweep
+#   SOFTNIC_SWEEP_TX_DEPTH       "" (softnic-bench's 128): -t, WRITEs in flight
+#   SOFTNIC_SWEEP_QP_TIMEOUT     "" (softnic-bench's 14, 67 ms): -u, the QPs'
+#                                local ACK timeout code, 4.096 us * 2^N
+#                                (go-back-N's timeout with --rto fixed)
+#   SOFTNIC_SWEEP_NAME           testbed-loss: the output files' prefix
+#   SOFTNIC_SWEEP_PAPER          "": a paper's workload, setting the defaults
+#                                of the variables above (each still
+#                                overrides it):
+#     igbn-fig6a  Improved go-back-N (paper 002) Fig. 6a: 4 MiB WRITEs, ONE
+#                 outstanding (-t 1: the next is posted when the last
+#                 completes), schemes "gbn gbn-st gbn-ce igbn", losses
+#                 "0 0.01 0.1 0.2 0.5 1", ACK timeout code 15 (134 ms, the
+#                 IBA code nearest the paper's 100 ms), RTO fixed with no
+#                 backoff (--rto fixed --rto-backoff=false: go-back-N waits
+#                 exactly the QP's ACK timeout, as in the paper), SECONDS 10
+#                 (a 4 MiB WRITE takes about 23 ms at 1.5gbit), 3 runs
+#                 of every point as usual; writes
+#                 testbed-igbn-fig6a{-runs.csv,.csv,.png}, the merged CSV in
+#                 the paper preset's columns (scheme, loss as a fraction,
+#                 relative first)
+#     igbn-fig6b  the same at code 11 (8.4 ms, the paper's 10 ms)
+#                 The paper's 500 us panel (6c) is left out: a timeout
+#                 that near the round trip fires on every scheduler pause
+#                 of this shared 2-core host. The NAK interval stays the
+#                 daemon's (2 ms; the paper's 500 us is for a hardware NIC;
+#                 SOFTNIC_SWEEP_DAEMON_ARGS="--nak-interval 500us" sets it).
 #
 # Time: about (SECONDS + 0.6) s per run plus retries; 5 schemes x 7 points
 # x 3 runs at -D 3 take about 7 minutes.
@@ -73,20 +99,47 @@ me=sweep-loss
 # shellcheck source=scripts/sweep-lib.sh
 source scripts/sweep-lib.sh
 
+# A paper's workload: its defaults, each overridden by its variable.
+paper=${SOFTNIC_SWEEP_PAPER:-}
+p_schemes='' p_losses='0 0.01 0.1 0.5 1 2 5' p_secs=3 p_runs0=3 p_runs=3 p_size=65536 p_depth='' p_timeout='' p_rto='' p_name=testbed-loss p_paper_timeout=
+p_title="RDMA WRITE goodput under loss, two-host testbed (AF_XDP, both directions)"
+paper_args=()
+case "$paper" in
+"") ;;
+igbn-fig6a | igbn-fig6b)
+	p_schemes="gbn gbn-st gbn-ce igbn" p_losses="0 0.01 0.1 0.2 0.5 1" p_secs=10
+	p_size=4194304 p_depth=1 p_rto=fixed p_name=testbed-$paper
+	p_timeout=15 p_paper_timeout="100 ms"
+	[ "$paper" = igbn-fig6a ] || p_timeout=11 p_paper_timeout="10 ms"
+	paper_args=(-paper-columns)
+	;;
+*)
+	echo "sweep-loss: SOFTNIC_SWEEP_PAPER: no workload '$paper' (have: igbn-fig6a, igbn-fig6b)" >&2
+	exit 2
+	;;
+esac
+
 out=${SOFTNIC_SWEEP_OUT:-docs/results}
-schemes=${SOFTNIC_SWEEP_SCHEMES:-}
-losses=${SOFTNIC_SWEEP_LOSSES:-0 0.01 0.1 0.5 1 2 5}
-secs=${SOFTNIC_SWEEP_SECONDS:-3}
-runs0=${SOFTNIC_SWEEP_LOSSLESS_RUNS:-3}
-runs=${SOFTNIC_SWEEP_RUNS:-3}
-size=${SOFTNIC_SWEEP_SIZE:-65536}
+schemes=${SOFTNIC_SWEEP_SCHEMES:-$p_schemes}
+losses=${SOFTNIC_SWEEP_LOSSES:-$p_losses}
+secs=${SOFTNIC_SWEEP_SECONDS:-$p_secs}
+runs0=${SOFTNIC_SWEEP_LOSSLESS_RUNS:-$p_runs0}
+runs=${SOFTNIC_SWEEP_RUNS:-$p_runs}
+size=${SOFTNIC_SWEEP_SIZE:-$p_size}
+depth=${SOFTNIC_SWEEP_TX_DEPTH:-$p_depth}
+qp_timeout=${SOFTNIC_SWEEP_QP_TIMEOUT:-$p_timeout}
+name=${SOFTNIC_SWEEP_NAME:-$p_name}
 mtu=${SOFTNIC_SWEEP_MTU:-1024}
 dmtu=$([ "$mtu" -gt 1024 ] && echo 2048 || echo 1024)
 retries=${SOFTNIC_SWEEP_RETRIES:-2}
-rto=${SOFTNIC_SWEEP_RTO:-}
+rto=${SOFTNIC_SWEEP_RTO:-$p_rto}
 link_rate=${SOFTNIC_SWEEP_LINK_RATE-1.5gbit}
 
 embedded() {
+	if [ -n "$paper" ]; then
+		say "$1; running the paper preset on the embedded fabric instead (softnic-sweep paper ${paper%?}: simulated time, all three panels)"
+		exec go run ./cmd/softnic-sweep paper "${paper%?}" -out "$out"
+	fi
 	say "$1; running the embedded sweep instead (softnic-sweep loss: the in-memory fabric, simulated time)"
 	local args=(-out "$out" -loss "$(echo "$losses" | tr -s ' ' ,)" -s "$size" -m "$mtu")
 	[ -z "$schemes" ] || args+=(-schemes "$(echo "$schemes" | tr -s ' ' ,)")
@@ -113,15 +166,20 @@ rto_flags=
 case "$rto" in
 "") rto="the daemon's (adaptive, --rto-min 5ms)" ;;
 paper) rto_flags="--rto fixed --rto-low 100us --rto-high 320us" ;;
+fixed) rto_flags="--rto fixed --rto-backoff=false" rto="fixed, no backoff (go-back-N: the QP's ACK timeout)" ;;
 *) rto_flags="--rto fixed --rto-low ${rto%/*} --rto-high ${rto#*/}" ;;
 esac
 [ -z "$link_rate" ] || rto_flags="$rto_flags --link-rate $link_rate"
 
 mkdir -p "$out"
-runs_csv=$out/testbed-loss-runs.csv
-echo "scheme,loss,size,iterations,mtu,goodput_gbps,relative,retransmits,ack_timeouts,rep,attempt,seconds,bw_peak_gbps,msg_rate_mpps,sent_pkts,rx_dropped_b,rx_dropped_a,switch_drops,nic_scheme,load1,wall_s,status,error" >"$runs_csv"
+runs_csv=$out/$name-runs.csv
+echo "scheme,loss,size,iterations,mtu,goodput_gbps,relative,retransmits,ack_timeouts,rep,attempt,seconds,bw_peak_gbps,msg_rate_mpps,sent_pkts,rx_dropped_b,rx_dropped_a,switch_drops,nic_scheme,load1,wall_s,tx_depth,ack_timeout_us,status,error" >"$runs_csv"
+bench_args=(-s "$size" -q 1 -m "$mtu" -D "$secs")
+[ -z "$depth" ] || bench_args+=(-t "$depth")
+[ -z "$qp_timeout" ] || bench_args+=(-u "$qp_timeout")
+timeout_us=$(awk -v k="${qp_timeout:-14}" 'BEGIN { printf "%d", 4.096 * 2 ^ k }')
 
-say "schemes: $schemes; loss (%): $losses; write_bw -s $size -q 1 -m $mtu -D $secs; lossless x$runs0, lossy x$runs; RTO $rto; link rate ${link_rate:-unlimited}; a failed run is tried again up to $retries times"
+say "${paper:+$paper: }schemes: $schemes; loss (%): $losses; write_bw ${bench_args[*]}; lossless x$runs0, lossy x$runs; RTO $rto; ACK timeout ${timeout_us} us; link rate ${link_rate:-unlimited}; a failed run is tried again up to $retries times"
 say "git $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet 2>/dev/null || echo ' (dirty tree)'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 printf ' %-6s %6s %4s %9s %9s %12s %9s %10s %7s  %s\n' scheme loss% run Gb/s peak retransmits timeouts rx_drop_B wall status >&2
 
@@ -155,7 +213,7 @@ for s in $schemes; do
 				stats "$work/b.sock" "$work/b0"
 				d0=$(dropped_on_switch)
 				rm -f "$work/point.csv"
-				bench $((secs + 60)) write_bw -s "$size" -q 1 -m "$mtu" -D "$secs" --report_gbits --scheme "$s" --csv "$work/point.csv" || rc=$?
+				bench $((secs + 60)) write_bw "${bench_args[@]}" --report_gbits --scheme "$s" --csv "$work/point.csv" || rc=$?
 				if [ $rc = 0 ]; then
 					iters=$(csv_field "$work/point.csv" iterations)
 					gbps=$(csv_field "$work/point.csv" bw_avg)
@@ -187,7 +245,7 @@ for s in $schemes; do
 			[ -z "$nic" ] || [ "$nic" = "$s" ] || say "warning: $s run, but the bench reports recovery scheme $nic"
 			wall=$(since "$t0")
 			prob=$(awk -v p="$l" 'BEGIN { print p / 100 }')
-			echo "$s,$prob,$size,$iters,$mtu,$gbps,,$retx,$tmo,$rep,$attempt,$secs,$peak,$rate,$sent,$dropb,$dropa,$((d1 - d0)),$nic,$load1,$wall,$status,\"$err\"" >>"$runs_csv"
+			echo "$s,$prob,$size,$iters,$mtu,$gbps,,$retx,$tmo,$rep,$attempt,$secs,$peak,$rate,$sent,$dropb,$dropa,$((d1 - d0)),$nic,$load1,$wall,${depth:-128},$timeout_us,$status,\"$err\"" >>"$runs_csv"
 			printf ' %-6s %6s %4s %9s %9s %12s %9s %10s %7s  %s\n' "$s" "$l" "$rep$([ "$attempt" = 1 ] || echo "#$attempt")" "${gbps:--}" "${peak:--}" "$retx" "$tmo" "$dropb" "$wall" "$status${err:+: $err}" >&2
 			retryable $rc $status || break
 			if [ "$attempt" -le "$retries" ]; then
@@ -199,5 +257,7 @@ done
 set_loss 0
 say "all runs: $(since "$t_all") s"
 awk -F, 'NR > 1 { n[$1]++; if ($(NF - 1) != "ok") f[$1]++ } END { for (s in n) printf "sweep-loss: %s: %d runs, %d failed\n", s, n[s], f[s] }' "$runs_csv" | sort >&2
-"$work/softnic-sweep" plot-loss -in "$runs_csv" -csv "$out/testbed-loss.csv" -out "$out/testbed-loss.png" \
-	-title "RDMA WRITE goodput under loss, two-host testbed (AF_XDP, both directions)"
+if [ -n "$paper" ]; then
+	p_title="Improved go-back-N Fig. ${paper#igbn-fig} on the two-host testbed: $size-byte WRITEs one at a time, ${link_rate:-unlimited}, ACK timeout $(awk -v u="$timeout_us" 'BEGIN { printf "%.3g ms", u / 1000 }') (paper ${p_paper_timeout})"
+fi
+"$work/softnic-sweep" plot-loss -in "$runs_csv" -csv "$out/$name.csv" -out "$out/$name.png" "${paper_args[@]}" -title "$p_title"

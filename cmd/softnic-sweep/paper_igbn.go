@@ -3,7 +3,10 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/softnic/softnic/internal/sweep"
@@ -49,8 +52,9 @@ func init() {
 		Params: append(append([]paperParam{}, igbnParams...),
 			paperParam{"ACK timeout", "134 ms (6a), 8.4 ms (6b), 524 µs (6c)", "§IV: 100 ms, 10 ms, 500 µs; IBA's 4.096 µs * 2^k has no code for them, the nearest are used"},
 			paperParam{"loss rates", "0, 0.01%, 0.02%, 0.05%, 0.1%, 0.2%, 0.5%, 1%", "Fig. 6 x axis (0.01% to 1%); 0 is the base of \"relative\""},
-			paperParam{"messages per point", "2000 (6a), 500 (6b, 6c); -quick: 2, only 6c, losses 0 and 1%", "softnic: simulated time, seeded; the paper repeats its runs (§III-A: 100 times)"}),
-		Run: runIGBNFig6,
+			paperParam{"messages per point", "2000 (6a), 500 (6b, 6c); -quick: 2, only 6c, losses 0 and 1%", "softnic: simulated time, seeded; the paper repeats its runs (§III-A: 100 times)"},
+			paperParam{"-testbed", "6a and 6b only, via scripts/sweep-loss.sh (SOFTNIC_SWEEP_PAPER=igbn-fig6a/6b): two daemons over AF_XDP, link 1.5 Gb/s, loss on the switch both ways, 0-1%, 3 runs of 10 s per point, --rto fixed without backoff", "softnic: the host's link is 27x slower than Table I's, so a 4 MiB message takes 23 ms and a 134 ms timeout costs 6 messages, not 160; 6c's 524 µs is within this shared host's scheduler pauses"}),
+		Run: runIGBNFig6, Testbed: true,
 	})
 	registerPaper(paperPreset{
 		Name: "igbn-fig7", Paper: "Improved go-back-N (002)", Figure: "Fig. 7a-d",
@@ -94,6 +98,9 @@ func runIGBNPoints(o paperOpts, codes []uint8, losses []float64, schemes []strin
 }
 
 func runIGBNFig6(o paperOpts) error {
+	if o.Testbed {
+		return runIGBNFig6Testbed(o)
+	}
 	figs, losses := igbnFig6Timeouts, igbnLosses
 	if o.Quick {
 		figs, losses = figs[2:], []float64{0, 0.01}
@@ -187,6 +194,47 @@ func runIGBNFig7(o paperOpts) error {
 	for _, r := range sweep.SortIGBNFig7(rs) {
 		if r.Loss == 0.01 {
 			fmt.Fprintf(o.Stdout, " Fig. 7 at 1%% loss: %-7s timeout %-9v relative %.4f\n", r.Scheme, sweep.TimeoutOf(r.Timeout).Round(time.Microsecond), r.Relative)
+		}
+	}
+	return nil
+}
+
+// igbnTestbedScript runs the testbed panels; relative to the repository,
+// where softnic-sweep is run from (go run ./cmd/softnic-sweep).
+const igbnTestbedScript = "scripts/sweep-loss.sh"
+
+// igbnTestbedEnv is the environment scripts/sweep-loss.sh gets for one
+// testbed panel (fig "6a" or "6b"): the paper's workload, the output
+// directory, and with -quick a smoke run (gbn and igbn, 0 and 1% loss,
+// one run of 2 s each).
+func igbnTestbedEnv(fig string, o paperOpts) []string {
+	env := []string{"SOFTNIC_SWEEP_PAPER=igbn-fig" + fig, "SOFTNIC_SWEEP_OUT=" + o.Out}
+	if o.Quick {
+		env = append(env, "SOFTNIC_SWEEP_SCHEMES=gbn igbn", "SOFTNIC_SWEEP_LOSSES=0 1", "SOFTNIC_SWEEP_SECONDS=2",
+			"SOFTNIC_SWEEP_LOSSLESS_RUNS=1", "SOFTNIC_SWEEP_RUNS=1")
+	}
+	return env
+}
+
+// runIGBNFig6Testbed runs Fig. 6a and 6b on the two-host testbed (as root,
+// with XDP; the script runs the embedded preset instead where it cannot)
+// and writes testbed-igbn-fig6a/b.csv, -runs.csv and .png into o.Out.
+func runIGBNFig6Testbed(o paperOpts) error {
+	if _, err := os.Stat(igbnTestbedScript); err != nil {
+		return fmt.Errorf("paper igbn-fig6 -testbed runs %s from the repository's top directory: %w", igbnTestbedScript, err)
+	}
+	for _, fig := range []string{"6a", "6b"} {
+		cmd := exec.Command("bash", igbnTestbedScript)
+		cmd.Env = append(os.Environ(), igbnTestbedEnv(fig, o)...)
+		cmd.Stdout, cmd.Stderr = o.Stdout, os.Stderr
+		var shown []string
+		for _, kv := range igbnTestbedEnv(fig, o) {
+			k, v, _ := strings.Cut(kv, "=")
+			shown = append(shown, k+"="+strconv.Quote(v))
+		}
+		fmt.Fprintf(o.Stdout, " %s bash %s\n", strings.Join(shown, " "), igbnTestbedScript)
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("%s (Fig. %s): %w", igbnTestbedScript, fig, err)
 		}
 	}
 	return nil

@@ -124,3 +124,25 @@ func TestPaperIGBNFig7(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestPaperIGBNFig6TestbedEnv: -testbed hands sweep-loss.sh the paper's
+// workload and the output directory, -quick a smoke run on top; run from
+// elsewhere than the repository's top it says where the script must be.
+func TestPaperIGBNFig6TestbedEnv(t *testing.T) {
+	env := igbnTestbedEnv("6b", paperOpts{Out: "/x"})
+	if !slices.Equal(env, []string{"SOFTNIC_SWEEP_PAPER=igbn-fig6b", "SOFTNIC_SWEEP_OUT=/x"}) {
+		t.Fatalf("env %v", env)
+	}
+	env = igbnTestbedEnv("6a", paperOpts{Out: "/x", Quick: true})
+	if !slices.Contains(env, "SOFTNIC_SWEEP_LOSSES=0 1") || !slices.Contains(env, "SOFTNIC_SWEEP_PAPER=igbn-fig6a") {
+		t.Fatalf("quick env %v", env)
+	}
+	if !paperPresets["igbn-fig6"].Testbed {
+		t.Fatal("igbn-fig6 does not run on the testbed")
+	}
+	// The test runs in cmd/softnic-sweep, where scripts/ is not.
+	err := paperPresets["igbn-fig6"].Run(paperOpts{Out: t.TempDir(), Testbed: true, Stdout: io.Discard})
+	if err == nil || !strings.Contains(err.Error(), "top directory") {
+		t.Fatalf("err %v", err)
+	}
+}

@@ -303,6 +303,7 @@ func plotLossCmd(args []string) error {
 	csvOut := fs.String("csv", "", "write the merged rows here, in loss.csv's columns")
 	out := fs.String("out", "", "PNG to draw (required)")
 	title := fs.String("title", lossTitle, "plot title")
+	paperCols := fs.Bool("paper-columns", false, "write -csv with the paper presets' columns first: scheme, loss, relative (then loss.csv's others)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -347,7 +348,11 @@ func plotLossCmd(args []string) error {
 		}
 	}
 	if *csvOut != "" {
-		if err := writeFile(*csvOut, func(w *os.File) error { return sweep.WriteLossCSV(w, rs) }); err != nil {
+		write := sweep.WriteLossCSV
+		if *paperCols {
+			write = sweep.WritePaperLossCSV
+		}
+		if err := writeFile(*csvOut, func(w *os.File) error { return write(w, rs) }); err != nil {
 			return err
 		}
 	}

@@ -79,6 +79,22 @@ func WriteLossCSV(w io.Writer, rs []LossResult) error {
 	return cw.Error()
 }
 
+// WritePaperLossCSV writes the same rows with the paper presets' columns
+// first (scheme, loss as a fraction, relative, as igbn-fig6a.csv has
+// them), then the rest of loss.csv's: the testbed's run of a paper's
+// workload (scripts/sweep-loss.sh with SOFTNIC_SWEEP_PAPER).
+func WritePaperLossCSV(w io.Writer, rs []LossResult) error {
+	cw := csv.NewWriter(w)
+	cw.Write([]string{"scheme", "loss", "relative", "size", "iterations", "mtu", "goodput_gbps", "retransmits", "ack_timeouts"})
+	for _, r := range rs {
+		cw.Write([]string{r.Scheme, strconv.FormatFloat(r.Loss, 'g', -1, 64), strconv.FormatFloat(r.Relative, 'f', 4, 64),
+			strconv.Itoa(r.Size), strconv.Itoa(r.Iters), r.MTU.String(), strconv.FormatFloat(r.Gbps, 'f', 3, 64),
+			strconv.FormatUint(r.Retransmits, 10), strconv.FormatUint(r.Timeouts, 10)})
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
 // SaveLoss writes the rows to <dir>/loss.csv and returns its path (the
 // plot: softnic-sweep, internal/sweepplot).
 func SaveLoss(dir string, rs []LossResult) (string, error) {
