@@ -55,6 +55,7 @@ func init() {
 			paperParam{"messages per point", "2000 (6a), 500 (6b, 6c); -quick: 2, only 6c, losses 0 and 1%", "softnic: simulated time, seeded; the paper repeats its runs (§III-A: 100 times)"},
 			paperParam{"-testbed", "6a and 6b only, via scripts/sweep-loss.sh (SOFTNIC_SWEEP_PAPER=igbn-fig6a/6b): two daemons over AF_XDP, link 1.5 Gb/s, loss on the switch both ways, 0-1%, 3 runs of 10 s per point, --rto fixed without backoff", "softnic: the host's link is 27x slower than Table I's, so a 4 MiB message takes 23 ms and a 134 ms timeout costs 6 messages, not 160; 6c's 524 µs is within this shared host's scheduler pauses"}),
 		Run: runIGBNFig6, Testbed: true,
+		TestbedNote: "the testbed runs 6a and 6b through scripts/sweep-loss.sh (SOFTNIC_SWEEP_PAPER=igbn-fig6a, igbn-fig6b; `paper igbn-fig6 -testbed` runs both), at the host's 1.5 Gb/s; 6c's 524 µs timeout is not run there, as it is within this shared host's scheduler pauses",
 	})
 	registerPaper(paperPreset{
 		Name: "igbn-fig7", Paper: "Improved go-back-N (002)", Figure: "Fig. 7a-d",
@@ -64,7 +65,8 @@ func init() {
 			{"ACK timeout", "134 ms, 8.4 ms, 524 µs", "§IV-B: 100 ms, 10 ms, 500 µs (nearest IBA codes, as igbn-fig6)"},
 			{"panels", "(a) gbn, (b) igbn, (c) gbn-ce, (d) gbn-st", "Fig. 7's order"},
 		},
-		Run: runIGBNFig7,
+		Run:         runIGBNFig7,
+		TestbedNote: "nothing to run: the testbed's 6a and 6b (paper igbn-fig6 -testbed) are drawn as panels of their own, and it has no 6c",
 	})
 	registerPaper(paperPreset{
 		Name: "igbn-fig3", Paper: "Improved go-back-N (002)", Figure: "Fig. 3",
@@ -74,7 +76,8 @@ func init() {
 			paperParam{"loss", "1%", "§III-A"},
 			paperParam{"runs", "1000 messages (-quick: 3)", "§III-A repeats the simulation 100 times"},
 			paperParam{"classification", "at each timeout, from the responder's expected PSN and NAK state and whether the requester heard that NAK", "softnic: the embedded fabric lets the requester read its peer (dataplane/timeout_reason.go)"}),
-		Run: runIGBNFig3,
+		Run:         runIGBNFig3,
+		TestbedNote: "fabric only: a timeout's reason is read from both ends' state at the moment it fires, which only the embedded fabric can see (the daemon leaves the reason counters 0)",
 	})
 }
 
