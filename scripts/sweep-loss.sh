@@ -69,6 +69,10 @@
 #                                local ACK timeout code, 4.096 us * 2^N
 #                                (go-back-N's timeout with --rto fixed)
 #   SOFTNIC_SWEEP_NAME           testbed-loss: the output files' prefix
+#   SOFTNIC_SWEEP_ORDER          scheme: each scheme's series in turn;
+#                                interleaved: every scheme at a loss rate
+#                                before the next (the ratios between
+#                                schemes then see the same load)
 #   SOFTNIC_SWEEP_PAPER          "": a paper's workload, setting the defaults
 #                                of the variables above (each still
 #                                overrides it):
@@ -80,7 +84,7 @@
 #                 backoff (--rto fixed --rto-backoff=false: go-back-N waits
 #                 exactly the QP's ACK timeout, as in the paper), SECONDS 10
 #                 (a 4 MiB WRITE takes about 23 ms at 1.5gbit), 3 runs
-#                 of every point as usual; writes
+#                 of every point, ORDER interleaved; writes
 #                 testbed-igbn-fig6a{-runs.csv,.csv,.png}, the merged CSV in
 #                 the paper preset's columns (scheme, loss as a fraction,
 #                 relative first)
@@ -101,14 +105,14 @@ source scripts/sweep-lib.sh
 
 # A paper's workload: its defaults, each overridden by its variable.
 paper=${SOFTNIC_SWEEP_PAPER:-}
-p_schemes='' p_losses='0 0.01 0.1 0.5 1 2 5' p_secs=3 p_runs0=3 p_runs=3 p_size=65536 p_depth='' p_timeout='' p_rto='' p_name=testbed-loss p_paper_timeout=
+p_schemes='' p_losses='0 0.01 0.1 0.5 1 2 5' p_secs=3 p_runs0=3 p_runs=3 p_size=65536 p_depth='' p_timeout='' p_rto='' p_name=testbed-loss p_paper_timeout= p_order=scheme
 p_title="RDMA WRITE goodput under loss, two-host testbed (AF_XDP, both directions)"
 paper_args=()
 case "$paper" in
 "") ;;
 igbn-fig6a | igbn-fig6b)
 	p_schemes="gbn gbn-st gbn-ce igbn" p_losses="0 0.01 0.1 0.2 0.5 1" p_secs=10
-	p_size=4194304 p_depth=1 p_rto=fixed p_name=testbed-$paper
+	p_size=4194304 p_depth=1 p_rto=fixed p_name=testbed-$paper p_order=interleaved
 	p_timeout=15 p_paper_timeout="100 ms"
 	[ "$paper" = igbn-fig6a ] || p_timeout=11 p_paper_timeout="10 ms"
 	paper_args=(-paper-columns)
@@ -134,6 +138,11 @@ dmtu=$([ "$mtu" -gt 1024 ] && echo 2048 || echo 1024)
 retries=${SOFTNIC_SWEEP_RETRIES:-2}
 rto=${SOFTNIC_SWEEP_RTO:-$p_rto}
 link_rate=${SOFTNIC_SWEEP_LINK_RATE-1.5gbit}
+order=${SOFTNIC_SWEEP_ORDER:-$p_order}
+case "$order" in
+scheme | interleaved) ;;
+*) say "SOFTNIC_SWEEP_ORDER must be scheme or interleaved, got '$order'"; exit 2 ;;
+esac
 
 embedded() {
 	if [ -n "$paper" ]; then
@@ -185,79 +194,84 @@ printf ' %-6s %6s %4s %9s %9s %12s %9s %10s %7s  %s\n' scheme loss% run Gb/s pea
 
 t_all=$(now)
 cur_loss=
-for s in $schemes; do
-	# Rounds: round r runs every point that has an r-th run, lossless
-	# first, so that the repeats of a point are spread over the scheme's
-	# whole series rather than back to back (CPU contention here comes in
-	# bursts).
-	plan=()
+# Rounds: round r runs every point that has an r-th run, lossless first,
+# so that the repeats of a point are spread over the series rather than
+# back to back (CPU contention here comes in bursts). By scheme (the
+# default) each scheme's series runs in turn; interleaved (a paper's
+# default) runs every scheme at one loss rate before the next loss rate,
+# so that a burst of load falls on all the schemes alike and their
+# ratios are taken in one stretch of time.
+plan=()
+for s0 in $([ "$order" = interleaved ] && echo all || echo "$schemes"); do
 	for r in $(seq $((runs0 > runs ? runs0 : runs))); do
 		for l in $losses; do
 			if [ "$l" = 0 ]; then [ "$r" -le "$runs0" ] || continue; else [ "$r" -le "$runs" ] || continue; fi
-			plan+=("$l $r")
+			for s in $([ "$s0" = all ] && echo "$schemes" || echo "$s0"); do
+				plan+=("$s $l $r")
+			done
 		done
 	done
-	for step in "${plan[@]}"; do
-		read -r l rep <<<"$step"
-		if [ "$cur_loss" != "$l" ]; then
-			set_loss "$l"
-			cur_loss=$l
-		fi
-		for attempt in $(seq $((retries + 1))); do
-			t0=$(now)
-			load1=$(cut -d' ' -f1 /proc/loadavg)
-			status=ok err='' iters='' gbps='' peak='' rate='' rc=0
-			# shellcheck disable=SC2086 # rto_flags is a flag list
-			if start_daemons --scheme "$s" --mtu "$dmtu" $rto_flags; then
-				stats "$work/a.sock" "$work/a0"
-				stats "$work/b.sock" "$work/b0"
-				d0=$(dropped_on_switch)
-				rm -f "$work/point.csv"
-				bench $((secs + 60)) write_bw "${bench_args[@]}" --report_gbits --scheme "$s" --csv "$work/point.csv" || rc=$?
-				if [ $rc = 0 ]; then
-					iters=$(csv_field "$work/point.csv" iterations)
-					gbps=$(csv_field "$work/point.csv" bw_avg)
-					peak=$(csv_field "$work/point.csv" bw_peak)
-					rate=$(csv_field "$work/point.csv" msg_rate)
-				else
-					status=failed
-					err=$(bench_error)
-					[ $rc != 124 ] && [ $rc != 137 ] || err="time limit ($((secs + 60)) s)${err:+: $err}"
-				fi
-				stats "$work/a.sock" "$work/a1"
-				stats "$work/b.sock" "$work/b1"
-				d1=$(dropped_on_switch)
-				daemons_alive || { status=failed; err="${err:+$err; }a daemon died: $(tail -qn1 "$work/$nsA.log" "$work/$nsB.log" | tr ',"' ';_' | tr '\n' ' ' | cut -c1-200)"; }
-				stop_daemons
+done
+for step in "${plan[@]}"; do
+	read -r s l rep <<<"$step"
+	if [ "$cur_loss" != "$l" ]; then
+		set_loss "$l"
+		cur_loss=$l
+	fi
+	for attempt in $(seq $((retries + 1))); do
+		t0=$(now)
+		load1=$(cut -d' ' -f1 /proc/loadavg)
+		status=ok err='' iters='' gbps='' peak='' rate='' rc=0
+		# shellcheck disable=SC2086 # rto_flags is a flag list
+		if start_daemons --scheme "$s" --mtu "$dmtu" $rto_flags; then
+			stats "$work/a.sock" "$work/a0"
+			stats "$work/b.sock" "$work/b0"
+			d0=$(dropped_on_switch)
+			rm -f "$work/point.csv"
+			bench $((secs + 60)) write_bw "${bench_args[@]}" --report_gbits --scheme "$s" --csv "$work/point.csv" || rc=$?
+			if [ $rc = 0 ]; then
+				iters=$(csv_field "$work/point.csv" iterations)
+				gbps=$(csv_field "$work/point.csv" bw_avg)
+				peak=$(csv_field "$work/point.csv" bw_peak)
+				rate=$(csv_field "$work/point.csv" msg_rate)
 			else
 				status=failed
-				err="daemons did not start"
-				for f in a0 a1 b0 b1; do : >"$work/$f"; done
-				: >"$work/client.out"
-				d0=0 d1=0
+				err=$(bench_error)
+				[ $rc != 124 ] && [ $rc != 137 ] || err="time limit ($((secs + 60)) s)${err:+: $err}"
 			fi
-			retx=$(delta "$work/a0" "$work/a1" retransmitted_pkts)
-			tmo=$(delta "$work/a0" "$work/a1" local_ack_timeout_err)
-			sent=$(delta "$work/a0" "$work/a1" sent_pkts)
-			dropb=$(($(delta "$work/b0" "$work/b1" port_rx_dropped) + $(delta "$work/b0" "$work/b1" port_rx_ring_full) + $(delta "$work/b0" "$work/b1" port_rx_fill_ring_empty_descs)))
-			dropa=$(($(delta "$work/a0" "$work/a1" port_rx_dropped) + $(delta "$work/a0" "$work/a1" port_rx_ring_full) + $(delta "$work/a0" "$work/a1" port_rx_fill_ring_empty_descs)))
-			nic=$(sed -n 's/^ *Recovery scheme *: *\([a-z0-9_-]*\).*/\1/p' "$work/client.out" 2>/dev/null | head -1 || true)
-			[ -z "$nic" ] || [ "$nic" = "$s" ] || say "warning: $s run, but the bench reports recovery scheme $nic"
-			wall=$(since "$t0")
-			prob=$(awk -v p="$l" 'BEGIN { print p / 100 }')
-			echo "$s,$prob,$size,$iters,$mtu,$gbps,,$retx,$tmo,$rep,$attempt,$secs,$peak,$rate,$sent,$dropb,$dropa,$((d1 - d0)),$nic,$load1,$wall,${depth:-128},$timeout_us,$status,\"$err\"" >>"$runs_csv"
-			printf ' %-6s %6s %4s %9s %9s %12s %9s %10s %7s  %s\n' "$s" "$l" "$rep$([ "$attempt" = 1 ] || echo "#$attempt")" "${gbps:--}" "${peak:--}" "$retx" "$tmo" "$dropb" "$wall" "$status${err:+: $err}" >&2
-			retryable $rc $status || break
-			if [ "$attempt" -le "$retries" ]; then
-				say "running it again (retry $attempt of $retries)"
-			fi
-		done
+			stats "$work/a.sock" "$work/a1"
+			stats "$work/b.sock" "$work/b1"
+			d1=$(dropped_on_switch)
+			daemons_alive || { status=failed; err="${err:+$err; }a daemon died: $(tail -qn1 "$work/$nsA.log" "$work/$nsB.log" | tr ',"' ';_' | tr '\n' ' ' | cut -c1-200)"; }
+			stop_daemons
+		else
+			status=failed
+			err="daemons did not start"
+			for f in a0 a1 b0 b1; do : >"$work/$f"; done
+			: >"$work/client.out"
+			d0=0 d1=0
+		fi
+		retx=$(delta "$work/a0" "$work/a1" retransmitted_pkts)
+		tmo=$(delta "$work/a0" "$work/a1" local_ack_timeout_err)
+		sent=$(delta "$work/a0" "$work/a1" sent_pkts)
+		dropb=$(($(delta "$work/b0" "$work/b1" port_rx_dropped) + $(delta "$work/b0" "$work/b1" port_rx_ring_full) + $(delta "$work/b0" "$work/b1" port_rx_fill_ring_empty_descs)))
+		dropa=$(($(delta "$work/a0" "$work/a1" port_rx_dropped) + $(delta "$work/a0" "$work/a1" port_rx_ring_full) + $(delta "$work/a0" "$work/a1" port_rx_fill_ring_empty_descs)))
+		nic=$(sed -n 's/^ *Recovery scheme *: *\([a-z0-9_-]*\).*/\1/p' "$work/client.out" 2>/dev/null | head -1 || true)
+		[ -z "$nic" ] || [ "$nic" = "$s" ] || say "warning: $s run, but the bench reports recovery scheme $nic"
+		wall=$(since "$t0")
+		prob=$(awk -v p="$l" 'BEGIN { print p / 100 }')
+		echo "$s,$prob,$size,$iters,$mtu,$gbps,,$retx,$tmo,$rep,$attempt,$secs,$peak,$rate,$sent,$dropb,$dropa,$((d1 - d0)),$nic,$load1,$wall,${depth:-128},$timeout_us,$status,\"$err\"" >>"$runs_csv"
+		printf ' %-6s %6s %4s %9s %9s %12s %9s %10s %7s  %s\n' "$s" "$l" "$rep$([ "$attempt" = 1 ] || echo "#$attempt")" "${gbps:--}" "${peak:--}" "$retx" "$tmo" "$dropb" "$wall" "$status${err:+: $err}" >&2
+		retryable $rc $status || break
+		if [ "$attempt" -le "$retries" ]; then
+			say "running it again (retry $attempt of $retries)"
+		fi
 	done
 done
 set_loss 0
 say "all runs: $(since "$t_all") s"
 awk -F, 'NR > 1 { n[$1]++; if ($(NF - 1) != "ok") f[$1]++ } END { for (s in n) printf "sweep-loss: %s: %d runs, %d failed\n", s, n[s], f[s] }' "$runs_csv" | sort >&2
 if [ -n "$paper" ]; then
-	p_title="Improved go-back-N Fig. ${paper#igbn-fig} on the two-host testbed: $size-byte WRITEs one at a time, ${link_rate:-unlimited}, ACK timeout $(awk -v u="$timeout_us" 'BEGIN { printf "%.3g ms", u / 1000 }') (paper ${p_paper_timeout})"
+	p_title="IGBN Fig. ${paper#igbn-fig}, testbed: $(awk -v b="$size" 'BEGIN { if (b % 1048576 == 0) printf "%d MiB", b / 1048576; else printf "%d B", b }') WRITEs one at a time, ${link_rate:-unlimited}, ACK timeout $(awk -v u="$timeout_us" 'BEGIN { printf "%.3g ms", u / 1000 }') (paper ${p_paper_timeout})"
 fi
 "$work/softnic-sweep" plot-loss -in "$runs_csv" -csv "$out/$name.csv" -out "$out/$name.png" "${paper_args[@]}" -title "$p_title"

@@ -348,11 +348,13 @@ func plotLossCmd(args []string) error {
 		}
 	}
 	if *csvOut != "" {
-		write := sweep.WriteLossCSV
+		write, rows := sweep.WriteLossCSV, rs
 		if *paperCols {
-			write = sweep.WritePaperLossCSV
+			// By scheme, then loss, as the paper presets' CSVs are, however
+			// the runs were ordered (sweep-loss.sh interleaves a paper's).
+			write, rows = sweep.WritePaperLossCSV, sweep.SortLossByScheme(rs)
 		}
-		if err := writeFile(*csvOut, func(w *os.File) error { return write(w, rs) }); err != nil {
+		if err := writeFile(*csvOut, func(w *os.File) error { return write(w, rows) }); err != nil {
 			return err
 		}
 	}

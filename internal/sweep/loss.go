@@ -4,6 +4,7 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
+	"sort"
 	"strconv"
 	"time"
 
@@ -93,6 +94,25 @@ func WritePaperLossCSV(w io.Writer, rs []LossResult) error {
 	}
 	cw.Flush()
 	return cw.Error()
+}
+
+// SortLossByScheme returns the rows by scheme, in the order the schemes
+// first appear, then by loss.
+func SortLossByScheme(rs []LossResult) []LossResult {
+	first := map[string]int{}
+	for i, r := range rs {
+		if _, ok := first[r.Scheme]; !ok {
+			first[r.Scheme] = i
+		}
+	}
+	out := append([]LossResult(nil), rs...)
+	sort.SliceStable(out, func(i, j int) bool {
+		if a, b := first[out[i].Scheme], first[out[j].Scheme]; a != b {
+			return a < b
+		}
+		return out[i].Loss < out[j].Loss
+	})
+	return out
 }
 
 // SaveLoss writes the rows to <dir>/loss.csv and returns its path (the
