@@ -29,6 +29,11 @@ plots: ## redraw docs/results' PNGs from the committed CSVs (no sweep is rerun)
 	$(GO) run ./cmd/softnic-sweep plot-qps -in docs/results/qps_fasr.csv -out docs/results -prefix qps_fasr -note "embedded, SRAM 1400000 B"
 	$(GO) run ./cmd/softnic-sweep plot-qps -in docs/results/testbed-qps.csv -out docs/results -prefix testbed-qps -note "testbed, SRAM 76800 B"
 	$(GO) run ./cmd/softnic-sweep plot-star -in docs/results/star-fig5a.csv -out docs/results
+	$(GO) run ./cmd/softnic-sweep paper igbn-fig7 -out docs/results
+	$(GO) run ./cmd/softnic-sweep plot-loss -in docs/results/testbed-igbn-fig6a-runs.csv -out docs/results/testbed-igbn-fig6a.png \
+		-title "IGBN Fig. 6a, testbed: 4 MiB WRITEs one at a time, 1.5gbit, ACK timeout 134 ms (paper 100 ms)"
+	$(GO) run ./cmd/softnic-sweep plot-loss -in docs/results/testbed-igbn-fig6b-runs.csv -out docs/results/testbed-igbn-fig6b.png \
+		-title "IGBN Fig. 6b, testbed: 4 MiB WRITEs one at a time, 1.5gbit, ACK timeout 8.39 ms (paper 10 ms)"
 
 # make ibverbs: softnic's drop-in libibverbs.so.1 (docs/ibverbs.md); needs
 # gcc and rdma-core's headers (libibverbs-dev).

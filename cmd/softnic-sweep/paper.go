@@ -27,6 +27,9 @@ type paperPreset struct {
 	Run func(o paperOpts) error
 	// Testbed says whether the preset can run on the testbed at all.
 	Testbed bool
+	// TestbedNote says, in a sentence, how the figure runs on the
+	// two-host testbed or why it does not (printed with the parameters).
+	TestbedNote string
 }
 
 // paperParam is one parameter of a preset: "message size", "4 MiB",
@@ -81,6 +84,9 @@ func printPaperParams(w io.Writer, p paperPreset) {
 		fmt.Fprintf(tw, "   %s\t%s\t%s\n", pa.Name, pa.Value, pa.Source)
 	}
 	tw.Flush()
+	if p.TestbedNote != "" {
+		fmt.Fprintf(w, "   testbed: %s\n", p.TestbedNote)
+	}
 }
 
 const paperUsage = `usage: softnic-sweep paper [-list] <preset> [-out DIR] [-testbed] [-quick] [-params]
@@ -119,7 +125,7 @@ func paperCmd(args []string) error {
 		return nil
 	}
 	if *testbed && !p.Testbed {
-		return usagef("paper %s: runs on the embedded fabric only (%s)", p.Name, p.Figure)
+		return usagef("paper %s: runs on the embedded fabric only (%s): %s", p.Name, p.Figure, p.TestbedNote)
 	}
 	return p.Run(paperOpts{Out: *out, Testbed: *testbed, Quick: *quick, Stdout: os.Stdout})
 }

@@ -2,7 +2,11 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/softnic/softnic/internal/sweep"
@@ -48,8 +52,21 @@ func init() {
 		Params: append(append([]paperParam{}, igbnParams...),
 			paperParam{"ACK timeout", "134 ms (6a), 8.4 ms (6b), 524 µs (6c)", "§IV: 100 ms, 10 ms, 500 µs; IBA's 4.096 µs * 2^k has no code for them, the nearest are used"},
 			paperParam{"loss rates", "0, 0.01%, 0.02%, 0.05%, 0.1%, 0.2%, 0.5%, 1%", "Fig. 6 x axis (0.01% to 1%); 0 is the base of \"relative\""},
-			paperParam{"messages per point", "2000 (6a), 500 (6b, 6c); -quick: 2, only 6c, losses 0 and 1%", "softnic: simulated time, seeded; the paper repeats its runs (§III-A: 100 times)"}),
-		Run: runIGBNFig6,
+			paperParam{"messages per point", "2000 (6a), 500 (6b, 6c); -quick: 2, only 6c, losses 0 and 1%", "softnic: simulated time, seeded; the paper repeats its runs (§III-A: 100 times)"},
+			paperParam{"-testbed", "6a and 6b only, via scripts/sweep-loss.sh (SOFTNIC_SWEEP_PAPER=igbn-fig6a/6b): two daemons over AF_XDP, link 1.5 Gb/s, loss on the switch both ways, 0-1%, 3 runs of 10 s per point, --rto fixed without backoff", "softnic: the host's link is 27x slower than Table I's, so a 4 MiB message takes 23 ms and a 134 ms timeout costs 6 messages, not 160; 6c's 524 µs is within this shared host's scheduler pauses"}),
+		Run: runIGBNFig6, Testbed: true,
+		TestbedNote: "the testbed runs 6a and 6b through scripts/sweep-loss.sh (SOFTNIC_SWEEP_PAPER=igbn-fig6a, igbn-fig6b; `paper igbn-fig6 -testbed` runs both), at the host's 1.5 Gb/s; 6c's 524 µs timeout is not run there, as it is within this shared host's scheduler pauses",
+	})
+	registerPaper(paperPreset{
+		Name: "igbn-fig7", Paper: "Improved go-back-N (002)", Figure: "Fig. 7a-d",
+		Summary: "Fig. 6a-c's points by algorithm: one panel each (a GBN, b IGBN, c GBN+CE, d GBN+ST), a line per ACK timeout; drawn from the igbn-fig6 CSVs, no new run",
+		Params: []paperParam{
+			{"points", "igbn-fig6a.csv, igbn-fig6b.csv, igbn-fig6c.csv in -out", "the same 96 points as Fig. 6a-c (§IV-B); run `paper igbn-fig6` first"},
+			{"ACK timeout", "134 ms, 8.4 ms, 524 µs", "§IV-B: 100 ms, 10 ms, 500 µs (nearest IBA codes, as igbn-fig6)"},
+			{"panels", "(a) gbn, (b) igbn, (c) gbn-ce, (d) gbn-st", "Fig. 7's order"},
+		},
+		Run:         runIGBNFig7,
+		TestbedNote: "nothing to run: the testbed's 6a and 6b (paper igbn-fig6 -testbed) are drawn as panels of their own, and it has no 6c",
 	})
 	registerPaper(paperPreset{
 		Name: "igbn-fig3", Paper: "Improved go-back-N (002)", Figure: "Fig. 3",
@@ -59,7 +76,8 @@ func init() {
 			paperParam{"loss", "1%", "§III-A"},
 			paperParam{"runs", "1000 messages (-quick: 3)", "§III-A repeats the simulation 100 times"},
 			paperParam{"classification", "at each timeout, from the responder's expected PSN and NAK state and whether the requester heard that NAK", "softnic: the embedded fabric lets the requester read its peer (dataplane/timeout_reason.go)"}),
-		Run: runIGBNFig3,
+		Run:         runIGBNFig3,
+		TestbedNote: "fabric only: a timeout's reason is read from both ends' state at the moment it fires, which only the embedded fabric can see (the daemon leaves the reason counters 0)",
 	})
 }
 
@@ -83,6 +101,9 @@ func runIGBNPoints(o paperOpts, codes []uint8, losses []float64, schemes []strin
 }
 
 func runIGBNFig6(o paperOpts) error {
+	if o.Testbed {
+		return runIGBNFig6Testbed(o)
+	}
 	figs, losses := igbnFig6Timeouts, igbnLosses
 	if o.Quick {
 		figs, losses = figs[2:], []float64{0, 0.01}
@@ -135,5 +156,89 @@ func runIGBNFig3(o paperOpts) error {
 		return err
 	}
 	fmt.Fprintf(o.Stdout, " wrote %s and %s\n", path, png)
+	return nil
+}
+
+// runIGBNFig7 reads the three panels igbn-fig6 wrote into o.Out and draws
+// them grouped by algorithm: igbn-fig7.csv (scheme, timeout_ms, loss,
+// relative) and igbn-fig7.png. It measures nothing (-quick changes
+// nothing).
+func runIGBNFig7(o paperOpts) error {
+	var rs []sweep.IGBNResult
+	for _, f := range igbnFig6Timeouts {
+		path := filepath.Join(o.Out, "igbn-fig"+f.fig+".csv")
+		fh, err := os.Open(path)
+		if err != nil {
+			return fmt.Errorf("paper igbn-fig7 draws igbn-fig6's CSVs (run `softnic-sweep paper igbn-fig6 -out %s` first): %w", o.Out, err)
+		}
+		part, err := sweep.ReadIGBNCSV(fh)
+		fh.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		for _, r := range part {
+			if r.Timeout != f.code {
+				return fmt.Errorf("%s: %s at loss %g has ACK timeout %v, not Fig. %s's %v", path, r.Scheme, r.Loss,
+					sweep.TimeoutOf(r.Timeout).Round(time.Microsecond), f.fig, sweep.TimeoutOf(f.code).Round(time.Microsecond))
+			}
+		}
+		rs = append(rs, part...)
+	}
+	path, err := sweep.SaveIGBNFig7(o.Out, "igbn-fig7", rs)
+	if err != nil {
+		return err
+	}
+	png := filepath.Join(o.Out, "igbn-fig7.png")
+	title := "Improved go-back-N Fig. 7: each algorithm at the three ACK timeouts (paper 100 ms, 10 ms, 500 µs); 4 MiB non-pipelined WRITEs, 40 Gb/s"
+	if err := sweepplot.IGBNFig7(png, title, rs); err != nil {
+		return err
+	}
+	fmt.Fprintf(o.Stdout, " wrote %s and %s\n", path, png)
+	for _, r := range sweep.SortIGBNFig7(rs) {
+		if r.Loss == 0.01 {
+			fmt.Fprintf(o.Stdout, " Fig. 7 at 1%% loss: %-7s timeout %-9v relative %.4f\n", r.Scheme, sweep.TimeoutOf(r.Timeout).Round(time.Microsecond), r.Relative)
+		}
+	}
+	return nil
+}
+
+// igbnTestbedScript runs the testbed panels; relative to the repository,
+// where softnic-sweep is run from (go run ./cmd/softnic-sweep).
+const igbnTestbedScript = "scripts/sweep-loss.sh"
+
+// igbnTestbedEnv is the environment scripts/sweep-loss.sh gets for one
+// testbed panel (fig "6a" or "6b"): the paper's workload, the output
+// directory, and with -quick a smoke run (gbn and igbn, 0 and 1% loss,
+// one run of 2 s each).
+func igbnTestbedEnv(fig string, o paperOpts) []string {
+	env := []string{"SOFTNIC_SWEEP_PAPER=igbn-fig" + fig, "SOFTNIC_SWEEP_OUT=" + o.Out}
+	if o.Quick {
+		env = append(env, "SOFTNIC_SWEEP_SCHEMES=gbn igbn", "SOFTNIC_SWEEP_LOSSES=0 1", "SOFTNIC_SWEEP_SECONDS=2",
+			"SOFTNIC_SWEEP_LOSSLESS_RUNS=1", "SOFTNIC_SWEEP_RUNS=1")
+	}
+	return env
+}
+
+// runIGBNFig6Testbed runs Fig. 6a and 6b on the two-host testbed (as root,
+// with XDP; the script runs the embedded preset instead where it cannot)
+// and writes testbed-igbn-fig6a/b.csv, -runs.csv and .png into o.Out.
+func runIGBNFig6Testbed(o paperOpts) error {
+	if _, err := os.Stat(igbnTestbedScript); err != nil {
+		return fmt.Errorf("paper igbn-fig6 -testbed runs %s from the repository's top directory: %w", igbnTestbedScript, err)
+	}
+	for _, fig := range []string{"6a", "6b"} {
+		cmd := exec.Command("bash", igbnTestbedScript)
+		cmd.Env = append(os.Environ(), igbnTestbedEnv(fig, o)...)
+		cmd.Stdout, cmd.Stderr = o.Stdout, os.Stderr
+		var shown []string
+		for _, kv := range igbnTestbedEnv(fig, o) {
+			k, v, _ := strings.Cut(kv, "=")
+			shown = append(shown, k+"="+strconv.Quote(v))
+		}
+		fmt.Fprintf(o.Stdout, " %s bash %s\n", strings.Join(shown, " "), igbnTestbedScript)
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("%s (Fig. %s): %w", igbnTestbedScript, fig, err)
+		}
+	}
 	return nil
 }

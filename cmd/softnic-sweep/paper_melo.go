@@ -37,7 +37,8 @@ func init() {
 			{"loss", "0, 0.001%, 0.01%, 0.1%, 1%, both directions", "Fig. 5a x axis (1e-5 to 1e-2); the paper drops at the leaf switch"},
 			{"go-back-N's ACK timeout", "67 ms (perftest's -u 14)", "softnic default; the paper's DCQCN ns-3 setting is not given"},
 		},
-		Run: runMeloFig5a,
+		Run:         runMeloFig5a,
+		TestbedNote: "makes sense: one QP's goodput against loss is the testbed loss sweep with two schemes and 32 outstanding, `SOFTNIC_SWEEP_SCHEMES=\"gbn melo\" SOFTNIC_SWEEP_LOSSES=\"0 0.001 0.01 0.1 1\" SOFTNIC_SWEEP_TX_DEPTH=32 SOFTNIC_SWEEP_NAME=testbed-melo-fig5a bash scripts/sweep-loss.sh`, at 1.5 Gb/s and the host's RTT instead of 40 Gb/s and 16 µs",
 	})
 	registerPaper(paperPreset{
 		Name: "melo-fig5b", Paper: "MELO (000)", Figure: "Fig. 5b",
@@ -53,7 +54,8 @@ func init() {
 			{"ACK timeout", "16.8 ms (-u 12)", "softnic: the paper's go-back-N setting is not given; its Fig. 5b axis tops at 25 ms"},
 			{"bits pool", "1 Kb per side, shared by the 32 QPs", "§4"},
 		},
-		Run: runMeloFig5b,
+		Run:         runMeloFig5b,
+		TestbedNote: "fabric only: it needs loss on one path of four and a web-search flow generator with per-flow completion times, and the testbed has one path and softnic-bench measures no FCT",
 	})
 	registerPaper(paperPreset{
 		Name: "melo-fig6b", Paper: "MELO (000)", Figure: "Fig. 6b",
@@ -69,7 +71,8 @@ func init() {
 			{"traffic", "1 MiB WRITEs, two outstanding per connection; 5 ms warm-up, 20 ms measured", "§4.2.2: connections at full speed"},
 			{"usage", "peak blocks in use in the receiver's pool over the pool", "§4.2.2 (\"bits pool usage\")"},
 		},
-		Run: runMeloFig6b,
+		Run:         runMeloFig6b,
+		TestbedNote: "fabric only: the pool fills only when a path holds more than its 1024 bits of packets, which at the testbed's 1.5 Gb/s takes a link delay of milliseconds (--link-delay) and more connections than two daemons on 2 cores carry at once, and sweep-loss.sh records no pool peak per run",
 	})
 }
 

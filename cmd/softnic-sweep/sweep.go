@@ -303,6 +303,7 @@ func plotLossCmd(args []string) error {
 	csvOut := fs.String("csv", "", "write the merged rows here, in loss.csv's columns")
 	out := fs.String("out", "", "PNG to draw (required)")
 	title := fs.String("title", lossTitle, "plot title")
+	paperCols := fs.Bool("paper-columns", false, "write -csv with the paper presets' columns first: scheme, loss, relative (then loss.csv's others)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -347,7 +348,13 @@ func plotLossCmd(args []string) error {
 		}
 	}
 	if *csvOut != "" {
-		if err := writeFile(*csvOut, func(w *os.File) error { return sweep.WriteLossCSV(w, rs) }); err != nil {
+		write, rows := sweep.WriteLossCSV, rs
+		if *paperCols {
+			// By scheme, then loss, as the paper presets' CSVs are, however
+			// the runs were ordered (sweep-loss.sh interleaves a paper's).
+			write, rows = sweep.WritePaperLossCSV, sweep.SortLossByScheme(rs)
+		}
+		if err := writeFile(*csvOut, func(w *os.File) error { return write(w, rows) }); err != nil {
 			return err
 		}
 	}

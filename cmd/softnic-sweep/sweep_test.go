@@ -104,8 +104,8 @@ func TestLossPcap(t *testing.T) {
 func TestPaperPresets(t *testing.T) {
 	for _, n := range paperNames() {
 		p := paperPresets[n]
-		if p.Paper == "" || p.Figure == "" || p.Summary == "" || len(p.Params) == 0 || p.Run == nil {
-			t.Errorf("%s: incomplete preset %+v", n, p)
+		if p.Paper == "" || p.Figure == "" || p.Summary == "" || len(p.Params) == 0 || p.Run == nil || p.TestbedNote == "" {
+			t.Errorf("%s: incomplete preset %+v (every preset says how or why not on the testbed)", n, p)
 		}
 		for _, pa := range p.Params {
 			if pa.Name == "" || pa.Value == "" || pa.Source == "" {
@@ -116,5 +116,9 @@ func TestPaperPresets(t *testing.T) {
 	var stderr bytes.Buffer
 	if code := exitStatus(sweepCmd([]string{"paper", "no-such-figure"}), &stderr); code != 2 || !strings.Contains(stderr.String(), "no preset") {
 		t.Errorf("unknown preset: exit %d, %q", code, stderr.String())
+	}
+	stderr.Reset()
+	if code := exitStatus(sweepCmd([]string{"paper", "fasr-fig7c", "-testbed"}), &stderr); code != 2 || !strings.Contains(stderr.String(), "context cache") {
+		t.Errorf("fasr-fig7c -testbed: exit %d, %q (want the reason it runs on the fabric only)", code, stderr.String())
 	}
 }

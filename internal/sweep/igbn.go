@@ -4,6 +4,7 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
+	"sort"
 	"strconv"
 	"time"
 
@@ -150,4 +151,98 @@ func WriteIGBNReasonsCSV(w io.Writer, r IGBNResult) error {
 // SaveIGBNReasons writes <dir>/<name>.csv.
 func SaveIGBNReasons(dir, name string, r IGBNResult) (string, error) {
 	return saveCSV(dir, name+".csv", func(w io.Writer) error { return WriteIGBNReasonsCSV(w, r) })
+}
+
+// ReadIGBNCSV reads rows in igbn-fig6a.csv's columns (WriteIGBNCSV's, by
+// header name): scheme, loss, relative and timeout_us are needed, the
+// counters are read when present. timeout_us must be an IBA code's
+// (4.096 µs * 2^k, as WriteIGBNCSV writes it).
+func ReadIGBNCSV(r io.Reader) ([]IGBNResult, error) {
+	t, err := readTable(r, "scheme", "loss", "relative", "timeout_us")
+	if err != nil {
+		return nil, err
+	}
+	var rs []IGBNResult
+	for i, row := range t.rows {
+		p := parser{t: t, row: row, n: i + 2}
+		var res IGBNResult
+		res.Scheme = t.get(row, "scheme")
+		res.Loss = p.float("loss")
+		res.Relative = p.float("relative")
+		us := p.uint("timeout_us")
+		res.Messages = p.int("messages")
+		res.Gbps = p.float("goodput_gbps")
+		res.Retransmits = p.uint("retransmits")
+		res.Timeouts = p.uint("ack_timeouts")
+		if p.err != nil {
+			return nil, p.err
+		}
+		code, ok := timeoutCode(us)
+		if !ok {
+			return nil, fmt.Errorf("sweep: CSV line %d: timeout_us %d is no IBA ACK timeout (4.096 µs * 2^k)", i+2, us)
+		}
+		res.Timeout = code
+		rs = append(rs, res)
+	}
+	return rs, nil
+}
+
+// timeoutCode is the ACK timeout exponent whose timeout is us µs (as
+// TimeoutOf(k).Microseconds() gives it).
+func timeoutCode(us uint64) (uint8, bool) {
+	for k := uint8(0); k < 32; k++ {
+		if uint64(TimeoutOf(k).Microseconds()) == us {
+			return k, true
+		}
+	}
+	return 0, false
+}
+
+// WriteIGBNFig7CSV writes the paper's Fig. 7 grouping of Fig. 6a-c's
+// points: scheme, timeout_ms (the ACK timeout softnic used), loss (a
+// fraction), relative; by scheme in IGBNSchemes' order, then timeout,
+// longest first, then loss.
+func WriteIGBNFig7CSV(w io.Writer, rs []IGBNResult) error {
+	cw := csv.NewWriter(w)
+	cw.Write([]string{"scheme", "timeout_ms", "loss", "relative"})
+	for _, r := range SortIGBNFig7(rs) {
+		cw.Write([]string{r.Scheme, strconv.FormatFloat(float64(TimeoutOf(r.Timeout).Microseconds())/1000, 'f', 3, 64),
+			strconv.FormatFloat(r.Loss, 'g', -1, 64), strconv.FormatFloat(r.Relative, 'f', 4, 64)})
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// SortIGBNFig7 returns the points ordered as Fig. 7 groups them: by
+// scheme (IGBNSchemes' order, others after), then timeout, longest first,
+// then loss.
+func SortIGBNFig7(rs []IGBNResult) []IGBNResult {
+	rank := func(s string) int {
+		for i, n := range IGBNSchemes {
+			if n == s {
+				return i
+			}
+		}
+		return len(IGBNSchemes)
+	}
+	out := append([]IGBNResult(nil), rs...)
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if ra, rb := rank(a.Scheme), rank(b.Scheme); ra != rb {
+			return ra < rb
+		}
+		if a.Scheme != b.Scheme {
+			return a.Scheme < b.Scheme
+		}
+		if a.Timeout != b.Timeout {
+			return a.Timeout > b.Timeout
+		}
+		return a.Loss < b.Loss
+	})
+	return out
+}
+
+// SaveIGBNFig7 writes <dir>/<name>.csv in WriteIGBNFig7CSV's columns.
+func SaveIGBNFig7(dir, name string, rs []IGBNResult) (string, error) {
+	return saveCSV(dir, name+".csv", func(w io.Writer) error { return WriteIGBNFig7CSV(w, rs) })
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
+	"sort"
 	"strconv"
 	"time"
 
@@ -77,6 +78,41 @@ func WriteLossCSV(w io.Writer, rs []LossResult) error {
 	}
 	cw.Flush()
 	return cw.Error()
+}
+
+// WritePaperLossCSV writes the same rows with the paper presets' columns
+// first (scheme, loss as a fraction, relative, as igbn-fig6a.csv has
+// them), then the rest of loss.csv's: the testbed's run of a paper's
+// workload (scripts/sweep-loss.sh with SOFTNIC_SWEEP_PAPER).
+func WritePaperLossCSV(w io.Writer, rs []LossResult) error {
+	cw := csv.NewWriter(w)
+	cw.Write([]string{"scheme", "loss", "relative", "size", "iterations", "mtu", "goodput_gbps", "retransmits", "ack_timeouts"})
+	for _, r := range rs {
+		cw.Write([]string{r.Scheme, strconv.FormatFloat(r.Loss, 'g', -1, 64), strconv.FormatFloat(r.Relative, 'f', 4, 64),
+			strconv.Itoa(r.Size), strconv.Itoa(r.Iters), r.MTU.String(), strconv.FormatFloat(r.Gbps, 'f', 3, 64),
+			strconv.FormatUint(r.Retransmits, 10), strconv.FormatUint(r.Timeouts, 10)})
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// SortLossByScheme returns the rows by scheme, in the order the schemes
+// first appear, then by loss.
+func SortLossByScheme(rs []LossResult) []LossResult {
+	first := map[string]int{}
+	for i, r := range rs {
+		if _, ok := first[r.Scheme]; !ok {
+			first[r.Scheme] = i
+		}
+	}
+	out := append([]LossResult(nil), rs...)
+	sort.SliceStable(out, func(i, j int) bool {
+		if a, b := first[out[i].Scheme], first[out[j].Scheme]; a != b {
+			return a < b
+		}
+		return out[i].Loss < out[j].Loss
+	})
+	return out
 }
 
 // SaveLoss writes the rows to <dir>/loss.csv and returns its path (the

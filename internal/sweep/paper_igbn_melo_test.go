@@ -2,6 +2,8 @@ package sweep
 
 import (
 	"math/rand/v2"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,5 +77,32 @@ func TestPercentile(t *testing.T) {
 	}
 	if percentile(nil, 0.99) != 0 {
 		t.Fatal("empty")
+	}
+}
+
+// TestReadIGBNCSV: the committed Fig. 6a reads back as 32 points at code
+// 15 (134 ms) with their relative goodput; a timeout that is no IBA code's
+// is refused.
+func TestReadIGBNCSV(t *testing.T) {
+	f, err := os.Open("../../docs/results/igbn-fig6a.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rs, err := ReadIGBNCSV(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 32 {
+		t.Fatalf("%d rows, want 32", len(rs))
+	}
+	for _, r := range rs {
+		if r.Timeout != 15 || r.Messages != 2000 || (r.Loss == 0 && r.Relative != 1) || r.Relative <= 0 || r.Relative > 1.01 {
+			t.Errorf("row %+v", r)
+		}
+	}
+	_, err = ReadIGBNCSV(strings.NewReader("scheme,loss,relative,timeout_us\ngbn,0,1,100000\n"))
+	if err == nil || !strings.Contains(err.Error(), "no IBA ACK timeout") {
+		t.Fatalf("timeout_us 100000: err %v", err)
 	}
 }

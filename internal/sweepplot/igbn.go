@@ -2,10 +2,15 @@ package sweepplot
 
 import (
 	"fmt"
+	"os"
+	"slices"
+	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 
 	"github.com/softnic/softnic/internal/sweep"
 )
@@ -57,4 +62,91 @@ func IGBNReasons(path, title string, r sweep.IGBNResult) error {
 	p.NominalX(sweep.IGBNReasonNames...)
 	p.Y.Min, p.Y.Max = 0, 100
 	return p.Save(chartWidth, chartHeight, path)
+}
+
+// IGBNFig7Panels are the paper's Fig. 7 panels in its order: (a) GBN,
+// (b) IGBN, (c) GBN+CE, (d) GBN+ST.
+var IGBNFig7Panels = []struct{ Scheme, Paper string }{
+	{"gbn", "(a) GBN"}, {"igbn", "(b) IGBN"}, {"gbn-ce", "(c) GBN+CE"}, {"gbn-st", "(d) GBN+ST"},
+}
+
+// igbnPaperTimeouts are the paper's timeouts by the IBA code that stands
+// in for each (paper igbn-fig6).
+var igbnPaperTimeouts = map[uint8]string{15: "100 ms", 11: "10 ms", 7: "500 µs"}
+
+// igbnFig7Chart is one panel of Fig. 7: one scheme's relative goodput
+// against loss, a line per ACK timeout (longest first, each its own
+// colour, marker and dash). Lossless points are the 1.0 the lines are
+// relative to and have no place on the log axis.
+func igbnFig7Chart(title, scheme string, rs []sweep.IGBNResult) *chart {
+	c := &chart{title: title, xlabel: "loss rate (%, both directions)", ylabel: "goodput relative to lossless",
+		logX: true, yMin: 0, yMax: 1.05, yStep: 0.1}
+	idx := map[uint8]int{}
+	for _, r := range sweep.SortIGBNFig7(rs) {
+		if r.Scheme != scheme || r.Loss == 0 {
+			continue
+		}
+		i, ok := idx[r.Timeout]
+		if !ok {
+			i = len(c.lines)
+			idx[r.Timeout] = i
+			to := sweep.TimeoutOf(r.Timeout).Round(time.Microsecond)
+			label := "ACK timeout " + to.String()
+			if p, ok := igbnPaperTimeouts[r.Timeout]; ok {
+				label += " (paper " + p + ")"
+			}
+			c.lines = append(c.lines, line{label: label, scheme: to.String(), variant: i})
+		}
+		c.lines[i].pts = append(c.lines[i].pts, plotter.XY{X: r.Loss * 100, Y: r.Relative})
+		if !slices.Contains(c.xTicks, r.Loss*100) {
+			c.xTicks = append(c.xTicks, r.Loss*100)
+		}
+	}
+	return c
+}
+
+// IGBNFig7 draws Improved go-back-N's Fig. 7 to path: Fig. 6a-c's points
+// grouped by algorithm, one panel each (IGBNFig7Panels), each with a line
+// per ACK timeout, under title. Every panel needs data.
+func IGBNFig7(path, title string, rs []sweep.IGBNResult) error {
+	const w, h = 14 * vg.Inch, 10 * vg.Inch
+	img := vgimg.New(w, h)
+	dc := draw.New(img)
+	head := plot.New().Title.TextStyle
+	head.Font.Size = vg.Points(14)
+	top := head.Height(title) + vg.Points(10)
+	head.XAlign, head.YAlign = draw.XCenter, draw.YTop
+	dc.FillText(head, vg.Point{X: w / 2, Y: h - vg.Points(5)}, title)
+	plots := make([][]*plot.Plot, 2)
+	for i, pn := range IGBNFig7Panels {
+		c := igbnFig7Chart(fmt.Sprintf("%s: softnic %s", pn.Paper, pn.Scheme), pn.Scheme, rs)
+		if len(c.lines) == 0 {
+			return fmt.Errorf("sweepplot: %s: no lossy points of %s", path, pn.Scheme)
+		}
+		p, legend, err := c.plot()
+		if err != nil {
+			return err
+		}
+		// The lines fall from the top left: the bottom left is free.
+		legend.Top, legend.Left = false, true
+		legend.XOffs, legend.YOffs = vg.Points(8), vg.Points(8)
+		p.Legend = legend
+		plots[i/2] = append(plots[i/2], p)
+	}
+	tiles := draw.Tiles{Rows: 2, Cols: 2, PadX: vg.Points(12), PadY: vg.Points(12), PadTop: vg.Points(4), PadBottom: vg.Points(4), PadLeft: vg.Points(4), PadRight: vg.Points(12)}
+	canvases := plot.Align(plots, tiles, draw.Crop(dc, 0, 0, 0, -top))
+	for i := range plots {
+		for j, p := range plots[i] {
+			p.Draw(canvases[i][j])
+		}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

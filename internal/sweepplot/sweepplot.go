@@ -114,6 +114,11 @@ func lossChart(title string, rs []sweep.LossResult) *chart {
 		}
 	}
 	sort.Slice(c.lines, func(i, j int) bool { return c.lines[i].scheme < c.lines[j].scheme })
+	// Each line in loss order, however the rows came (a testbed sweep's
+	// point whose first runs failed comes after the next loss rate's).
+	for _, l := range c.lines {
+		sort.SliceStable(l.pts, func(i, j int) bool { return l.pts[i].X < l.pts[j].X })
+	}
 	return c
 }
 

@@ -224,3 +224,23 @@ func TestZeroSRBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestLossLineInLossOrder: rows out of loss order (a testbed point whose
+// first runs failed is merged after the next loss rate's) still draw each
+// line from the lowest loss to the highest.
+func TestLossLineInLossOrder(t *testing.T) {
+	pt := func(l, g float64) sweep.LossResult {
+		return sweep.LossResult{LossConfig: sweep.LossConfig{Scheme: "gbn-ce", Loss: l}, Gbps: g}
+	}
+	c := lossChart("t", []sweep.LossResult{pt(0, 1), pt(0.002, 0.98), pt(0.01, 0.89), pt(0.005, 0.95)})
+	if len(c.lines) != 1 {
+		t.Fatalf("%d lines", len(c.lines))
+	}
+	var xs []float64
+	for _, p := range c.lines[0].pts {
+		xs = append(xs, p.X)
+	}
+	if !slices.IsSorted(xs) || len(xs) != 3 {
+		t.Fatalf("line's x %v: want the three lossy points in loss order", xs)
+	}
+}
