@@ -44,7 +44,7 @@ type Engine struct {
 	rxBatch   [][]byte
 	rxNext    int // rxBatch[rxNext:rxN] still wait: a context miss stalled the pipeline
 	rxN       int
-	txStall   bool // the port's transmit ring was full, or the link's bucket empty, this round
+	txStall   bool        // the port's transmit ring was full, or the link's bucket empty, this round
 	egress    egressQueue // a StaR server's answers that wait for the link (Config.StarEgressFrames)
 
 	link      linkBucket    // the emulated link (Config.LinkRate)
