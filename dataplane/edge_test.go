@@ -291,23 +291,7 @@ func steadyStateAllocs(t *testing.T, scheme string, loss float64, linkRate uint6
 			write[0].RemoteAddr, write[0].RKey = p.mrB.Addr, p.mrB.RKey
 			send := []qp.SendWR{sendWR(2, qp.WRSend, sge(p.mrA, 0, 8))}
 			recv := []qp.RecvWR{recvWR(3, sge(p.mrB, 0, 8))}
-			wcs := make([]qp.WC, 4)
-			done := 0
-			cond := func() bool {
-				n, _ := p.sim.A.PollCQ(p.cqA, wcs)
-				m, _ := p.sim.B.PollCQ(p.cqB, wcs)
-				done += n + m
-				return done >= 3
-			}
-			round := func() {
-				done = 0
-				p.sim.B.PostRecv(p.qb, recv)
-				p.sim.A.PostSend(p.qa, write)
-				p.sim.A.PostSend(p.qa, send)
-				if !p.sim.RunUntil(cond, time.Second) {
-					t.Fatal("round did not complete")
-				}
-			}
+			round := writeSendRound(t, p, write, send, recv, 3)
 			for i := 0; i < 30; i++ {
 				round()
 			}
@@ -320,6 +304,30 @@ func steadyStateAllocs(t *testing.T, scheme string, loss float64, linkRate uint6
 			if c := p.sim.A.Counters(); linkRate > 0 && (c.LinkPaced == 0 || c.LinkPacedNs == 0) {
 				t.Fatal("the link never held a packet back: the rounds did not exercise pacing")
 			}
+		}
+	}
+}
+
+// writeSendRound returns one round of an allocation test: post recv at
+// B, then write and send at A, and run until wcs completions came on the
+// two CQs together. Its closures and slices are made here, once, so that
+// a round allocates only what the engines do.
+func writeSendRound(t *testing.T, p *testPair, write, send []qp.SendWR, recv []qp.RecvWR, wcs int) func() {
+	buf := make([]qp.WC, 4)
+	done := 0
+	cond := func() bool {
+		n, _ := p.sim.A.PollCQ(p.cqA, buf)
+		m, _ := p.sim.B.PollCQ(p.cqB, buf)
+		done += n + m
+		return done >= wcs
+	}
+	return func() {
+		done = 0
+		p.sim.B.PostRecv(p.qb, recv)
+		p.sim.A.PostSend(p.qa, write)
+		p.sim.A.PostSend(p.qa, send)
+		if !p.sim.RunUntil(cond, time.Second) {
+			t.Fatal("round did not complete")
 		}
 	}
 }

@@ -238,23 +238,7 @@ func TestOOOCompactAllocs(t *testing.T) {
 	write[0].RemoteAddr, write[0].RKey = p.mrB.Addr, p.mrB.RKey
 	send := []qp.SendWR{sendWR(2, qp.WRSend, sge(p.mrA, 0, 3000))}
 	recv := []qp.RecvWR{recvWR(3), recvWR(4, sge(p.mrB, 8192, 3000))}
-	wcs := make([]qp.WC, 4)
-	done := 0
-	cond := func() bool {
-		n, _ := p.sim.A.PollCQ(p.cqA, wcs)
-		m, _ := p.sim.B.PollCQ(p.cqB, wcs)
-		done += n + m
-		return done >= 4
-	}
-	round := func() {
-		done = 0
-		p.sim.B.PostRecv(p.qb, recv)
-		p.sim.A.PostSend(p.qa, write)
-		p.sim.A.PostSend(p.qa, send)
-		if !p.sim.RunUntil(cond, time.Second) {
-			t.Fatal("round did not complete")
-		}
-	}
+	round := writeSendRound(t, p, write, send, recv, 4)
 	for range 30 {
 		round()
 	}

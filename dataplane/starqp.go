@@ -456,6 +456,15 @@ func (e *Engine) driverTimeout(q *QP) time.Duration {
 
 // onDriverTimeout resends every WQEP the client has not acknowledged.
 func (e *Engine) onDriverTimeout(q *QP) {
+	if e.driverResend(q) > 0 {
+		e.schedule(q)
+	}
+}
+
+// driverResend puts every WQEP on the wire that the client has not
+// acknowledged back to be sent, counts them in star_wqep_resent and
+// returns how many.
+func (e *Engine) driverResend(q *QP) int {
 	n := 0
 	for i := range q.drv.ws {
 		if w := &q.drv.ws[i]; !w.acked && w.sent {
@@ -463,10 +472,8 @@ func (e *Engine) onDriverTimeout(q *QP) {
 			n++
 		}
 	}
-	if n > 0 {
-		e.cnt.StarWQEPResent += uint64(n)
-		e.schedule(q)
-	}
+	e.cnt.StarWQEPResent += uint64(n)
+	return n
 }
 
 // driverReceive takes a CQEP or an EA (of a WQEP) for a server QP: the
@@ -537,17 +544,11 @@ func (e *Engine) driverReceive(f *bth.Frame) {
 // before it and the client has not acknowledged was dropped (a QP before
 // RTR drops what comes) and goes again at once, the rest after it.
 func (e *Engine) driverHeard(q *QP) {
-	d := q.drv
-	if d.heard {
+	if q.drv.heard {
 		return
 	}
-	d.heard = true
-	for i := range d.ws {
-		if w := &d.ws[i]; !w.acked && w.sent {
-			w.sent = false
-			e.cnt.StarWQEPResent++
-		}
-	}
+	q.drv.heard = true
+	e.driverResend(q)
 	e.schedule(q)
 }
 

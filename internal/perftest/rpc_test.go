@@ -32,12 +32,7 @@ func TestRPCLat(t *testing.T) {
 			var server dataplane.Counters
 			var reqs, resps uint64
 			hooks := Hooks{Counters: func(c, s dataplane.Counters) { server, reqs, resps = s, c.SentPkts, s.SentPkts }}
-			params := recovery.Params{RTOLow: 10 * time.Millisecond, RTOHigh: 20 * time.Millisecond}
-			fab := Fabric{Link: Link{RateBps: 10e9, Delay: 2 * time.Microsecond, Loss: tc.loss}, Seed: 7, SchemeParams: params}
-			if !tc.star {
-				fab.Scheme = recovery.IRN
-			}
-			rows, err := RunEmbedded(context.Background(), cfg, fab, hooks)
+			rows, err := RunEmbedded(context.Background(), cfg, rpcFabric(tc.star, tc.loss, 7), hooks)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -73,6 +68,18 @@ func TestRPCLat(t *testing.T) {
 			}
 		})
 	}
+}
+
+// rpcFabric is the embedded fabric of the rpc_lat tests: 10 Gb/s, 2 µs,
+// loss in both directions, fixed 10/20 ms timeouts; ordinary QPs run
+// IRN, StaR's clients the default.
+func rpcFabric(star bool, loss float64, seed uint64) Fabric {
+	fab := Fabric{Link: Link{RateBps: 10e9, Delay: 2 * time.Microsecond, Loss: loss}, Seed: seed,
+		SchemeParams: recovery.Params{RTOLow: 10 * time.Millisecond, RTOHigh: 20 * time.Millisecond}}
+	if !star {
+		fab.Scheme = recovery.IRN
+	}
+	return fab
 }
 
 // TestRPCPattern: the payload check catches a flipped byte anywhere, and
@@ -143,12 +150,7 @@ func TestRPCLatCQMod(t *testing.T) {
 			cfg := Config{Test: RPCLat, Sizes: []int{DefaultReqSize}, Iters: 240, QPs: 8, MTU: qp.MTU1024, Star: tc.star, CQMod: 16}
 			var server dataplane.Counters
 			hooks := Hooks{Counters: func(_, s dataplane.Counters) { server = s }}
-			params := recovery.Params{RTOLow: 10 * time.Millisecond, RTOHigh: 20 * time.Millisecond}
-			fab := Fabric{Link: Link{RateBps: 10e9, Delay: 2 * time.Microsecond, Loss: tc.loss}, Seed: 11, SchemeParams: params}
-			if !tc.star {
-				fab.Scheme = recovery.IRN
-			}
-			rows, err := RunEmbedded(context.Background(), cfg, fab, hooks)
+			rows, err := RunEmbedded(context.Background(), cfg, rpcFabric(tc.star, tc.loss, 11), hooks)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -2,7 +2,6 @@ package sweepplot
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"time"
 
@@ -140,13 +139,5 @@ func IGBNFig7(path, title string, rs []sweep.IGBNResult) error {
 			p.Draw(canvases[i][j])
 		}
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return writePNG(path, img)
 }

@@ -346,6 +346,11 @@ func save(path string, c *chart) error {
 	legend.Top, legend.Left = true, true
 	legend.YOffs = -p.Title.TextStyle.Height(p.Title.Text) - p.Title.Padding
 	legend.Draw(draw.Crop(dc, chartWidth-column+vg.Points(6), 0, 0, 0))
+	return writePNG(path, img)
+}
+
+// writePNG writes img to path as a PNG.
+func writePNG(path string, img *vgimg.Canvas) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
