@@ -4,20 +4,27 @@
 // non-test files, the pairs of files that use each other both ways, the
 // largest set of files that all reach each other (a strongly connected
 // component), the method count of one type, and the non-test lines.
+// It reads the non-test files that build on this machine (go/build; a
+// package with cgo files is refused) and type-checks them, importing
+// dependencies from source; a type error stops it, since a half-checked
+// package would undercount.
 //
 //	go run ./internal/tools/coupling [-type Engine] ./dataplane
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"go/ast"
+	"go/build"
 	"go/importer"
 	"go/parser"
 	"go/token"
 	"go/types"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -57,31 +64,53 @@ func run(dir, typeName string, verbose bool) error {
 	return nil
 }
 
-func measure(dir, typeName string) (*report, error) {
+// load parses and type-checks the package in dir: the non-test files
+// that build on this machine (go/build), no cgo.
+func load(dir string) (*token.FileSet, []*ast.File, *types.Package, *types.Info, error) {
+	bp, err := build.ImportDir(dir, 0)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	if len(bp.CgoFiles) > 0 {
+		return nil, nil, nil, nil, fmt.Errorf("%s: cgo files are not supported (%s)", dir, strings.Join(bp.CgoFiles, " "))
+	}
 	fset := token.NewFileSet()
-	pkgs, err := parser.ParseDir(fset, dir, func(fi os.FileInfo) bool {
-		return !strings.HasSuffix(fi.Name(), "_test.go")
-	}, 0)
+	names := slices.Sorted(slices.Values(bp.GoFiles))
+	var files []*ast.File
+	for _, n := range names {
+		f, err := parser.ParseFile(fset, filepath.Join(dir, n), nil, parser.SkipObjectResolution)
+		if err != nil {
+			return nil, nil, nil, nil, err
+		}
+		files = append(files, f)
+	}
+	var errs []error
+	conf := types.Config{
+		Importer: importer.ForCompiler(fset, "source", nil),
+		Error:    func(err error) { errs = append(errs, err) },
+	}
+	info := &types.Info{
+		Defs:       map[*ast.Ident]types.Object{},
+		Uses:       map[*ast.Ident]types.Object{},
+		Selections: map[*ast.SelectorExpr]*types.Selection{},
+	}
+	path := bp.ImportPath
+	if path == "." {
+		path = bp.Name
+	}
+	pkg, _ := conf.Check(path, fset, files, info)
+	if len(errs) > 0 {
+		return nil, nil, nil, nil, fmt.Errorf("type-checking %s: %w", dir, errors.Join(errs...))
+	}
+	return fset, files, pkg, info, nil
+}
+
+func measure(dir, typeName string) (*report, error) {
+	fset, files, pkg, info, err := load(dir)
 	if err != nil {
 		return nil, err
 	}
-	if len(pkgs) != 1 {
-		return nil, fmt.Errorf("%s: %d packages, want 1", dir, len(pkgs))
-	}
-	var files []*ast.File
-	var name string
-	for n, p := range pkgs {
-		name = n
-		for _, f := range p.Files {
-			files = append(files, f)
-		}
-	}
-	sort.Slice(files, func(i, j int) bool {
-		return fset.File(files[i].Pos()).Name() < fset.File(files[j].Pos()).Name()
-	})
-	conf := types.Config{Importer: importer.ForCompiler(fset, "source", nil), Error: func(error) {}}
-	info := &types.Info{Uses: map[*ast.Ident]types.Object{}, Selections: map[*ast.SelectorExpr]*types.Selection{}}
-	pkg, _ := conf.Check(name, fset, files, info)
+	name := pkg.Name()
 
 	base := func(p token.Pos) string { return filepath.Base(fset.Position(p).Filename) }
 	lines := 0

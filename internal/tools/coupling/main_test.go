@@ -4,13 +4,15 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
 // TestMeasure: a.go and b.go use each other (a calls b's function, b
 // names a's type and calls its method), c.go uses a.go only, and d.go
 // stands alone: one two-way pair, a strongly connected set of two files,
-// the type's two methods; test files are not counted.
+// the type's two methods; test files, and files a build constraint
+// excludes, are not counted.
 func TestMeasure(t *testing.T) {
 	dir := t.TempDir()
 	for name, src := range map[string]string{
@@ -19,6 +21,7 @@ func TestMeasure(t *testing.T) {
 		"c.go":      "package p\n\nvar v = T{}\n",
 		"d.go":      "package p\n\nconst k = 2\n",
 		"a_test.go": "package p\n\nvar w = v\n",
+		"z.go":      "//go:build ignore\n\npackage p\n\nvar z = v\n",
 	} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
 			t.Fatal(err)
@@ -39,5 +42,17 @@ func TestMeasure(t *testing.T) {
 	}
 	if r.edges["c.go"]["a.go"] == nil || r.edges["a.go"]["c.go"] != nil {
 		t.Fatalf("edges of c.go: %v; of a.go: %v", r.edges["c.go"], r.edges["a.go"])
+	}
+}
+
+// TestTypeError: a package that does not type-check is refused, not
+// undercounted.
+func TestTypeError(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "a.go"), []byte("package p\n\nvar v = undefined\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := measure(dir, "T"); err == nil || !strings.Contains(err.Error(), "undefined") {
+		t.Fatalf("err %v, want the type error", err)
 	}
 }
