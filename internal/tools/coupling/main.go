@@ -1,15 +1,40 @@
-// Command coupling measures how the files of one Go package depend on
-// each other: file A uses file B when A's code names a top-level
-// declaration or a method that B defines. It prints, for the package's
-// non-test files, the pairs of files that use each other both ways, the
-// largest set of files that all reach each other (a strongly connected
-// component), the method count of one type, and the non-test lines.
-// It reads the non-test files that build on this machine (go/build; a
-// package with cgo files is refused) and type-checks them, importing
-// dependencies from source; a type error stops it, since a half-checked
-// package would undercount.
+// Command coupling measures how one Go package's code depends on itself:
+// the methods of each type and the uses between its files. It reads the
+// package's non-test files that build on this machine (go/build; a
+// package with cgo files is refused) and type-checks them with go/types,
+// importing dependencies from source; a type error stops it, since a
+// half-checked package would undercount.
 //
-//	go run ./internal/tools/coupling [-type Engine] ./dataplane
+// Methods per type. For every named type declared at the package's top
+// level: the methods declared with receiver T or *T (promoted methods of
+// embedded fields are not counted); for an interface type, the methods of
+// its method set. For the type given by -type (default Engine), the
+// figure the project quotes, in which a function whose parameters include
+// the type counts as one of its methods: its methods plus the
+// package-level functions (declared without a receiver) with a parameter
+// of type T, *T, ...T or ...*T, each function counted once. Methods of
+// other types that take such a parameter are counted on a line of their
+// own and are not in the figure.
+//
+// Files. File A uses file B when an identifier in A's code denotes a
+// top-level declaration of B (a type, function, variable or constant) or
+// a method declared in B, named Type.Method: a call or method value of a
+// method declared in B, also through embedding (promotion) or through an
+// interface declared in B, is a use of B. A method is resolved by its
+// receiver's type, not matched by name: cfg.Addr, a field of Config, is
+// not a use of the file declaring Engine.Addr. Fields are not top-level
+// declarations: naming a field is not a use of the file declaring its
+// struct. Names in comments, in test files, and a function's own type
+// parameters and locals are not uses. Printed: the pairs of files that
+// use each other both ways, and the largest set of files that all reach
+// each other (a strongly connected component), with every set of more
+// than one file.
+//
+//	go run ./internal/tools/coupling [-type Engine] [-v] ./dataplane
+//
+// Without -v it prints the ten types with most methods; -v lists every
+// type with methods, the functions and other types' methods behind the
+// -type figure, and each file edge with the names that make it.
 package main
 
 import (
@@ -22,6 +47,7 @@ import (
 	"go/parser"
 	"go/token"
 	"go/types"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -30,38 +56,65 @@ import (
 )
 
 func main() {
-	typeName := flag.String("type", "Engine", "count the methods of this type")
-	verbose := flag.Bool("v", false, "list every edge with the names that make it")
+	typeName := flag.String("type", "Engine", "the type whose methods, with the functions taking it, make the quoted figure")
+	verbose := flag.Bool("v", false, "list every type with methods, and each file edge with the names that make it")
 	flag.Parse()
 	dir := "."
 	if flag.NArg() > 0 {
 		dir = flag.Arg(0)
 	}
-	if err := run(dir, *typeName, *verbose); err != nil {
+	r, err := measure(dir, *typeName)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "coupling:", err)
+		os.Exit(1)
+	}
+	if err := r.print(os.Stdout, *verbose); err != nil {
 		fmt.Fprintln(os.Stderr, "coupling:", err)
 		os.Exit(1)
 	}
 }
 
-// report is what run measures.
+// report is what measure finds.
 type report struct {
-	name    string
-	files   []string
-	lines   int
-	methods int
-	twoWay  []string   // "a.go <-> b.go"
-	sccs    [][]string // largest first
-	largest int
-	edges   map[string]map[string]map[string]bool
+	Package string
+	Files   []string
+	Lines   int
+
+	Type           typeFigure
+	MethodsPerType []typeCount // most methods first, then by name
+
+	FileEdges   []fileEdge  // by file names
+	TwoWayFiles [][2]string // by file names
+	Largest     []string    // sorted
+	SCCs        [][]string  // components of more than one file, largest first
 }
 
-func run(dir, typeName string, verbose bool) error {
-	r, err := measure(dir, typeName)
-	if err != nil {
-		return err
-	}
-	r.print(typeName, verbose)
-	return nil
+// typeFigure is the quoted figure of one type T: Total = Methods +
+// Functions.
+type typeFigure struct {
+	Name         string
+	Found        bool
+	Total        int
+	Methods      int
+	Functions    int      // package-level functions with a T or *T parameter
+	FunctionList []string // sorted
+	// OtherMethods are other types' methods with a T or *T parameter,
+	// as Type.Method; not in Total.
+	OtherMethods    int
+	OtherMethodList []string // sorted
+}
+
+type typeCount struct {
+	Type      string
+	Methods   int
+	Interface bool
+}
+
+// fileEdge: From uses To through Names (Type.Method for a method).
+type fileEdge struct {
+	From  string
+	To    string
+	Names []string
 }
 
 // load parses and type-checks the package in dir: the non-test files
@@ -110,35 +163,144 @@ func measure(dir, typeName string) (*report, error) {
 	if err != nil {
 		return nil, err
 	}
-	name := pkg.Name()
-
+	r := &report{Package: pkg.Name()}
 	base := func(p token.Pos) string { return filepath.Base(fset.Position(p).Filename) }
-	lines := 0
-	var names []string
 	for _, f := range files {
-		names = append(names, base(f.Pos()))
-		lines += fset.File(f.Pos()).LineCount()
+		r.Files = append(r.Files, base(f.Pos()))
+		r.Lines += fset.File(f.Pos()).LineCount()
 	}
-	// counted reports whether a use of obj counts: a package-level
-	// name, or a method, of this package.
-	counted := func(obj types.Object) bool {
-		if obj == nil || obj.Pkg() != pkg || !obj.Pos().IsValid() {
-			return false
+
+	named := map[*types.TypeName]bool{} // the package's named types
+	for _, n := range pkg.Scope().Names() {
+		if tn, ok := pkg.Scope().Lookup(n).(*types.TypeName); ok && !tn.IsAlias() {
+			named[tn] = true
 		}
-		if obj.Parent() == pkg.Scope() {
-			return true
-		}
-		fn, ok := obj.(*types.Func)
-		return ok && fn.Type().(*types.Signature).Recv() != nil
 	}
+	// recvType is the package type that declares method fn, or nil: for
+	// a method of a named interface, go/types gives the named type as
+	// the receiver.
+	recvType := func(fn *types.Func) *types.TypeName {
+		sig, _ := fn.Type().(*types.Signature)
+		if sig == nil || sig.Recv() == nil {
+			return nil
+		}
+		t := types.Unalias(sig.Recv().Type())
+		if p, ok := t.(*types.Pointer); ok {
+			t = types.Unalias(p.Elem())
+		}
+		if n, ok := t.(*types.Named); ok && named[n.Origin().Obj()] {
+			return n.Origin().Obj()
+		}
+		return nil
+	}
+	methodName := func(fn *types.Func) string {
+		if tn := recvType(fn); tn != nil {
+			return tn.Name() + "." + fn.Name()
+		}
+		return fn.Name()
+	}
+
+	r.methodsPerType(pkg, named)
+	r.typeFigure(files, info, pkg, typeName, recvType, methodName)
+	r.fileGraph(info, pkg, base, methodName)
+	return r, nil
+}
+
+// methodsPerType counts each named type's methods.
+func (r *report) methodsPerType(pkg *types.Package, named map[*types.TypeName]bool) {
+	for tn := range named {
+		c := typeCount{Type: tn.Name()}
+		if it, ok := tn.Type().Underlying().(*types.Interface); ok {
+			c.Methods, c.Interface = it.NumMethods(), true
+		} else if n, ok := tn.Type().(*types.Named); ok {
+			c.Methods = n.NumMethods()
+		}
+		r.MethodsPerType = append(r.MethodsPerType, c)
+	}
+	sort.Slice(r.MethodsPerType, func(i, j int) bool {
+		a, b := r.MethodsPerType[i], r.MethodsPerType[j]
+		if a.Methods != b.Methods {
+			return a.Methods > b.Methods
+		}
+		return a.Type < b.Type
+	})
+}
+
+// typeFigure counts the methods of typeName and the functions, and other
+// types' methods, that take it as a parameter.
+func (r *report) typeFigure(files []*ast.File, info *types.Info, pkg *types.Package, typeName string,
+	recvType func(*types.Func) *types.TypeName, methodName func(*types.Func) string) {
+	r.Type.Name = typeName
+	tn, ok := pkg.Scope().Lookup(typeName).(*types.TypeName)
+	if !ok {
+		return
+	}
+	r.Type.Found = true
+	for _, c := range r.MethodsPerType {
+		if c.Type == typeName {
+			r.Type.Methods = c.Methods
+		}
+	}
+	isT := func(t types.Type) bool {
+		t = types.Unalias(t)
+		if p, ok := t.(*types.Pointer); ok {
+			t = types.Unalias(p.Elem())
+		}
+		n, ok := t.(*types.Named)
+		return ok && n.Origin().Obj() == tn
+	}
+	for _, f := range files {
+		for _, d := range f.Decls {
+			fd, ok := d.(*ast.FuncDecl)
+			if !ok {
+				continue
+			}
+			fn, ok := info.Defs[fd.Name].(*types.Func)
+			if !ok {
+				continue
+			}
+			sig := fn.Type().(*types.Signature)
+			takes := false
+			for p := range sig.Params().Variables() {
+				t := p.Type()
+				if s, ok := t.(*types.Slice); ok && sig.Variadic() && p == sig.Params().At(sig.Params().Len()-1) {
+					t = s.Elem()
+				}
+				takes = takes || isT(t)
+			}
+			switch {
+			case !takes:
+			case sig.Recv() == nil:
+				r.Type.FunctionList = append(r.Type.FunctionList, fn.Name())
+			case recvType(fn) != tn:
+				r.Type.OtherMethodList = append(r.Type.OtherMethodList, methodName(fn))
+			}
+		}
+	}
+	sort.Strings(r.Type.FunctionList)
+	sort.Strings(r.Type.OtherMethodList)
+	r.Type.Functions = len(r.Type.FunctionList)
+	r.Type.OtherMethods = len(r.Type.OtherMethodList)
+	r.Type.Total = r.Type.Methods + r.Type.Functions
+}
+
+// fileGraph builds the file graph and its two-way pairs and strongly
+// connected components.
+func (r *report) fileGraph(info *types.Info, pkg *types.Package, base func(token.Pos) string, methodName func(*types.Func) string) {
 	edges := map[string]map[string]map[string]bool{} // from -> to -> names
-	add := func(from string, obj types.Object) {
-		if !counted(obj) {
-			return
+	for id, obj := range info.Uses {
+		if obj == nil || obj.Pkg() != pkg || !obj.Pos().IsValid() {
+			continue
 		}
-		to := base(obj.Pos())
-		if to == from {
-			return
+		name := obj.Name()
+		if fn, ok := obj.(*types.Func); ok && fn.Type().(*types.Signature).Recv() != nil {
+			name = methodName(fn)
+		} else if obj.Parent() != pkg.Scope() {
+			continue // a local, a parameter, a type parameter, a field, a label
+		}
+		from, to := base(id.Pos()), base(obj.Pos())
+		if from == to {
+			continue
 		}
 		if edges[from] == nil {
 			edges[from] = map[string]map[string]bool{}
@@ -146,69 +308,96 @@ func measure(dir, typeName string) (*report, error) {
 		if edges[from][to] == nil {
 			edges[from][to] = map[string]bool{}
 		}
-		edges[from][to][obj.Name()] = true
+		edges[from][to][name] = true
 	}
-	for id, obj := range info.Uses {
-		add(base(id.Pos()), obj)
-	}
-	for sel, s := range info.Selections {
-		add(base(sel.Pos()), s.Obj())
-	}
-
-	var twoWay []string
-	for _, a := range names {
-		for _, b := range names {
+	for _, a := range r.Files {
+		for _, b := range r.Files {
+			if e := edges[a][b]; e != nil {
+				r.FileEdges = append(r.FileEdges, fileEdge{From: a, To: b, Names: slices.Sorted(func(yield func(string) bool) {
+					for n := range e {
+						if !yield(n) {
+							return
+						}
+					}
+				})})
+			}
 			if a < b && edges[a][b] != nil && edges[b][a] != nil {
-				twoWay = append(twoWay, a+" <-> "+b)
+				r.TwoWayFiles = append(r.TwoWayFiles, [2]string{a, b})
 			}
 		}
 	}
-	sccs := components(names, edges)
-	largest := 0
-	for _, c := range sccs {
-		largest = max(largest, len(c))
-	}
-	methods := 0
-	if obj, ok := pkg.Scope().Lookup(typeName).(*types.TypeName); ok {
-		if n, ok := obj.Type().(*types.Named); ok {
-			methods = n.NumMethods()
-		}
-	}
-	return &report{name: name, files: names, lines: lines, methods: methods, twoWay: twoWay, sccs: sccs, largest: largest, edges: edges}, nil
-}
-
-func (r *report) print(typeName string, verbose bool) {
-	name, names, lines, methods, twoWay, sccs, largest, edges := r.name, r.files, r.lines, r.methods, r.twoWay, r.sccs, r.largest, r.edges
-	fmt.Printf("package %s: %d non-test files, %d lines\n", name, len(names), lines)
-	fmt.Printf("%s methods: %d\n", typeName, methods)
-	fmt.Printf("two-way file pairs: %d\n", len(twoWay))
-	for _, p := range twoWay {
-		fmt.Println("  " + p)
-	}
-	fmt.Printf("largest set of files that all reach each other: %d\n", largest)
+	sccs := components(r.Files, edges)
+	r.Largest = sccs[0]
 	for _, c := range sccs {
 		if len(c) > 1 {
-			fmt.Printf("  %s\n", strings.Join(c, " "))
+			r.SCCs = append(r.SCCs, c)
 		}
+	}
+}
+
+// topTypes is how many types print without -v.
+const topTypes = 10
+
+func (r *report) print(out io.Writer, verbose bool) error {
+	var b strings.Builder
+	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	p("package %s: %d non-test files, %d lines\n", r.Package, len(r.Files), r.Lines)
+
+	t := r.Type
+	if !t.Found {
+		p("%s: no such type\n", t.Name)
+	} else {
+		p("%s methods: %d (%d methods + %d functions taking *%s)\n", t.Name, t.Total, t.Methods, t.Functions, t.Name)
+		p("  not counted: %d methods of other types taking *%s\n", t.OtherMethods, t.Name)
+		if verbose {
+			p("  functions: %s\n", strings.Join(t.FunctionList, " "))
+			p("  methods of other types: %s\n", strings.Join(t.OtherMethodList, " "))
+		}
+	}
+
+	var withMethods []typeCount
+	for _, c := range r.MethodsPerType {
+		if c.Methods > 0 {
+			withMethods = append(withMethods, c)
+		}
+	}
+	shown := withMethods
+	if !verbose && len(shown) > topTypes {
+		shown = shown[:topTypes]
+	}
+	p("methods per type: %d types with methods (of %d)", len(withMethods), len(r.MethodsPerType))
+	if len(shown) < len(withMethods) {
+		p(", top %d", len(shown))
+	}
+	p("\n")
+	for _, c := range shown {
+		kind := ""
+		if c.Interface {
+			kind = " (interface)"
+		}
+		p("  %-20s %4d%s\n", c.Type, c.Methods, kind)
+	}
+
+	p("two-way file pairs: %d\n", len(r.TwoWayFiles))
+	for _, c := range r.TwoWayFiles {
+		p("  %s <-> %s\n", c[0], c[1])
+	}
+	p("largest set of files that all reach each other: %d of %d\n", len(r.Largest), len(r.Files))
+	for _, c := range r.SCCs {
+		p("  %s\n", strings.Join(c, " "))
 	}
 	if verbose {
-		for _, a := range names {
-			for _, b := range names {
-				if e := edges[a][b]; e != nil {
-					var ns []string
-					for n := range e {
-						ns = append(ns, n)
-					}
-					sort.Strings(ns)
-					fmt.Printf("%s -> %s: %s\n", a, b, strings.Join(ns, " "))
-				}
-			}
+		p("file edges: %d\n", len(r.FileEdges))
+		for _, e := range r.FileEdges {
+			p("  %s -> %s: %s\n", e.From, e.To, strings.Join(e.Names, " "))
 		}
 	}
+	_, err := io.WriteString(out, b.String())
+	return err
 }
 
 // components returns the strongly connected components of the file
-// graph (Tarjan), each sorted, largest first.
+// graph (Tarjan), each sorted, largest first, then by first name.
 func components(names []string, edges map[string]map[string]map[string]bool) [][]string {
 	index := map[string]int{}
 	low := map[string]int{}
@@ -255,6 +444,11 @@ func components(names []string, edges map[string]map[string]map[string]bool) [][
 			visit(n)
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
+	sort.SliceStable(out, func(i, j int) bool {
+		if len(out[i]) != len(out[j]) {
+			return len(out[i]) > len(out[j])
+		}
+		return out[i][0] < out[j][0]
+	})
 	return out
 }

@@ -1,58 +1,188 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
-	"slices"
+	"reflect"
 	"strings"
 	"testing"
 )
 
-// TestMeasure: a.go and b.go use each other (a calls b's function, b
-// names a's type and calls its method), c.go uses a.go only, and d.go
-// stands alone: one two-way pair, a strongly connected set of two files,
-// the type's two methods; test files, and files a build constraint
-// excludes, are not counted.
-func TestMeasure(t *testing.T) {
+// tiny is a package of four files that counts every figure:
+//   - a.go declares T (embedding E) with two methods: M uses E's N
+//     promoted through the embedded field, V I's Do through the interface;
+//   - b.go has g, which a.go calls, so a.go and b.go use each other; h and
+//     k take *T and ...T (functions counted in T's figure); E.Take is a
+//     method of another type taking *T; b.go calls d.go's f;
+//   - c.go declares E, I and F, and names g and T only in a comment, a
+//     local, a field and a type parameter: none of them a use;
+//   - d.go's f names T and T.V, closing the cycle a -> b -> d -> a;
+//   - a test file and a file excluded by a build constraint would add
+//     methods and edges if they were read.
+var tiny = map[string]string{
+	"a.go": `package p
+
+// T is the measured type.
+type T struct{ E }
+
+func (t *T) M() int {
+	_ = t.N // a method value, not a call
+	return t.N() + g()
+}
+
+func (t T) V(i I) int {
+	func() { t.E.N() }()
+	return i.Do()
+}
+`,
+	"b.go": `package p
+
+func g() int { return 1 }
+
+func h(t *T) int { return t.M() } // a call in a function, not a method
+
+func k(ts ...T) {}
+
+func (e E) Take(t *T) { t.M() }
+
+func callF() int { return f() }
+`,
+	"c.go": `package p
+
+// E is embedded in T. Naming g, h or T here is not a use.
+type E struct{}
+
+func (E) N() int { return 0 }
+
+// I is called through an interface.
+type I interface{ Do() int }
+
+// F's field g is not b.go's g, nor is the local g.
+type F struct{ g int }
+
+func (f F) get() int {
+	g := f.g
+	return g
+}
+
+// Gen's T is its type parameter, not a.go's T.
+func Gen[T any](x *T) *T { return x }
+`,
+	"d.go": `package p
+
+func f() int {
+	var t T
+	return t.V(nil)
+}
+`,
+	"c_test.go": `package p
+
+func (f F) viaT(t *T) int { return t.M() }
+
+func takesT(t *T) {}
+`,
+	"z.go": `//go:build ignore
+
+package p
+
+func (f F) alsoT(t *T) int { return t.M() }
+`,
+}
+
+func writePackage(t *testing.T, files map[string]string) string {
+	t.Helper()
 	dir := t.TempDir()
-	for name, src := range map[string]string{
-		"a.go":      "package p\n\ntype T struct{}\n\nfunc (T) M() int { return g() }\n",
-		"b.go":      "package p\n\nfunc g() int { return 1 }\n\nfunc (t T) N() int { return t.M() }\n",
-		"c.go":      "package p\n\nvar v = T{}\n",
-		"d.go":      "package p\n\nconst k = 2\n",
-		"a_test.go": "package p\n\nvar w = v\n",
-		"z.go":      "//go:build ignore\n\npackage p\n\nvar z = v\n",
-	} {
+	for name, src := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	r, err := measure(dir, "T")
+	return dir
+}
+
+func TestMeasure(t *testing.T) {
+	r, err := measure(writePackage(t, tiny), "T")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.files) != 4 || r.methods != 2 {
-		t.Fatalf("%d files, %d methods; want 4 and 2", len(r.files), r.methods)
+	check := func(what string, got, want any) {
+		t.Helper()
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s:\n got %#v\nwant %#v", what, got, want)
+		}
 	}
-	if !slices.Equal(r.twoWay, []string{"a.go <-> b.go"}) {
-		t.Fatalf("two-way pairs %v", r.twoWay)
+	check("files", r.Files, []string{"a.go", "b.go", "c.go", "d.go"})
+	check("type figure", r.Type, typeFigure{
+		Name: "T", Found: true, Total: 4, Methods: 2, Functions: 2,
+		FunctionList: []string{"h", "k"},
+		OtherMethods: 1, OtherMethodList: []string{"E.Take"},
+	})
+	check("methods per type", r.MethodsPerType, []typeCount{
+		{Type: "E", Methods: 2},
+		{Type: "T", Methods: 2},
+		{Type: "F", Methods: 1},
+		{Type: "I", Methods: 1, Interface: true},
+	})
+	check("file edges", r.FileEdges, []fileEdge{
+		{From: "a.go", To: "b.go", Names: []string{"g"}},
+		{From: "a.go", To: "c.go", Names: []string{"E", "E.N", "I", "I.Do"}},
+		{From: "b.go", To: "a.go", Names: []string{"T", "T.M"}},
+		{From: "b.go", To: "c.go", Names: []string{"E"}},
+		{From: "b.go", To: "d.go", Names: []string{"f"}},
+		{From: "d.go", To: "a.go", Names: []string{"T", "T.V"}},
+	})
+	check("two-way files", r.TwoWayFiles, [][2]string{{"a.go", "b.go"}})
+	check("largest", r.Largest, []string{"a.go", "b.go", "d.go"})
+	check("sccs", r.SCCs, [][]string{{"a.go", "b.go", "d.go"}})
+}
+
+func TestPrint(t *testing.T) {
+	r, err := measure(writePackage(t, tiny), "T")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if r.largest != 2 || !slices.Equal(r.sccs[0], []string{"a.go", "b.go"}) {
-		t.Fatalf("largest strongly connected set %d: %v", r.largest, r.sccs)
+	var b bytes.Buffer
+	if err := r.print(&b, false); err != nil {
+		t.Fatal(err)
 	}
-	if r.edges["c.go"]["a.go"] == nil || r.edges["a.go"]["c.go"] != nil {
-		t.Fatalf("edges of c.go: %v; of a.go: %v", r.edges["c.go"], r.edges["a.go"])
+	for _, line := range []string{
+		"T methods: 4 (2 methods + 2 functions taking *T)",
+		"  not counted: 1 methods of other types taking *T",
+		"two-way file pairs: 1",
+		"  a.go <-> b.go",
+		"largest set of files that all reach each other: 3 of 4",
+		"  a.go b.go d.go",
+	} {
+		if !strings.Contains(b.String(), line+"\n") {
+			t.Errorf("no line %q in\n%s", line, b.String())
+		}
+	}
+	b.Reset()
+	if err := r.print(&b, true); err != nil {
+		t.Fatal(err)
+	}
+	if want := "  a.go -> c.go: E E.N I I.Do\n"; !strings.Contains(b.String(), want) {
+		t.Errorf("-v: no line %q in\n%s", want, b.String())
 	}
 }
 
 // TestTypeError: a package that does not type-check is refused, not
 // undercounted.
 func TestTypeError(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "a.go"), []byte("package p\n\nvar v = undefined\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir := writePackage(t, map[string]string{"a.go": "package p\n\nvar v = undefined\n"})
 	if _, err := measure(dir, "T"); err == nil || !strings.Contains(err.Error(), "undefined") {
 		t.Fatalf("err %v, want the type error", err)
+	}
+}
+
+// TestNoType: a -type the package does not declare is reported as such.
+func TestNoType(t *testing.T) {
+	r, err := measure(writePackage(t, tiny), "Missing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Type.Found || r.Type.Total != 0 {
+		t.Fatalf("type figure %+v", r.Type)
 	}
 }
