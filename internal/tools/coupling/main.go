@@ -1,9 +1,9 @@
 // Command coupling measures how one Go package's code depends on itself:
-// the methods of each type and the uses between its files. It reads the
-// package's non-test files that build on this machine (go/build; a
-// package with cgo files is refused) and type-checks them with go/types,
-// importing dependencies from source; a type error stops it, since a
-// half-checked package would undercount.
+// the methods of each type, the calls between its types, and the uses
+// between its files. It reads the package's non-test files that build on
+// this machine (go/build; a package with cgo files is refused) and
+// type-checks them with go/types, importing dependencies from source; a
+// type error stops it, since a half-checked package would undercount.
 //
 // Methods per type. For every named type declared at the package's top
 // level: the methods declared with receiver T or *T (promoted methods of
@@ -15,6 +15,17 @@
 // of type T, *T, ...T or ...*T, each function counted once. Methods of
 // other types that take such a parameter are counted on a line of their
 // own and are not in the figure.
+//
+// Calls between types. A call site is one call expression, inside a
+// method of type A (function literals in it included), whose callee is a
+// method of type B, both of them this package's named types and A != B.
+// The callee's type is the type that declares the method, as go/types
+// resolves the selector: a method promoted through an embedded field
+// counts as a call to the embedded type, and a call of an interface's
+// method as a call to the interface type (not to its implementations).
+// Method values that are not called, calls in package-level functions,
+// and calls of other packages' methods are not counted. Printed: the
+// (A, B) pairs by number of call sites, and the pairs that call both ways.
 //
 // Files. File A uses file B when an identifier in A's code denotes a
 // top-level declaration of B (a type, function, variable or constant) or
@@ -32,9 +43,10 @@
 //
 //	go run ./internal/tools/coupling [-type Engine] [-v] ./dataplane
 //
-// Without -v it prints the ten types with most methods; -v lists every
-// type with methods, the functions and other types' methods behind the
-// -type figure, and each file edge with the names that make it.
+// Without -v it prints the ten types with most methods and the ten pairs
+// of types with most call sites; -v lists every type with methods, every
+// call pair, the functions and other types' methods behind the -type
+// figure, and each file edge with the names that make it.
 package main
 
 import (
@@ -57,7 +69,7 @@ import (
 
 func main() {
 	typeName := flag.String("type", "Engine", "the type whose methods, with the functions taking it, make the quoted figure")
-	verbose := flag.Bool("v", false, "list every type with methods, and each file edge with the names that make it")
+	verbose := flag.Bool("v", false, "list every type, call pair, and file edge with the names that make it")
 	flag.Parse()
 	dir := "."
 	if flag.NArg() > 0 {
@@ -82,6 +94,9 @@ type report struct {
 
 	Type           typeFigure
 	MethodsPerType []typeCount // most methods first, then by name
+
+	Calls       []callPair // most call sites first, then by names
+	TwoWayTypes []typePair // by names
 
 	FileEdges   []fileEdge  // by file names
 	TwoWayFiles [][2]string // by file names
@@ -108,6 +123,21 @@ type typeCount struct {
 	Type      string
 	Methods   int
 	Interface bool
+}
+
+// callPair: Sites call expressions in methods of From call methods of To.
+type callPair struct {
+	From  string
+	To    string
+	Sites int
+}
+
+// typePair: A's methods call B's at AToB sites, B's call A's at BToA; A < B.
+type typePair struct {
+	A    string
+	B    string
+	AToB int
+	BToA int
 }
 
 // fileEdge: From uses To through Names (Type.Method for a method).
@@ -202,6 +232,7 @@ func measure(dir, typeName string) (*report, error) {
 
 	r.methodsPerType(pkg, named)
 	r.typeFigure(files, info, pkg, typeName, recvType, methodName)
+	r.calls(files, info, recvType)
 	r.fileGraph(info, pkg, base, methodName)
 	return r, nil
 }
@@ -284,6 +315,73 @@ func (r *report) typeFigure(files []*ast.File, info *types.Info, pkg *types.Pack
 	r.Type.Total = r.Type.Methods + r.Type.Functions
 }
 
+// calls counts the call sites in each type's methods that call another
+// type's methods.
+func (r *report) calls(files []*ast.File, info *types.Info, recvType func(*types.Func) *types.TypeName) {
+	sites := map[[2]string]int{}
+	for _, f := range files {
+		for _, d := range f.Decls {
+			fd, ok := d.(*ast.FuncDecl)
+			if !ok || fd.Recv == nil || fd.Body == nil {
+				continue
+			}
+			fn, _ := info.Defs[fd.Name].(*types.Func)
+			if fn == nil {
+				continue
+			}
+			from := recvType(fn)
+			if from == nil {
+				continue
+			}
+			ast.Inspect(fd.Body, func(n ast.Node) bool {
+				call, ok := n.(*ast.CallExpr)
+				if !ok {
+					return true
+				}
+				sel, ok := ast.Unparen(call.Fun).(*ast.SelectorExpr)
+				if !ok {
+					return true
+				}
+				s := info.Selections[sel]
+				if s == nil || (s.Kind() != types.MethodVal && s.Kind() != types.MethodExpr) {
+					return true
+				}
+				m, _ := s.Obj().(*types.Func)
+				if m == nil {
+					return true
+				}
+				if to := recvType(m); to != nil && to != from {
+					sites[[2]string{from.Name(), to.Name()}]++
+				}
+				return true
+			})
+		}
+	}
+	for k, n := range sites {
+		r.Calls = append(r.Calls, callPair{From: k[0], To: k[1], Sites: n})
+		if back := sites[[2]string{k[1], k[0]}]; back > 0 && k[0] < k[1] {
+			r.TwoWayTypes = append(r.TwoWayTypes, typePair{A: k[0], B: k[1], AToB: n, BToA: back})
+		}
+	}
+	sort.Slice(r.Calls, func(i, j int) bool {
+		a, b := r.Calls[i], r.Calls[j]
+		if a.Sites != b.Sites {
+			return a.Sites > b.Sites
+		}
+		if a.From != b.From {
+			return a.From < b.From
+		}
+		return a.To < b.To
+	})
+	sort.Slice(r.TwoWayTypes, func(i, j int) bool {
+		a, b := r.TwoWayTypes[i], r.TwoWayTypes[j]
+		if a.A != b.A {
+			return a.A < b.A
+		}
+		return a.B < b.B
+	})
+}
+
 // fileGraph builds the file graph and its two-way pairs and strongly
 // connected components.
 func (r *report) fileGraph(info *types.Info, pkg *types.Package, base func(token.Pos) string, methodName func(*types.Func) string) {
@@ -335,7 +433,7 @@ func (r *report) fileGraph(info *types.Info, pkg *types.Package, base func(token
 	}
 }
 
-// topTypes is how many types print without -v.
+// topTypes is how many types and call pairs print without -v.
 const topTypes = 10
 
 func (r *report) print(out io.Writer, verbose bool) error {
@@ -376,6 +474,23 @@ func (r *report) print(out io.Writer, verbose bool) error {
 			kind = " (interface)"
 		}
 		p("  %-20s %4d%s\n", c.Type, c.Methods, kind)
+	}
+
+	calls := r.Calls
+	if !verbose && len(calls) > topTypes {
+		calls = calls[:topTypes]
+	}
+	p("calls between types: %d pairs (type A's methods -> type B's, call sites)", len(r.Calls))
+	if len(calls) < len(r.Calls) {
+		p(", top %d", len(calls))
+	}
+	p("\n")
+	for _, c := range calls {
+		p("  %-35s %4d\n", c.From+" -> "+c.To, c.Sites)
+	}
+	p("two-way type pairs: %d\n", len(r.TwoWayTypes))
+	for _, c := range r.TwoWayTypes {
+		p("  %s <-> %s (%d / %d)\n", c.A, c.B, c.AToB, c.BToA)
 	}
 
 	p("two-way file pairs: %d\n", len(r.TwoWayFiles))

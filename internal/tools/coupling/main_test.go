@@ -10,16 +10,17 @@ import (
 )
 
 // tiny is a package of four files that counts every figure:
-//   - a.go declares T (embedding E) with two methods: M uses E's N
-//     promoted through the embedded field, V I's Do through the interface;
+//   - a.go declares T (embedding E) with two methods: M calls E's N
+//     promoted through the embedded field (and again in a function literal,
+//     by the field's name), V calls I's Do through the interface;
 //   - b.go has g, which a.go calls, so a.go and b.go use each other; h and
-//     k take *T and ...T (functions counted in T's figure); E.Take is a
-//     method of another type taking *T; b.go calls d.go's f;
+//     k take *T and ...T (functions counted in T's figure); E.Take, a
+//     method of another type taking *T, calls T's M; b.go calls d.go's f;
 //   - c.go declares E, I and F, and names g and T only in a comment, a
 //     local, a field and a type parameter: none of them a use;
 //   - d.go's f names T and T.V, closing the cycle a -> b -> d -> a;
 //   - a test file and a file excluded by a build constraint would add
-//     methods and edges if they were read.
+//     methods, calls and edges if they were read.
 var tiny = map[string]string{
 	"a.go": `package p
 
@@ -124,6 +125,12 @@ func TestMeasure(t *testing.T) {
 		{Type: "F", Methods: 1},
 		{Type: "I", Methods: 1, Interface: true},
 	})
+	check("calls", r.Calls, []callPair{
+		{From: "T", To: "E", Sites: 2}, // t.N() promoted, t.E.N() in a function literal
+		{From: "E", To: "T", Sites: 1}, // Take's t.M()
+		{From: "T", To: "I", Sites: 1}, // i.Do() through the interface
+	})
+	check("two-way types", r.TwoWayTypes, []typePair{{A: "E", B: "T", AToB: 1, BToA: 2}})
 	check("file edges", r.FileEdges, []fileEdge{
 		{From: "a.go", To: "b.go", Names: []string{"g"}},
 		{From: "a.go", To: "c.go", Names: []string{"E", "E.N", "I", "I.Do"}},
@@ -149,6 +156,8 @@ func TestPrint(t *testing.T) {
 	for _, line := range []string{
 		"T methods: 4 (2 methods + 2 functions taking *T)",
 		"  not counted: 1 methods of other types taking *T",
+		"  T -> E                                 2",
+		"  E <-> T (1 / 2)",
 		"two-way file pairs: 1",
 		"  a.go <-> b.go",
 		"largest set of files that all reach each other: 3 of 4",
