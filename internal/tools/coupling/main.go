@@ -41,15 +41,17 @@
 // each other (a strongly connected component), with every set of more
 // than one file.
 //
-//	go run ./internal/tools/coupling [-type Engine] [-v] ./dataplane
+//	go run ./internal/tools/coupling [-type Engine] [-v] [-json] ./dataplane
 //
 // Without -v it prints the ten types with most methods and the ten pairs
 // of types with most call sites; -v lists every type with methods, every
 // call pair, the functions and other types' methods behind the -type
-// figure, and each file edge with the names that make it.
+// figure, and each file edge with the names that make it. -json prints
+// all of it, with the types of no methods, as one JSON object.
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -70,6 +72,7 @@ import (
 func main() {
 	typeName := flag.String("type", "Engine", "the type whose methods, with the functions taking it, make the quoted figure")
 	verbose := flag.Bool("v", false, "list every type, call pair, and file edge with the names that make it")
+	asJSON := flag.Bool("json", false, "print all the figures as JSON")
 	flag.Parse()
 	dir := "."
 	if flag.NArg() > 0 {
@@ -80,71 +83,76 @@ func main() {
 		fmt.Fprintln(os.Stderr, "coupling:", err)
 		os.Exit(1)
 	}
-	if err := r.print(os.Stdout, *verbose); err != nil {
+	if *asJSON {
+		err = r.writeJSON(os.Stdout)
+	} else {
+		err = r.print(os.Stdout, *verbose)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "coupling:", err)
 		os.Exit(1)
 	}
 }
 
-// report is what measure finds.
+// report is what measure finds; its JSON form is the -json output.
 type report struct {
-	Package string
-	Files   []string
-	Lines   int
+	Package string   `json:"package"`
+	Files   []string `json:"files"`
+	Lines   int      `json:"lines"`
 
-	Type           typeFigure
-	MethodsPerType []typeCount // most methods first, then by name
+	Type           typeFigure  `json:"type"`
+	MethodsPerType []typeCount `json:"methods_per_type"` // most methods first, then by name
 
-	Calls       []callPair // most call sites first, then by names
-	TwoWayTypes []typePair // by names
+	Calls       []callPair `json:"calls"`         // most call sites first, then by names
+	TwoWayTypes []typePair `json:"two_way_types"` // by names
 
-	FileEdges   []fileEdge  // by file names
-	TwoWayFiles [][2]string // by file names
-	Largest     []string    // sorted
-	SCCs        [][]string  // components of more than one file, largest first
+	FileEdges   []fileEdge  `json:"file_edges"`    // by file names
+	TwoWayFiles [][2]string `json:"two_way_files"` // by file names
+	Largest     []string    `json:"largest_scc"`   // sorted
+	SCCs        [][]string  `json:"sccs"`          // components of more than one file, largest first
 }
 
 // typeFigure is the quoted figure of one type T: Total = Methods +
 // Functions.
 type typeFigure struct {
-	Name         string
-	Found        bool
-	Total        int
-	Methods      int
-	Functions    int      // package-level functions with a T or *T parameter
-	FunctionList []string // sorted
+	Name         string   `json:"name"`
+	Found        bool     `json:"found"`
+	Total        int      `json:"total"`
+	Methods      int      `json:"methods"`
+	Functions    int      `json:"functions"`     // package-level functions with a T or *T parameter
+	FunctionList []string `json:"function_list"` // sorted
 	// OtherMethods are other types' methods with a T or *T parameter,
 	// as Type.Method; not in Total.
-	OtherMethods    int
-	OtherMethodList []string // sorted
+	OtherMethods    int      `json:"other_methods"`
+	OtherMethodList []string `json:"other_method_list"` // sorted
 }
 
 type typeCount struct {
-	Type      string
-	Methods   int
-	Interface bool
+	Type      string `json:"type"`
+	Methods   int    `json:"methods"`
+	Interface bool   `json:"interface,omitempty"`
 }
 
 // callPair: Sites call expressions in methods of From call methods of To.
 type callPair struct {
-	From  string
-	To    string
-	Sites int
+	From  string `json:"from"`
+	To    string `json:"to"`
+	Sites int    `json:"sites"`
 }
 
 // typePair: A's methods call B's at AToB sites, B's call A's at BToA; A < B.
 type typePair struct {
-	A    string
-	B    string
-	AToB int
-	BToA int
+	A    string `json:"a"`
+	B    string `json:"b"`
+	AToB int    `json:"a_to_b"`
+	BToA int    `json:"b_to_a"`
 }
 
 // fileEdge: From uses To through Names (Type.Method for a method).
 type fileEdge struct {
-	From  string
-	To    string
-	Names []string
+	From  string   `json:"from"`
+	To    string   `json:"to"`
+	Names []string `json:"names"`
 }
 
 // load parses and type-checks the package in dir: the non-test files
@@ -234,7 +242,20 @@ func measure(dir, typeName string) (*report, error) {
 	r.typeFigure(files, info, pkg, typeName, recvType, methodName)
 	r.calls(files, info, recvType)
 	r.fileGraph(info, pkg, base, methodName)
+	// Empty lists, not nil, so that -json prints [] rather than null.
+	for _, l := range []*[]string{&r.Type.FunctionList, &r.Type.OtherMethodList} {
+		*l = nonNil(*l)
+	}
+	r.Calls, r.TwoWayTypes, r.FileEdges = nonNil(r.Calls), nonNil(r.TwoWayTypes), nonNil(r.FileEdges)
+	r.TwoWayFiles, r.SCCs = nonNil(r.TwoWayFiles), nonNil(r.SCCs)
 	return r, nil
+}
+
+func nonNil[S ~[]E, E any](s S) S {
+	if s == nil {
+		return S{}
+	}
+	return s
 }
 
 // methodsPerType counts each named type's methods.
@@ -431,6 +452,12 @@ func (r *report) fileGraph(info *types.Info, pkg *types.Package, base func(token
 			r.SCCs = append(r.SCCs, c)
 		}
 	}
+}
+
+func (r *report) writeJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
 }
 
 // topTypes is how many types and call pairs print without -v.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -176,6 +177,32 @@ func TestPrint(t *testing.T) {
 	}
 }
 
+// TestJSON: -json round-trips the report.
+func TestJSON(t *testing.T) {
+	r, err := measure(writePackage(t, tiny), "T")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := r.writeJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	var back report
+	if err := json.Unmarshal(b.Bytes(), &back); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(&back, r) {
+		t.Fatalf("JSON round trip:\n got %+v\nwant %+v", &back, r)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b.Bytes(), &m); err != nil {
+		t.Fatal(err)
+	}
+	if tf := m["type"].(map[string]any); tf["total"] != 4.0 || tf["functions"] != 2.0 {
+		t.Fatalf("type figure in JSON: %v", tf)
+	}
+}
+
 // TestTypeError: a package that does not type-check is refused, not
 // undercounted.
 func TestTypeError(t *testing.T) {
@@ -193,5 +220,12 @@ func TestNoType(t *testing.T) {
 	}
 	if r.Type.Found || r.Type.Total != 0 {
 		t.Fatalf("type figure %+v", r.Type)
+	}
+	var b bytes.Buffer
+	if err := r.writeJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "null") {
+		t.Fatalf("JSON has null lists:\n%s", b.String())
 	}
 }
