@@ -62,6 +62,7 @@ import (
 	"go/token"
 	"go/types"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -238,7 +239,7 @@ func measure(dir, typeName string) (*report, error) {
 		return fn.Name()
 	}
 
-	r.methodsPerType(pkg, named)
+	r.methodsPerType(named)
 	r.typeFigure(files, info, pkg, typeName, recvType, methodName)
 	r.calls(files, info, recvType)
 	r.fileGraph(info, pkg, base, methodName)
@@ -259,7 +260,7 @@ func nonNil[S ~[]E, E any](s S) S {
 }
 
 // methodsPerType counts each named type's methods.
-func (r *report) methodsPerType(pkg *types.Package, named map[*types.TypeName]bool) {
+func (r *report) methodsPerType(named map[*types.TypeName]bool) {
 	for tn := range named {
 		c := typeCount{Type: tn.Name()}
 		if it, ok := tn.Type().Underlying().(*types.Interface); ok {
@@ -432,13 +433,7 @@ func (r *report) fileGraph(info *types.Info, pkg *types.Package, base func(token
 	for _, a := range r.Files {
 		for _, b := range r.Files {
 			if e := edges[a][b]; e != nil {
-				r.FileEdges = append(r.FileEdges, fileEdge{From: a, To: b, Names: slices.Sorted(func(yield func(string) bool) {
-					for n := range e {
-						if !yield(n) {
-							return
-						}
-					}
-				})})
+				r.FileEdges = append(r.FileEdges, fileEdge{From: a, To: b, Names: slices.Sorted(maps.Keys(e))})
 			}
 			if a < b && edges[a][b] != nil && edges[b][a] != nil {
 				r.TwoWayFiles = append(r.TwoWayFiles, [2]string{a, b})
