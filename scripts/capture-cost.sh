@@ -11,6 +11,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export SOFTNIC_NS_PREFIX=${SOFTNIC_NS_PREFIX:-sncap}
 scheme=${SOFTNIC_SCHEME:-gbn} mtu=1024
+# shellcheck source=scripts/testbed-lib.sh
+source scripts/testbed-lib.sh
+why=$(no_testbed)
+[ -z "$why" ] || { echo "capture-cost: cannot run here: $why" >&2; exit 1; }
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
 pairs=${SOFTNIC_CAPTURE_PAIRS:-5}

@@ -6,8 +6,10 @@
 # directions, on the switch), then once more at 1% with QPs that ask for a
 # selective-repeat scheme (FaSR by default: the daemons run go-back-N for
 # QPs that do not ask), prints perftest's tables and tears everything
-# down. Without root or XDP it says why and runs the embedded demo instead
-# (`softnic demo`: two NICs on the in-memory fabric, simulated time).
+# down. Without root, XDP or the testbed's tools (iproute2, ping, and
+# nftables or sch_netem for the loss) it says why and runs the embedded
+# demo instead (`softnic demo`: two NICs on the in-memory fabric,
+# simulated time); with SOFTNIC_NO_EMBEDDED=1 it says why and exits 1.
 #
 # Environment: SOFTNIC_DEMO_ITERS (default 5000), SOFTNIC_DEMO_SIZE (65536),
 # SOFTNIC_DEMO_MTU (1024), SOFTNIC_DEMO_LOSS (1), SOFTNIC_DEMO_SCHEME (gbn),
@@ -22,7 +24,12 @@ loss=${SOFTNIC_DEMO_LOSS:-1}
 scheme=${SOFTNIC_DEMO_SCHEME:-gbn}
 compare=${SOFTNIC_DEMO_COMPARE-fasr}
 
+me=demo
+# shellcheck source=scripts/testbed-lib.sh
+source scripts/testbed-lib.sh
+
 embedded() {
+	no_embedded "$1"
 	echo "demo: $1; running the embedded demo instead" >&2
 	go run ./cmd/softnic demo -s "$size" -n "$iters" -m "$mtu" -loss "$loss" -scheme "$scheme"
 	if [ -n "$compare" ] && [ "$compare" != "$scheme" ]; then
@@ -31,9 +38,8 @@ embedded() {
 	exit 0
 }
 
-[ "$(id -u)" = 0 ] || embedded "not root (the two-host testbed needs network namespaces and XDP)"
-command -v ip >/dev/null || embedded "no 'ip' command (iproute2)"
-[ -d /sys/fs/bpf ] || [ -e /proc/sys/net/core/bpf_jit_enable ] || embedded "this kernel has no BPF"
+why=$(no_testbed "$loss")
+[ -z "$why" ] || embedded "$why"
 
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh

@@ -14,7 +14,10 @@
 # Daemon flags: SOFTNIC_DAEMON_FLAGS (e.g. "--link-rate 5gbit").
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ "$(id -u)" = 0 ] || { echo "figures: needs root (namespaces, XDP)" >&2; exit 1; }
+# shellcheck source=scripts/testbed-lib.sh
+source scripts/testbed-lib.sh
+why=$(no_testbed)
+[ -z "$why" ] || { echo "figures: cannot run here: $why" >&2; exit 1; }
 scheme=${SOFTNIC_SCHEME:-gbn}
 mtu=2048 # the daemons carry up to 2048; each run picks its own path MTU
 csv=$(realpath -m "${SOFTNIC_FIGURES_CSV:-figures.csv}")

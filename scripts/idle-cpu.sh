@@ -4,7 +4,10 @@
 # read from /proc/PID/stat (utime + stime). Root and XDP needed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ "$(id -u)" = 0 ] || { echo "idle-cpu: needs root (namespaces, XDP)" >&2; exit 1; }
+# shellcheck source=scripts/testbed-lib.sh
+source scripts/testbed-lib.sh
+why=$(no_testbed)
+[ -z "$why" ] || { echo "idle-cpu: cannot run here: $why" >&2; exit 1; }
 secs=${1:-10}
 scheme=gbn
 mtu=1024

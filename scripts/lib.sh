@@ -1,6 +1,9 @@
-# lib.sh: shared by demo.sh and figures.sh. Sourced, not run: builds
-# softnic and softnic-bench into $work, brings up the testbed, starts one
-# softnic daemon per host over AF_XDP, and tears it all down on exit.
+# lib.sh: shared by the scripts that run a daemon per host on the testbed
+# (demo.sh, figures.sh, limits-demo.sh, soak.sh, transfer.sh, ...).
+# Sourced, not run: builds softnic and softnic-bench into $work, brings
+# up the testbed, starts one softnic daemon per host over AF_XDP, and
+# tears it all down on exit. A caller can ask no_testbed (testbed-lib.sh)
+# first whether the testbed can run here.
 # Callers set: scheme, mtu (path MTU the daemons must carry). Daemons get
 # SOFTNIC_DAEMON_FLAGS (word-split), SOFTNIC_BUSY_POLL and, when set,
 # SOFTNIC_NETEM as `--netem SPEC` (impairment inside the daemon, e.g.
@@ -8,6 +11,8 @@
 
 # shellcheck source=scripts/bench-lib.sh
 source scripts/bench-lib.sh
+# shellcheck source=scripts/testbed-lib.sh
+source scripts/testbed-lib.sh
 tb=scripts/testbed.sh
 export SOFTNIC_NS_PREFIX=${SOFTNIC_NS_PREFIX:-sndemo}
 nsA=${SOFTNIC_NS_PREFIX}-a

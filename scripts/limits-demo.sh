@@ -19,9 +19,10 @@
 #      the count before and its RSS to within 10% of before.
 #
 # It prints a short report and exits 1 if a check fails (2: cannot run
-# here: not root, no setpriv; the daemons' logs are printed if they fail
-# to start). Without AF_XDP the daemons run with --port udp (said in the
-# report). TestLimitsDemo (tests/limits_test.go) runs it as root.
+# here: not root, no iproute2, ping or setpriv; the daemons' logs are
+# printed if they fail to start). Without AF_XDP the daemons run with
+# --port udp (said in the report). TestLimitsDemo (tests/limits_test.go)
+# runs it as root.
 #
 # Environment: SOFTNIC_NS_PREFIX (default snlim), SOFTNIC_LIMITS_ITERS
 # (write_bw iterations, default 2000), SOFTNIC_LIMITS_BENCH_UID (the
@@ -45,8 +46,11 @@ export SOFTNIC_NS_PREFIX=${SOFTNIC_NS_PREFIX:-snlim}
 scheme=gbn
 mtu=1024
 
-if [ "$(id -u)" != 0 ]; then
-	echo "limits-demo: needs root (network namespaces, XDP)" >&2
+# shellcheck source=scripts/testbed-lib.sh
+source scripts/testbed-lib.sh
+why=$(no_testbed)
+if [ -n "$why" ]; then
+	echo "limits-demo: cannot run here: $why" >&2
 	exit 2
 fi
 command -v setpriv >/dev/null || {

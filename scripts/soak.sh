@@ -60,8 +60,11 @@ scheme=gbn
 mtu=1024
 tests=(write_bw read_bw send_bw atomic_bw write_lat read_lat send_lat)
 
-if [ "$(id -u)" != 0 ]; then
-	echo "soak: needs root (network namespaces, XDP)" >&2
+# shellcheck source=scripts/testbed-lib.sh
+source scripts/testbed-lib.sh
+why=$(no_testbed "$loss")
+if [ -n "$why" ]; then
+	echo "soak: cannot run here: $why" >&2
 	exit 2
 fi
 mkdir -p "$out/runs"

@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # sweep-lib.sh: shared by sweep-loss.sh and sweep-qps.sh, the sweeps on
-# the two-host testbed. Sourced, not run. It checks for root, iproute2 and
-# BPF, builds softnic, softnic-bench and softnic-sweep (the plots) into
+# the two-host testbed. Sourced, not run. It checks for root, iproute2,
+# ping and BPF (testbed-lib.sh's no_testbed), builds softnic, softnic-bench and softnic-sweep (the plots) into
 # $work, brings the testbed up
 # (testbed.sh), starts and stops a pair of softnic daemons over AF_XDP (a
 # fresh pair for every run), runs softnic-bench between them with a time
@@ -17,6 +17,8 @@
 
 # shellcheck source=scripts/bench-lib.sh
 source scripts/bench-lib.sh
+# shellcheck source=scripts/testbed-lib.sh
+source scripts/testbed-lib.sh
 tb=scripts/testbed.sh
 export SOFTNIC_NS_PREFIX=${SOFTNIC_NS_PREFIX:-snsweep}
 nsA=${SOFTNIC_NS_PREFIX}-a
@@ -27,17 +29,6 @@ daemon_pids=()
 bench_pids=()
 
 say() { echo "${me:-sweep}: $*" >&2; }
-
-# no_testbed prints why the testbed cannot run here (nothing when it can).
-no_testbed() {
-	if [ "$(id -u)" != 0 ]; then
-		echo "not root (the two-host testbed needs network namespaces and XDP)"
-	elif ! command -v ip >/dev/null; then
-		echo "no 'ip' command (apt-get install -y iproute2)"
-	elif ! [ -d /sys/fs/bpf ] && ! [ -e /proc/sys/net/core/bpf_jit_enable ]; then
-		echo "this kernel has no BPF"
-	fi
-}
 
 sweep_cleanup() {
 	local p

@@ -15,8 +15,11 @@
 # scheme's lossless median, and draws the plot with the embedded sweep's
 # code.
 #
-# Without root or XDP it says so and runs the embedded sweep
-# (`softnic-sweep loss`, simulated time) instead.
+# Without root, XDP or the testbed's tools (iproute2, ping, and nftables
+# or sch_netem for the loss), or when the testbed or the daemons do not
+# come up, it says so and runs the embedded sweep (`softnic-sweep loss`,
+# simulated time) instead; with SOFTNIC_NO_EMBEDDED=1 (the tests) it says
+# so and exits 1.
 #
 # Output, in $SOFTNIC_SWEEP_OUT (default docs/results):
 #   testbed-loss-runs.csv  one row per run: loss.csv's columns, then rep,
@@ -64,6 +67,8 @@
 #   SOFTNIC_SWEEP_OUT            docs/results
 #   SOFTNIC_SWEEP_DAEMON_ARGS    more `softnic run` flags
 #   SOFTNIC_NS_PREFIX            snsweep
+#   SOFTNIC_NO_EMBEDDED          1: fail (exit 1) where the testbed cannot
+#                                run, instead of the embedded fallback
 #   SOFTNIC_SWEEP_TX_DEPTH       "" (softnic-bench's 128): -t, WRITEs in flight
 #   SOFTNIC_SWEEP_QP_TIMEOUT     "" (softnic-bench's 14, 67 ms): -u, the QPs'
 #                                local ACK timeout code, 4.096 us * 2^N
@@ -145,6 +150,7 @@ scheme | interleaved) ;;
 esac
 
 embedded() {
+	no_embedded "$1"
 	if [ -n "$paper" ]; then
 		say "$1; running the paper preset on the embedded fabric instead (softnic-sweep paper ${paper%?}: simulated time, all three panels)"
 		exec go run ./cmd/softnic-sweep paper "${paper%?}" -out "$out"
@@ -155,7 +161,8 @@ embedded() {
 	exec go run ./cmd/softnic-sweep loss "${args[@]}"
 }
 
-why=$(no_testbed)
+# shellcheck disable=SC2086 # losses is a list
+why=$(no_testbed $losses)
 [ -z "$why" ] || embedded "$why"
 case " $losses " in
 *" 0 "*) ;;

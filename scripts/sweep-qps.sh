@@ -18,8 +18,11 @@
 # bytes from the recovery package's accounting, as the embedded sweep) and
 # draws the plots with the embedded sweep's code.
 #
-# Without root or XDP it says so and runs the embedded sweep
-# (`softnic-sweep qps`, simulated time) instead.
+# Without root, XDP or the testbed's tools (iproute2, ping, and nftables
+# or sch_netem for a loss above 0), or when the testbed or the daemons do
+# not come up, it says so and runs the embedded sweep (`softnic-sweep
+# qps`, simulated time) instead; with SOFTNIC_NO_EMBEDDED=1 it says so and
+# exits 1.
 #
 # Output, in $SOFTNIC_SWEEP_OUT (default docs/results), with PREFIX
 # $SOFTNIC_SWEEP_PREFIX (default testbed-qps):
@@ -100,6 +103,7 @@ scale_flags=
 dmtu=$([ "$mtu" -gt 1024 ] && echo 2048 || echo 1024)
 
 embedded() {
+	no_embedded "$1"
 	say "$1; running the embedded sweep instead (softnic-sweep qps: the in-memory fabric, simulated time)"
 	local args=(-out "$out" -qps "$(echo "$qplist" | tr -s ' ' ,)" -sizes "$(echo "$sizes" | tr -s ' ' ,)"
 		-loss "$(echo "$losses" | tr -s ' ' ,)" -sram "$sram" -fetch-penalty "${penalty}ns")
@@ -107,7 +111,8 @@ embedded() {
 	exec go run ./cmd/softnic-sweep qps "${args[@]}"
 }
 
-why=$(no_testbed)
+# shellcheck disable=SC2086 # losses is a list
+why=$(no_testbed $losses)
 [ -z "$why" ] || embedded "$why"
 
 sweep_setup

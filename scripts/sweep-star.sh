@@ -20,8 +20,10 @@
 # (RETRIES); after a time-limit failure the larger counts of that mode are
 # skipped.
 #
-# Without root or XDP it says so and runs the embedded Fig. 5a (`softnic
-# sweep star`, simulated time) instead.
+# Without root, XDP or the testbed's tools (iproute2, ping), or when the
+# testbed or the daemons do not come up, it says so and runs the embedded
+# Fig. 5a (`softnic sweep star`, simulated time) instead; with
+# SOFTNIC_NO_EMBEDDED=1 it says so and exits 1.
 #
 # --fig 5b (or SOFTNIC_STAR_FIG=5b): StaR Fig. 5b's RPC test with the
 # paper's call: `softnic-bench rpc_lat -q N -s 2800 --response-size 1400
@@ -136,6 +138,7 @@ esac
 
 why=$(no_testbed)
 if [ -n "$why" ]; then
+	no_embedded "$why"
 	say "$why; running the embedded Fig. 5a instead (softnic sweep star: the in-memory fabric, simulated time)"
 	exec go run ./cmd/softnic sweep star $embedded_fig -out "$out"
 fi
@@ -174,6 +177,7 @@ daemon_flags() {
 if ! testbed_up || ! start_daemons $(daemon_flags star); then
 	sweep_cleanup
 	trap - EXIT
+	no_embedded "the testbed or the softnic daemons (XDP/AF_XDP) could not start here (log above)"
 	say "the testbed or the softnic daemons (XDP/AF_XDP) could not start here (log above); running the embedded Fig. 5a instead"
 	exec go run ./cmd/softnic sweep star $embedded_fig -out "$out"
 fi

@@ -31,7 +31,10 @@ ops=${SOFTNIC_OPS:-SEND,SEND_WITH_IMM,RDMA_WRITE,RDMA_WRITE_WITH_IMM,RDMA_READ,A
 scheme=gbn
 mtu=1024
 
-[ "$(id -u)" = 0 ] || { echo "transfer.sh: needs root (network namespaces and XDP)" >&2; exit 1; }
+# shellcheck source=scripts/testbed-lib.sh
+source scripts/testbed-lib.sh
+why=$(no_testbed)
+[ -z "$why" ] || { echo "transfer.sh: cannot run here: $why" >&2; exit 1; }
 
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh

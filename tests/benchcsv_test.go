@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/softnic/softnic/tests/netns"
 )
 
 // fakeBench stands in for softnic-bench: it appends a row to its --csv
@@ -29,13 +31,8 @@ done
 // client only, so every row is written once (sweep-lib.sh gave it to
 // both: every row twice). No testbed: ip netns exec runs the command here.
 func TestScriptsWriteCSVOnce(t *testing.T) {
-	bash, err := exec.LookPath("bash")
-	if err != nil {
-		t.Skip("no bash:", err)
-	}
-	if _, err := exec.LookPath("timeout"); err != nil {
-		t.Skip("no timeout command (coreutils):", err)
-	}
+	bash := netns.RequireTool(t, "bash")
+	netns.RequireTool(t, "timeout") // sweep-lib.sh's bench
 	repo, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)

@@ -18,22 +18,8 @@ import (
 	"github.com/softnic/softnic/contrib/wireshark"
 	"github.com/softnic/softnic/internal/capture"
 	"github.com/softnic/softnic/internal/pcap"
+	"github.com/softnic/softnic/tests/netns"
 )
-
-// requireTshark returns tshark's path, or skips the test when it is
-// absent, unless privileged tests must run (CI installs it).
-func requireTshark(t *testing.T) string {
-	t.Helper()
-	path, err := exec.LookPath("tshark")
-	if err == nil {
-		return path
-	}
-	if os.Getenv("CI") != "" || os.Getenv("SOFTNIC_REQUIRE_PRIVILEGED") == "1" {
-		t.Fatalf("tshark not found (.ci/run installs it): %v", err)
-	}
-	t.Skip("skipping: needs tshark (apt-get install tshark) to dissect the capture")
-	return ""
-}
 
 // captureProc is a `softnic capture` running against a daemon's socket.
 type captureProc struct{ *childProc }
@@ -226,8 +212,8 @@ func opcodeCounts(ops map[bth.Opcode]int) string {
 // capture at the same time, --opcode RC_ACKNOWLEDGE_SACK, makes sure
 // SACKs, which loss makes fasr send, are dissected too.
 func TestCaptureE2E(t *testing.T) {
+	ts := netns.RequireTool(t, "tshark")
 	tb := requireE2E(t)
-	ts := requireTshark(t)
 	benchBinary(t)
 	a, b := newE2EHosts(t, tb)
 	startE2EDaemon(t, tb, a, tb.A.IPv4, "--netem", "loss 3% seed 31")

@@ -307,9 +307,7 @@ func requireDaemon(t *testing.T) *netns.Testbed {
 	t.Helper()
 	netns.RequireRoot(t)
 	netns.RequireAFXDP(t)
-	if _, err := exec.LookPath("go"); err != nil {
-		t.Skip("skipping: needs the go command to build cmd/softnic")
-	}
+	netns.RequireTool(t, "go") // builds cmd/softnic
 	return netns.NewTestbed(t)
 }
 
@@ -505,10 +503,7 @@ func TestDaemonErrors(t *testing.T) {
 		expect(t, out, code, 1, `softnic: no such interface "nosuch0"`)
 	})
 	t.Run("not root", func(t *testing.T) {
-		setpriv, err := exec.LookPath("setpriv")
-		if err != nil {
-			t.Skip("skipping: needs setpriv (util-linux) to run as nobody")
-		}
+		setpriv := netns.RequireTool(t, "setpriv") // runs it as nobody
 		out, code := runSoftnic(t, []string{setpriv, "--reuid", "65534", "--regid", "65534", "--clear-groups"},
 			"run", "--iface", "lo", "--socket", socket)
 		expect(t, out, code, 1, "softnic: needs root (CAP_NET_ADMIN, CAP_BPF) to attach XDP; use --port udp or run as root\n")
@@ -546,12 +541,8 @@ func TestDaemonErrors(t *testing.T) {
 // /run is shared, so the daemon runs in a private mount namespace in
 // which a temporary directory is mounted on /run.
 func TestDaemonDefaultSocket(t *testing.T) {
+	netns.RequireTools(t, "unshare", "mount", "sh") // a private mount namespace
 	tb := requireDaemon(t)
-	for _, tool := range []string{"unshare", "mount"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("skipping: needs %s (util-linux) for a private mount namespace", tool)
-		}
-	}
 	run := t.TempDir() // the daemon's /run
 	os.Chmod(run, 0o755)
 	wrap := []string{"unshare", "--mount", "--propagation", "private", "sh", "-c", `mount --bind "$0" /run && exec "$@"`, run}

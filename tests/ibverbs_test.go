@@ -34,33 +34,18 @@ var (
 )
 
 // needIbverbs skips (fails under SOFTNIC_REQUIRE_PRIVILEGED=1) unless
-// what the drop-in library and the tests need is installed; programs are
-// the ibverbs programs the test runs.
+// what the drop-in library and the tests need is installed, naming the
+// Debian package of what is missing; programs are the ibverbs programs
+// the test runs (netns.Packages has their packages).
 func needIbverbs(t *testing.T, programs ...string) {
 	t.Helper()
-	miss := func(what string) {
-		if netns.Strict() {
-			t.Fatalf("missing %s (SOFTNIC_REQUIRE_PRIVILEGED=1)", what)
-		}
-		t.Skipf("skipping: needs %s", what)
-	}
 	if runtime.GOARCH != "amd64" {
 		t.Skip("skipping: the reference library path is Debian's x86_64 one")
 	}
-	if _, err := os.Stat("/usr/include/infiniband/verbs.h"); err != nil {
-		miss("rdma-core's headers (apt-get install -y libibverbs-dev)")
-	}
-	if _, err := os.Stat(systemIbverbs); err != nil {
-		miss("rdma-core's libibverbs.so.1 (apt-get install -y libibverbs1)")
-	}
-	if _, err := exec.LookPath("gcc"); err != nil {
-		miss("gcc to build the drop-in libibverbs")
-	}
-	for _, p := range programs {
-		if _, err := exec.LookPath(p); err != nil {
-			miss(p + " (apt-get install -y ibverbs-utils perftest)")
-		}
-	}
+	netns.RequireFile(t, "/usr/include/infiniband/verbs.h", "libibverbs-dev") // rdma-core's headers
+	netns.RequireFile(t, systemIbverbs, "libibverbs1")
+	netns.RequireTools(t, "gcc", "go") // cgo builds the drop-in library
+	netns.RequireTools(t, programs...)
 }
 
 // ibverbsLib builds the drop-in library once per test process, as make

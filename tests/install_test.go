@@ -21,22 +21,6 @@ import (
 	"github.com/softnic/softnic/tests/netns"
 )
 
-// requireTool skips without the named program (or fails under CI, which
-// installs it: .ci/run).
-func requireTool(t *testing.T, name, pkg string) string {
-	t.Helper()
-	path, err := exec.LookPath(name)
-	if err == nil {
-		return path
-	}
-	why := fmt.Sprintf("needs %s (apt-get install -y %s): %v", name, pkg, err)
-	if netns.Strict() {
-		t.Fatalf("cannot run: %s (not skipped because CI=true and SOFTNIC_REQUIRE_PRIVILEGED=1)", why)
-	}
-	t.Skip("skipping: " + why)
-	return ""
-}
-
 // unit is the [Service] section of a systemd unit: each key's values, in
 // order.
 type unit map[string][]string
@@ -155,12 +139,10 @@ func freeGID(t *testing.T) int {
 // the socket group, measures RDMA WRITE between them. A user outside
 // the group is told whose socket it is and who may connect.
 func TestInstall(t *testing.T) {
+	makePath := netns.RequireTool(t, "make")
+	setpriv := netns.RequireTool(t, "setpriv")
+	netns.RequireTools(t, "unshare", "mount", "sh")
 	tb := requireDaemon(t)
-	makePath := requireTool(t, "make", "make")
-	setpriv := requireTool(t, "setpriv", "util-linux")
-	for _, tool := range []string{"unshare", "mount"} {
-		requireTool(t, tool, "util-linux")
-	}
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
@@ -229,7 +211,7 @@ func TestInstall(t *testing.T) {
 	unitPath := filepath.Join(dest, "usr/lib/systemd/system/softnic@.service")
 	u := readUnit(t, unitPath)
 	t.Run("systemd-analyze verify", func(t *testing.T) {
-		analyze := requireTool(t, "systemd-analyze", "systemd")
+		analyze := netns.RequireTool(t, "systemd-analyze")
 		// The unit as installed, but with ExecStart's binary where
 		// DESTDIR put it: verify checks that it is executable.
 		dir := t.TempDir()

@@ -15,6 +15,7 @@ import (
 // running daemon, and the impair_* counters move on the frames the daemon
 // then receives; a bad word is a one-line usage error; clear removes it.
 func TestDaemonNetem(t *testing.T) {
+	netns.RequireTool(t, "bash") // sends datagrams to /dev/udp
 	tb := requireDaemon(t)
 	socket := filepath.Join(t.TempDir(), "softnic.sock")
 	d := startDaemon(t, tb, netns.HostB, "--iface", tb.B.Iface, "--port", "udp", "--ip", tb.B.IPv4.String(), "--socket", socket,

@@ -156,7 +156,7 @@ var metricSpecs = map[string]metricSpec{
 	"star_nak_sent":  counterSpec("star_nak_sent", "StaR RAs sent that NAK an RDP or a GD."),
 	"star_tx_drops":  counterSpec("star_tx_drops", "StaR RAs and SDPs not sent: the server's egress queue was full."),
 	"star_tx_queued": counterSpec("star_tx_queued", "StaR RAs and SDPs that waited in the server's egress queue for the link or the transmit ring."),
-	"star_dropped":   counterSpec("star_dropped", "Other StaR packets (WQEP, CQEP, EA), not served yet."),
+	"star_dropped":   counterSpec("star_dropped", "StaR CQEPs and EAs a server NIC dropped: for no server QP, or an EA of an unknown kind."),
 	// A StaR client.
 	"star_rdp_sent":       counterSpec("star_rdp_sent", "StaR RDPs sent, retransmissions included."),
 	"star_gd_sent":        counterSpec("star_gd_sent", "StaR GDs sent, retransmissions included."),

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/softnic/softnic/internal/depcheck"
+	"github.com/softnic/softnic/tests/netns"
 )
 
 // TestNoPlottingInDaemon: the daemon's binary links no plotting code
@@ -35,9 +36,7 @@ func TestSweepRunsSoftnicSweep(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, sweepCommand), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := exec.LookPath("sh"); err != nil {
-		t.Skip("no sh:", err)
-	}
+	netns.RequireTool(t, "sh") // the stand-in softnic-sweep is a shell script
 	cmd := exec.Command(os.Args[0], "-test.run=^TestSweepExecHelper$")
 	cmd.Env = append(os.Environ(), "SOFTNIC_TEST_SWEEP_EXEC=1", "SOFTNIC_TEST_SWEEP_OUT="+out, "PATH="+dir+":/usr/bin:/bin")
 	err := cmd.Run()

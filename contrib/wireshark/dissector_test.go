@@ -15,21 +15,8 @@ import (
 	"github.com/softnic/softnic/dataplane"
 	"github.com/softnic/softnic/internal/capture"
 	"github.com/softnic/softnic/internal/pcap"
+	"github.com/softnic/softnic/tests/netns"
 )
-
-// tshark returns tshark's path, or skips the test when it is absent and
-// this is not CI (where .ci/run installs it).
-func tshark(t *testing.T) string {
-	path, err := exec.LookPath("tshark")
-	if err == nil {
-		return path
-	}
-	if os.Getenv("CI") != "" || os.Getenv("SOFTNIC_REQUIRE_PRIVILEGED") == "1" {
-		t.Fatalf("tshark not found (.ci/run installs it): %v", err)
-	}
-	t.Skip("tshark not installed (apt-get install tshark): cannot test the Wireshark dissector")
-	return ""
-}
 
 // frames is every golden vector (bth/testdata) and lossy irn, melo and
 // fasr traffic from the embedded fabric.
@@ -77,7 +64,7 @@ func opcodeOf(t *testing.T, frame []byte) bth.Opcode {
 // extension header of every extension opcode, the ICRC checks out, and
 // nothing is malformed or flagged by an expert.
 func TestDissector(t *testing.T) {
-	bin := tshark(t)
+	bin := netns.RequireTool(t, "tshark")
 	fr := frames(t)
 	seen := map[bth.Opcode]int{}
 	for _, f := range fr {
@@ -195,7 +182,7 @@ func TestDissector(t *testing.T) {
 // TestDissectorFlagsBadICRC: a frame whose ICRC is wrong is flagged, so
 // the ICRC check above can fail.
 func TestDissectorFlagsBadICRC(t *testing.T) {
-	bin := tshark(t)
+	bin := netns.RequireTool(t, "tshark")
 	raw, err := os.ReadFile("../../bth/testdata/golden.json")
 	if err != nil {
 		t.Fatal(err)
@@ -235,7 +222,7 @@ func TestDissectorFlagsBadICRC(t *testing.T) {
 // where gen_golden.py put them: the 6- and 3-byte headers, which leave
 // the payload unaligned, are cut where the bth package cuts them.
 func TestDissectorCompactValues(t *testing.T) {
-	bin := tshark(t)
+	bin := netns.RequireTool(t, "tshark")
 	raw, err := os.ReadFile("../../bth/testdata/golden.json")
 	if err != nil {
 		t.Fatal(err)

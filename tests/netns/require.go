@@ -1,21 +1,22 @@
 //go:build linux
 
-// Package netns is the test harness for softnic's privileged tests: skip
-// helpers that name the missing capability, a two-host testbed of network
-// namespaces (scripts/testbed.sh) created and always removed by the test,
-// and Do, which runs Go code inside a namespace on a locked OS thread.
+// Package netns is the test harness for softnic's privileged tests and
+// for every test that runs an outside program: skip helpers that name the
+// missing capability or the Debian package of the missing program
+// (tools.go), a two-host testbed of network namespaces
+// (scripts/testbed.sh) created and always removed by the test, and Do,
+// which runs Go code inside a namespace on a locked OS thread.
 //
 // Skipping vs failing: the Require* helpers skip a test whose privileges or
 // tools are missing, with a message "skipping: needs X: reason", so `go
-// test ./...` passes for a developer without root. CI runs the tests as
-// root and sets CI=true and SOFTNIC_REQUIRE_PRIVILEGED=1; with both set the
-// same helpers call tb.Fatal instead, so a CI run in which the privileged
-// tests silently did not run fails rather than passes (STYLE.md item 11).
+// test ./...` passes on a fresh machine, with or without root. .ci/run
+// installs the tools and, as root, sets SOFTNIC_REQUIRE_PRIVILEGED=1; with
+// it set the same helpers call tb.Fatal instead, so a CI run in which the
+// privileged tests silently did not run fails rather than passes.
 package netns
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -25,22 +26,6 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"golang.org/x/sys/unix"
 )
-
-// Strict reports whether missing privileges fail tests instead of skipping
-// them: CI=true and SOFTNIC_REQUIRE_PRIVILEGED=1.
-func Strict() bool {
-	return os.Getenv("CI") == "true" && os.Getenv("SOFTNIC_REQUIRE_PRIVILEGED") == "1"
-}
-
-// skip skips the test, or fails it when Strict.
-func skip(tb testing.TB, need, format string, args ...any) {
-	tb.Helper()
-	why := fmt.Sprintf("needs %s: %s", need, fmt.Sprintf(format, args...))
-	if Strict() {
-		tb.Fatalf("privileged test cannot run: %s (not skipped because CI=true and SOFTNIC_REQUIRE_PRIVILEGED=1)", why)
-	}
-	tb.Skip("skipping: " + why)
-}
 
 // Capabilities the privileged tests use: namespaces and setns need
 // CAP_SYS_ADMIN, interfaces and XDP attachment CAP_NET_ADMIN, loading BPF
@@ -116,9 +101,7 @@ func RequireAFXDP(tb testing.TB) {
 // built on it.
 func RequireIP(tb testing.TB) {
 	tb.Helper()
-	if _, err := exec.LookPath("ip"); err != nil {
-		skip(tb, "iproute2", "ip not found in PATH (apt-get install -y iproute2)")
-	}
+	RequireTool(tb, "ip")
 }
 
 // nftProbe is a ruleset of the shape testbed.sh's loss fallback uses.
@@ -138,10 +121,7 @@ func RequireNft(tb testing.TB) {
 	tb.Helper()
 	RequireRoot(tb)
 	const need = "nftables"
-	if _, err := exec.LookPath("nft"); err != nil {
-		skip(tb, need, "nft not found in PATH (apt-get install -y nftables)")
-		return
-	}
+	RequireTool(tb, "nft")
 	cmd := exec.Command("nft", "--check", "-f", "-")
 	cmd.Stdin = strings.NewReader(nftProbe)
 	var out bytes.Buffer
