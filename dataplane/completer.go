@@ -24,7 +24,8 @@ var nakStatus = map[bth.NakCode]qp.WCStatus{
 }
 
 // complete handles one response packet for q.
-func (e *Engine) complete(q *QP, pkt *bth.Packet) {
+func (rc *rcTransport) complete(pkt *bth.Packet) {
+	e := rc.e
 	psn := qp.PSN(pkt.BTH().PSN())
 	op := pkt.Opcode()
 	reply := bth.ReplyOf(op) // softnic's acknowledgements: SACK, FNAK, HOLES
@@ -38,15 +39,11 @@ func (e *Engine) complete(q *QP, pkt *bth.Packet) {
 		syn := pkt.AETH().Syndrome()
 		switch syn.Kind() {
 		case bth.AckKind:
-			if q.ooo {
-				e.onSelectiveAck(q, psn)
-			} else {
-				e.onAck(q, psn)
-			}
+			rc.mode.ack(rc, psn)
 		case bth.RNRNakKind:
-			e.onRNRNak(q, psn, syn.RNRTimer())
+			rc.onRNRNak(psn, syn.RNRTimer())
 		case bth.NakKind:
-			e.onNak(q, psn, syn.NakCode())
+			rc.onNak(psn, syn.NakCode())
 		default:
 			e.cnt.RcvdBadResponse++
 		}
@@ -54,24 +51,21 @@ func (e *Engine) complete(q *QP, pkt *bth.Packet) {
 		r, ok := pkt.Reply()
 		switch r.Kind {
 		case bth.ReplySack:
-			e.onSackNak(q, psn, pkt, &r)
+			rc.onSackNak(psn, pkt, &r)
 		case bth.ReplyFNak:
-			e.onFNak(q, psn, pkt, &r)
+			rc.onFNak(psn, pkt, &r)
 		case bth.ReplyHoles:
-			e.onHolesNak(q, psn, pkt, &r, ok)
+			rc.onHolesNak(psn, pkt, &r, ok)
 		}
-	case q.ooo:
-		e.onResponseOutOfOrder(q, psn, pkt)
-	case op == bth.RCAtomicAcknowledge:
-		e.onAtomicAck(q, psn, pkt.AtomicAck().OrigData())
-	default: // read response
-		e.onReadResponse(q, psn, pkt)
+	default: // a READ response or an atomic ACK
+		rc.mode.response(rc, psn, pkt)
 	}
 }
 
 // responseInWindow classifies a response PSN: stale (already
 // acknowledged), beyond what was ever sent (bogus), or current.
-func (e *Engine) responseInWindow(q *QP, psn qp.PSN) bool {
+func (rc *rcTransport) responseInWindow(psn qp.PSN) bool {
+	e, q := rc.e, rc.q
 	if psn.Before(q.unacked) {
 		e.cnt.RcvdStaleAck++
 		return false
@@ -84,11 +78,12 @@ func (e *Engine) responseInWindow(q *QP, psn qp.PSN) bool {
 }
 
 // onAck: an ACK with PSN psn acknowledges every request up to psn.
-func (e *Engine) onAck(q *QP, psn qp.PSN) {
-	if !e.responseInWindow(q, psn) {
+func (rc *rcTransport) onAck(psn qp.PSN) {
+
+	if !rc.responseInWindow(psn) {
 		return
 	}
-	e.ackThrough(q, psn.Next())
+	rc.ackThrough(psn.Next())
 }
 
 // ackThrough retires every SEND/WRITE WQE wholly before upto and moves
@@ -96,7 +91,8 @@ func (e *Engine) onAck(q *QP, psn qp.PSN) {
 // acknowledgement that passes one that has not completed means its
 // response was lost: an implied NAK (rxe check_psn), answered by
 // going back to it once.
-func (e *Engine) ackThrough(q *QP, upto qp.PSN) {
+func (rc *rcTransport) ackThrough(upto qp.PSN) {
+	e, q := rc.e, rc.q
 	progressed := false
 	for q.sq.Head() != q.sqStart {
 		w := q.sq.Front()
@@ -105,7 +101,7 @@ func (e *Engine) ackThrough(q *QP, upto qp.PSN) {
 			// implies its response was lost; the READ's own responses
 			// (upto inside it) do not.
 			if w.lastPSN.Before(upto) {
-				e.impliedNak(q)
+				rc.impliedNak()
 			}
 			break
 		}
@@ -117,12 +113,12 @@ func (e *Engine) ackThrough(q *QP, upto qp.PSN) {
 			break
 		}
 		q.unacked = w.lastPSN.Next()
-		e.retire(q, qp.WCSuccess)
+		rc.retire(qp.WCSuccess)
 		progressed = true
 	}
 	if progressed {
 		q.sender.OnAck(e.now, q.unacked)
-		e.onProgress(q)
+		rc.onProgress()
 	}
 }
 
@@ -132,20 +128,22 @@ func (e *Engine) ackThrough(q *QP, upto qp.PSN) {
 // go-back round that is still working (inRound) it spends no retry: the
 // responses of the streams in flight before the round keep arriving out
 // of order for a while, and the round's own go-back spent one already.
-func (e *Engine) impliedNak(q *QP) {
+func (rc *rcTransport) impliedNak() {
+	e, q := rc.e, rc.q
 	if q.impliedAt == q.unacked+1 {
 		return
 	}
 	q.impliedAt = q.unacked + 1 // +1: the zero value means "none"
 	e.cnt.ImpliedNakSeqErr++
-	if e.inRound(q) || e.countRetry(q) {
-		e.goBack(q, q.unacked)
-		e.startRound(q)
+	if rc.inRound() || rc.countRetry() {
+		rc.goBack(q.unacked)
+		rc.startRound()
 	}
 }
 
 // startRound notes a go-back round: it resends up to maxSentPSN.
-func (e *Engine) startRound(q *QP) {
+func (rc *rcTransport) startRound() {
+	e, q := rc.e, rc.q
 	q.recoverPSN, q.goBackAt = q.maxSentPSN+1, e.now
 }
 
@@ -156,11 +154,12 @@ func (e *Engine) startRound(q *QP) {
 // retry. The hold is one RTO of the estimate (SRTT + max(G, 4·RTTVAR)),
 // or 1/64 of the ACK timeout without one; the retransmission timer still
 // counts a round that does not deliver.
-func (e *Engine) inRound(q *QP) bool {
+func (rc *rcTransport) inRound() bool {
+	e, q := rc.e, rc.q
 	if q.recoverPSN == 0 {
 		return false
 	}
-	if !q.unacked.Before(q.recoverPSN-1) || e.now-q.goBackAt >= e.goBackHold(q) {
+	if !q.unacked.Before(q.recoverPSN-1) || e.now-q.goBackAt >= rc.goBackHold() {
 		q.recoverPSN = 0
 		return false
 	}
@@ -168,7 +167,8 @@ func (e *Engine) inRound(q *QP) bool {
 	return true
 }
 
-func (e *Engine) goBackHold(q *QP) time.Duration {
+func (rc *rcTransport) goBackHold() time.Duration {
+	q := rc.q
 	if q.rtt.Valid {
 		return q.rtt.RTO()
 	}
@@ -179,16 +179,13 @@ func (e *Engine) goBackHold(q *QP) time.Duration {
 	return q.sender.Timeout(base, 1, q.rtt) / 64
 }
 
-// acknowledge: the responder has every request before psn (a NAK's or an
-// RNR NAK's PSN).
-func (e *Engine) acknowledge(q *QP, psn qp.PSN) {
-	if q.ooo {
-		before := q.unacked
-		e.sackThrough(q, psn)
-		e.settle(q, before)
-	} else {
-		e.ackThrough(q, psn)
-	}
+// acknowledgeSelective: the responder has every request before psn (a
+// NAK's or an RNR NAK's PSN), on a connection with selective
+// acknowledgements.
+func (rc *rcTransport) acknowledgeSelective(psn qp.PSN) {
+	before := rc.q.unacked
+	rc.sackThrough(psn)
+	rc.settle(before)
 }
 
 // responseInOrder reports whether a READ response or atomic ACK at psn is
@@ -197,20 +194,22 @@ func (e *Engine) acknowledge(q *QP, psn qp.PSN) {
 // (impliedNak; rxe check_psn treats both kinds so). Dropping it and
 // waiting instead left every later response of the window dropped too,
 // until the retransmission timer (TestAtomicReorderNoStall).
-func (e *Engine) responseInOrder(q *QP, psn qp.PSN) bool {
-	if !e.responseInWindow(q, psn) {
+func (rc *rcTransport) responseInOrder(psn qp.PSN) bool {
+	q := rc.q
+	if !rc.responseInWindow(psn) {
 		return false
 	}
 	if psn != q.unacked {
-		e.impliedNak(q)
+		rc.impliedNak()
 		return false
 	}
 	return true
 }
 
 // onReadResponse places one READ response packet.
-func (e *Engine) onReadResponse(q *QP, psn qp.PSN, pkt *bth.Packet) {
-	if !e.responseInOrder(q, psn) {
+func (rc *rcTransport) onReadResponse(psn qp.PSN, pkt *bth.Packet) {
+	e, q := rc.e, rc.q
+	if !rc.responseInOrder(psn) {
 		return // (in order: every earlier request is acknowledged already)
 	}
 	w := q.sq.Front()
@@ -224,21 +223,22 @@ func (e *Engine) onReadResponse(q *QP, psn qp.PSN, pkt *bth.Packet) {
 		e.cnt.RcvdBadResponse++
 		return
 	}
-	if !e.copySGL(q, w.wr.SGEs(), off, payload, true) {
-		e.failAt(q, q.sq.Head(), qp.WCLocProtErr)
+	if !e.mem.copySGL(q.pd, w.wr.SGEs(), off, payload, true) {
+		rc.failAt(q.sq.Head(), qp.WCLocProtErr)
 		return
 	}
 	q.unacked = psn.Next()
 	if psn == w.lastPSN {
-		e.retire(q, qp.WCSuccess)
+		rc.retire(qp.WCSuccess)
 	}
 	q.sender.OnAck(e.now, q.unacked)
-	e.onProgress(q)
+	rc.onProgress()
 }
 
 // onAtomicAck completes the atomic at psn with the original remote value.
-func (e *Engine) onAtomicAck(q *QP, psn qp.PSN, orig uint64) {
-	if !e.responseInOrder(q, psn) {
+func (rc *rcTransport) onAtomicAck(psn qp.PSN, orig uint64) {
+	e, q := rc.e, rc.q
+	if !rc.responseInOrder(psn) {
 		return
 	}
 	w := q.sq.Front()
@@ -248,19 +248,20 @@ func (e *Engine) onAtomicAck(q *QP, psn qp.PSN, orig uint64) {
 	}
 	var b [8]byte
 	binary.LittleEndian.PutUint64(b[:], orig) // host order, as the CPU reads it
-	if !e.copySGL(q, w.wr.SGEs(), 0, b[:], true) {
-		e.failAt(q, q.sq.Head(), qp.WCLocProtErr)
+	if !e.mem.copySGL(q.pd, w.wr.SGEs(), 0, b[:], true) {
+		rc.failAt(q.sq.Head(), qp.WCLocProtErr)
 		return
 	}
 	q.unacked = psn.Next()
-	e.retire(q, qp.WCSuccess)
+	rc.retire(qp.WCSuccess)
 	q.sender.OnAck(e.now, q.unacked)
-	e.onProgress(q)
+	rc.onProgress()
 }
 
 // onNak handles a NAK naming psn: every earlier request is acknowledged;
 // a sequence error is recovered by the scheme, the others are fatal.
-func (e *Engine) onNak(q *QP, psn qp.PSN, code bth.NakCode) {
+func (rc *rcTransport) onNak(psn qp.PSN, code bth.NakCode) {
+	e, q := rc.e, rc.q
 	if psn.Before(q.unacked) {
 		e.cnt.RcvdStaleAck++
 		return
@@ -270,7 +271,7 @@ func (e *Engine) onNak(q *QP, psn qp.PSN, code bth.NakCode) {
 		return
 	}
 	before := q.unacked
-	e.acknowledge(q, psn)
+	rc.mode.acknowledge(rc, psn)
 	if q.state == qp.Err {
 		return
 	}
@@ -285,69 +286,7 @@ func (e *Engine) onNak(q *QP, psn qp.PSN, code bth.NakCode) {
 	progressed := q.unacked != before
 	if code == bth.NakPSNSeqError {
 		e.cnt.RcvdSeqErr++
-		if q.ooo {
-			// IRN treats a sequence error as a loss signal, not an error
-			// (Appendix B.4): recovery, no retry spent, no going back.
-			// MELO and FaSR receivers NAK so only when their pools ran
-			// out, and their senders go back (go-back-N fallback).
-			if r := q.sender.OnFeedback(e.now, seqNak(psn, q.maxSentPSN)); r.GoBack {
-				e.goBack(q, r.GoBackTo)
-			}
-			e.scheduleIfReady(q)
-			return
-		}
-		// NAKs for a PSN we have gone back to but not resent yet are
-		// stale copies (a responder NAKs again each NAK interval, and a
-		// busy one may send several at once): one go-back, one retry.
-		if q.nakHeld == psn+1 {
-			return
-		}
-		// The requests that followed an RNR-NAKed one reach the
-		// responder out of sequence and draw a sequence NAK for the
-		// PSN the requester already waits to resend (onRNRNak): the
-		// same news, not a new stall.
-		if q.rnrWait {
-			return
-		}
-		// Inside a go-back round that is still working, a NAK without
-		// progress goes back again (the responder dropped a resent
-		// request that arrived out of sequence) but spends no retry: it
-		// may have waited at the responder behind READ responses, and
-		// the round's go-back spent one already.
-		// A NAK that repeats the one the last go-back answered, with
-		// no progress since, is the same news too (docs/transport.md,
-		// "A repeated NAK"): behind a deep queue the resent packet
-		// reaches the responder milliseconds later, and until then it
-		// NAKs the same PSN again (igbn's CE each NAK interval). It goes
-		// back again, as the resent packet may have been lost too, but
-		// spends no retry; the retransmission timer counts a stall.
-		if !progressed {
-			switch {
-			case q.nakBackTo == psn+1: // a repeat
-				e.cnt.GoBackFree++
-			case e.inRound(q): // counts go_back_free itself
-			case !e.countRetry(q):
-				return
-			}
-		}
-		q.nakHeld, q.nakBackTo = psn+1, psn+1
-		if r := q.sender.OnFeedback(e.now, seqNak(psn, q.maxSentPSN)); r.GoBack {
-			// The NAK acknowledged everything before psn, but unacked
-			// stays at a READ or atomic before psn whose response never
-			// came (ackThrough): that acknowledgement implies the
-			// response was lost (IBA §9.7.5.1.2), so the request must go
-			// out again too. Going back only to psn, once the implied
-			// NAK for that hole was spent, left the READ unasked and
-			// every further NAK spent a retry
-			// (TestSeqNakBehindLostReadResponse).
-			to := r.GoBackTo
-			if q.unacked.Before(to) {
-				to = q.unacked
-			}
-			e.goBack(q, to)
-			e.startRound(q)
-		}
-		e.schedule(q)
+		rc.mode.seqNak(rc, psn, progressed)
 		return
 	}
 	status, ok := nakStatus[code]
@@ -360,7 +299,80 @@ func (e *Engine) onNak(q *QP, psn qp.PSN, code bth.NakCode) {
 	case bth.NakInvalidRequest:
 		e.cnt.ReqRemoteInvalid++
 	}
-	e.failAt(q, q.sq.Head(), status)
+	rc.failAt(q.sq.Head(), status)
+}
+
+// onSeqNak handles a PSN-sequence-error NAK for psn on a connection in
+// order, after acknowledge: go back to psn (or to the READ or atomic
+// before it whose response it implies lost), spending a retry only on a
+// stall.
+func (rc *rcTransport) onSeqNak(psn qp.PSN, progressed bool) {
+	e, q := rc.e, rc.q
+	// NAKs for a PSN we have gone back to but not resent yet are
+	// stale copies (a responder NAKs again each NAK interval, and a
+	// busy one may send several at once): one go-back, one retry.
+	if q.nakHeld == psn+1 {
+		return
+	}
+	// The requests that followed an RNR-NAKed one reach the
+	// responder out of sequence and draw a sequence NAK for the
+	// PSN the requester already waits to resend (onRNRNak): the
+	// same news, not a new stall.
+	if q.rnrWait {
+		return
+	}
+	// Inside a go-back round that is still working, a NAK without
+	// progress goes back again (the responder dropped a resent
+	// request that arrived out of sequence) but spends no retry: it
+	// may have waited at the responder behind READ responses, and
+	// the round's go-back spent one already.
+	// A NAK that repeats the one the last go-back answered, with
+	// no progress since, is the same news too (docs/transport.md,
+	// "A repeated NAK"): behind a deep queue the resent packet
+	// reaches the responder milliseconds later, and until then it
+	// NAKs the same PSN again (igbn's CE each NAK interval). It goes
+	// back again, as the resent packet may have been lost too, but
+	// spends no retry; the retransmission timer counts a stall.
+	if !progressed {
+		switch {
+		case q.nakBackTo == psn+1: // a repeat
+			e.cnt.GoBackFree++
+		case rc.inRound(): // counts go_back_free itself
+		case !rc.countRetry():
+			return
+		}
+	}
+	q.nakHeld, q.nakBackTo = psn+1, psn+1
+	if r := q.sender.OnFeedback(e.now, seqNak(psn, q.maxSentPSN)); r.GoBack {
+		// The NAK acknowledged everything before psn, but unacked
+		// stays at a READ or atomic before psn whose response never
+		// came (ackThrough): that acknowledgement implies the
+		// response was lost (IBA §9.7.5.1.2), so the request must go
+		// out again too. Going back only to psn, once the implied
+		// NAK for that hole was spent, left the READ unasked and
+		// every further NAK spent a retry
+		// (TestSeqNakBehindLostReadResponse).
+		to := r.GoBackTo
+		if q.unacked.Before(to) {
+			to = q.unacked
+		}
+		rc.goBack(to)
+		rc.startRound()
+	}
+	e.schedule(q)
+}
+
+// onSeqNakSelective handles a PSN-sequence-error NAK on a connection with
+// selective acknowledgements, after acknowledgeSelective. IRN treats it as
+// a loss signal, not an error (Appendix B.4): recovery, no retry spent, no
+// going back. MELO and FaSR receivers NAK so only when their pools ran
+// out, and their senders go back (go-back-N fallback).
+func (rc *rcTransport) onSeqNakSelective(psn qp.PSN) {
+	e, q := rc.e, rc.q
+	if r := q.sender.OnFeedback(e.now, seqNak(psn, q.maxSentPSN)); r.GoBack {
+		rc.goBack(r.GoBackTo)
+	}
+	rc.scheduleIfReady()
 }
 
 // seqNak is a PSN-sequence-error NAK naming psn, as the sender gets it.
@@ -370,19 +382,20 @@ func seqNak(psn, sent qp.PSN) recovery.Feedback {
 
 // onRNRNak: the responder had no receive WQE; wait the RNR delay and
 // resend from psn, within rnr_retry (7 = forever).
-func (e *Engine) onRNRNak(q *QP, psn qp.PSN, code uint8) {
-	if !e.responseInWindow(q, psn) {
+func (rc *rcTransport) onRNRNak(psn qp.PSN, code uint8) {
+	e, q := rc.e, rc.q
+	if !rc.responseInWindow(psn) {
 		return
 	}
 	e.cnt.RcvdRNRErr++
-	e.acknowledge(q, psn)
+	rc.mode.acknowledge(rc, psn)
 	if q.state == qp.Err {
 		return
 	}
 	if q.rnrRetry != 7 {
 		if q.rnrLeft == 0 {
 			e.cnt.RNRNakRetryErr++
-			e.failAt(q, q.sq.Head(), qp.WCRNRRetryExcErr)
+			rc.failAt(q.sq.Head(), qp.WCRNRRetryExcErr)
 			return
 		}
 		q.rnrLeft--
@@ -397,40 +410,38 @@ func (e *Engine) onRNRNak(q *QP, psn qp.PSN, code uint8) {
 	if !q.ooo && q.unacked.Before(to) {
 		to = q.unacked
 	}
-	e.goBack(q, to)
+	rc.goBack(to)
 	q.rnrWait = true
-	e.wheel.Stop(&q.retryTimer)
-	e.wheel.Schedule(&q.rnrTimer, e.now+RNRDelay(code))
+	e.wheel.Stop(&rc.timers.retry)
+	e.wheel.Schedule(&rc.timers.rnr, e.now+RNRDelay(code))
 }
 
-func (e *Engine) onRNRTimer(q *QP, _ time.Duration) {
+func (rc *rcTransport) onRNRTimer(_ time.Duration) {
+	e, q := rc.e, rc.q
 	e.touch(q, true)
 	q.rnrWait = false
-	if e.requestReady(q) {
+	if rc.requestReady() {
 		e.schedule(q)
 	}
 }
 
 // onRetryTimeout is the local ACK timeout (IBA §9.7.6.1.3).
-func (e *Engine) onRetryTimeout(q *QP, now time.Duration) {
-	if q.drv != nil {
-		e.onDriverTimeout(q) // a StaR server's driver resends its WQEPs
-		return
-	}
+func (rc *rcTransport) onRetryTimeout(now time.Duration) {
+	e, q := rc.e, rc.q
 	e.touch(q, true)
 	if q.state != qp.RTS && q.state != qp.SQD || q.unacked == q.maxSentPSN {
 		return
 	}
 	e.cnt.LocalAckTimeout++
-	e.timeoutReason(q)
-	e.rttTimedOut(q)
-	if !e.countRetry(q) {
+	rc.timeoutReason()
+	rc.rttTimedOut()
+	if !rc.countRetry() {
 		return
 	}
 	q.impliedAt = 0
 	if r := q.sender.OnTimeout(now, q.unacked, q.maxSentPSN); r.GoBack {
-		e.goBack(q, r.GoBackTo)
-		e.startRound(q)
+		rc.goBack(r.GoBackTo)
+		rc.startRound()
 	}
 	e.schedule(q)
 }
@@ -439,11 +450,12 @@ func (e *Engine) onRetryTimeout(q *QP, now time.Duration) {
 // request with RETRY_EXC_ERR. retry_cnt is a plain count (IBA §9.7.6.1.3;
 // only rnr_retry gives 7 the meaning "forever"): rxe retries forever at 7,
 // which leaves a requester whose responder died in ERR retrying for ever.
-func (e *Engine) countRetry(q *QP) bool {
+func (rc *rcTransport) countRetry() bool {
+	e, q := rc.e, rc.q
 	e.cnt.CompleterRetry++
 	if q.retryLeft == 0 {
 		e.cnt.RetryExceededErr++
-		e.failAt(q, q.sq.Head(), qp.WCRetryExcErr)
+		rc.failAt(q.sq.Head(), qp.WCRetryExcErr)
 		return false
 	}
 	q.retryLeft--
@@ -452,7 +464,8 @@ func (e *Engine) countRetry(q *QP) bool {
 
 // goBack moves the send cursor back to psn (never forward, never before
 // unacked).
-func (e *Engine) goBack(q *QP, psn qp.PSN) {
+func (rc *rcTransport) goBack(psn qp.PSN) {
+	e, q := rc.e, rc.q
 	if psn.Before(q.unacked) {
 		psn = q.unacked
 	}
@@ -466,8 +479,9 @@ func (e *Engine) goBack(q *QP, psn qp.PSN) {
 // onProgress runs when unacked moved, once per response packet, after the
 // scheme has heard it (OnAck): fresh retry budget, restarted timer, and a
 // cursor that never points at acknowledged PSNs.
-func (e *Engine) onProgress(q *QP) {
-	e.rttAcked(q)
+func (rc *rcTransport) onProgress() {
+	e, q := rc.e, rc.q
+	rc.rttAcked()
 	q.retryLeft, q.rnrLeft = q.retryCnt, q.rnrRetry
 	q.impliedAt = 0
 	if q.nakHeld != 0 && (q.nakHeld - 1).Before(q.unacked) {
@@ -479,98 +493,283 @@ func (e *Engine) onProgress(q *QP) {
 	if q.curPSN.Before(q.unacked) {
 		q.seekCursor(q.unacked)
 	}
-	e.wheel.Stop(&q.retryTimer)
-	e.armRetry(q)
-	if e.requestReady(q) {
+	e.wheel.Stop(&rc.timers.retry)
+	rc.armRetry()
+	if rc.requestReady() {
 		e.schedule(q)
 	}
 }
 
-// armRetry starts the retransmission timer if packets are outstanding and
-// it is not running, and keeps its deadline in step with the scheme's
-// timeout for what is in flight now: IRN's RTO_low holds only while at most
-// N packets are out (§3.1), so a timer started for one packet moves to
-// RTO_high as more follow.
-//
-// The timer waits for an acknowledgement, and only a packet the responder
-// answers brings one: one sent with AckReq, a READ request, an atomic
-// (IBA §9.7.6.1.3 starts the transport timer on a request that requires
-// an ACK). While every packet out was sent without AckReq (the middle of a
-// long message, between AckReqs), the timer stays off: the requester is
-// still sending, and its next AckReq, at the latest the message's last
-// packet or ackReqInterval packets on, starts it. A timer run from the
-// last progress would count the time the requester takes to reach that
-// AckReq (64 packets, 380 µs at 1.5 Gb/s) against a timeout fitted to the
-// round trip, and fire with nothing lost.
-func (e *Engine) armRetry(q *QP) {
-	if q.unacked == q.maxSentPSN {
+// The Improved go-back-N paper finds four reasons for a go-back-N ACK
+// timeout (§III-A, Fig. 3/4): (1) the last packet of the message is lost,
+// (2) the ACK of the last packet is lost, (3) a NAK is lost, (4) the same
+// packet is lost twice. Telling them apart takes both ends' view at the
+// moment the timer fires: the responder's expected PSN and whether it has
+// NAKed it, and whether that NAK reached the requester. A NIC sees only
+// its own half; the embedded fabric has both engines in one process, so
+// SetTimeoutPeer lets a requester read its peer's responder state when its
+// timer fires, as the paper's simulator traces a flow through both nodes.
+// Without a peer no timeout is classified (local_ack_timeout_err still
+// counts it).
+
+// nakOutstanding is the receivers' view of whether a sequence NAK for the
+// expected PSN is outstanding (recovery's gbn family).
+type nakOutstanding interface{ NakOutstanding() bool }
+
+// SetTimeoutPeer names the engine at the other end of the fabric, whose
+// responders this engine's requesters consult to classify their ACK
+// timeouts. Only for simulations, where both run on one goroutine.
+func (e *Engine) SetTimeoutPeer(peer *Engine) { e.timeoutPeer = peer }
+
+// timeoutReason counts q's ACK timeout under one of the paper's reasons.
+func (rc *rcTransport) timeoutReason() {
+	e, q := rc.e, rc.q
+	if e.timeoutPeer == nil || q.ooo {
 		return
 	}
-	if !q.ackReqOutstanding() {
-		e.wheel.Stop(&q.retryTimer)
+	r := e.timeoutPeer.qps[q.destQPN]
+	if r == nil || r.destQPN != q.qpn {
 		return
 	}
-	base, ok := ackTimeout(q.timeoutCode)
-	if !ok {
+	if r.ePSN == q.maxSentPSN { // every request arrived: the ACK was lost
+		e.cnt.AckTimeoutAckLost++
 		return
 	}
-	if !q.retryTimer.Armed() {
-		q.retryStart = e.now
-	}
-	rto := q.sender.Timeout(base, int(q.maxSentPSN.Diff(q.unacked)), q.rtt)
-	if q.rtt.Valid && e.cfg.RTOMin > 0 {
-		rto = max(rto, min(e.cfg.RTOMin, base)) // Config.RTOMin, never past the ACK timeout
-	}
-	e.noteRTO(rto)
-	shift := q.rttBackoff // Karn (adaptive RTO): until the next sample
-	if e.cfg.RTOBackoff && q.retryLeft < q.retryCnt {
-		shift = max(shift, q.retryCnt-q.retryLeft)
-	}
-	rto <<= min(shift, maxRTOBackoffShift)
-	at := q.retryStart + rto
-	if !q.retryTimer.Armed() || q.retryTimer.Deadline() != at {
-		e.wheel.Schedule(&q.retryTimer, at)
+	no, ok := r.receiver.(nakOutstanding)
+	switch {
+	case !ok:
+	case !no.NakOutstanding():
+		// Nothing after the expected PSN arrived to draw a NAK: the tail of
+		// the message, its last packet with it, was lost.
+		e.cnt.AckTimeoutLastLost++
+	case q.nakBackTo == r.ePSN+1:
+		// The requester heard the NAK and went back: the resent packet was
+		// lost again.
+		e.cnt.AckTimeoutLostTwice++
+	default:
+		e.cnt.AckTimeoutNakLost++
 	}
 }
 
-// retire completes the head WQE.
-func (e *Engine) retire(q *QP, status qp.WCStatus) {
-	w := q.sq.Front()
-	head := q.sq.Head()
-	if head != q.sqStart && w.isReadOrAtomic() {
-		q.rdAtomics--
+// onSelectiveAck: an ACK with PSN psn says the responder holds every
+// request up to psn.
+func (rc *rcTransport) onSelectiveAck(psn qp.PSN) {
+	q := rc.q
+	if !rc.responseInWindow(psn) {
+		return
 	}
-	pulled := q.shadow != nil && e.shadowRetire(q, w, status) // a pull completes its RECV (starqp.go)
-	if !pulled && (status != qp.WCSuccess || q.sigAll || w.wr.Flags&qp.SendSignaled != 0) {
-		wc := qp.WC{WRID: w.wr.WRID, Status: status, Opcode: qp.WCOpcodeFor(w.wr.Opcode), QPNum: q.qpn}
-		if status == qp.WCSuccess {
-			wc.ByteLen = w.length
+	before := q.unacked
+	rc.sackThrough(psn.Next())
+	rc.settle(before)
+}
+
+// sackNakValid checks a NAK with a selective acknowledgement naming sack
+// while the responder expects psn.
+func (rc *rcTransport) sackNakValid(psn, sack qp.PSN, pkt *bth.Packet) bool {
+	e, q := rc.e, rc.q
+	syn := pkt.AETH().Syndrome()
+	switch {
+	case syn.Kind() != bth.NakKind || syn.NakCode() != bth.NakPSNSeqError || !sack.After(psn) || !sack.Before(q.maxSentPSN):
+		e.cnt.RcvdBadResponse++
+		return false
+	case psn.Before(q.unacked):
+		e.cnt.RcvdStaleAck++
+		return false
+	}
+	return true
+}
+
+// sackKind is how a selective acknowledgement of psn counts: a READ or
+// atomic request is only held until its response comes.
+func (q *QP) sackKind(psn qp.PSN) recovery.SackKind {
+	if w := q.wqeAt(psn); w != nil && w.isReadOrAtomic() {
+		return recovery.Held
+	}
+	return recovery.Received
+}
+
+// onSackNak handles an IRN NACK or a FaSR SACK: the responder expects psn
+// and holds sack (IRN §3.1; FaSR §III-B2 with its lost-cnt).
+func (rc *rcTransport) onSackNak(psn qp.PSN, pkt *bth.Packet, r *bth.Reply) {
+	e, q := rc.e, rc.q
+	sack := qp.PSN(r.SACK.PSN)
+	if !rc.sackNakValid(psn, sack, pkt) {
+		return
+	}
+	e.cnt.RcvdSackNak++
+	before := q.unacked
+	rc.sackThrough(psn)
+	rc.advanceSelective() // the scheme hears the cumulative acknowledgement first
+	rc.feedback(before, recovery.Feedback{Kind: recovery.ReplySack, Cum: psn, PSN: sack, SackKind: q.sackKind(sack),
+		LostCnt: r.SACK.LostCnt, Overflow: r.Overflow})
+}
+
+// onFNak handles FaSR's FNACK: the responder dropped the retransmission
+// sack because one before it was lost (§III-D).
+func (rc *rcTransport) onFNak(psn qp.PSN, pkt *bth.Packet, r *bth.Reply) {
+	e, q := rc.e, rc.q
+	sack := qp.PSN(r.SACK.PSN)
+	if !rc.sackNakValid(psn, sack, pkt) {
+		return
+	}
+	e.cnt.RcvdFNak++
+	before := q.unacked
+	rc.sackThrough(psn)
+	rc.advanceSelective() // the scheme hears the cumulative acknowledgement first
+	rc.feedback(before, recovery.Feedback{Kind: recovery.ReplyFNack, Cum: psn, PSN: sack})
+}
+
+// onHolesNak handles MELO's NACK (§3.2.4): the responder expects psn, has
+// received up to high, and lacks the (at most three) most recent holes.
+// What lies between the holes, and between the last hole and high, it
+// holds; what lies before the oldest reported hole, if that hole does not
+// start at psn, this NACK does not say.
+func (rc *rcTransport) onHolesNak(psn qp.PSN, pkt *bth.Packet, r *bth.Reply, ok bool) {
+	e, q := rc.e, rc.q
+	high := qp.PSN(r.Holes.High)
+	if !rc.sackNakValid(psn, high, pkt) {
+		return
+	}
+	if !ok { // a hole past high, or two overlapping (bth.HolesETH.Fields)
+		e.cnt.RcvdBadResponse++
+		return
+	}
+	holes := schemeHoles(&r.Holes)
+	e.cnt.RcvdHolesNak++
+	before := q.unacked
+	rc.sackThrough(psn)
+	rc.advanceSelective() // the scheme hears the cumulative acknowledgement first
+	rc.feedback(before, recovery.Feedback{Kind: recovery.ReplyHoles, Cum: psn, High: high, Holes: holes, Messages: (*qpMessages)(q)})
+}
+
+// feedback hands a checked reply to the sender (recovery.Sender.OnFeedback),
+// which has heard the cumulative acknowledgement the reply carries
+// (sackThrough, advanceSelective), and carries out its decision: the send
+// cursor goes back if asked; then the packet settles (settle, once since
+// before).
+func (rc *rcTransport) feedback(before qp.PSN, fb recovery.Feedback) {
+	e, q := rc.e, rc.q
+	fb.Sent = q.maxSentPSN
+	if r := q.sender.OnFeedback(e.now, fb); r.GoBack {
+		rc.goBack(r.GoBackTo)
+	}
+	rc.settle(before)
+}
+
+// qpMessages is a QP's send queue as recovery.Messages: a WQE is a request,
+// its SENDs and WRITEs received when held, its READs and atomics held.
+type qpMessages QP
+
+func (m *qpMessages) Message(psn qp.PSN) (qp.PSN, recovery.SackKind, bool) {
+	w := (*QP)(m).wqeAt(psn)
+	if w == nil {
+		return 0, 0, false
+	}
+	if w.isReadOrAtomic() {
+		return w.lastPSN, recovery.Held, true
+	}
+	return w.lastPSN, recovery.Received, true
+}
+
+// sackThrough: the responder has every request before peerCum. Its SENDs
+// and WRITEs are acknowledged; its READs and atomics were executed and
+// answered before this news, and only their responses acknowledge them:
+// one that has not come by the time a later packet is acknowledged was
+// lost, which is IRN's loss rule and IBA's implied NAK (§9.7.5.1.2) at once.
+// It only tells the scheme; the handler settles the packet (settle).
+func (rc *rcTransport) sackThrough(peerCum qp.PSN) {
+	e, q := rc.e, rc.q
+	for i := q.sq.Head(); i != q.sqStart; i++ {
+		w := q.sq.At(i)
+		if !w.firstPSN.Before(peerCum) {
+			break
 		}
-		e.pushWC(q.sendCQ, wc)
-	}
-	if status != qp.WCWRFlushErr && (w.wr.Opcode == qp.WRSend || w.wr.Opcode == qp.WRSendWithImm) {
-		e.cnt.RDMASends++ // rxe's rdma_sends: SENDs the completer retired
-	}
-	if q.sqStart == head { // failing a WQE that never started
-		q.sqStart++
-	}
-	if q.cur == head {
-		q.cur++
-	}
-	q.sq.Pop()
-	if q.shadow != nil && len(q.shadow.sends) > 0 {
-		e.starPull(q) // room in the send queue for a server SEND waiting
+		if w.isReadOrAtomic() {
+			continue
+		}
+		from, to := w.firstPSN, w.lastPSN
+		if from.Before(q.unacked) {
+			from = q.unacked
+		}
+		if !to.Before(peerCum) {
+			to = peerCum.Prev()
+		}
+		q.sender.OnSack(e.now, from, to, recovery.Received, q.maxSentPSN)
 	}
 }
 
-// failAt completes the WQEs before idx as flushed, the one at idx with
-// status, and moves q to ERR, which flushes the rest (IBA §10.8.3.3).
-func (e *Engine) failAt(q *QP, idx uint32, status qp.WCStatus) {
-	for q.sq.Len() > 0 && q.sq.Head() != idx {
-		e.retire(q, qp.WCWRFlushErr)
+// advanceSelective moves unacked to the scheme's cumulative
+// acknowledgement and retires every WQE wholly before it.
+func (rc *rcTransport) advanceSelective() {
+	e, q := rc.e, rc.q
+	cum := q.sender.OnAck(e.now, q.unacked)
+	if cum == q.unacked {
+		return
 	}
-	if q.sq.Len() > 0 {
-		e.retire(q, status)
+	q.unacked = cum
+	for q.sq.Head() != q.sqStart && q.sq.Front().lastPSN.Before(cum) {
+		rc.retire(qp.WCSuccess)
 	}
-	e.setState(q, qp.Err)
+}
+
+// settle ends the handling of one response on a selective connection,
+// once per packet whatever it carried: the scheme's cumulative
+// acknowledgement is taken (advanceSelective), progress since before
+// resets the retry budget and rearms the timer (onProgress), and q is
+// scheduled if it can send.
+func (rc *rcTransport) settle(before qp.PSN) {
+	q := rc.q
+	rc.advanceSelective()
+	if q.unacked != before {
+		rc.onProgress()
+	}
+	rc.scheduleIfReady()
+}
+
+// onResponseOutOfOrder places a READ response or an atomic ACK by its PSN,
+// in whatever order it arrives. It acknowledges its own request (IRN §5.2's
+// read ACK, folded into the response) and says that the responder executed
+// everything before it.
+func (rc *rcTransport) onResponseOutOfOrder(psn qp.PSN, pkt *bth.Packet) {
+	e, q := rc.e, rc.q
+	if !rc.responseInWindow(psn) {
+		return
+	}
+	idx, ok := q.wqeIndex(psn)
+	if q.state != qp.RTS && q.state != qp.SQD || !ok {
+		e.cnt.RcvdBadResponse++
+		return
+	}
+	w := q.sq.At(idx)
+	if pkt.Opcode() == bth.RCAtomicAcknowledge {
+		if !w.wr.Opcode.IsAtomic() {
+			e.cnt.RcvdBadResponse++
+			return
+		}
+		var b [8]byte
+		binary.LittleEndian.PutUint64(b[:], pkt.AtomicAck().OrigData()) // host order, as the CPU reads it
+		if !e.mem.copySGL(q.pd, w.wr.SGEs(), 0, b[:], true) {
+			rc.failAt(idx, qp.WCLocProtErr)
+			return
+		}
+	} else {
+		off := uint32(psn.Diff(w.firstPSN)) * q.mtu
+		payload := pkt.Payload()
+		if w.wr.Opcode != qp.WRRDMARead || uint32(len(payload)) != min(q.mtu, w.length-off) {
+			e.cnt.RcvdBadResponse++
+			return
+		}
+		if !e.mem.copySGL(q.pd, w.wr.SGEs(), off, payload, true) {
+			rc.failAt(idx, qp.WCLocProtErr)
+			return
+		}
+	}
+	if psn != q.unacked {
+		e.cnt.OOOResponses++
+	}
+	before := q.unacked
+	rc.sackThrough(psn)
+	rc.advanceSelective()
+	q.sender.OnSack(e.now, psn, psn, recovery.Answered, q.maxSentPSN)
+	rc.settle(before)
 }

@@ -1,24 +1,25 @@
-// Package dataplane is softnic's poll-mode RoCEv2 engine: one per NIC, run
-// by one goroutine. Each Poll reads a batch of frames from the Port,
-// checks them in a fixed order (parse, ICRC, QPN, addresses, state; every
-// drop counted under its reason), hands requests to the responder and
-// responses to the completer, fires due timers from the one timer wheel,
-// and then lets each QP with work transmit a burst: responder output
-// (ACK/NAK, read responses, atomic ACKs, in PSN order) first, then the
-// requester's packets. All protocol decisions about loss are delegated to a
-// recovery.Scheme. Time is always passed in, so the same engine runs on a
-// fake clock in tests and on the monotonic clock in the daemon.
+// Package dataplane is softnic's poll-mode RoCEv2 NIC: one Engine per
+// NIC, run by one goroutine. Each Poll reads a batch of frames from the
+// Port and checks them in one place, in rxe_recv.c's order (receive in
+// this file: parse, ICRC, P_Key, StaR's stateless server, QP number, the
+// context cache, addresses; every drop counted under its reason), fires
+// due timers from the one timer wheel, and then lets each QP with work
+// transmit a burst. Time is always passed in, so the same engine runs on
+// a fake clock in tests and on the monotonic clock in the daemon.
 //
-// The transport follows IBA Volume 1 chapter 9 for reliable connected
-// service and is organised like Linux rxe: rxe_req.c (requester.go),
-// rxe_resp.c (responder.go), rxe_comp.c (completer.go), with the
-// out-of-order paths of the selective schemes in selective.go. The files
-// are layered (docs/architecture.md, "Inside the engine"): this file's
-// poll loop and the verbs (qpverbs.go, verbs_api.go, scheme_attr.go) on
-// top; the stages in the middle; the engine's shared primitives (nic.go,
-// memory.go) below them; the QP context, regions, queues, link and port
-// at the bottom. A file uses only files at or below its own layer:
-// `go run ./internal/tools/coupling ./dataplane` measures it.
+// The engine is what a NIC has: the poll loop, the receive checks, the
+// ready list and the transmit path (nic.go), memory regions (memory.go),
+// the context cache, the timer wheel, the counters, and the verbs
+// (qpverbs.go, verbs_api.go, scheme_attr.go). Each QP runs a transport,
+// chosen when it is made (transport.go): RC (rc.go, and its stages as
+// in Linux rxe: requester.go for rxe_req.c, responder.go for rxe_resp.c,
+// completer.go for rxe_comp.c, with its wire format in rcwire.go), StaR's
+// client (starclient.go) or StaR's server driver (stardriver.go). A
+// packet for no QP goes to StaR's stateless server (star.go). All
+// protocol decisions about loss are delegated to the QP's
+// recovery.Scheme. docs/architecture.md draws the layers and a frame's
+// path; `go run ./internal/tools/coupling ./dataplane` measures how the
+// files and types depend on each other.
 package dataplane
 
 import (
@@ -26,6 +27,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/softnic/softnic/bth"
@@ -34,6 +36,45 @@ import (
 	"github.com/softnic/softnic/qp"
 	"github.com/softnic/softnic/recovery"
 )
+
+// Engine is one software RNIC.
+type Engine struct {
+	mu      sync.Mutex // verbs calls from other goroutines vs the poll loop
+	cfg     Config
+	txPath                             // the port, the emulated link, the egress queue, the capture tap
+	scheme  recovery.Scheme            // the default
+	schemes map[string]recovery.Scheme // others QPs asked for
+	wheel   *timer.Wheel
+	// timeoutPeer is the engine at the other end of the embedded fabric,
+	// read only to classify ACK timeouts by reason (timeout_reason.go).
+	timeoutPeer *Engine
+	rob         *reorderBuffer // off-chip reorder buffer, made on first use (reorder.go)
+	now         time.Duration
+	ipv6        bool
+
+	pds    map[uint32]int // PD handle -> number of MRs and QPs in it
+	nextPD uint32
+	mem    memTable
+	qps    map[uint32]*QP
+	nextQP uint32
+
+	readyList // QPs with something to transmit
+	rxBatch   [][]byte
+	rxNext    int // rxBatch[rxNext:rxN] still wait: a context miss stalled the pipeline
+	rxN       int
+	rxFrame   bth.Frame   // the frame receive checks
+	star      *starServer // StaR's stateless server (Config.StarServer); nil: none
+
+	rx *rxImpair // the receive stage (Config.LinkDelay, Netem); nil: none
+
+	cache     *qp.Cache
+	host      *recovery.HostMemory // the schemes' state in host memory (Params.Host)
+	busyUntil time.Duration        // the pipeline is stalled on a context fetch or host access until then
+
+	doorbell func() // wakes a sleeping poll loop when work is posted
+
+	cnt Counters
+}
 
 // NewEngine returns an engine transmitting and receiving through port.
 func NewEngine(cfg Config, port Port) (*Engine, error) {
@@ -95,28 +136,22 @@ func NewEngine(cfg Config, port Port) (*Engine, error) {
 			cfg.SRAMBytes, scheme.Name(), shared, cfg.QPContextBytes)
 	}
 	e := &Engine{
-		cache:   qp.NewCache(cfg.SRAMBytes, shared, cfg.FetchPenalty),
-		cfg:     cfg,
-		port:    port,
-		scheme:  scheme,
-		host:    host,
-		schemes: map[string]recovery.Scheme{},
-		wheel:   timer.NewWheel(0),
-		ipv6:    cfg.Addr.Is6() && !cfg.Addr.Is4In6(),
-		pds:     map[uint32]int{},
-		qps:     map[uint32]*QP{},
-		nextQP:  0x10, // QPN 0 and 1 are the special QPs of IBA §10.2.5
-		rxBatch: make([][]byte, cfg.RxBatch),
-		link:    newLinkBucket(cfg.LinkRate, cfg.LinkBurst),
-		ready:   make([]*QP, 0, 64),
+		cache:     qp.NewCache(cfg.SRAMBytes, shared, cfg.FetchPenalty),
+		cfg:       cfg,
+		txPath:    txPath{port: port, link: newLinkBucket(cfg.LinkRate, cfg.LinkBurst)},
+		scheme:    scheme,
+		host:      host,
+		schemes:   map[string]recovery.Scheme{},
+		wheel:     timer.NewWheel(0),
+		ipv6:      cfg.Addr.Is6() && !cfg.Addr.Is4In6(),
+		pds:       map[uint32]int{},
+		qps:       map[uint32]*QP{},
+		nextQP:    0x10, // QPN 0 and 1 are the special QPs of IBA §10.2.5
+		rxBatch:   make([][]byte, cfg.RxBatch),
+		readyList: readyList{ready: make([]*QP, 0, 64)},
 	}
-	if cfg.StarServer {
-		n := cfg.StarEgressFrames
-		if n == 0 {
-			n = DefaultStarEgressFrames
-		}
-		e.egress = newEgressQueue(n, port.MaxFrame())
-	}
+	e.clock, e.counters = &e.now, &e.cnt
+	e.star = newStarServer(e) // nil without Config.StarServer
 	if cfg.LinkDelay > 0 || cfg.Netem.Active() {
 		e.rx = newRxImpair(port, cfg.LinkDelay, cfg.Netem, cfg.LinkDelaySlots, cfg.RxBatch, &e.now)
 		e.port = e.rx
@@ -339,8 +374,9 @@ func (e *Engine) receive(frame []byte) {
 	if e.capture != nil {
 		e.capture(CaptureRX, e.now, frame)
 	}
-	f, err := bth.ParseFrame(frame)
-	if err != nil {
+	f := &e.rxFrame // not on the stack: the transport is an interface
+	var err error
+	if *f, err = bth.ParseFrame(frame); err != nil {
 		e.cnt.RcvdMalformed++
 		return
 	}
@@ -363,8 +399,8 @@ func (e *Engine) receive(frame []byte) {
 	// A stateless server's packets name no QP: they are served before
 	// the QP lookup and the context cache (star.go). Without StarServer
 	// they go on, and a QP drops them as rcvd_bad_opcode.
-	if e.cfg.StarServer && starForServer(pkt) {
-		e.starReceive(&f)
+	if e.star != nil && starForServer(pkt) {
+		e.star.receive(f)
 		return
 	}
 	q := e.qps[hdr.DestQPN()]
@@ -373,46 +409,13 @@ func (e *Engine) receive(frame []byte) {
 		return
 	}
 	e.touch(q, true)
-	// rxe check_addr: an RC QP takes frames only from its peer, to us.
+	// rxe check_addr: a connected QP takes frames only from its peer, to us.
 	if f.DstAddr() != e.cfg.Addr || f.SrcAddr() != q.av.DGID {
 		e.cnt.RcvdBadAddr++
-		if q.shadow != nil && op.IsStar() && (q.state == qp.Init || q.state == qp.Reset) {
-			q.shadow.hello = true // the driver's probe came too early (starqp.go)
-		}
+		q.tr.misaddressed(op)
 		return
 	}
-	if op.IsStar() { // a StaR client's answers (starqp.go)
-		e.starComplete(q, pkt)
-		return
-	}
-	flags := pkt.Info.Flags
-	if flags&(bth.IsRequest|bth.IsResponse) == 0 || flags&bth.HasDETH != 0 {
-		e.cnt.RcvdBadOpcode++
-		return
-	}
-	// softnic's extension opcodes belong to connections that place out of
-	// order, negotiated with their scheme: there every SEND and WRITE is
-	// an extension opcode (a SEND with a PETH, a WRITE with a RETH on
-	// every packet), elsewhere no packet is (no PETH, RWSNETH, SACKETH or
-	// HolesETH). StaR's opcodes and the CNP returned above.
-	if q.ooo && flags&(bth.IsSend|bth.IsWrite) != 0 && !op.IsExtension() ||
-		!q.ooo && op.IsExtension() {
-		e.cnt.RcvdBadOpcode++
-		return
-	}
-	if flags&bth.IsRequest != 0 {
-		if !q.state.CanReceive() {
-			e.cnt.RcvdBadState++
-			return
-		}
-		e.respond(q, pkt)
-		return
-	}
-	if q.state != qp.RTS && q.state != qp.SQD && q.state != qp.SQE {
-		e.cnt.RcvdBadState++
-		return
-	}
-	e.complete(q, pkt)
+	q.tr.receive(pkt)
 }
 
 // transmit gives each ready QP a burst in turn until every QP is done,
@@ -441,7 +444,7 @@ func (e *Engine) transmit() int {
 		n := e.readyLen()
 		for i := 0; i < n && !e.txStall && !e.stalled(); i++ {
 			q := e.popReady()
-			sent, more := e.serve(q, e.cfg.TxBurst)
+			sent, more := q.tr.serve(e.cfg.TxBurst)
 			e.hostStall()
 			total += sent
 			if more {
@@ -452,30 +455,79 @@ func (e *Engine) transmit() int {
 	return total
 }
 
-// serve lets q send up to budget packets: responses first (they free the
-// peer's requester), then requests. It reports whether q has more.
-func (e *Engine) serve(q *QP, budget int) (sent int, more bool) {
-	if q.drv != nil {
-		return e.serveDriver(q, budget) // a StaR server's driver: no NIC context
-	}
-	e.touch(q, true)
-	if q.shadow != nil {
-		n, m := e.serveShadow(q, budget)
-		if sent, budget = n, budget-n; m {
-			return sent, true
+// setState is the one place QP state changes (STYLE: wireguard-go
+// changeState). Entering a state does what the state means: the NIC's
+// part here (RTR fixes the frame header every packet of the connection
+// carries), the rest the QP's transport's (transport.enter).
+func (e *Engine) setState(q *QP, to qp.State) {
+	from := q.state
+	q.state = to
+	if to == qp.RTR && from == qp.Init {
+		q.hdr = bth.FrameHeader{
+			SrcMAC: e.cfg.MAC, DstMAC: q.av.DMAC,
+			Src: e.cfg.Addr, Dst: q.av.DGID,
+			SrcPort: udpSourcePort(q.qpn, q.destQPN),
+			TOS:     q.av.TrafficClass, TTL: q.av.HopLimit, FlowLabel: q.av.FlowLabel,
 		}
 	}
-	for sent < budget && !e.txStall && q.respQ.Len() > 0 {
-		if !e.sendResponse(q) {
-			break
-		}
-		sent++
+	q.tr.enter(from, to)
+}
+
+// onNIC is what every transport holds: its NIC and its QP.
+type onNIC struct {
+	e *Engine
+	q *QP
+}
+
+// stalled reports whether the pipeline waits on a context fetch or a
+// scheme's host-memory access.
+func (e *Engine) stalled() bool { return e.now < e.busyUntil }
+
+// hostStall stalls the pipeline for the host-memory accesses the schemes
+// charged since the last call (recovery.HostMemory).
+func (e *Engine) hostStall() {
+	if d := e.host.Take(); d > 0 {
+		e.busyUntil = max(e.busyUntil, e.now) + d
 	}
-	for sent < budget && !e.txStall && e.requestReady(q) {
-		if !e.sendRequest(q) {
-			break
-		}
-		sent++
+}
+
+// touch is every access of a QP's on-chip context: a miss fetches it
+// from host memory and stalls the pipeline for the fetch penalty.
+func (e *Engine) touch(q *QP, write bool) {
+	if stall := e.cache.Access(&q.cache, write); stall > 0 {
+		e.busyUntil = max(e.busyUntil, e.now) + stall
 	}
-	return sent, q.respQ.Len() > 0 || e.requestReady(q)
+}
+
+// errorf wraps an API error with the QP it concerns.
+func errorf(q *QP, format string, args ...any) error {
+	return fmt.Errorf("dataplane: QP %#x: "+format, append([]any{q.qpn}, args...)...)
+}
+
+// SetDoorbell installs fn, called (with the engine lock held; it must not
+// block or call back into the engine) whenever new work is posted, so
+// that a sleeping poll loop wakes up: the eventfd doorbell of a real NIC.
+func (e *Engine) SetDoorbell(fn func()) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.doorbell = fn
+}
+
+func (e *Engine) ring() {
+	if e.doorbell != nil {
+		e.doorbell()
+	}
+}
+
+func (e *Engine) pushWC(cq *CQ, wc qp.WC) {
+	slot := cq.ring.Push()
+	if slot == nil {
+		cq.overflow = true
+		e.cnt.CQOverflow++
+		return
+	}
+	*slot = wc
+	if cq.notify != nil {
+		cq.notify(slot)
+	}
 }

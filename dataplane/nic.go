@@ -1,114 +1,60 @@
 package dataplane
 
 import (
-	"fmt"
-	"sync"
 	"time"
 
 	"github.com/softnic/softnic/bth"
-	"github.com/softnic/softnic/dataplane/timer"
 	"github.com/softnic/softnic/qp"
-	"github.com/softnic/softnic/recovery"
 )
 
-// This file is the engine's state and the primitives every stage of the
-// pipeline shares: the context cache and host-memory stalls, the ready
-// list, building and sending a frame, completions and the doorbell. It
-// uses only the files below it (the QP context, memory regions, queues,
-// the link and the port), never a stage.
+// This file is two parts of the NIC that every transport shares: the
+// ready list, and the transmit path (the port, the emulated link, the
+// egress queue of frames that belong to no QP, the capture tap), which
+// builds and sends frames. The Engine (engine.go) embeds both.
 
-// Engine is one software RNIC.
-type Engine struct {
-	mu      sync.Mutex // verbs calls from other goroutines vs the poll loop
-	cfg     Config
-	port    Port
-	scheme  recovery.Scheme            // the default
-	schemes map[string]recovery.Scheme // others QPs asked for
-	wheel   *timer.Wheel
-	// timeoutPeer is the engine at the other end of the embedded fabric,
-	// read only to classify ACK timeouts by reason (timeout_reason.go).
-	timeoutPeer *Engine
-	rob         *reorderBuffer // off-chip reorder buffer, made on first use (reorder.go)
-	now         time.Duration
-	ipv6        bool
-
-	pds    map[uint32]int // PD handle -> number of MRs and QPs in it
-	nextPD uint32
-	mrs    []*MR
-	keyTag uint8
-	qps    map[uint32]*QP
-	nextQP uint32
-
-	ready     []*QP // QPs with something to transmit, FIFO from readyHead
+// readyList is the QPs with something to transmit, FIFO from readyHead.
+type readyList struct {
+	ready     []*QP
 	readyHead int
-	rxBatch   [][]byte
-	rxNext    int // rxBatch[rxNext:rxN] still wait: a context miss stalled the pipeline
-	rxN       int
-	txStall   bool        // the port's transmit ring was full, or the link's bucket empty, this round
-	egress    egressQueue // a StaR server's answers that wait for the link (Config.StarEgressFrames)
-
-	link      linkBucket    // the emulated link (Config.LinkRate)
-	rx        *rxImpair     // the receive stage (Config.LinkDelay, Netem); nil: none
-	pacing    bool          // packets wait on the link's bucket since pacedFrom
-	pacedFrom time.Duration // (for link_paced_ns)
-
-	cache     *qp.Cache
-	host      *recovery.HostMemory // the schemes' state in host memory (Params.Host)
-	busyUntil time.Duration        // the pipeline is stalled on a context fetch or host access until then
-
-	doorbell func()      // wakes a sleeping poll loop when work is posted
-	capture  CaptureFunc // capture tap (capture.go); nil: nobody captures
-
-	cnt Counters
 }
 
-// stalled reports whether the pipeline waits on a context fetch or a
-// scheme's host-memory access.
-func (e *Engine) stalled() bool { return e.now < e.busyUntil }
-
-// hostStall stalls the pipeline for the host-memory accesses the schemes
-// charged since the last call (recovery.HostMemory).
-func (e *Engine) hostStall() {
-	if d := e.host.Take(); d > 0 {
-		e.busyUntil = max(e.busyUntil, e.now) + d
-	}
-}
-
-// touch is every access of a QP's on-chip context: a miss fetches it
-// from host memory and stalls the pipeline for the fetch penalty.
-func (e *Engine) touch(q *QP, write bool) {
-	if q.star == StarServer {
-		return // a stateless QP's context is never on chip (starqp.go)
-	}
-	if stall := e.cache.Access(&q.cache, write); stall > 0 {
-		e.busyUntil = max(e.busyUntil, e.now) + stall
-	}
+// txPath is the NIC's transmit path.
+type txPath struct {
+	port      Port
+	link      linkBucket     // the emulated link (Config.LinkRate)
+	txStall   bool           // the port's transmit ring was full, or the link's bucket empty, this round
+	egress    egressQueue    // a StaR server's answers that wait for the link (Config.StarEgressFrames)
+	pacing    bool           // packets wait on the link's bucket since pacedFrom
+	pacedFrom time.Duration  // (for link_paced_ns)
+	capture   CaptureFunc    // capture tap (capture.go); nil: nobody captures
+	clock     *time.Duration // the engine's time (Engine.now)
+	counters  *Counters      // the engine's (Engine.cnt)
 }
 
 // schedule puts q on the ready list if it is not there.
-func (e *Engine) schedule(q *QP) {
+func (r *readyList) schedule(q *QP) {
 	if !q.queued {
 		q.queued = true
-		e.ready = append(e.ready, q)
+		r.ready = append(r.ready, q)
 	}
 }
 
-func (e *Engine) readyLen() int { return len(e.ready) - e.readyHead }
+func (r *readyList) readyLen() int { return len(r.ready) - r.readyHead }
 
 // popReady takes the QP at the head of the ready list in O(1): the slice
 // is reset when it empties and compacted when its dead prefix outgrows
 // the live part, so it stays within twice the number of QPs.
-func (e *Engine) popReady() *QP {
-	q := e.ready[e.readyHead]
-	e.ready[e.readyHead] = nil
-	e.readyHead++
+func (r *readyList) popReady() *QP {
+	q := r.ready[r.readyHead]
+	r.ready[r.readyHead] = nil
+	r.readyHead++
 	switch {
-	case e.readyHead == len(e.ready):
-		e.ready, e.readyHead = e.ready[:0], 0
-	case e.readyHead >= 64 && 2*e.readyHead >= len(e.ready):
-		n := copy(e.ready, e.ready[e.readyHead:])
-		clear(e.ready[n:])
-		e.ready, e.readyHead = e.ready[:n], 0
+	case r.readyHead == len(r.ready):
+		r.ready, r.readyHead = r.ready[:0], 0
+	case r.readyHead >= 64 && 2*r.readyHead >= len(r.ready):
+		n := copy(r.ready, r.ready[r.readyHead:])
+		clear(r.ready[n:])
+		r.ready, r.readyHead = r.ready[:n], 0
 	}
 	q.queued = false
 	return q
@@ -125,44 +71,44 @@ type txPacket struct {
 
 // linkOpen reports whether the emulated link takes a frame now; if not,
 // the round ends (counted once per round in link_paced).
-func (e *Engine) linkOpen() bool {
-	if e.link.open(e.now) {
+func (p *txPath) linkOpen() bool {
+	if p.link.open(*p.clock) {
 		return true
 	}
-	if !e.txStall {
-		e.txStall = true
-		e.cnt.LinkPaced++
+	if !p.txStall {
+		p.txStall = true
+		p.counters.LinkPaced++
 	}
-	if !e.pacing {
-		e.pacing, e.pacedFrom = true, e.now
+	if !p.pacing {
+		p.pacing, p.pacedFrom = true, *p.clock
 	}
 	return false
 }
 
 // toWire queues frame, the sealed first bytes of the last TxBuffer, on
 // the port and the emulated link.
-func (e *Engine) toWire(frame []byte) {
+func (p *txPath) toWire(frame []byte) {
 	n := len(frame)
-	if e.capture != nil {
-		e.capture(CaptureTX, e.now, frame)
+	if p.capture != nil {
+		p.capture(CaptureTX, *p.clock, frame)
 	}
-	e.port.Transmit(n)
-	e.link.take(e.now, n)
-	e.cnt.SentPkts++
-	e.cnt.TxWireBytes += uint64(WireBytes(n))
+	p.port.Transmit(n)
+	p.link.take(*p.clock, n)
+	p.counters.SentPkts++
+	p.counters.TxWireBytes += uint64(WireBytes(n))
 }
 
 // beginTx takes a transmit buffer and writes Ethernet/IP/UDP and the BTH.
 // It returns false when the port's ring is full or the link's bucket is
 // empty.
-func (e *Engine) beginTx(t *txPacket, q *QP, op bth.Opcode, psn qp.PSN, ackReq bool, payloadLen int) bool {
-	if !e.linkOpen() {
+func (p *txPath) beginTx(t *txPacket, q *QP, op bth.Opcode, psn qp.PSN, ackReq bool, payloadLen int) bool {
+	if !p.linkOpen() {
 		return false
 	}
-	buf := e.port.TxBuffer()
+	buf := p.port.TxBuffer()
 	if buf == nil {
-		e.txStall = true
-		e.cnt.TxRingFull++
+		p.txStall = true
+		p.counters.TxRingFull++
 		return false
 	}
 	writeTx(t, buf, &q.hdr, q.destQPN, op, psn, ackReq, payloadLen)
@@ -201,15 +147,15 @@ func writeTx(t *txPacket, buf []byte, h *bth.FrameHeader, destQPN uint32, op bth
 // first, in order. When the queue is full it returns false, and the
 // caller drops the frame (a stateless server keeps nothing of its own to
 // send later) and counts it in star_tx_drops.
-func (e *Engine) beginTxFrame(t *txPacket, h *bth.FrameHeader, destQPN uint32, op bth.Opcode, psn qp.PSN, payloadLen int) bool {
-	if e.egress.n == 0 && e.link.open(e.now) {
-		if buf := e.port.TxBuffer(); buf != nil {
+func (p *txPath) beginTxFrame(t *txPacket, h *bth.FrameHeader, destQPN uint32, op bth.Opcode, psn qp.PSN, payloadLen int) bool {
+	if p.egress.n == 0 && p.link.open(*p.clock) {
+		if buf := p.port.TxBuffer(); buf != nil {
 			writeTx(t, buf, h, destQPN, op, psn, false, payloadLen)
 			t.queued = false
 			return true
 		}
 	}
-	buf := e.egress.slot()
+	buf := p.egress.slot()
 	if buf == nil {
 		return false
 	}
@@ -220,29 +166,29 @@ func (e *Engine) beginTxFrame(t *txPacket, h *bth.FrameHeader, destQPN uint32, o
 
 // endTxFrame seals a frame of beginTxFrame and sends it, or queues it
 // in the egress queue.
-func (e *Engine) endTxFrame(h *bth.FrameHeader, t *txPacket) {
+func (p *txPath) endTxFrame(h *bth.FrameHeader, t *txPacket) {
 	bth.FinishFrame(t.frame, h)
 	if t.queued {
-		e.egress.push(len(t.frame))
-		e.cnt.StarTxQueued++
+		p.egress.push(len(t.frame))
+		p.counters.StarTxQueued++
 		return
 	}
-	e.toWire(t.frame)
+	p.toWire(t.frame)
 }
 
 // drainEgress sends the egress queue's frames, oldest first, while the
 // link and the ring take them, and returns how many went.
-func (e *Engine) drainEgress() int {
+func (p *txPath) drainEgress() int {
 	n := 0
-	for e.egress.n > 0 && e.linkOpen() {
-		buf := e.port.TxBuffer()
+	for p.egress.n > 0 && p.linkOpen() {
+		buf := p.port.TxBuffer()
 		if buf == nil {
-			e.txStall = true
-			e.cnt.TxRingFull++
+			p.txStall = true
+			p.counters.TxRingFull++
 			break
 		}
-		e.toWire(buf[:copy(buf, e.egress.front())])
-		e.egress.pop()
+		p.toWire(buf[:copy(buf, p.egress.front())])
+		p.egress.pop()
 		n++
 	}
 	return n
@@ -293,54 +239,21 @@ func (q *egressQueue) pop() {
 // times (Improved go-back-N's ST sends a message's last packet twice). It
 // returns how many went out: fewer when the ring filled up or the link's
 // bucket emptied, and the caller keeps the rest pending.
-func (e *Engine) endTx(q *QP, t *txPacket, copies int) int {
-	e.endTxFrame(&q.hdr, t)
+func (p *txPath) endTx(q *QP, t *txPacket, copies int) int {
+	p.endTxFrame(&q.hdr, t)
 	for c := 1; c < copies; c++ {
-		if !e.linkOpen() {
+		if !p.linkOpen() {
 			return c
 		}
-		buf := e.port.TxBuffer()
+		buf := p.port.TxBuffer()
 		if buf == nil {
-			e.txStall = true
+			p.txStall = true
 			return c
 		}
 		n := copy(buf, t.frame)
-		e.toWire(buf[:n])
+		p.toWire(buf[:n])
 	}
 	return copies
-}
-
-// errorf wraps an API error with the QP it concerns.
-func errorf(q *QP, format string, args ...any) error {
-	return fmt.Errorf("dataplane: QP %#x: "+format, append([]any{q.qpn}, args...)...)
-}
-
-// SetDoorbell installs fn, called (with the engine lock held; it must not
-// block or call back into the engine) whenever new work is posted, so
-// that a sleeping poll loop wakes up: the eventfd doorbell of a real NIC.
-func (e *Engine) SetDoorbell(fn func()) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.doorbell = fn
-}
-
-func (e *Engine) ring() {
-	if e.doorbell != nil {
-		e.doorbell()
-	}
-}
-
-func (e *Engine) pushWC(cq *CQ, wc qp.WC) {
-	slot := cq.ring.Push()
-	if slot == nil {
-		cq.overflow = true
-		e.cnt.CQOverflow++
-		return
-	}
-	*slot = wc
-	if cq.notify != nil {
-		cq.notify(slot)
-	}
 }
 
 // CaptureDir says which way a captured frame went.

@@ -104,7 +104,7 @@ func TestOOOCompactHeaderChecks(t *testing.T) {
 		}
 		var pl placement
 		e.mu.Lock()
-		got := e.admit(p.qb, &fr.Pkt, false, &pl)
+		got := p.qb.tr.(*rcTransport).admit(&fr.Pkt, false, &pl)
 		e.mu.Unlock()
 		if got != c.want {
 			t.Errorf("%s: verdict %d, want %d", c.name, got, c.want)

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/bth"
-	"github.com/softnic/softnic/dataplane/timer"
 	"github.com/softnic/softnic/qp"
 	"github.com/softnic/softnic/recovery"
 )
@@ -82,26 +81,19 @@ type QP struct {
 	host  hwContext // the host-memory copy
 	cache qp.CacheEntry
 
-	sq         *qp.Ring[sendWQE]  // in host memory, as WQEs are
-	rq         *qp.Ring[recvWQE]  // in host memory
-	respQ      *qp.Ring[respItem] // responder output queue
-	res        []resource         // responder resources ring (max_dest_rd_atomic)
-	stash      []stashedReq       // READ and atomic requests kept out of order (selective.go)
-	ooo        bool               // the scheme places out of order: extension opcodes on the wire
-	buffers    bool               // ... and keeps early packets in the reorder buffer (MELO)
-	rob        []int32            // reorder-buffer slot+1 per PSN slot (reorder.go)
-	scheme     recovery.Scheme
-	star       StarRole
-	starTable  []StarRegion // a StaR client's security table: the server's memory table (starqp.go)
-	drv        *starDriver  // a StaR server's driver, in host memory (starqp.go)
-	shadow     *starShadow  // a StaR client's shadow of its server's work queue (starqp.go)
-	starTimer  timer.Timer  // a StaR client's CQEP retransmission
-	eaTimer    timer.Timer  // a StaR client's late cumulative EA
-	sender     recovery.Sender
-	receiver   recovery.Receiver
-	retryTimer timer.Timer
-	rnrTimer   timer.Timer
-	rxTimer    timer.Timer
+	sq       *qp.Ring[sendWQE]  // in host memory, as WQEs are
+	rq       *qp.Ring[recvWQE]  // in host memory
+	respQ    *qp.Ring[respItem] // responder output queue
+	res      []resource         // responder resources ring (max_dest_rd_atomic)
+	stash    []stashedReq       // READ and atomic requests kept out of order (selective.go)
+	ooo      bool               // the scheme places out of order: extension opcodes on the wire
+	buffers  bool               // ... and keeps early packets in the reorder buffer (MELO)
+	rob      []int32            // reorder-buffer slot+1 per PSN slot (reorder.go)
+	scheme   recovery.Scheme
+	sender   recovery.Sender
+	receiver recovery.Receiver
+	star     StarRole  // its part in StaR's stateless mode, fixed at create
+	tr       transport // what the QP runs: RC, or StaR's client or server driver
 }
 
 // hwContext is the on-chip part of a QP context (see QP).
@@ -278,7 +270,15 @@ func (w *sendWQE) contains(psn qp.PSN) bool {
 	return psn.Diff(w.firstPSN) >= 0 && psn.Diff(w.lastPSN) <= 0
 }
 
+// nicSendFlags are send flags that only the NIC sets, on work requests it
+// makes itself (a StaR client's pulls, starclient.go): no application
+// posts them.
+const nicSendFlags qp.SendFlags = 3 << 29
+
 func checkSendWR(wr *qp.SendWR) error {
+	if wr.Flags&nicSendFlags != 0 {
+		return fmt.Errorf("%w: send flags %#x", ErrBadWR, uint32(wr.Flags))
+	}
 	if wr.NumSGE < 0 || wr.NumSGE > qp.MaxSGE {
 		return fmt.Errorf("%w: %d SGEs (max %d)", ErrBadWR, wr.NumSGE, qp.MaxSGE)
 	}
@@ -451,3 +451,6 @@ func newStash(window int) []stashedReq {
 func (q *QP) stashSlot(psn qp.PSN) *stashedReq {
 	return &q.stash[uint32(psn)&uint32(len(q.stash)-1)]
 }
+
+// Star returns q's StaR role (QPInitAttr.Star), fixed when q was made.
+func (q *QP) Star() StarRole { return q.star }

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"math"
 	"time"
 
 	"github.com/softnic/softnic/qp"
@@ -29,36 +30,7 @@ func (e *Engine) schemeFor(name string) (recovery.Scheme, error) {
 	return s, nil
 }
 
-// applyScheme gives q the scheme's halves and what its reorder window
-// needs: a scheme that keeps packets out of order needs room for a window
-// of them (READ and atomic requests wait in the stash, each one is
-// answered by a NAK with a selective acknowledgement), and the QP's
-// on-chip context is the base context plus the scheme's per-QP bytes.
-func (e *Engine) applyScheme(q *QP, scheme recovery.Scheme) {
-	e.releaseScheme(q)
-	window := scheme.ReorderWindow()
-	if q.respQ != nil {
-		q.respQ.Release() // a new scheme's replaces it
-	}
-	q.respQ = qp.NewRing[respItem](maxRespQueue + 2*window)
-	q.ooo = window > 0
-	q.stash, q.rob = nil, nil
-	if q.ooo {
-		q.stash = newStash(window)
-	}
-	q.buffers = q.ooo && scheme.Caps().BuffersOutOfOrder
-	q.scheme = scheme
-	q.sender = scheme.NewSender()
-	q.receiver = scheme.NewReceiver()
-	sr := q.sender.OnChipBytes() + q.receiver.OnChipBytes()
-	base := e.cfg.QPContextBytes
-	if e.cfg.RTO == RTOAdaptive {
-		base += rttOnChipBytes
-	}
-	e.cache.SetSize(&q.cache, base+sr, sr)
-}
-
-// CreateQP makes an RC QP in RESET.
+// CreateQP makes a QP in RESET.
 func (e *Engine) CreateQP(pd uint32, attr QPInitAttr) (*QP, error) {
 	if attr.SendCQ == nil || attr.RecvCQ == nil {
 		return nil, ErrBadCQ
@@ -78,9 +50,6 @@ func (e *Engine) CreateQP(pd uint32, attr QPInitAttr) (*QP, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := e.checkStarRole(attr.Star, scheme); err != nil {
-		return nil, err
-	}
 	for e.qps[e.nextQP] != nil || e.nextQP < 0x10 {
 		e.nextQP = (e.nextQP + 1) & qp.PSNMask
 	}
@@ -94,7 +63,20 @@ func (e *Engine) CreateQP(pd uint32, attr QPInitAttr) (*QP, error) {
 		sq:     qp.NewRing[sendWQE](attr.MaxSendWR),
 		rq:     qp.NewRing[recvWQE](attr.MaxRecvWR),
 	}
-	e.applyScheme(q, scheme)
+	switch at := (onNIC{e, q}); q.star { // StaR's two sides run transports of their own (docs/star.md)
+	case StarServer:
+		q.tr, err = newStarDriver(at)
+	case StarClient:
+		q.tr = newStarClient(at)
+	default:
+		q.tr, err = newRC(at), q.star.check()
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := q.tr.setScheme(scheme); err != nil {
+		return nil, err
+	}
 	e.nextQP = (e.nextQP + 1) & qp.PSNMask
 	q.host = q.hwContext
 	q.cache.Spill = func() { q.host = q.hwContext }
@@ -106,17 +88,6 @@ func (e *Engine) CreateQP(pd uint32, attr QPInitAttr) (*QP, error) {
 				ev.OnEvict()
 			}
 		}
-	}
-	q.retryTimer.Init(func(now time.Duration) { e.onRetryTimeout(q, now) })
-	q.rnrTimer.Init(func(now time.Duration) { e.onRNRTimer(q, now) })
-	q.rxTimer.Init(func(now time.Duration) { e.onReceiverTimer(q, now) })
-	q.starTimer.Init(func(time.Duration) { e.onShadowTimer(q) })
-	q.eaTimer.Init(func(time.Duration) { e.onEATimer(q) })
-	switch q.star {
-	case StarServer:
-		q.drv = &starDriver{}
-	case StarClient:
-		q.shadow = &starShadow{}
 	}
 	e.qps[q.qpn] = q
 	e.pds[pd]++
@@ -223,13 +194,8 @@ func (e *Engine) DestroyQP(q *QP) error {
 	if e.qps[q.qpn] != q {
 		return ErrBadQP
 	}
-	e.wheel.Stop(&q.retryTimer)
-	e.wheel.Stop(&q.rnrTimer)
-	e.wheel.Stop(&q.rxTimer)
-	e.wheel.Stop(&q.starTimer)
-	e.wheel.Stop(&q.eaTimer)
+	q.tr.destroy()
 	delete(e.qps, q.qpn)
-	e.releaseScheme(q)
 	e.cache.Remove(&q.cache)
 	e.pds[q.pd]--
 	for i := e.readyHead; i < len(e.ready); i++ {
@@ -247,6 +213,30 @@ func (e *Engine) DestroyQP(q *QP) error {
 	q.recvCQ.users--
 	q.sq.Release()
 	q.rq.Release()
-	q.respQ.Release()
 	return nil
+}
+
+// RTTInfo is one QP's round-trip estimate and the timeouts it gives now.
+type RTTInfo struct {
+	recovery.RTT
+	// Timing: a PSN is being timed now.
+	Timing bool
+	// RTOFew and RTOMany are the retransmission timeouts the QP's scheme
+	// arms with one packet and with very many packets in flight (IRN's
+	// RTO_low and RTO_high; go-back-N's one timeout twice), before
+	// backoff; 0 when the QP has no ACK timeout.
+	RTOFew, RTOMany time.Duration
+}
+
+// QPRTT returns q's round-trip estimate.
+func (e *Engine) QPRTT(q *QP) RTTInfo {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.touch(q, false)
+	info := RTTInfo{RTT: q.rtt, Timing: q.rttPSN != 0}
+	if base, ok := ackTimeout(q.timeoutCode); ok {
+		info.RTOFew = q.sender.Timeout(base, 1, q.rtt)
+		info.RTOMany = q.sender.Timeout(base, math.MaxInt32, q.rtt)
+	}
+	return info
 }

@@ -22,40 +22,12 @@ func (e *Engine) PostSend(q *QP, wrs []qp.SendWR) (int, error) {
 	default:
 		return 0, errorf(q, "%w: post send in %v (needs RTS)", ErrPostState, q.state)
 	}
-	if q.drv != nil {
-		return e.driverPostSend(q, wrs)
-	}
-	e.touch(q, false) // the doorbell makes the NIC read the context
-	for i := range wrs {
-		wr := &wrs[i]
-		if err := checkSendWR(wr); err != nil {
-			return i, errorf(q, "WR %d: %w", i, err)
-		}
-		if err := checkStarWR(q, wr); err != nil {
-			return i, errorf(q, "WR %d: %w", i, err)
-		}
-		if q.state == qp.Err { // IBA §10.3.1: posted to ERR, completes flushed
-			e.pushWC(q.sendCQ, qp.WC{WRID: wr.WRID, Status: qp.WCWRFlushErr, Opcode: qp.WCOpcodeFor(wr.Opcode), QPNum: q.qpn})
-			continue
-		}
-		w := q.sq.Push()
-		if w == nil {
-			return i, errorf(q, "%w: %d send WRs outstanding", ErrQueueFull, q.sq.Cap())
-		}
-		w.wr = *wr
-		for _, s := range wr.SGEs() {
-			w.length += s.Length
-		}
-	}
-	if e.requestReady(q) {
-		e.schedule(q)
-		e.ring()
-	}
-	return len(wrs), nil
+	return q.tr.postSend(wrs)
 }
 
 // canStart reports whether the next posted WQE may get PSNs now.
-func (e *Engine) canStart(q *QP) bool {
+func (rc *rcTransport) canStart() bool {
+	q := rc.q
 	if q.sqStart == q.sq.Tail() {
 		return false
 	}
@@ -66,35 +38,37 @@ func (e *Engine) canStart(q *QP) bool {
 	if w.wr.Flags&qp.SendFence != 0 && q.rdAtomics > 0 {
 		return false // IBV_SEND_FENCE waits for earlier READs and atomics
 	}
-	if !q.shadowCanStart(w) {
-		return false // a StaR SEND waits for its server RECV (starqp.go)
+	if rc.hooks != nil && !rc.hooks.canStart(w) {
+		return false // a StaR SEND waits for its server RECV (starclient.go)
 	}
 	return uint32(q.nextPSN.Diff(q.unacked))+q.packets(w) < maxOutstandingPSNs
 }
 
 // requestReady reports whether q's requester has a packet to send now: a
 // retransmission the scheme asks for, or new data within its window.
-func (e *Engine) requestReady(q *QP) bool {
+func (rc *rcTransport) requestReady() bool {
+	q := rc.q
 	if q.state != qp.RTS || q.rnrWait {
 		return false
 	}
 	if _, ok := q.sender.NextRetransmit(); ok || q.stPending != 0 {
 		return true // a retransmission or ST copy does not add to what is in flight
 	}
-	return !q.windowFull() && (q.curPSN != q.nextPSN || e.canStart(q))
+	return !q.windowFull() && (q.curPSN != q.nextPSN || rc.canStart())
 }
 
 // startWQE gives the next posted WQE its PSNs. A bad local SGL completes it
 // with LOC_PROT_ERR and moves the QP to ERR, as an RNIC does.
-func (e *Engine) startWQE(q *QP) bool {
+func (rc *rcTransport) startWQE() bool {
+	e, q := rc.e, rc.q
 	idx := q.sqStart
 	w := q.sq.At(idx)
 	writesLocal := w.isReadOrAtomic()
-	if _, ok := e.checkSGL(q, w.wr.SGEs(), writesLocal); !ok {
-		e.failAt(q, idx, qp.WCLocProtErr)
+	if _, ok := e.mem.checkSGL(q.pd, w.wr.SGEs(), writesLocal); !ok {
+		rc.failAt(idx, qp.WCLocProtErr)
 		return false
 	}
-	if !e.shadowStart(q, idx, w) {
+	if rc.hooks != nil && !rc.hooks.start(idx, w) {
 		return false
 	}
 	n := q.packets(w)
@@ -115,13 +89,14 @@ func (e *Engine) startWQE(q *QP) bool {
 
 // sendRequest transmits one request packet: a retransmission the scheme
 // asks for, else the packet under the send cursor.
-func (e *Engine) sendRequest(q *QP) bool {
+func (rc *rcTransport) sendRequest() bool {
+	e, q := rc.e, rc.q
 	if q.stPending != 0 {
 		// The second copy of a message's last packet (ST) found the ring
 		// full: it goes first now, or not at all if already acknowledged.
 		psn := q.stPending - 1
 		if w := q.wqeAt(psn); w != nil && !psn.Before(q.unacked) && psn.Before(q.maxSentPSN) {
-			return e.sendPacket(q, w, psn, 1)
+			return rc.sendPacket(w, psn, 1)
 		}
 		q.stPending = 0
 		e.cnt.STCopySkipped++ // acknowledged before there was room: counted, never silent
@@ -129,7 +104,7 @@ func (e *Engine) sendRequest(q *QP) bool {
 	if psn, ok := q.sender.NextRetransmit(); ok {
 		w := q.wqeAt(psn)
 		if w != nil && !psn.Before(q.unacked) && psn.Before(q.maxSentPSN) {
-			if !e.sendPacket(q, w, psn, 0) {
+			if !rc.sendPacket(w, psn, 0) {
 				return false
 			}
 			q.sender.RetransmittedAt(e.now, psn, q.maxSentPSN)
@@ -141,7 +116,7 @@ func (e *Engine) sendRequest(q *QP) bool {
 		return false
 	}
 	if q.curPSN == q.nextPSN {
-		if !e.canStart(q) || !e.startWQE(q) {
+		if !rc.canStart() || !rc.startWQE() {
 			return false
 		}
 	}
@@ -151,110 +126,51 @@ func (e *Engine) sendRequest(q *QP) bool {
 		w = q.sq.At(q.cur)
 	}
 	psn := q.curPSN
-	if !e.sendPacket(q, w, psn, 0) {
+	if !rc.sendPacket(w, psn, 0) {
 		return false
 	}
-	if w.wr.Opcode == qp.WRRDMARead && !q.ooo {
-		q.curPSN = w.lastPSN.Next() // one request covers the rest of the READ
-	} else {
-		q.curPSN = psn.Next()
-	}
+	q.curPSN = q.covers(w, psn).Next() // in order, a READ request covers the rest of the READ
 	return true
-}
-
-// Opcode selection for SEND and WRITE by position in the message
-// (IBA Table 35).
-// With out-of-order placement every packet is softnic's extension of the
-// same opcode (docs/wire.md).
-var (
-	sendOps  = [2][4]bth.Opcode{{bth.RCSendFirst, bth.RCSendMiddle, bth.RCSendLast, bth.RCSendOnly}, {bth.RCSendFirst, bth.RCSendMiddle, bth.RCSendLastImm, bth.RCSendOnlyImm}}
-	writeOps = [2][4]bth.Opcode{{bth.RCWriteFirst, bth.RCWriteMiddle, bth.RCWriteLast, bth.RCWriteOnly}, {bth.RCWriteFirst, bth.RCWriteMiddle, bth.RCWriteLastImm, bth.RCWriteOnlyImm}}
-
-	sendOpsOOO  = [2][4]bth.Opcode{{bth.RCSendFirstOOO, bth.RCSendMiddleOOO, bth.RCSendLastOOO, bth.RCSendOnlyOOO}, {bth.RCSendFirstOOO, bth.RCSendMiddleOOO, bth.RCSendLastImmOOO, bth.RCSendOnlyImmOOO}}
-	writeOpsOOO = [2][4]bth.Opcode{{bth.RCWriteFirstOOO, bth.RCWriteMiddleOOO, bth.RCWriteLastOOO, bth.RCWriteOnlyOOO}, {bth.RCWriteFirstOOO, bth.RCWriteMiddleOOO, bth.RCWriteLastImmOOO, bth.RCWriteOnlyImmOOO}}
-)
-
-const (
-	posFirst = iota
-	posMiddle
-	posLast
-	posOnly
-)
-
-func position(i, n uint32) int {
-	switch {
-	case n == 1:
-		return posOnly
-	case i == 0:
-		return posFirst
-	case i == n-1:
-		return posLast
-	}
-	return posMiddle
 }
 
 // sendPacket builds and transmits the packet of w with PSN psn.
 // copies is how many times to send it; 0 asks the scheme (ST).
-func (e *Engine) sendPacket(q *QP, w *sendWQE, psn qp.PSN, copies int) bool {
+func (rc *rcTransport) sendPacket(w *sendWQE, psn qp.PSN, copies int) bool {
+	e, q := rc.e, rc.q
 	i := uint32(psn.Diff(w.firstPSN))
 	n := q.packets(w)
 	off := i * q.mtu
 	last := i == n-1
-	var t txPacket
+	t := &rc.tx // not on the stack: the hook is an interface call
+	*t = txPacket{}
 	respond := true // the responder answers this packet at once (RTT timing)
 	switch {
-	case q.star == StarClient:
-		// An RDP or a GD, answered at once by an RA or an SDP.
-		if !e.beginStar(&t, q, w, psn, off) {
+	case rc.hooks != nil:
+		// The transport's own request (StaR's RDP or GD, answered at once
+		// by an RA or an SDP).
+		if !rc.hooks.beginRequest(t, w, psn, off) {
 			return false
 		}
 	case w.wr.Opcode == qp.WRRDMARead:
-		// A retried READ asks only for what is missing (IBA §9.7.5.1.4).
-		// With out-of-order placement every READ request asks for one
-		// response packet, so that the request and its response share
-		// one PSN that the scheme tracks like any other (docs/recovery.md).
-		length := w.length - off
-		if q.ooo {
-			length = min(q.mtu, length)
-		}
-		if !e.beginTx(&t, q, bth.RCReadRequest, psn, false, 0) {
+		if !e.beginTx(t, q, bth.RCReadRequest, psn, false, 0) {
 			return false
 		}
-		bth.RETH(t.roce[t.info.RETHOff:]).Encode(&bth.RETHFields{VA: w.wr.RemoteAddr + uint64(off), RKey: w.wr.RKey, DMALen: length})
+		bth.RETH(t.roce[t.info.RETHOff:]).Encode(&bth.RETHFields{VA: w.wr.RemoteAddr + uint64(off), RKey: w.wr.RKey, DMALen: q.readLength(w, off)})
 		last = true
 	case w.wr.Opcode.IsAtomic():
 		op := bth.RCFetchAdd
 		if w.wr.Opcode == qp.WRAtomicCmpAndSwp {
 			op = bth.RCCompareSwap
 		}
-		if !e.beginTx(&t, q, op, psn, true, 0) {
+		if !e.beginTx(t, q, op, psn, true, 0) {
 			return false
 		}
 		bth.AtomicETH(t.roce[t.info.AtomicETHOff:]).Encode(&bth.AtomicETHFields{VA: w.wr.RemoteAddr, RKey: w.wr.RKey, SwapAdd: swapAdd(&w.wr), Compare: w.wr.CompareAdd})
 	default:
-		imm := 0
-		if w.wr.Opcode == qp.WRSendWithImm || w.wr.Opcode == qp.WRRDMAWriteWithImm {
-			imm = 1
-		}
-		pos := position(i, n)
-		write := w.wr.Opcode == qp.WRRDMAWrite || w.wr.Opcode == qp.WRRDMAWriteWithImm
-		var op bth.Opcode
-		switch {
-		case q.ooo && write:
-			op = writeOpsOOO[imm][pos]
-		case q.ooo:
-			op = sendOpsOOO[imm][pos]
-		case write:
-			op = writeOps[imm][pos]
-		default:
-			op = sendOps[imm][pos]
-		}
+		op := q.requestOpcode(w, i, n)
 		size := min(q.mtu, w.length-off)
-		// A selective retransmission asks for an ACK: in recovery the
-		// requester must learn that the hole is filled (IRN §5.2 ACKs every
-		// packet; softnic coalesces, so it asks where it matters).
-		ackReq := last || q.noAck+1 >= q.ackReqInterval() || q.ooo && psn.Before(q.maxSentPSN)
-		if !e.beginTx(&t, q, op, psn, ackReq, int(size)) {
+		ackReq := q.asksAck(last, psn)
+		if !e.beginTx(t, q, op, psn, ackReq, int(size)) {
 			return false
 		}
 		if t.info.RETHOff >= 0 {
@@ -280,8 +196,8 @@ func (e *Engine) sendPacket(q *QP, w *sendWQE, psn qp.PSN, copies int) bool {
 		if last && w.wr.Flags&qp.SendSolicited != 0 {
 			bth.BTH(t.roce).SetSolicitedEvent(true)
 		}
-		if !e.copySGL(q, w.wr.SGEs(), off, t.payload, false) {
-			e.failAt(q, q.sq.Head(), qp.WCLocProtErr) // region deregistered under us
+		if !e.mem.copySGL(q.pd, w.wr.SGEs(), off, t.payload, false) {
+			rc.failAt(q.sq.Head(), qp.WCLocProtErr) // region deregistered under us
 			return false
 		}
 		if ackReq {
@@ -298,7 +214,7 @@ func (e *Engine) sendPacket(q *QP, w *sendWQE, psn qp.PSN, copies int) bool {
 		copies = q.sender.Copies(last)
 	}
 	q.stPending = 0
-	if sent := e.endTx(q, &t, copies); sent < copies {
+	if sent := e.endTx(q, t, copies); sent < copies {
 		q.stPending = psn + 1 // the ring filled up between the copies
 	}
 	if dup {
@@ -308,27 +224,21 @@ func (e *Engine) sendPacket(q *QP, w *sendWQE, psn qp.PSN, copies int) bool {
 		q.nakHeld = 0 // the NAKed packet is out again: a new NAK for it is news
 	}
 	if respond {
-		// What the answer must reach: a go-back-N READ request is answered
+		// What the answer must reach: an in-order READ request is answered
 		// by responses up to its last PSN, and the timer waits for them all.
-		answered := psn
-		if w.wr.Opcode == qp.WRRDMARead && !q.ooo {
-			answered = w.lastPSN
-		}
+		answered := q.covers(w, psn)
 		if !q.ackReqOutstanding() || q.lastAckReq.Before(answered) {
 			q.lastAckReq, q.ackReqOut = answered, true // armRetry: the timer waits for its answer
 		}
 	}
 	if psn.Before(q.maxSentPSN) {
 		e.cnt.Retransmits++
-		e.rttResent(q, psn)
+		rc.rttResent(psn)
 	} else {
-		e.rttSent(q, psn, respond)
-		q.maxSentPSN = psn.Next()
-		if w.wr.Opcode == qp.WRRDMARead && !q.ooo {
-			q.maxSentPSN = w.lastPSN.Next()
-		}
+		rc.rttSent(psn, respond)
+		q.maxSentPSN = q.covers(w, psn).Next()
 	}
-	e.armRetry(q)
+	rc.armRetry()
 	return true
 }
 
@@ -340,8 +250,9 @@ func swapAdd(wr *qp.SendWR) uint64 {
 }
 
 // scheduleIfReady schedules q if its requester has something to send.
-func (e *Engine) scheduleIfReady(q *QP) {
-	if e.requestReady(q) {
+func (rc *rcTransport) scheduleIfReady() {
+	e, q := rc.e, rc.q
+	if rc.requestReady() {
 		e.schedule(q)
 	}
 }

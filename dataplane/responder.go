@@ -6,6 +6,7 @@ import (
 
 	"github.com/softnic/softnic/bth"
 	"github.com/softnic/softnic/qp"
+	"github.com/softnic/softnic/recovery"
 )
 
 // The responder (rxe_resp.c). A request is checked in a fixed order —
@@ -28,37 +29,12 @@ func (e *Engine) PostRecv(q *QP, wrs []qp.RecvWR) (int, error) {
 	if q.state == qp.Reset {
 		return 0, errorf(q, "%w: post receive in RESET", ErrPostState)
 	}
-	if q.drv != nil {
-		return e.driverPostRecv(q, wrs)
-	}
-	for i := range wrs {
-		wr := &wrs[i]
-		if wr.NumSGE < 0 || wr.NumSGE > qp.MaxSGE {
-			return i, errorf(q, "WR %d: %w: %d SGEs", i, ErrBadWR, wr.NumSGE)
-		}
-		if q.state == qp.Err {
-			e.pushWC(q.recvCQ, qp.WC{WRID: wr.WRID, Status: qp.WCWRFlushErr, Opcode: qp.WCRecv, QPNum: q.qpn})
-			continue
-		}
-		total, ok := e.checkSGL(q, wr.SGEs(), true)
-		if !ok {
-			return i, errorf(q, "WR %d: %w: SGE not in a locally writable region", i, ErrBadWR)
-		}
-		w := q.rq.Push()
-		if w == nil {
-			return i, errorf(q, "%w: %d receive WRs outstanding", ErrQueueFull, q.rq.Cap())
-		}
-		w.wr, w.length = *wr, total
-	}
-	if q.shadow != nil && len(q.shadow.sends) > 0 {
-		e.starPull(q) // a server SEND was waiting for a RECV
-	}
-	e.ring() // a responder waiting to RNR-retry has nothing to do, but CQ flushes (and a StaR pull) may
-	return len(wrs), nil
+	return q.tr.postRecv(wrs)
 }
 
 // respond handles one request packet for q.
-func (e *Engine) respond(q *QP, pkt *bth.Packet) {
+func (rc *rcTransport) respond(pkt *bth.Packet) {
+	e, q := rc.e, rc.q
 	if q.goError {
 		e.cnt.RcvdBadState++
 		return
@@ -71,12 +47,12 @@ func (e *Engine) respond(q *QP, pkt *bth.Packet) {
 	switch d := psn.Diff(q.ePSN); {
 	case d > 0:
 		e.cnt.OutOfSeqRequest++
-		e.keepOutOfOrder(q, pkt, psn)
+		rc.keepOutOfOrder(pkt, psn)
 	case d < 0:
 		e.cnt.DuplicateRequest++
-		e.duplicate(q, pkt, psn)
+		rc.duplicate(pkt, psn)
 	default:
-		e.execute(q, pkt, psn)
+		rc.execute(pkt, psn)
 	}
 }
 
@@ -92,33 +68,24 @@ const (
 	refusedLocalProtection         // its receive WQE's memory is gone: remote operational error
 )
 
-// placement is where an admitted SEND or WRITE packet goes.
-type placement struct {
-	rwqe  *recvWQE // SEND: the buffer; WRITE with immediate: the WQE its completion consumes
-	off   uint32   // the payload's offset in its message
-	dst   []byte   // WRITE: the target bytes
-	reth  bth.RETHFields
-	total uint32 // the message's length, for its completion
-}
-
 // execute runs the request with the expected PSN, then the ones kept
 // out of order after it (a window of one when the scheme keeps none).
-func (e *Engine) execute(q *QP, pkt *bth.Packet, psn qp.PSN) {
-	n := e.executeOne(q, pkt, psn)
+func (rc *rcTransport) execute(pkt *bth.Packet, psn qp.PSN) {
+	e, q := rc.e, rc.q
+	n := rc.executeOne(pkt, psn)
 	if n == 0 {
 		return
 	}
 	q.ePSN = psn.Add(n)
-	walked := q.ooo && e.walkKept(q) // a scheme with no window keeps nothing
+	walked := rc.walkKept() // (a scheme with no window keeps nothing: recovery.Scheme)
 	q.receiver.OnInSequence(e.now, q.ePSN)
-	e.armReceiverTimer(q)
+	rc.armReceiverTimer()
 	// An ACK when asked, and whenever the walk moved the expected PSN over
 	// packets kept early (cumulative: they are all in order now). A READ
 	// or atomic request is answered by its response; with in-order
 	// placement it is acknowledged by nothing else.
-	asked := pkt.BTH().AckReq() && (q.ooo || pkt.Info.Flags&(bth.IsSend|bth.IsWrite) != 0)
-	if walked || asked {
-		e.queueAck(q, q.ePSN.Prev())
+	if walked || q.acksRequest(pkt) {
+		rc.queueAck(q.ePSN.Prev())
 	}
 }
 
@@ -126,29 +93,27 @@ func (e *Engine) execute(q *QP, pkt *bth.Packet, psn qp.PSN) {
 // executed or placed. It returns how many PSNs it took (a go-back-N READ
 // takes one per response packet), or 0 when it was refused or could not
 // run and the expected PSN must stay.
-func (e *Engine) executeOne(q *QP, pkt *bth.Packet, psn qp.PSN) uint32 {
+func (rc *rcTransport) executeOne(pkt *bth.Packet, psn qp.PSN) uint32 {
+
 	var pl placement
-	if v := e.admit(q, pkt, true, &pl); v != admitted {
-		e.refuse(q, pkt, psn, v, &pl)
+	if v := rc.admit(pkt, true, &pl); v != admitted {
+		rc.refuse(pkt, psn, v, &pl)
 		return 0
 	}
 	f := pkt.Info.Flags
 	switch {
-	case f&bth.IsRead != 0 && q.ooo:
-		e.pushReadPull(q, psn, pkt.RETH().Fields())
-		e.endMessage(q)
 	case f&bth.IsRead != 0:
-		return e.read(q, psn, pkt.RETH().Fields())
+		return rc.mode.executeRead(rc, psn, pkt.RETH().Fields())
 	case f&bth.IsAtomic != 0:
-		if !e.atomic(q, pkt.Opcode(), pkt.AtomicETH().Fields(), psn) {
+		if !rc.atomic(pkt.Opcode(), pkt.AtomicETH().Fields(), psn) {
 			return 0
 		}
 	default:
-		if !e.place(q, pkt, psn, &pl) {
-			e.refuse(q, pkt, psn, refusedLocalProtection, &pl)
+		if !rc.place(pkt, psn, &pl) {
+			rc.refuse(pkt, psn, refusedLocalProtection, &pl)
 			return 0
 		}
-		e.finish(q, psn, f&bth.IsLast != 0)
+		rc.finish(psn, f&bth.IsLast != 0)
 	}
 	return 1
 }
@@ -160,23 +125,11 @@ func (e *Engine) executeOne(q *QP, pkt *bth.Packet, psn qp.PSN) uint32 {
 // WRITE packet says where it goes (a SEND's PETH, a WRITE's RETH, and the
 // RWSNETH of a WRITE with immediate's last packet; docs/wire.md); in
 // order without it, the message in progress (q.msg) does.
-func (e *Engine) admit(q *QP, pkt *bth.Packet, inOrder bool, pl *placement) verdict {
+func (rc *rcTransport) admit(pkt *bth.Packet, inOrder bool, pl *placement) verdict {
+	e, q := rc.e, rc.q
 	f := pkt.Info.Flags
-	if !q.ooo {
-		// Opcode sequence (rxe check_op_seq): a message in progress
-		// continues with MIDDLE or LAST of its own kind; otherwise only a
-		// FIRST, ONLY, READ or atomic may come.
-		if q.msg.active {
-			kind := bth.IsSend
-			if q.msg.write {
-				kind = bth.IsWrite
-			}
-			if f&kind == 0 || f&bth.IsFirst != 0 {
-				return refusedInvalid
-			}
-		} else if f&(bth.IsSend|bth.IsWrite) != 0 && f&bth.IsFirst == 0 {
-			return refusedInvalid
-		}
+	if !q.inSequence(f) { // opcode sequence (rxe check_op_seq)
+		return refusedInvalid
 	}
 	// QP access rights (rxe check_op_valid) and unsupported operations.
 	switch {
@@ -187,10 +140,10 @@ func (e *Engine) admit(q *QP, pkt *bth.Packet, inOrder bool, pl *placement) verd
 		return refusedInvalid
 	case f&bth.IsRead != 0:
 		r := pkt.RETH()
-		if q.ooo && r.DMALen() > q.mtu { // one response packet per READ request
+		if !q.readFits(r.DMALen()) {
 			return refusedInvalid
 		}
-		if _, ok := e.remoteSlice(q, r.RKey(), r.VA(), r.DMALen(), qp.AccessRemoteRead); !ok {
+		if _, ok := e.mem.remoteSlice(q.pd, r.RKey(), r.VA(), r.DMALen(), qp.AccessRemoteRead); !ok {
 			return refusedAccess
 		}
 		return admitted
@@ -199,7 +152,7 @@ func (e *Engine) admit(q *QP, pkt *bth.Packet, inOrder bool, pl *placement) verd
 		if a.VA()&7 != 0 { // atomics need an 8-byte aligned address (rxe RESPST_ERR_MISALIGNED_ATOMIC)
 			return refusedInvalid
 		}
-		if _, ok := e.remoteSlice(q, a.RKey(), a.VA(), 8, qp.AccessRemoteAtomic); !ok {
+		if _, ok := e.mem.remoteSlice(q.pd, a.RKey(), a.VA(), 8, qp.AccessRemoteAtomic); !ok {
 			return refusedAccess
 		}
 		return admitted
@@ -207,36 +160,11 @@ func (e *Engine) admit(q *QP, pkt *bth.Packet, inOrder bool, pl *placement) verd
 		return refusedInvalid
 	}
 	// SEND or WRITE: where it goes in its message.
-	var ahead uint32 // receive WQEs past the head that its own is
 	first, last := f&bth.IsFirst != 0, f&bth.IsLast != 0
 	n := uint32(len(pkt.Payload()))
-	switch {
-	case q.ooo && f&bth.IsWrite != 0:
-		// Every packet's RETH; past the first, its DMA length counts the
-		// message's bytes up to the packet's end, so the packet starts at
-		// DMA length - payload (left 0 if that is negative: a MIDDLE or
-		// LAST at offset 0 is refused below).
-		pl.reth = pkt.RETH().Fields()
-		if !first && pl.reth.DMALen >= n {
-			pl.off = pl.reth.DMALen - n
-		}
-		if h := pkt.RWSNETH(); h != nil {
-			ahead = (h.RecvSN() - q.recvSN) & qp.PSNMask
-		}
-	case q.ooo:
-		p := pkt.PETH()
-		off, ok := p.Offset(q.mtu)
-		if !ok {
-			return refusedInvalid // past any message
-		}
-		pl.off, ahead = off, (p.RecvSN()-q.recvSN)&qp.PSNMask
-	default:
-		if q.msg.active {
-			pl.off, pl.reth = q.msg.off, bth.RETHFields{VA: q.msg.va, RKey: q.msg.rkey, DMALen: q.msg.dmaLen}
-		}
-		if f&bth.IsWrite != 0 && first {
-			pl.reth = pkt.RETH().Fields()
-		}
+	ahead, ok := q.locate(pkt, pl) // receive WQEs past the head that its own is
+	if !ok {
+		return refusedInvalid // past any message
 	}
 	// Length (rxe check_length): FIRST and MIDDLE carry one MTU, LAST
 	// 1..MTU, ONLY 0..MTU; the offset starts a message at 0 and moves by
@@ -259,7 +187,7 @@ func (e *Engine) admit(q *QP, pkt *bth.Packet, inOrder bool, pl *placement) verd
 		// message in progress in order; with out-of-order placement a
 		// MIDDLE or LAST checks the message up to its own end. A region
 		// deregistered mid-message fails the packets after.
-		whole, ok := e.remoteSlice(q, r.RKey, r.VA, r.DMALen, qp.AccessRemoteWrite)
+		whole, ok := e.mem.remoteSlice(q.pd, r.RKey, r.VA, r.DMALen, qp.AccessRemoteWrite)
 		if !ok {
 			return refusedAccess
 		}
@@ -290,14 +218,8 @@ func (e *Engine) admit(q *QP, pkt *bth.Packet, inOrder bool, pl *placement) verd
 	if end > uint64(w.length) {
 		return refusedLength
 	}
-	// A SEND placed by its PETH, kept out of order perhaps, is checked
-	// whole before anything is written; in order without one, the copy
-	// checks as it goes (place), as rxe's copy_data does, which spares a
-	// second walk over the scatter list per packet.
-	if q.ooo {
-		if _, ok := e.checkSGL(q, w.wr.SGEs(), true); !ok {
-			return refusedLocalProtection
-		}
+	if !rc.mode.checkRecvSGL(rc, w) {
+		return refusedLocalProtection
 	}
 	pl.total = uint32(end)
 	return admitted
@@ -305,22 +227,23 @@ func (e *Engine) admit(q *QP, pkt *bth.Packet, inOrder bool, pl *placement) verd
 
 // refuse answers an in-order request that failed admit: RNR NAK, or a
 // class C NAK that moves the QP to ERR (rxe do_class_ac_error).
-func (e *Engine) refuse(q *QP, pkt *bth.Packet, psn qp.PSN, v verdict, pl *placement) {
+func (rc *rcTransport) refuse(pkt *bth.Packet, psn qp.PSN, v verdict, pl *placement) {
+	e := rc.e
 	switch v {
 	case refusedRNR:
-		e.rnrNak(q, psn)
+		rc.rnrNak(psn)
 	case refusedInvalid:
-		e.classC(q, psn, bth.NakInvalidRequest)
+		rc.classC(psn, bth.NakInvalidRequest)
 	case refusedAccess:
 		e.cnt.RespRemoteAccess++
-		e.classC(q, psn, bth.NakRemoteAccessError)
+		rc.classC(psn, bth.NakRemoteAccessError)
 	case refusedLength:
 		e.cnt.RespLocalLength++
-		e.completeRecv(q, pl.rwqe, qp.WCLocLenErr, qp.WCRecv, 0, pkt)
-		e.classC(q, psn, bth.NakInvalidRequest)
+		rc.completeRecv(pl.rwqe, qp.WCLocLenErr, qp.WCRecv, 0, pkt)
+		rc.classC(psn, bth.NakInvalidRequest)
 	case refusedLocalProtection:
-		e.completeRecv(q, pl.rwqe, qp.WCLocProtErr, qp.WCRecv, 0, pkt)
-		e.classC(q, psn, bth.NakRemoteOperationalError)
+		rc.completeRecv(pl.rwqe, qp.WCLocProtErr, qp.WCRecv, 0, pkt)
+		rc.classC(psn, bth.NakRemoteOperationalError)
 	}
 }
 
@@ -331,19 +254,17 @@ func (e *Engine) refuse(q *QP, pkt *bth.Packet, psn qp.PSN, v verdict, pl *place
 // in progress moves on. It reports false when the copy found the receive
 // WQE's memory gone (only possible without out-of-order placement: admit
 // checked the scatter list otherwise).
-func (e *Engine) place(q *QP, pkt *bth.Packet, psn qp.PSN, pl *placement) bool {
+func (rc *rcTransport) place(pkt *bth.Packet, psn qp.PSN, pl *placement) bool {
+	e, q := rc.e, rc.q
 	f := pkt.Info.Flags
 	write, last := f&bth.IsWrite != 0, f&bth.IsLast != 0
 	payload := pkt.Payload()
 	if write {
 		copy(pl.dst, payload)
-	} else if !e.copySGL(q, pl.rwqe.wr.SGEs(), pl.off, payload, true) {
+	} else if !e.mem.copySGL(q.pd, pl.rwqe.wr.SGEs(), pl.off, payload, true) {
 		return false // in order without a PETH: its receive WQE's memory is gone (admit)
 	}
-	if !q.ooo {
-		r := &pl.reth
-		q.msg = respMsg{active: !last, write: write, off: pl.off + uint32(len(payload)), va: r.VA, rkey: r.RKey, dmaLen: r.DMALen}
-	}
+	q.placed(f, pl, uint32(len(payload)))
 	if !last || pl.rwqe == nil {
 		return true
 	}
@@ -360,13 +281,8 @@ func (e *Engine) place(q *QP, pkt *bth.Packet, psn qp.PSN, pl *placement) bool {
 	if pkt.BTH().SolicitedEvent() {
 		wc.Flags |= qp.WCSolicited
 	}
-	if !q.ooo {
-		// In order, its turn is now: no need to keep it for finish.
-		e.pushWC(q.recvCQ, wc)
-		e.popRecv(q)
-		e.cnt.RDMARecvs++
-		return true
-	}
+	// Delivered when its turn comes (finish): at once in order, when the
+	// expected PSN passes it out of order.
 	w.ready, w.lastPSN, w.wc = true, psn, wc
 	return true
 }
@@ -374,42 +290,45 @@ func (e *Engine) place(q *QP, pkt *bth.Packet, psn qp.PSN, pl *placement) bool {
 // finish runs the in-order actions of the SEND or WRITE packet psn that
 // ends its message (IRN §5.3.3): the MSN moves, and the receive WQE whose
 // message ends here completes.
-func (e *Engine) finish(q *QP, psn qp.PSN, last bool) {
+func (rc *rcTransport) finish(psn qp.PSN, last bool) {
+	e, q := rc.e, rc.q
 	if !last {
 		return
 	}
 	if w := q.rq.Front(); w != nil && w.ready && w.lastPSN == psn {
 		e.pushWC(q.recvCQ, w.wc)
-		e.popRecv(q)
+		rc.popRecv()
 		e.cnt.RDMARecvs++
 	}
-	e.endMessage(q)
+	rc.endMessage()
 }
 
 // read queues the responses of an admitted go-back-N READ request, one
 // per MTU of its length, in the responder resources ring (rxe's
 // resources, max_dest_rd_atomic of them); it returns how many PSNs the
 // request takes.
-func (e *Engine) read(q *QP, psn qp.PSN, reth bth.RETHFields) uint32 {
+func (rc *rcTransport) read(psn qp.PSN, reth bth.RETHFields) uint32 {
+	q := rc.q
 	npkts := max(1, (reth.DMALen+q.mtu-1)/q.mtu)
-	r, idx := e.newResource(q)
+	r, idx := rc.newResource()
 	*r = resource{kind: resRead, firstPSN: psn, lastPSN: psn.Add(npkts - 1), va: reth.VA, rkey: reth.RKey, length: reth.DMALen, gen: r.gen + 1, start: psn, next: psn}
-	e.queueRead(q, idx)
-	e.endMessage(q)
+	rc.queueRead(idx)
+	rc.endMessage()
 	return npkts
 }
 
 // atomic executes a COMPARE SWAP or FETCH ADD and queues its ACK; it
 // reports whether it did (false: a class C NAK is queued).
-func (e *Engine) atomic(q *QP, op bth.Opcode, a bth.AtomicETHFields, psn qp.PSN) bool {
+func (rc *rcTransport) atomic(op bth.Opcode, a bth.AtomicETHFields, psn qp.PSN) bool {
+	e, q := rc.e, rc.q
 	if a.VA&7 != 0 { // atomics need an 8-byte aligned address (rxe RESPST_ERR_MISALIGNED_ATOMIC)
-		e.classC(q, psn, bth.NakInvalidRequest)
+		rc.classC(psn, bth.NakInvalidRequest)
 		return false
 	}
-	mem, ok := e.remoteSlice(q, a.RKey, a.VA, 8, qp.AccessRemoteAtomic)
+	mem, ok := e.mem.remoteSlice(q.pd, a.RKey, a.VA, 8, qp.AccessRemoteAtomic)
 	if !ok {
 		e.cnt.RespRemoteAccess++
-		e.classC(q, psn, bth.NakRemoteAccessError)
+		rc.classC(psn, bth.NakRemoteAccessError)
 		return false
 	}
 	// The engine is the only one executing atomics on its memory, so this
@@ -422,52 +341,58 @@ func (e *Engine) atomic(q *QP, op bth.Opcode, a bth.AtomicETHFields, psn qp.PSN)
 	} else {
 		binary.LittleEndian.PutUint64(mem, orig+a.SwapAdd)
 	}
-	r, idx := e.newResource(q)
+	r, idx := rc.newResource()
 	*r = resource{kind: resAtomic, firstPSN: psn, lastPSN: psn, orig: orig, gen: r.gen + 1}
-	r.queued = e.pushResp(q, respItem{kind: respAtomic, res: idx, gen: r.gen})
-	e.endMessage(q)
+	r.queued = rc.pushResp(respItem{kind: respAtomic, res: idx, gen: r.gen})
+	rc.endMessage()
 	return true
 }
 
 // duplicate answers a request the responder has already executed
 // (IBA §9.7.5.1.3, rxe duplicate_request).
-func (e *Engine) duplicate(q *QP, pkt *bth.Packet, psn qp.PSN) {
+func (rc *rcTransport) duplicate(pkt *bth.Packet, psn qp.PSN) {
+	q := rc.q
 	f := pkt.Info.Flags
 	switch {
-	case f&bth.IsRead != 0 && q.ooo:
-		e.repeatRead(q, pkt, psn)
 	case f&bth.IsRead != 0:
-		for i := range q.res {
-			r := &q.res[i]
-			if r.kind != resRead || !(psn.Diff(r.firstPSN) >= 0 && psn.Diff(r.lastPSN) <= 0) {
-				continue
-			}
-			// A retried READ asks for the rest from psn: check it does.
-			off := uint32(psn.Diff(r.firstPSN)) * q.mtu
-			reth := pkt.RETH()
-			if reth.VA() != r.va+uint64(off) || reth.DMALen() != r.length-off || reth.RKey() != r.rkey {
-				return
-			}
-			r.start, r.next = psn, psn // re-read memory from psn (a duplicate READ is executed again)
-			if !r.queued {
-				e.abandonAfter(q, psn)
-				e.queueRead(q, i)
-			}
-			return
-		}
+		rc.mode.duplicateRead(rc, pkt, psn)
 	case f&bth.IsAtomic != 0:
 		for i := range q.res {
 			r := &q.res[i]
 			if r.kind == resAtomic && r.firstPSN == psn {
 				if !r.queued { // answer with the saved result; never execute twice
-					e.abandonAfter(q, psn)
-					r.queued = e.pushResp(q, respItem{kind: respAtomic, res: i, gen: r.gen})
+					rc.abandonAfter(psn)
+					r.queued = rc.pushResp(respItem{kind: respAtomic, res: i, gen: r.gen})
 				}
 				return
 			}
 		}
 	default: // SEND or WRITE: acknowledge again (C9-105)
-		e.ackDuplicate(q, psn)
+		rc.ackDuplicate(psn)
+	}
+}
+
+// duplicateStream answers a duplicate READ request in order: the
+// responder resource whose stream it asks for again rewinds to it.
+func (rc *rcTransport) duplicateStream(pkt *bth.Packet, psn qp.PSN) {
+	q := rc.q
+	for i := range q.res {
+		r := &q.res[i]
+		if r.kind != resRead || !(psn.Diff(r.firstPSN) >= 0 && psn.Diff(r.lastPSN) <= 0) {
+			continue
+		}
+		// A retried READ asks for the rest from psn: check it does.
+		off := uint32(psn.Diff(r.firstPSN)) * q.mtu
+		reth := pkt.RETH()
+		if reth.VA() != r.va+uint64(off) || reth.DMALen() != r.length-off || reth.RKey() != r.rkey {
+			return
+		}
+		r.start, r.next = psn, psn // re-read memory from psn (a duplicate READ is executed again)
+		if !r.queued {
+			rc.abandonAfter(psn)
+			rc.queueRead(i)
+		}
+		return
 	}
 }
 
@@ -486,7 +411,8 @@ func (e *Engine) duplicate(q *QP, pkt *bth.Packet, psn qp.PSN) {
 // skipped when they reach the head of the queue (their generation no
 // longer matches); a duplicate of a stream still queued rewinds it in
 // place instead (duplicate), as the order is then already right.
-func (e *Engine) abandonAfter(q *QP, psn qp.PSN) {
+func (rc *rcTransport) abandonAfter(psn qp.PSN) {
+	e, q := rc.e, rc.q
 	for i := range q.res {
 		r := &q.res[i]
 		if r.queued && (r.kind == resRead || r.kind == resAtomic) && psn.Before(r.firstPSN) {
@@ -508,19 +434,21 @@ func (e *Engine) abandonAfter(q *QP, psn qp.PSN) {
 // as with a single copy. A go-back-N resend of many duplicates still
 // costs one extra ACK at most, for the one that repeats the latest PSN.
 // READ and atomic duplicates keep their own rules (duplicate).
-func (e *Engine) ackDuplicate(q *QP, psn qp.PSN) {
+func (rc *rcTransport) ackDuplicate(psn qp.PSN) {
+	q := rc.q
 	latest := q.ePSN.Prev()
 	if psn == latest && q.respQ.Len() > 0 {
 		if tail := q.respQ.At(q.respQ.Tail() - 1); tail.kind == respAck && tail.psn == latest {
-			e.pushResp(q, respItem{kind: respAck, psn: latest})
+			rc.pushResp(respItem{kind: respAck, psn: latest})
 			return
 		}
 	}
-	e.queueAck(q, latest)
+	rc.queueAck(latest)
 }
 
 // newResource takes the oldest slot of the resources ring.
-func (e *Engine) newResource(q *QP) (*resource, int) {
+func (rc *rcTransport) newResource() (*resource, int) {
+	q := rc.q
 	idx := q.resNext
 	q.resNext = (q.resNext + 1) % len(q.res)
 	r := &q.res[idx]
@@ -528,17 +456,20 @@ func (e *Engine) newResource(q *QP) (*resource, int) {
 	return r, idx
 }
 
-func (e *Engine) queueRead(q *QP, idx int) {
+func (rc *rcTransport) queueRead(idx int) {
+	q := rc.q
 	r := &q.res[idx]
-	r.queued = e.pushResp(q, respItem{kind: respRead, res: idx, gen: r.gen})
+	r.queued = rc.pushResp(respItem{kind: respRead, res: idx, gen: r.gen})
 }
 
-func (e *Engine) endMessage(q *QP) {
+func (rc *rcTransport) endMessage() {
+	q := rc.q
 	q.msn = q.msn.Next()
 }
 
 // completeRecv retires the head receive WQE w.
-func (e *Engine) completeRecv(q *QP, w *recvWQE, status qp.WCStatus, op qp.WCOpcode, n uint32, pkt *bth.Packet) {
+func (rc *rcTransport) completeRecv(w *recvWQE, status qp.WCStatus, op qp.WCOpcode, n uint32, pkt *bth.Packet) {
+	e, q := rc.e, rc.q
 	wc := qp.WC{WRID: w.wr.WRID, Status: status, Opcode: op, ByteLen: n, QPNum: q.qpn, SrcQP: q.destQPN}
 	if status == qp.WCSuccess && pkt.Info.Flags&bth.HasImm != 0 {
 		wc.ImmData = pkt.Imm().Imm()
@@ -548,60 +479,67 @@ func (e *Engine) completeRecv(q *QP, w *recvWQE, status qp.WCStatus, op qp.WCOpc
 		wc.Flags |= qp.WCSolicited
 	}
 	e.pushWC(q.recvCQ, wc)
-	e.popRecv(q)
+	rc.popRecv()
 }
 
 // popRecv retires the head receive WQE; the next one has the next receive
 // WQE sequence number.
-func (e *Engine) popRecv(q *QP) {
+func (rc *rcTransport) popRecv() {
+	q := rc.q
 	q.rq.Pop()
 	q.recvSN = (q.recvSN + 1) & qp.PSNMask
 }
 
 // rnrNak refuses a request for want of a receive WQE; the expected PSN
 // does not move, so the requester resends the same packet later.
-func (e *Engine) rnrNak(q *QP, psn qp.PSN) {
+func (rc *rcTransport) rnrNak(psn qp.PSN) {
+	e, q := rc.e, rc.q
 	e.cnt.SendRNRErr++
-	e.queueNak(q, psn, bth.RNRNakSyndrome(q.minRNRTimer), false)
+	rc.queueNak(psn, bth.RNRNakSyndrome(q.minRNRTimer), false)
 }
 
 // classC is a fatal responder error (IBA §9.9.3.1.2 class C / rxe
 // do_class_ac_error): NAK with the code and move to ERR once it is sent.
-func (e *Engine) classC(q *QP, psn qp.PSN, code bth.NakCode) {
+func (rc *rcTransport) classC(psn qp.PSN, code bth.NakCode) {
+	e, q := rc.e, rc.q
 	if code == bth.NakInvalidRequest {
 		e.cnt.RespInvalidReq++
 	}
-	e.queueNak(q, psn, bth.NakSyndrome(code), true)
+	rc.queueNak(psn, bth.NakSyndrome(code), true)
 	q.goError = true
 }
 
-func (e *Engine) queueAck(q *QP, psn qp.PSN) {
+func (rc *rcTransport) queueAck(psn qp.PSN) {
+	q := rc.q
 	if q.respQ.Len() > 0 {
 		if tail := q.respQ.At(q.respQ.Tail() - 1); tail.kind == respAck {
 			tail.psn = psn // coalesce: one ACK covers both
 			return
 		}
 	}
-	e.pushResp(q, respItem{kind: respAck, psn: psn})
+	rc.pushResp(respItem{kind: respAck, psn: psn})
 }
 
-func (e *Engine) queueNak(q *QP, psn qp.PSN, syn bth.Syndrome, thenError bool) {
+func (rc *rcTransport) queueNak(psn qp.PSN, syn bth.Syndrome, thenError bool) {
+	q := rc.q
 	if q.respQ.Len() > 0 {
 		if tail := q.respQ.At(q.respQ.Tail() - 1); tail.kind == respNak && tail.psn == psn && tail.syn == syn {
 			tail.thenError = tail.thenError || thenError // the same NAK is already waiting
 			return
 		}
 	}
-	e.pushResp(q, respItem{kind: respNak, psn: psn, syn: syn, thenError: thenError})
+	rc.pushResp(respItem{kind: respNak, psn: psn, syn: syn, thenError: thenError})
 }
 
 // seqNak queues a PSN-sequence-error NAK for the expected PSN.
-func (e *Engine) seqNak(q *QP) {
-	e.queueNak(q, q.ePSN, bth.NakSyndrome(bth.NakPSNSeqError), false)
+func (rc *rcTransport) seqNak() {
+	e, q := rc.e, rc.q
+	rc.queueNak(q.ePSN, bth.NakSyndrome(bth.NakPSNSeqError), false)
 	e.cnt.SeqNakSent++
 }
 
-func (e *Engine) pushResp(q *QP, it respItem) bool {
+func (rc *rcTransport) pushResp(it respItem) bool {
+	e, q := rc.e, rc.q
 	slot := q.respQ.Push()
 	if slot == nil {
 		e.cnt.RespQueueFull++
@@ -613,7 +551,8 @@ func (e *Engine) pushResp(q *QP, it respItem) bool {
 }
 
 // sendResponse transmits the next packet of the response queue.
-func (e *Engine) sendResponse(q *QP) bool {
+func (rc *rcTransport) sendResponse() bool {
+	e, q := rc.e, rc.q
 	it := q.respQ.Front()
 	switch it.kind {
 	case respAck, respNak:
@@ -645,7 +584,7 @@ func (e *Engine) sendResponse(q *QP) bool {
 		q.respQ.Pop()
 		return true
 	case respReadPull:
-		return e.sendReadPull(q, it)
+		return rc.sendReadPull(it)
 	case respAtomic:
 		r := &q.res[it.res]
 		if r.gen != it.gen || r.kind != resAtomic {
@@ -663,11 +602,12 @@ func (e *Engine) sendResponse(q *QP) bool {
 		q.respQ.Pop()
 		return true
 	}
-	return e.sendReadResponse(q, it)
+	return rc.sendReadResponse(it)
 }
 
 // sendReadResponse sends the next packet of a READ response stream.
-func (e *Engine) sendReadResponse(q *QP, it *respItem) bool {
+func (rc *rcTransport) sendReadResponse(it *respItem) bool {
+	e, q := rc.e, rc.q
 	r := &q.res[it.res]
 	if r.gen != it.gen || r.kind != resRead {
 		q.respQ.Pop()
@@ -687,12 +627,12 @@ func (e *Engine) sendReadResponse(q *QP, it *respItem) bool {
 	default:
 		op = bth.RCReadResponseMiddle
 	}
-	src, ok := e.remoteSlice(q, r.rkey, r.va+uint64(off), n, qp.AccessRemoteRead)
+	src, ok := e.mem.remoteSlice(q.pd, r.rkey, r.va+uint64(off), n, qp.AccessRemoteRead)
 	if !ok { // region deregistered while the response streams
 		r.queued = false
 		q.respQ.Pop()
 		e.cnt.RespRemoteAccess++
-		e.classC(q, r.next, bth.NakRemoteAccessError)
+		rc.classC(r.next, bth.NakRemoteAccessError)
 		return true
 	}
 	var t txPacket
@@ -715,21 +655,214 @@ func (e *Engine) sendReadResponse(q *QP, it *respItem) bool {
 
 // armReceiverTimer follows the scheme's receiver deadline (Improved
 // go-back-N's CE timer).
-func (e *Engine) armReceiverTimer(q *QP) {
+func (rc *rcTransport) armReceiverTimer() {
+	e, q := rc.e, rc.q
 	if at, ok := q.receiver.Deadline(); ok {
-		e.wheel.Schedule(&q.rxTimer, at)
+		e.wheel.Schedule(&rc.timers.rx, at)
 	} else {
-		e.wheel.Stop(&q.rxTimer)
+		e.wheel.Stop(&rc.timers.rx)
 	}
 }
 
-func (e *Engine) onReceiverTimer(q *QP, now time.Duration) {
+func (rc *rcTransport) onReceiverTimer(now time.Duration) {
+	e, q := rc.e, rc.q
 	e.touch(q, true)
 	if !q.state.CanReceive() || q.goError {
 		return
 	}
 	if q.receiver.OnTimer(now, q.ePSN) {
-		e.seqNak(q)
+		rc.seqNak()
 	}
-	e.armReceiverTimer(q)
+	rc.armReceiverTimer()
+}
+
+// walkKept moves the expected PSN over the requests that were kept out of
+// order and now follow it, running their in-order actions; it reports
+// whether it moved. A buffering scheme's packets come out of the reorder
+// buffer and run as if they had just arrived in order (MELO §3.2.2: copied
+// to the application when the hole fills).
+func (rc *rcTransport) walkKept() bool {
+	e, q := rc.e, rc.q
+	walked := false
+	for !q.goError {
+		kept, last := q.receiver.Kept(q.ePSN)
+		if !kept {
+			break
+		}
+		psn := q.ePSN
+		if q.buffers {
+			pkt, ok := rc.robTake(psn)
+			if !ok || rc.executeOne(&pkt, psn) == 0 {
+				break // not there (it comes again) or refused
+			}
+			e.cnt.ROBDelivered++
+		} else if s := q.stashSlot(psn); s.used && s.psn == psn {
+			s.used = false
+			switch f := bth.Lookup(s.op).Flags; {
+			case f&bth.IsRead != 0:
+				rc.pushReadPull(psn, s.reth)
+				rc.endMessage()
+			case f&bth.IsAtomic != 0:
+				if !rc.atomic(s.op, s.atomic, psn) {
+					return walked
+				}
+			default: // the last packet of a SEND or WRITE, placed already
+				rc.finish(psn, true)
+			}
+		} else {
+			rc.finish(psn, last)
+		}
+		q.ePSN = psn.Next()
+		walked = true
+	}
+	return walked
+}
+
+// keepOutOfOrder handles a request ahead of the expected PSN: checked, then
+// kept if the scheme says so (placed, stashed until its turn, or put in the
+// reorder buffer) and answered as the scheme says: a NAK that acknowledges
+// it selectively (IRN, FaSR), MELO's NACK with the latest holes, FaSR's
+// FNACK, or a go-back-N NAK.
+func (rc *rcTransport) keepOutOfOrder(pkt *bth.Packet, psn qp.PSN) {
+	e, q := rc.e, rc.q
+	pl := &rc.early // (not on the stack: it goes through rc.mode)
+	*pl = placement{}
+	if !rc.mode.admitEarly(rc, pkt, pl) {
+		return
+	}
+	f := pkt.Info.Flags
+	act := q.receiver.OnOutOfSequence(e.now, q.ePSN, psn, f&bth.IsLast != 0)
+	if act.Keep { // (a scheme with no window keeps nothing: recovery.Scheme)
+		e.cnt.OOOKept++
+		switch {
+		case q.buffers:
+			rc.robPut(pkt, psn)
+		case f&bth.IsRead != 0:
+			*q.stashSlot(psn) = stashedReq{used: true, psn: psn, op: pkt.Opcode(), reth: pkt.RETH().Fields()}
+		case f&bth.IsAtomic != 0:
+			*q.stashSlot(psn) = stashedReq{used: true, psn: psn, op: pkt.Opcode(), atomic: pkt.AtomicETH().Fields()}
+		default:
+			rc.place(pkt, psn, pl) // admit checked its scatter list
+			if f&bth.IsLast != 0 {
+				// Its last-packet actions wait for their turn; the stash,
+				// in host memory, remembers them for schemes that keep
+				// no last-of-message bit on chip (FaSR).
+				*q.stashSlot(psn) = stashedReq{used: true, psn: psn, op: pkt.Opcode()}
+			}
+		}
+	}
+	switch q.replyFor(act.Reply) {
+	case recovery.ReplyNone:
+	case recovery.ReplySeqNak:
+		rc.seqNak()
+	default:
+		rc.pushResp(respItem{kind: respReply, psn: q.ePSN, reply: wireReply(&act, psn)})
+		switch act.Reply {
+		case recovery.ReplySack:
+			e.cnt.SackNakSent++
+		case recovery.ReplyFNack:
+			e.cnt.FNakSent++
+		case recovery.ReplyHoles:
+			e.cnt.HolesNakSent++
+		}
+	}
+	rc.armReceiverTimer()
+}
+
+// pushReadPull queues the one response packet of a READ request.
+func (rc *rcTransport) pushReadPull(psn qp.PSN, r bth.RETHFields) {
+
+	rc.pushResp(respItem{kind: respReadPull, psn: psn, va: r.VA, rkey: r.RKey, length: r.DMALen})
+}
+
+// repeatRead answers a duplicate READ request by reading again (IBA
+// §9.7.5.1.3). A READ request asks for one response packet here, so its
+// own RETH says everything, and the access check runs when the response
+// is built.
+func (rc *rcTransport) repeatRead(pkt *bth.Packet, psn qp.PSN) {
+	q := rc.q
+	if r := pkt.RETH().Fields(); r.DMALen <= q.mtu {
+		rc.pushReadPull(psn, r)
+	}
+}
+
+// sendReadPull sends a READ request's response packet.
+func (rc *rcTransport) sendReadPull(it *respItem) bool {
+	e, q := rc.e, rc.q
+	psn := it.psn
+	src, ok := e.mem.remoteSlice(q.pd, it.rkey, it.va, it.length, qp.AccessRemoteRead)
+	if !ok { // the region went away since the request was checked
+		q.respQ.Pop()
+		e.cnt.RespRemoteAccess++
+		rc.classC(psn, bth.NakRemoteAccessError)
+		return true
+	}
+	var t txPacket
+	if !e.beginTx(&t, q, bth.RCReadResponseOnly, psn, false, int(it.length)) {
+		return false
+	}
+	bth.AETH(t.roce[t.info.AETHOff:]).Encode(&bth.AETHFields{Syndrome: bth.AckSyndrome(bth.CreditCode(q.rq.Len())), MSN: uint32(q.msn)})
+	copy(t.payload, src)
+	e.endTx(q, &t, 1)
+	q.respQ.Pop()
+	return true
+}
+
+// put stores pkt for q's PSN psn; false if the buffer is full.
+func (rc *rcTransport) robPut(pkt *bth.Packet, psn qp.PSN) bool {
+	e, q := rc.e, rc.q
+	if e.rob == nil {
+		e.rob = newReorderBuffer(e.cfg.ReorderSlots)
+	}
+	b := e.rob
+	if q.rob == nil {
+		q.rob = make([]int32, len(q.stash))
+	}
+	i := uint32(psn) & uint32(len(q.rob)-1)
+	if old := q.rob[i]; old != 0 { // a stale slot for an older PSN
+		b.release(old - 1)
+	}
+	if b.full() {
+		q.rob[i] = 0
+		return false
+	}
+	s := b.free[len(b.free)-1]
+	b.free = b.free[:len(b.free)-1]
+	n := len(pkt.Buf) - bth.ICRCLen
+	if b.slots[s] == nil {
+		b.slots[s] = make([]byte, reorderSlotBytes)
+	}
+	b.slots[s] = b.slots[s][:n]
+	copy(b.slots[s], pkt.Buf[:n])
+	b.psn[s] = psn
+	b.inUse++
+	b.peak = max(b.peak, b.inUse)
+	q.rob[i] = s + 1
+	return true
+}
+
+// robTake returns the packet q keeps for psn, parsed, and frees its slot
+// for reuse after the caller is done with it (the engine is single
+// threaded: the slot is not reused before the next robPut).
+func (rc *rcTransport) robTake(psn qp.PSN) (bth.Packet, bool) {
+	e, q := rc.e, rc.q
+	if q.rob == nil || e.rob == nil {
+		return bth.Packet{}, false
+	}
+	i := uint32(psn) & uint32(len(q.rob)-1)
+	s := q.rob[i] - 1
+	if s < 0 || e.rob.psn[s] != psn {
+		return bth.Packet{}, false
+	}
+	q.rob[i] = 0
+	e.rob.release(s)
+	buf := e.rob.slots[s]
+	// The stored packet has no ICRC; Parse wants room for one. The slot's
+	// capacity has it (its contents are not checked: the ICRC was checked
+	// on arrival).
+	pkt, err := bth.Parse(buf[:len(buf)+bth.ICRCLen])
+	if err != nil {
+		return bth.Packet{}, false
+	}
+	return pkt, true
 }

@@ -84,11 +84,10 @@ func (e *Engine) SetQPScheme(q *QP, name string) error {
 	if scheme == q.scheme {
 		return nil
 	}
-	if q.star == StarClient && scheme.ReorderWindow() == 0 {
-		return errorf(q, "%w", ErrStarScheme)
-	}
 	// What CreateQP derives from the scheme, in the same way: the old
 	// halves give back their pools and reorder-buffer slots.
-	e.applyScheme(q, scheme)
+	if err := q.tr.setScheme(scheme); err != nil {
+		return errorf(q, "%w", err)
+	}
 	return nil
 }

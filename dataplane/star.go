@@ -1,6 +1,8 @@
 package dataplane
 
 import (
+	"time"
+
 	"github.com/softnic/softnic/bth"
 	"github.com/softnic/softnic/qp"
 )
@@ -30,9 +32,40 @@ const (
 	ecnCE   = 0x3
 )
 
-// starReceive takes a StaR packet that passed the frame checks (parse,
+// starServer is the stateless server NIC's data path, and the table by
+// which it hands the server drivers what their clients send them.
+type starServer struct {
+	e *Engine
+	// drivers are the server QPs' drivers by QP number: the drivers'
+	// own table in host memory, not the NIC's QP contexts.
+	drivers map[uint32]driverInbox
+}
+
+// newStarServer is the NIC's stateless server if its Config asks for one
+// (StarServer), with the egress queue its answers wait in
+// (StarEgressFrames); nil otherwise.
+func newStarServer(e *Engine) *starServer {
+	if !e.cfg.StarServer {
+		return nil
+	}
+	n := e.cfg.StarEgressFrames
+	if n == 0 {
+		n = DefaultStarEgressFrames
+	}
+	e.egress = newEgressQueue(n, e.port.MaxFrame())
+	return &starServer{e: e, drivers: map[uint32]driverInbox{}}
+}
+
+// driverInbox is where a server driver (stardriver.go) takes what its
+// client sends it: CQEPs and EAs of WQEPs.
+type driverInbox interface {
+	fromClient(f *bth.Frame)
+}
+
+// receive takes a StaR packet that passed the frame checks (parse,
 // ICRC, P_Key) on a server NIC, before any QP lookup.
-func (e *Engine) starReceive(f *bth.Frame) {
+func (s *starServer) receive(f *bth.Frame) {
+	e := s.e
 	// The answer goes back from the address the request came to: it must
 	// be ours (rxe check_addr, without a QP to name the peer).
 	if f.DstAddr() != e.cfg.Addr {
@@ -41,36 +74,41 @@ func (e *Engine) starReceive(f *bth.Frame) {
 	}
 	switch f.Pkt.Opcode() {
 	case bth.StarRDP:
-		e.starRDP(f)
+		s.rdp(f)
 	case bth.StarGD:
-		e.starGD(f)
+		s.gd(f)
 	case bth.StarCQEP, bth.StarEA:
-		e.driverReceive(f)
+		if d := s.drivers[f.Pkt.BTH().DestQPN()]; d != nil {
+			d.fromClient(f)
+		} else {
+			e.cnt.StarDropped++
+		}
 	default:
 		e.cnt.StarDropped++
 	}
 }
 
-// starRDP places an RDP's payload at its VA and answers with an RA to the
+// rdp places an RDP's payload at its VA and answers with an RA to the
 // client QP its BTH DestQP names: ACK, or NAK remote access error when
 // the key, the range or the access is wrong. A refused RDP leaves memory
 // untouched.
-func (e *Engine) starRDP(f *bth.Frame) {
+func (s *starServer) rdp(f *bth.Frame) {
+	e := s.e
 	e.cnt.StarRDPRcvd++
 	pkt := &f.Pkt
 	r := pkt.RDPETH()
 	payload := pkt.Payload()
 	syn := bth.AckSyndrome(bth.CreditInvalid) // no receive queue to count
-	if dst, ok := e.remoteSlice(nil, r.RKey(), r.VA(), uint32(len(payload)), rdpAccess(r.Flags())); ok {
+	if dst, ok := e.mem.remoteSlice(anyPD, r.RKey(), r.VA(), uint32(len(payload)), rdpAccess(r.Flags())); ok {
 		copy(dst, payload)
 	} else {
 		syn = bth.NakSyndrome(bth.NakRemoteAccessError)
 	}
 	h := starReplyHeader(f)
-	e.starRA(&h, pkt.BTH().DestQPN(), qp.PSN(pkt.BTH().PSN()), syn) // DestQP names the client's QP
+	s.ra(&h, pkt.BTH().DestQPN(), qp.PSN(pkt.BTH().PSN()), syn) // DestQP names the client's QP
 }
 
-// starGD sends the SDPs a GD asks for: Length bytes from VA in packets of
+// gd sends the SDPs a GD asks for: Length bytes from VA in packets of
 // its MTU, the i-th with PSN GD's PSN + i and Offset i*MTU. A GD for 0
 // bytes gets one empty SDP, as a zero-length RDMA READ gets one empty
 // READ response (IBA §9.7.4.1.3): the client needs an answer to complete
@@ -80,7 +118,8 @@ func (e *Engine) starRDP(f *bth.Frame) {
 // access error; both with the GD's PSN. When the transmit ring fills or
 // the link's bucket empties, the rest of the SDPs are dropped and
 // counted: the server cannot remember them, the client asks again.
-func (e *Engine) starGD(f *bth.Frame) {
+func (s *starServer) gd(f *bth.Frame) {
+	e := s.e
 	e.cnt.StarGDRcvd++
 	pkt := &f.Pkt
 	g := pkt.GDETH()
@@ -89,16 +128,16 @@ func (e *Engine) starGD(f *bth.Frame) {
 	mtu, n := g.MTU().Bytes(), int(g.Length())
 	if largest := min(mtu, n); mtu == 0 ||
 		h.Len()+bth.BTHLen+bth.SDPETHLen+largest+bth.PadFor(largest)+bth.ICRCLen > e.port.MaxFrame() {
-		e.starRA(&h, replyQP, psn, bth.NakSyndrome(bth.NakInvalidRequest))
+		s.ra(&h, replyQP, psn, bth.NakSyndrome(bth.NakInvalidRequest))
 		return
 	}
 	need := qp.AccessRemoteRead
 	if g.Flags()&bth.GDFromSend != 0 {
 		need = 0 // a SEND's buffer: any registered region
 	}
-	src, ok := e.remoteSlice(nil, g.RKey(), g.VA(), uint32(n), need)
+	src, ok := e.mem.remoteSlice(anyPD, g.RKey(), g.VA(), uint32(n), need)
 	if !ok {
-		e.starRA(&h, replyQP, psn, bth.NakSyndrome(bth.NakRemoteAccessError))
+		s.ra(&h, replyQP, psn, bth.NakSyndrome(bth.NakRemoteAccessError))
 		return
 	}
 	for off, i := 0, uint32(0); off < n || i == 0; off, i = off+mtu, i+1 {
@@ -115,9 +154,10 @@ func (e *Engine) starGD(f *bth.Frame) {
 	}
 }
 
-// starRA sends a STAR_RA: the BTH to replyQP with psn, an AETH with syn
+// ra sends a STAR_RA: the BTH to replyQP with psn, an AETH with syn
 // and MSN 0 (a stateless server counts no messages).
-func (e *Engine) starRA(h *bth.FrameHeader, replyQP uint32, psn qp.PSN, syn bth.Syndrome) {
+func (s *starServer) ra(h *bth.FrameHeader, replyQP uint32, psn qp.PSN, syn bth.Syndrome) {
+	e := s.e
 	var t txPacket
 	if !e.beginTxFrame(&t, h, replyQP, bth.StarRA, psn, 0) {
 		e.cnt.StarTxDrops++
@@ -164,3 +204,43 @@ func starReplyHeader(f *bth.Frame) bth.FrameHeader {
 // StarServer reports whether the NIC serves StaR's stateless packets
 // (Config.StarServer), and so can hold StaR server QPs.
 func (e *Engine) StarServer() bool { return e.cfg.StarServer }
+
+// starForServer reports whether a StaR packet is the server's: an RDP or
+// GD for its NIC, a CQEP or an EA of a WQEP for its driver. WQEPs, EAs of
+// CQEPs, RAs and SDPs are a client QP's.
+func starForServer(pkt *bth.Packet) bool {
+	switch pkt.Opcode() {
+	case bth.StarRDP, bth.StarGD, bth.StarCQEP:
+		return true
+	case bth.StarEA:
+		return pkt.EAETH().Kind() != bth.EACQEP // an unknown kind is the driver's to drop
+	}
+	return false
+}
+
+// maxEarlyWQEPs is how far past a gap in the driver's sequence a client
+// keeps WQEPs; one further is dropped, and the driver resends it.
+const maxEarlyWQEPs = 64
+
+// sendEA sends one EA of kind k for driver sequence number seq from q.
+func (n *onNIC) sendEA(k bth.EAKind, seq uint32) bool {
+	e, q := n.e, n.q
+	var t txPacket
+	if !e.beginTx(&t, q, bth.StarEA, qp.PSN(seq&qp.PSNMask), false, 0) {
+		return false
+	}
+	bth.EAETH(t.roce[t.info.EAETHOff:]).Encode(&bth.EAETHFields{Kind: k, DriverSeq: seq})
+	e.endTx(q, &t, 1)
+	e.cnt.StarEASent++
+	return true
+}
+
+// driverTimeout is how long the driver waits for a WQEP's EA: the QP's
+// local ACK timeout, or 1 ms without one.
+func (n *onNIC) driverTimeout() time.Duration {
+	q := n.q
+	if d, ok := ackTimeout(q.timeoutCode); ok {
+		return d
+	}
+	return time.Millisecond
+}

@@ -269,16 +269,16 @@ func TestStarRoles(t *testing.T) {
 		{qp.WRAtomicFetchAndAdd, ErrStarAtomic}, {qp.WRAtomicCmpAndSwp, ErrStarAtomic},
 		{qp.WRRDMAWriteWithImm, ErrStarOpcode},
 	} {
-		if err := checkStarWR(qa, &qp.SendWR{Opcode: c.op}); !errors.Is(err, c.want) {
+		if err := qa.tr.(*starClient).checkWR(&qp.SendWR{Opcode: c.op}); !errors.Is(err, c.want) {
 			t.Errorf("%v on a client QP: %v, want %v", c.op, err, c.want)
 		}
 	}
 	for _, op := range []qp.WROpcode{qp.WRRDMAWrite, qp.WRRDMARead, qp.WRSend, qp.WRSendWithImm} {
-		if err := checkStarWR(qa, &qp.SendWR{Opcode: op}); err != nil {
+		if err := qa.tr.(*starClient).checkWR(&qp.SendWR{Opcode: op}); err != nil {
 			t.Errorf("%v on a client QP: %v", op, err)
 		}
 	}
-	if err := checkStarWR(qb, &qp.SendWR{Opcode: qp.WRSend, Flags: sendStarPull}); !errors.Is(err, ErrBadWR) {
+	if err := checkSendWR(&qp.SendWR{Opcode: qp.WRSend, Flags: sendStarPull}); !errors.Is(err, ErrBadWR) {
 		t.Errorf("the internal pull flag from an application: %v", err)
 	}
 }
@@ -428,15 +428,15 @@ func TestStarDriverQueues(t *testing.T) {
 	maxOut := 0
 	p.sim.RunUntil(func() bool {
 		out := 0
-		for _, w := range p.qb.drv.ws {
+		for _, w := range p.qb.tr.(*starDriver).ws {
 			if w.sent && !w.acked {
 				out++
 			}
 		}
 		maxOut = max(maxOut, out)
-		return len(p.qa.shadow.recvs) == n
+		return len(p.qa.tr.(*starClient).shadow.recvs) == n
 	}, time.Second)
-	if got := len(p.qa.shadow.recvs); got != n {
+	if got := len(p.qa.tr.(*starClient).shadow.recvs); got != n {
 		t.Fatalf("client shadow holds %d RECVs, want %d", got, n)
 	}
 	if maxOut == 0 || maxOut > maxEarlyWQEPs+1 {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/softnic/softnic/bth"
 	"github.com/softnic/softnic/qp"
 )
 
@@ -30,10 +29,7 @@ func CheckSendWR(wr *qp.SendWR) error { return checkSendWR(wr) }
 func (e *Engine) QueueDepths(q *QP) (send, recv int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if q.drv != nil { // a StaR server's work requests are its driver's
-		return q.drv.depths()
-	}
-	return q.sq.Len(), q.rq.Len()
+	return q.tr.depths()
 }
 
 // Resources counts the engine's live protection domains, memory regions
@@ -48,7 +44,7 @@ func (e *Engine) Resources() Resources {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	r := Resources{PDs: len(e.pds), QPs: len(e.qps)}
-	for _, m := range e.mrs {
+	for _, m := range e.mem.mrs {
 		if m != nil {
 			r.MRs++
 		}
@@ -110,25 +106,25 @@ func (e *Engine) RegMR(pd uint32, buf []byte, addr uint64, access qp.Access) (*M
 		return nil, ErrBadPD
 	}
 	idx := -1
-	for i := 1; i < len(e.mrs); i++ { // index 0 stays unused so that key 0 is never valid
-		if e.mrs[i] == nil {
+	for i := 1; i < len(e.mem.mrs); i++ { // index 0 stays unused so that key 0 is never valid
+		if e.mem.mrs[i] == nil {
 			idx = i
 			break
 		}
 	}
 	if idx < 0 {
-		if len(e.mrs) == 0 {
-			e.mrs = append(e.mrs, nil)
+		if len(e.mem.mrs) == 0 {
+			e.mem.mrs = append(e.mem.mrs, nil)
 		}
-		idx = len(e.mrs)
-		e.mrs = append(e.mrs, nil)
+		idx = len(e.mem.mrs)
+		e.mem.mrs = append(e.mem.mrs, nil)
 	}
-	e.keyTag++
-	key := uint32(idx)<<8 | uint32(e.keyTag)
+	e.mem.keyTag++
+	key := uint32(idx)<<8 | uint32(e.mem.keyTag)
 	m := &MR{PD: pd, Addr: addr, LKey: key, RKey: key, Access: access, buf: buf}
-	e.mrs[idx] = m
+	e.mem.mrs[idx] = m
 	e.pds[pd]++
-	e.driverMR(m, bth.WQEPMRReg)
+	e.memoryChanged(m, true)
 	return m, nil
 }
 
@@ -136,12 +132,12 @@ func (e *Engine) RegMR(pd uint32, buf []byte, addr uint64, access qp.Access) (*M
 func (e *Engine) DeregMR(m *MR) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.lookupMR(m.LKey) != m {
+	if e.mem.lookup(m.LKey) != m {
 		return ErrBadMR
 	}
-	e.mrs[keyIndex(m.LKey)] = nil
+	e.mem.mrs[keyIndex(m.LKey)] = nil
 	e.pds[m.PD]--
-	e.driverMR(m, bth.WQEPMRDereg)
+	e.memoryChanged(m, false)
 	return nil
 }
 
@@ -194,4 +190,14 @@ func (e *Engine) PollCQ(cq *CQ, wcs []qp.WC) (int, error) {
 		return 0, ErrCQOverflow
 	}
 	return n, nil
+}
+
+// memoryChanged tells the transports of m's protection domain that m was
+// registered or deregistered (a StaR server's driver tells its client).
+func (e *Engine) memoryChanged(m *MR, registered bool) {
+	for _, q := range e.qps {
+		if q.pd == m.PD {
+			q.tr.memoryChanged(m, registered)
+		}
+	}
 }

@@ -42,6 +42,10 @@ type CacheEntry struct {
 	// Evicted is called after every eviction (dirty or not): a scheme
 	// returns its shared-pool resources here (MELO §3.2.5).
 	Evicted func()
+	// HostOnly marks a context that never comes on chip (StaR's server
+	// QPs keep their state in host software): Access costs nothing and
+	// counts nothing.
+	HostOnly bool
 }
 
 // Resident reports whether the entry is on chip.
@@ -115,6 +119,9 @@ func (c *Cache) SetSize(e *CacheEntry, bytes, srBytes int) {
 // It returns the stall this access costs: 0 on a hit, the fetch penalty
 // on a miss.
 func (c *Cache) Access(e *CacheEntry, write bool) time.Duration {
+	if e.HostOnly {
+		return 0
+	}
 	if e.resident {
 		c.stats.Hits++
 		c.unlink(e)
