@@ -357,6 +357,9 @@ func (r *fasrReceiver) OnEvict() {
 	r.park()
 }
 
+// NakOutstanding is the go-back-N fallback's (the pools ran out, §III-D).
+func (r *fasrReceiver) NakOutstanding() bool { return r.gbn.NakOutstanding() }
+
 // fasrSender is FaSR's requester half: the shared selective sender with
 // FaSR's reading of lost-cnt.
 type fasrSender struct {

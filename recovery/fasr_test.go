@@ -308,7 +308,7 @@ func TestFaSRReceiverEvict(t *testing.T) {
 	r.OnOutOfSequence(0, 0, 2, false)
 	wantRx(t, r.OnOutOfSequence(0, 0, 6, false), sackOf(true, 5, false), "6")
 	fasrInUse(t, s, 1, 2)
-	var ev Evictable = r
+	var ev Receiver = r
 	ev.OnEvict()
 	fasrInUse(t, s, 0, 0)
 	wantKept(t, r, map[qp.PSN]bool{1: false, 2: true, 3: false, 5: false, 6: true, 7: false})
@@ -537,7 +537,7 @@ func TestFaSRSenderEvict(t *testing.T) {
 	f.onLostCountSack(0, 0, 2, 2, false, Received, 12)
 	f.onLostCountSack(0, 0, 9, 8, true, Received, 12)
 	fasrInUse(t, s, 1, 2)
-	var ev Evictable = f
+	var ev Sender = f
 	ev.OnEvict()
 	fasrInUse(t, s, 0, 0)
 	if got := drain(f); !samePSNs(got, 0, 1, 3, 4, 5, 6, 7, 8) {

@@ -27,7 +27,7 @@ func (s gbnScheme) Caps() Caps             { return Caps{} }
 
 // gbnSender keeps no state: the transport's cumulative-ack PSN and send
 // cursor are all go-back-N needs.
-type gbnSender struct{}
+type gbnSender struct{ NoEvict }
 
 func (*gbnSender) Reset(qp.PSN)                                  {}
 func (*gbnSender) Window() int                                   { return 0 }
@@ -60,6 +60,7 @@ func (*gbnSender) Timeout(base time.Duration, _ int, rtt RTT) time.Duration {
 // expected PSN and when it went out: 4 bytes of timestamp and a flag in a
 // NIC, which we charge as 5 bytes.
 type gbnReceiver struct {
+	NoEvict
 	nakInterval time.Duration
 	naked       bool // a NAK was sent and the expected PSN has not arrived since
 	lastNak     Time

@@ -72,6 +72,7 @@ func (*igbnSender) Copies(last bool) int {
 // igbnReceiver is the go-back-N receiver plus the CE timer: LPSN, an armed
 // flag and the deadline (a NIC keeps LPSN in 3 bytes and the timer in 4).
 type igbnReceiver struct {
+	NoEvict
 	gbn      gbnReceiver
 	armed    bool
 	lpsn     qp.PSN

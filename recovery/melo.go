@@ -240,6 +240,9 @@ func (r *meloReceiver) OnTimer(Time, qp.PSN) bool { return false }
 func (r *meloReceiver) OnChipBytes() int          { return meloReceiverOnChipBytes }
 func (r *meloReceiver) OnEvict()                  { r.bits.spill(r.s.rx) }
 
+// NakOutstanding is the go-back-N fallback's (bits ran out, §3.2.5).
+func (r *meloReceiver) NakOutstanding() bool { return r.gbn.NakOutstanding() }
+
 // pushHole records a new most recent hole, forgetting the oldest of three.
 func (r *meloReceiver) pushHole(h Hole) {
 	r.holes[2], r.holes[1], r.holes[0] = r.holes[1], r.holes[0], h

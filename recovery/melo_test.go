@@ -234,7 +234,7 @@ func TestMELOReceiverEvict(t *testing.T) {
 	if pool().InUse != 2 {
 		t.Fatalf("%+v", pool())
 	}
-	var ev Evictable = r1
+	var ev Receiver = r1
 	ev.OnEvict()
 	if pool().InUse != 0 {
 		t.Fatalf("eviction kept blocks: %+v", pool())

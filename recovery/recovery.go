@@ -226,7 +226,19 @@ type Sender interface {
 	Timeout(base time.Duration, inflight int, rtt RTT) time.Duration
 	// OnChipBytes is the per-QP on-chip state this half needs.
 	OnChipBytes() int
+	// OnEvict reports that the QP's context was evicted from the NIC's
+	// context cache: a half that holds blocks or units of a shared
+	// on-chip pool gives them back (MELO §3.2.5) and takes them again on
+	// its next call. A half that holds none embeds NoEvict.
+	OnEvict()
 }
+
+// NoEvict is embedded by a sender or receiver that holds nothing of a
+// shared pool: its OnEvict does nothing.
+type NoEvict struct{}
+
+// OnEvict does nothing.
+func (NoEvict) OnEvict() {}
 
 // Reply is the kind of answer a receiver gives to an out-of-sequence
 // request, and so the kind of feedback its sender gets back (Feedback).
@@ -396,13 +408,16 @@ type Receiver interface {
 	OnTimer(now Time, epsn qp.PSN) (nak bool)
 	// OnChipBytes is the per-QP on-chip state this half needs.
 	OnChipBytes() int
-}
-
-// Evictable is implemented by a sender or receiver that holds resources
-// of a shared on-chip pool: when its QP's context is evicted from the
-// NIC's context cache it must give them back (MELO §3.2.5).
-type Evictable interface {
+	// OnEvict is the Sender's.
 	OnEvict()
+	// NakOutstanding reports whether the receiver has sent a
+	// PSN-sequence-error NAK for the expected PSN and the expected PSN
+	// has not arrived since. The transport reads it only to sort the ACK
+	// timeouts of a scheme without a reorder window by the Improved
+	// go-back-N paper's reasons (its Fig. 3: was the NAK lost, or the
+	// retransmission it asked for?); a receiver that sends no sequence
+	// NAKs returns false.
+	NakOutstanding() bool
 }
 
 // Factory builds a scheme from shared parameters.
