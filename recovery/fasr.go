@@ -60,7 +60,7 @@ type fasrScheme struct {
 	p      Params
 	units  *UnitPool
 	blocks *BlockPool
-	stats  SchemeStats
+	stats  schemeStats
 }
 
 func newFasr(p Params) *fasrScheme {
@@ -78,9 +78,13 @@ func (s *fasrScheme) SharedOnChipBytes() int {
 	return s.units.Stats().Bytes + s.blocks.Stats().Bytes
 }
 
-func (s *fasrScheme) Stats() SchemeStats {
+func (s *fasrScheme) Counters() []Counter { return s.stats.counters() }
+func (s *fasrScheme) Pools() []PoolStats  { return []PoolStats{s.units.Stats(), s.blocks.Stats()} }
+
+// Stats are the counters and pools, for the tests.
+func (s *fasrScheme) Stats() schemeStats {
 	st := s.stats
-	st.Pools = []PoolStats{s.units.Stats(), s.blocks.Stats()}
+	st.Pools = s.Pools()
 	return st
 }
 

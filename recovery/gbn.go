@@ -13,9 +13,12 @@ import (
 // an ACK timeout restarts it from the oldest unacknowledged PSN.
 const GBN = "gbn"
 
-func init() { Register(GBN, func(p Params) Scheme { return gbnScheme{p} }) }
+func init() { Register(GBN, func(p Params) Scheme { return gbnScheme{p: p} }) }
 
-type gbnScheme struct{ p Params }
+type gbnScheme struct {
+	NoStats
+	p Params
+}
 
 func (s gbnScheme) Name() string           { return GBN }
 func (s gbnScheme) Params() Params         { return s.p }

@@ -36,6 +36,7 @@ func init() {
 
 // igbnScheme is go-back-N with ST, CE or both.
 type igbnScheme struct {
+	NoStats
 	p      Params
 	name   string
 	st, ce bool

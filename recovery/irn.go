@@ -35,9 +35,12 @@ const IRN = "irn"
 // treats as "ahead".
 const MaxBDPPackets = 1 << 16
 
-func init() { Register(IRN, func(p Params) Scheme { return irnScheme{p} }) }
+func init() { Register(IRN, func(p Params) Scheme { return irnScheme{p: p} }) }
 
-type irnScheme struct{ p Params }
+type irnScheme struct {
+	NoStats
+	p Params
+}
 
 func (s irnScheme) Name() string   { return IRN }
 func (s irnScheme) Params() Params { return s.p }

@@ -42,7 +42,7 @@ func init() { Register(MELO, func(p Params) Scheme { return newMelo(p) }) }
 type meloScheme struct {
 	p      Params
 	rx, tx *BlockPool
-	stats  SchemeStats
+	stats  schemeStats
 }
 
 func newMelo(p Params) *meloScheme {
@@ -67,9 +67,13 @@ func (s *meloScheme) Caps() Caps         { return Caps{BuffersOutOfOrder: true} 
 // free-slot stacks (§3.2.3: 3 Kb per 1 Kb pool).
 func (s *meloScheme) SharedOnChipBytes() int { return s.rx.Stats().Bytes + s.tx.Stats().Bytes }
 
-func (s *meloScheme) Stats() SchemeStats {
+func (s *meloScheme) Counters() []Counter { return s.stats.counters() }
+func (s *meloScheme) Pools() []PoolStats  { return []PoolStats{s.rx.Stats(), s.tx.Stats()} }
+
+// Stats are the counters and pools, for the tests.
+func (s *meloScheme) Stats() schemeStats {
 	st := s.stats
-	st.Pools = []PoolStats{s.rx.Stats(), s.tx.Stats()}
+	st.Pools = s.Pools()
 	return st
 }
 

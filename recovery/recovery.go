@@ -145,6 +145,14 @@ type Scheme interface {
 	ReorderWindow() int
 	// Caps declares what else the scheme asks of the transport.
 	Caps() Caps
+	// Counters are the scheme's counters on this NIC (Counter): what its
+	// halves did, summed over its QPs. A scheme reports the same names
+	// in the same order at every call, zeros included, from when it is
+	// built. One without counters embeds NoStats.
+	Counters() []Counter
+	// Pools are the scheme's shared on-chip pools, as they are now (nil
+	// for none).
+	Pools() []PoolStats
 }
 
 // Resume is a sender decision after a NAK or a timeout.
@@ -345,9 +353,9 @@ type Caps struct {
 	BuffersOutOfOrder bool
 }
 
-// SchemeStats are a scheme's counters on one NIC: its shared pools and
-// what its fast and slow paths did. Schemes without them report zeros.
-type SchemeStats struct {
+// schemeStats are the counters melo and fasr keep on one NIC, and their
+// shared pools (Stats, for their tests); counters reports them.
+type schemeStats struct {
 	Pools []PoolStats
 	// FaSR's paths (§III-B): operations on the receiver (out-of-order
 	// packet recorded, expected PSN moved) and sender (SACK, timeout,
@@ -378,9 +386,22 @@ type SchemeStats struct {
 	SenderUnrecorded uint64
 }
 
-// Reporter is a scheme with counters.
-type Reporter interface {
-	Stats() SchemeStats
+// counters are st's counters as the schemes report them (Counters).
+func (st *schemeStats) counters() []Counter {
+	return []Counter{
+		{"sr_rx_fast_path", "FaSR receiver operations without a bitmap.", st.RxFastPath},
+		{"sr_rx_slow_path", "FaSR receiver operations with a bitmap.", st.RxSlowPath},
+		{"sr_tx_fast_path", "FaSR sender operations without a bitmap.", st.TxFastPath},
+		{"sr_tx_slow_path", "FaSR sender operations with a bitmap.", st.TxSlowPath},
+		{"sr_pool_fallbacks", "Recoveries that fell back to go-back-N, the shared pools empty.", st.Fallbacks},
+		{"sr_pool_drops", "Packets dropped for want of pool blocks or units.", st.PoolDrops},
+		{"sr_middle_drops", "MELO retransmissions needing a middle block, dropped.", st.MiddleDrops},
+		{"sr_middle_fills", "MELO packets kept in a middle block (reordering is not loss).", st.MiddleFills},
+		{"sr_fnacks_taken", "FNACKs that restarted a sender's round.", st.FNacksTaken},
+		{"sr_lost_retransmits", "Rounds restarted for a lost retransmission of the cumulative acknowledgement's packet (MELO, FaSR).", st.LostRetransmits},
+		{"sr_lost_cnt_overflows", "Overflows of a scheme's lost-retransmission count.", st.LostCntOverflows},
+		{"sr_sender_unrecorded", "Selective ACKs a sender could not record (resent instead).", st.SenderUnrecorded},
+	}
 }
 
 // Receiver is the responder half of a scheme, one per QP.

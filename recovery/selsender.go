@@ -30,7 +30,7 @@ type selSender struct {
 
 // newSelSender is a selective sender of window packets whose record
 // takes its blocks from pool and counts in stats.
-func newSelSender(pool *BlockPool, window int, p Params, stats *SchemeStats) selSender {
+func newSelSender(pool *BlockPool, window int, p Params, stats *schemeStats) selSender {
 	r := &poolRecord{pool: pool, window: window, stats: stats, bits: newChain()}
 	return selSender{srSender: srSender{rec: r, window: window, rtoLow: p.RTOLow, rtoHigh: p.RTOHigh,
 		lowThreshold: p.RTOLowThreshold}, pooled: r}
@@ -59,7 +59,7 @@ func newSelSender(pool *BlockPool, window int, p Params, stats *SchemeStats) sel
 type poolRecord struct {
 	pool   *BlockPool
 	window int
-	stats  *SchemeStats
+	stats  *schemeStats
 
 	run      span   // acknowledged selectively, no bits needed
 	bits     chain  // acknowledged selectively, beyond what the run says

@@ -27,7 +27,7 @@ import (
 // with a selective acknowledgement), is IRN's (irn.go).
 const SRNIC = "srnic"
 
-func init() { Register(SRNIC, func(p Params) Scheme { return srnicScheme{irnScheme{p}} }) }
+func init() { Register(SRNIC, func(p Params) Scheme { return srnicScheme{irn: irnScheme{p: p}} }) }
 
 // SR state on chip, per QP (FaSR §V-A: "SRNIC adds 12B of state
 // overhead per QP"). The paper gives only the total; softnic charges half
@@ -38,7 +38,10 @@ const (
 	srnicReceiverBytes = 6
 )
 
-type srnicScheme struct{ irn irnScheme }
+type srnicScheme struct {
+	NoStats
+	irn irnScheme
+}
 
 func (s srnicScheme) Name() string                       { return SRNIC }
 func (s srnicScheme) Params() Params                     { return s.irn.p }

@@ -132,8 +132,8 @@ func RunMeloPool(c MeloPoolConfig) (MeloPoolResult, error) {
 			r.TxPoolPeak = p.Peak
 		}
 	}
-	r.Fallbacks = a.SRFallbacks + b.SRFallbacks
-	r.PoolDrops = b.SRPoolDrops
+	r.Fallbacks = a.SchemeCounter("sr_pool_fallbacks") + b.SchemeCounter("sr_pool_fallbacks")
+	r.PoolDrops = b.SchemeCounter("sr_pool_drops")
 	r.Retransmits = a.Retransmits
 	return r, nil
 }
