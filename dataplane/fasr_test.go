@@ -303,7 +303,7 @@ func TestFaSRTinyPool(t *testing.T) {
 	const n = 6
 	psn := func(i int) qp.PSN { return qp.PSN(0x1000 * (i + 1)) }
 	link := quietLink()
-	m := newSRMulti(t, recovery.FaSR, recovery.Params{FasrUnits: 1, FasrBlocks: 1}, SimConfig{Seed: 44, AtoB: link, BtoA: quietLink()}, n, psn)
+	m := newSRMulti(t, recovery.FaSR, recovery.Params{Knobs: recovery.KnobValues{"fasr.units": "1", "fasr.blocks": "1"}}, SimConfig{Seed: 44, AtoB: link, BtoA: quietLink()}, n, psn)
 	drops := map[uint32]map[qp.PSN]int{}
 	for i, qb := range m.qbs {
 		s := psn(i)

@@ -50,7 +50,7 @@ func TestMELOTinyBitsPool(t *testing.T) {
 	const start = 0x300
 	link := quietLink()
 	link.Drop = srDrop(0, map[qp.PSN]int{start + 5: 1, start + 40: 1})
-	p := newSchemePair(t, recovery.MELO, recovery.Params{MeloPoolBits: 8}, SimConfig{Seed: 46, AtoB: link, BtoA: quietLink()},
+	p := newSchemePair(t, recovery.MELO, recovery.Params{Knobs: recovery.KnobValues{"melo.pool_bits": "8"}}, SimConfig{Seed: 46, AtoB: link, BtoA: quietLink()},
 		ConnParams{MTU: qp.MTU1024, PSNA: start})
 	p.checkWrite(1, 64<<10, false)
 	p.checkSend(2, 8<<10, false)

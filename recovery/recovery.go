@@ -26,8 +26,8 @@ import (
 // explicitly so that tests can drive a fake clock.
 type Time = time.Duration
 
-// Params are the knobs shared by the schemes. Zero values take the
-// defaults below.
+// Params are the knobs shared by the schemes, and each scheme's own
+// (Knobs). Zero values take the defaults below.
 type Params struct {
 	// NakInterval bounds how often a receiver may NAK: at most one
 	// PSN-sequence-error NAK per interval (RoCEv2 "NAK interval";
@@ -67,7 +67,21 @@ type Params struct {
 	// Host is the NIC's host-memory path, which such a scheme charges its
 	// accesses to; the engine sets it for the schemes it builds.
 	Host *HostMemory
+	// Knobs are the schemes' own knobs (Knob), by scheme.knob, as users
+	// write them: {"melo.pool_bits": "2048"}. A knob not set has its
+	// default; New checks them all.
+	Knobs KnobValues
 }
+
+// The knobs of melo and fasr whose values are still Params fields
+// (MeloPoolBits, FasrUnits, FasrBlocks, FasrBlockBits): a knob set in
+// Knobs overrides its field (WithDefaults).
+var (
+	meloPoolBitsKnob  = IntKnob(MELO, "pool_bits", DefaultMeloPoolBits, 8, 8<<20, "size of each of MELO's two bits pools, bits (§4: 1 Kb), rounded up to whole 8-bit blocks")
+	fasrUnitsKnob     = IntKnob(FaSR, "units", DefaultFasrUnits, 1, 1<<20, "FaSR's level-1 pool: SR state units (38 B each)")
+	fasrBlocksKnob    = IntKnob(FaSR, "blocks", DefaultFasrBlocks, 1, 1<<20, "FaSR's level-2 pool: bitmap blocks")
+	fasrBlockBitsKnob = IntKnob(FaSR, "block_bits", DefaultFasrBlockBits, 1, 16, "bits in one of FaSR's bitmap blocks")
+)
 
 // Defaults for Params. IRN's follow the paper's default scenario (§4.1):
 // RTO_low 100 µs with N = 3, RTO_high 320 µs, and 128-bit bitmaps (§6.1),
@@ -88,8 +102,22 @@ const (
 	DefaultFasrBlockBits = 16
 )
 
-// WithDefaults fills zero fields.
+// WithDefaults fills zero fields. p.Knobs must be valid (Check).
 func (p Params) WithDefaults() Params {
+	for _, k := range []struct {
+		key   string
+		field *int
+		read  func(Params) int
+	}{
+		{"melo.pool_bits", &p.MeloPoolBits, meloPoolBitsKnob},
+		{"fasr.units", &p.FasrUnits, fasrUnitsKnob},
+		{"fasr.blocks", &p.FasrBlocks, fasrBlocksKnob},
+		{"fasr.block_bits", &p.FasrBlockBits, fasrBlockBitsKnob},
+	} {
+		if _, set := p.Knobs[k.key]; set {
+			*k.field = k.read(p)
+		}
+	}
 	if p.NakInterval <= 0 {
 		p.NakInterval = DefaultNakInterval
 	}
@@ -460,6 +488,9 @@ func New(name string, p Params) (Scheme, error) {
 	f, ok := registry[name]
 	if !ok {
 		return nil, fmt.Errorf("recovery: unknown scheme %q (have %v)", name, Names())
+	}
+	if err := p.Knobs.Check(); err != nil {
+		return nil, fmt.Errorf("recovery: %w", err)
 	}
 	return f(p.WithDefaults()), nil
 }

@@ -93,7 +93,7 @@ func RunMeloFCT(c MeloFCTConfig) (MeloFCTResult, error) {
 	}
 	link := fabric.LinkConfig{RateBps: MeloLinkBps, Delay: 8 * time.Microsecond, QueueFrames: 1024, Drop: lossy}
 	s, err := sim.New(sim.Config{Seed: c.Seed, AtoB: link, BtoA: link, SchemeA: c.Scheme, SchemeB: c.Scheme,
-		SchemeParams: recovery.Params{MeloPoolBits: MeloPoolBits}})
+		SchemeParams: recovery.Params{Knobs: MeloKnobs()}})
 	if err != nil {
 		return MeloFCTResult{}, err
 	}
