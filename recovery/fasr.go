@@ -89,7 +89,7 @@ func (s *fasrScheme) Stats() schemeStats {
 }
 
 func (s *fasrScheme) NewSender() Sender {
-	return &fasrSender{srUnit: srUnit{s: s, unit: -1}, selSender: newSelSender(s.blocks, s.window(), s.p, &s.stats)}
+	return &fasrSender{srUnit: srUnit{s: s, unit: -1}, selSender: newSelSender(s.blocks, s.window(), s.p, &s.stats.sel)}
 }
 
 func (s *fasrScheme) NewReceiver() Receiver {
@@ -455,7 +455,7 @@ func (f *fasrSender) onLostCountSack(now Time, cum, sack qp.PSN, lostCnt int, ov
 	f.lost, f.overflow = lostCnt, overflow
 	f.enterRecovery(sent)
 	if f.lostRetransmission(sack, false) {
-		st.LostRetransmits++
+		st.sel.lostRetransmits++
 		f.restart(sent)
 	}
 	if f.pooled.bits.empty() {

@@ -53,9 +53,6 @@ type Params struct {
 	// RTOLowThreshold is IRN's N: RTOLow applies with at most this many
 	// packets in flight.
 	RTOLowThreshold int
-	// MeloPoolBits is the size of each of MELO's two bits pools (receiver
-	// and sender), in bits of 1-byte blocks (MELO §4: 1 Kb).
-	MeloPoolBits int
 	// FasrUnits and FasrBlocks size FaSR's two-level pool (§III-C): SR
 	// state units of 38 bytes and bitmap blocks of FasrBlockBits bits.
 	FasrUnits     int
@@ -73,11 +70,10 @@ type Params struct {
 	Knobs KnobValues
 }
 
-// The knobs of melo and fasr whose values are still Params fields
-// (MeloPoolBits, FasrUnits, FasrBlocks, FasrBlockBits): a knob set in
-// Knobs overrides its field (WithDefaults).
+// The knobs of fasr whose values are still Params fields (FasrUnits,
+// FasrBlocks, FasrBlockBits): a knob set in Knobs overrides its field
+// (WithDefaults).
 var (
-	meloPoolBitsKnob  = IntKnob(MELO, "pool_bits", DefaultMeloPoolBits, 8, 8<<20, "size of each of MELO's two bits pools, bits (§4: 1 Kb), rounded up to whole 8-bit blocks")
 	fasrUnitsKnob     = IntKnob(FaSR, "units", DefaultFasrUnits, 1, 1<<20, "FaSR's level-1 pool: SR state units (38 B each)")
 	fasrBlocksKnob    = IntKnob(FaSR, "blocks", DefaultFasrBlocks, 1, 1<<20, "FaSR's level-2 pool: bitmap blocks")
 	fasrBlockBitsKnob = IntKnob(FaSR, "block_bits", DefaultFasrBlockBits, 1, 16, "bits in one of FaSR's bitmap blocks")
@@ -93,8 +89,6 @@ const (
 	DefaultRTOLow          = 100 * time.Microsecond
 	DefaultRTOHigh         = 320 * time.Microsecond
 	DefaultRTOLowThreshold = 3
-	// MELO's simulations use a 1 Kb bits pool (§4).
-	DefaultMeloPoolBits = 1024
 	// FaSR's FPGA adds about 1600 B of shared SR state in 16-bit bitmap
 	// blocks (§V-A); 32 units of 38 B and 128 blocks come to 1,620 B.
 	DefaultFasrUnits     = 32
@@ -109,7 +103,6 @@ func (p Params) WithDefaults() Params {
 		field *int
 		read  func(Params) int
 	}{
-		{"melo.pool_bits", &p.MeloPoolBits, meloPoolBitsKnob},
 		{"fasr.units", &p.FasrUnits, fasrUnitsKnob},
 		{"fasr.blocks", &p.FasrBlocks, fasrBlocksKnob},
 		{"fasr.block_bits", &p.FasrBlockBits, fasrBlockBitsKnob},
@@ -136,10 +129,6 @@ func (p Params) WithDefaults() Params {
 	if p.RTOLowThreshold <= 0 {
 		p.RTOLowThreshold = DefaultRTOLowThreshold
 	}
-	if p.MeloPoolBits <= 0 {
-		p.MeloPoolBits = DefaultMeloPoolBits
-	}
-	p.MeloPoolBits = (p.MeloPoolBits + 7) &^ 7
 	if p.FasrUnits <= 0 {
 		p.FasrUnits = DefaultFasrUnits
 	}
@@ -381,8 +370,8 @@ type Caps struct {
 	BuffersOutOfOrder bool
 }
 
-// schemeStats are the counters melo and fasr keep on one NIC, and their
-// shared pools (Stats, for their tests); counters reports them.
+// schemeStats are the counters fasr keeps on one NIC, and its shared
+// pools (Stats, for its tests); counters reports them.
 type schemeStats struct {
 	Pools []PoolStats
 	// FaSR's paths (§III-B): operations on the receiver (out-of-order
@@ -393,43 +382,28 @@ type schemeStats struct {
 	// Recoveries that found the pools empty and fell back to go-back-N
 	// (FaSR §III-D "Exhausting of shared pool"; MELO §3.2.5 "Not enough
 	// bits"), and packets dropped for want of bits.
-	Fallbacks uint64
-	PoolDrops uint64
-	// MELO: packets needing a block in the middle of a chain (§3.2.3),
-	// kept (MiddleFills: reordering is not loss, docs/recovery.md) or,
-	// when their bits are stranded in host memory, dropped (MiddleDrops).
-	MiddleDrops uint64
-	MiddleFills uint64
+	Fallbacks   uint64
+	PoolDrops   uint64
 	FNacksSent  uint64
 	FNacksTaken uint64 // FNACKs that restarted the sender's round
-	// LostRetransmits counts rounds a MELO or FaSR sender restarted because the
-	// retransmission of its cumulative acknowledgement went unacknowledged
-	// for a hold while the responder kept acknowledging others (the
-	// lost-retransmission rule, docs/recovery.md).
-	LostRetransmits uint64
 	// LostCntOverflows counts recoveries whose lost-cnt overflowed.
 	LostCntOverflows uint64
-	// SenderUnrecorded counts selective acknowledgements the sender could
-	// not record for want of blocks (those packets are resent).
-	SenderUnrecorded uint64
+	// The senders' (selSender).
+	sel selCounts
 }
 
 // counters are st's counters as the schemes report them (Counters).
 func (st *schemeStats) counters() []Counter {
-	return []Counter{
+	return append([]Counter{
 		{"sr_rx_fast_path", "FaSR receiver operations without a bitmap.", st.RxFastPath},
 		{"sr_rx_slow_path", "FaSR receiver operations with a bitmap.", st.RxSlowPath},
 		{"sr_tx_fast_path", "FaSR sender operations without a bitmap.", st.TxFastPath},
 		{"sr_tx_slow_path", "FaSR sender operations with a bitmap.", st.TxSlowPath},
-		{"sr_pool_fallbacks", "Recoveries that fell back to go-back-N, the shared pools empty.", st.Fallbacks},
-		{"sr_pool_drops", "Packets dropped for want of pool blocks or units.", st.PoolDrops},
-		{"sr_middle_drops", "MELO retransmissions needing a middle block, dropped.", st.MiddleDrops},
-		{"sr_middle_fills", "MELO packets kept in a middle block (reordering is not loss).", st.MiddleFills},
+		{"sr_pool_fallbacks", poolFallbacksHelp, st.Fallbacks},
+		{"sr_pool_drops", poolDropsHelp, st.PoolDrops},
 		{"sr_fnacks_taken", "FNACKs that restarted a sender's round.", st.FNacksTaken},
-		{"sr_lost_retransmits", "Rounds restarted for a lost retransmission of the cumulative acknowledgement's packet (MELO, FaSR).", st.LostRetransmits},
 		{"sr_lost_cnt_overflows", "Overflows of a scheme's lost-retransmission count.", st.LostCntOverflows},
-		{"sr_sender_unrecorded", "Selective ACKs a sender could not record (resent instead).", st.SenderUnrecorded},
-	}
+	}, st.sel.counters()...)
 }
 
 // Receiver is the responder half of a scheme, one per QP.
