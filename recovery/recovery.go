@@ -53,11 +53,6 @@ type Params struct {
 	// RTOLowThreshold is IRN's N: RTOLow applies with at most this many
 	// packets in flight.
 	RTOLowThreshold int
-	// FasrUnits and FasrBlocks size FaSR's two-level pool (§III-C): SR
-	// state units of 38 bytes and bitmap blocks of FasrBlockBits bits.
-	FasrUnits     int
-	FasrBlocks    int
-	FasrBlockBits int
 	// HostLatency is one access of state a scheme keeps in host memory
 	// (SRNIC's bitmaps): the pipeline stall it costs.
 	HostLatency time.Duration
@@ -70,15 +65,6 @@ type Params struct {
 	Knobs KnobValues
 }
 
-// The knobs of fasr whose values are still Params fields (FasrUnits,
-// FasrBlocks, FasrBlockBits): a knob set in Knobs overrides its field
-// (WithDefaults).
-var (
-	fasrUnitsKnob     = IntKnob(FaSR, "units", DefaultFasrUnits, 1, 1<<20, "FaSR's level-1 pool: SR state units (38 B each)")
-	fasrBlocksKnob    = IntKnob(FaSR, "blocks", DefaultFasrBlocks, 1, 1<<20, "FaSR's level-2 pool: bitmap blocks")
-	fasrBlockBitsKnob = IntKnob(FaSR, "block_bits", DefaultFasrBlockBits, 1, 16, "bits in one of FaSR's bitmap blocks")
-)
-
 // Defaults for Params. IRN's follow the paper's default scenario (§4.1):
 // RTO_low 100 µs with N = 3, RTO_high 320 µs, and 128-bit bitmaps (§6.1),
 // a BDP cap a bit above its 110 packets.
@@ -89,28 +75,10 @@ const (
 	DefaultRTOLow          = 100 * time.Microsecond
 	DefaultRTOHigh         = 320 * time.Microsecond
 	DefaultRTOLowThreshold = 3
-	// FaSR's FPGA adds about 1600 B of shared SR state in 16-bit bitmap
-	// blocks (§V-A); 32 units of 38 B and 128 blocks come to 1,620 B.
-	DefaultFasrUnits     = 32
-	DefaultFasrBlocks    = 128
-	DefaultFasrBlockBits = 16
 )
 
-// WithDefaults fills zero fields. p.Knobs must be valid (Check).
+// WithDefaults fills zero fields.
 func (p Params) WithDefaults() Params {
-	for _, k := range []struct {
-		key   string
-		field *int
-		read  func(Params) int
-	}{
-		{"fasr.units", &p.FasrUnits, fasrUnitsKnob},
-		{"fasr.blocks", &p.FasrBlocks, fasrBlocksKnob},
-		{"fasr.block_bits", &p.FasrBlockBits, fasrBlockBitsKnob},
-	} {
-		if _, set := p.Knobs[k.key]; set {
-			*k.field = k.read(p)
-		}
-	}
 	if p.NakInterval <= 0 {
 		p.NakInterval = DefaultNakInterval
 	}
@@ -128,15 +96,6 @@ func (p Params) WithDefaults() Params {
 	}
 	if p.RTOLowThreshold <= 0 {
 		p.RTOLowThreshold = DefaultRTOLowThreshold
-	}
-	if p.FasrUnits <= 0 {
-		p.FasrUnits = DefaultFasrUnits
-	}
-	if p.FasrBlocks <= 0 {
-		p.FasrBlocks = DefaultFasrBlocks
-	}
-	if p.FasrBlockBits <= 0 || p.FasrBlockBits > 16 {
-		p.FasrBlockBits = DefaultFasrBlockBits
 	}
 	if p.HostLatency <= 0 {
 		p.HostLatency = DefaultHostLatency
@@ -368,42 +327,6 @@ type Caps struct {
 	// before them fills (MELO §3.2.2), instead of placed on arrival.
 	// Only with a ReorderWindow.
 	BuffersOutOfOrder bool
-}
-
-// schemeStats are the counters fasr keeps on one NIC, and its shared
-// pools (Stats, for its tests); counters reports them.
-type schemeStats struct {
-	Pools []PoolStats
-	// FaSR's paths (§III-B): operations on the receiver (out-of-order
-	// packet recorded, expected PSN moved) and sender (SACK, timeout,
-	// FNACK handled) that needed no bitmap, and those that did.
-	RxFastPath, RxSlowPath uint64
-	TxFastPath, TxSlowPath uint64
-	// Recoveries that found the pools empty and fell back to go-back-N
-	// (FaSR §III-D "Exhausting of shared pool"; MELO §3.2.5 "Not enough
-	// bits"), and packets dropped for want of bits.
-	Fallbacks   uint64
-	PoolDrops   uint64
-	FNacksSent  uint64
-	FNacksTaken uint64 // FNACKs that restarted the sender's round
-	// LostCntOverflows counts recoveries whose lost-cnt overflowed.
-	LostCntOverflows uint64
-	// The senders' (selSender).
-	sel selCounts
-}
-
-// counters are st's counters as the schemes report them (Counters).
-func (st *schemeStats) counters() []Counter {
-	return append([]Counter{
-		{"sr_rx_fast_path", "FaSR receiver operations without a bitmap.", st.RxFastPath},
-		{"sr_rx_slow_path", "FaSR receiver operations with a bitmap.", st.RxSlowPath},
-		{"sr_tx_fast_path", "FaSR sender operations without a bitmap.", st.TxFastPath},
-		{"sr_tx_slow_path", "FaSR sender operations with a bitmap.", st.TxSlowPath},
-		{"sr_pool_fallbacks", poolFallbacksHelp, st.Fallbacks},
-		{"sr_pool_drops", poolDropsHelp, st.PoolDrops},
-		{"sr_fnacks_taken", "FNACKs that restarted a sender's round.", st.FNacksTaken},
-		{"sr_lost_cnt_overflows", "Overflows of a scheme's lost-retransmission count.", st.LostCntOverflows},
-	}, st.sel.counters()...)
 }
 
 // Receiver is the responder half of a scheme, one per QP.
