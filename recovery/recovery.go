@@ -53,11 +53,9 @@ type Params struct {
 	// RTOLowThreshold is IRN's N: RTOLow applies with at most this many
 	// packets in flight.
 	RTOLowThreshold int
-	// HostLatency is one access of state a scheme keeps in host memory
-	// (SRNIC's bitmaps): the pipeline stall it costs.
-	HostLatency time.Duration
-	// Host is the NIC's host-memory path, which such a scheme charges its
-	// accesses to; the engine sets it for the schemes it builds.
+	// Host is the NIC's host-memory path, which a scheme that keeps state
+	// in host memory (SRNIC's bitmaps) charges its accesses to; the
+	// engine sets it for the schemes it builds.
 	Host *HostMemory
 	// Knobs are the schemes' own knobs (Knob), by scheme.knob, as users
 	// write them: {"melo.pool_bits": "2048"}. A knob not set has its
@@ -96,9 +94,6 @@ func (p Params) WithDefaults() Params {
 	}
 	if p.RTOLowThreshold <= 0 {
 		p.RTOLowThreshold = DefaultRTOLowThreshold
-	}
-	if p.HostLatency <= 0 {
-		p.HostLatency = DefaultHostLatency
 	}
 	return p
 }
