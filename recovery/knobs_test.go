@@ -29,7 +29,7 @@ func TestKnobValuesSet(t *testing.T) {
 		"melo":                 `want scheme.knob=value`,
 		"pool_bits=2048":       `want scheme.knob=value`,
 		"melo.=1":              `want scheme.knob=value`,
-		"nope.pool_bits=1":     `no scheme "nope" (have fasr, gbn, `,
+		"nope.pool_bits=1":     `no scheme "nope" (have `,
 		"melo.pool=1":          `scheme melo has no knob "pool" (its knobs: pool_bits)`,
 		"gbn.x=1":              `scheme gbn has no knobs`,
 		"melo.pool_bits=lots":  `melo.pool_bits=lots: not an integer`,

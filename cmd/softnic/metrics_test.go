@@ -153,6 +153,25 @@ func TestSchemeCounterNames(t *testing.T) {
 	}
 }
 
+// TestSchemeCounterMetrics: a scheme's counter, whatever its name, is a
+// counter in /metrics with the scheme's help, with no spec of its own
+// (recovery/example_scheme_test.go has a scheme that reports one).
+func TestSchemeCounterMetrics(t *testing.T) {
+	c := dataplane.Counters{SchemeCounters: []recovery.Counter{{Name: "example_events", Help: "Events an example scheme counted.", Value: 7}}}
+	_, page := scrape(t, metricsHandler(metricsSource{engine: func() dataplane.Counters { return c }}), "/metrics")
+	want := "# HELP softnic_example_events_total Events an example scheme counted.\n# TYPE softnic_example_events_total counter\nsoftnic_example_events_total 7\n"
+	if !strings.Contains(page, want) {
+		t.Errorf("/metrics has no\n%s", want)
+	}
+	problems, err := metricslint.Problems(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Error(p)
+	}
+}
+
 // scrape GETs path from h and returns the body.
 func scrape(t *testing.T, h http.Handler, path string) (int, string) {
 	t.Helper()
