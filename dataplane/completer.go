@@ -512,10 +512,6 @@ func (rc *rcTransport) onProgress() {
 // Without a peer no timeout is classified (local_ack_timeout_err still
 // counts it).
 
-// nakOutstanding is the receivers' view of whether a sequence NAK for the
-// expected PSN is outstanding (recovery's gbn family).
-type nakOutstanding interface{ NakOutstanding() bool }
-
 // SetTimeoutPeer names the engine at the other end of the fabric, whose
 // responders this engine's requesters consult to classify their ACK
 // timeouts. Only for simulations, where both run on one goroutine.
@@ -535,10 +531,8 @@ func (rc *rcTransport) timeoutReason() {
 		e.cnt.AckTimeoutAckLost++
 		return
 	}
-	no, ok := r.receiver.(nakOutstanding)
 	switch {
-	case !ok:
-	case !no.NakOutstanding():
+	case !r.receiver.NakOutstanding():
 		// Nothing after the expected PSN arrived to draw a NAK: the tail of
 		// the message, its last packet with it, was lost.
 		e.cnt.AckTimeoutLastLost++

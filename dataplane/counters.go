@@ -82,21 +82,12 @@ type Counters struct {
 	ROBInUse     uint64 // rob_in_use: reorder-buffer slots holding a packet now
 	ROBPeak      uint64 // rob_peak
 
-	// The recovery schemes' own counters (recovery.SchemeStats), summed
-	// over the schemes this NIC runs, and their shared pools one by one.
-	SRRxFastPath       uint64 // sr_rx_fast_path: FaSR receiver operations without a bitmap
-	SRRxSlowPath       uint64 // sr_rx_slow_path
-	SRTxFastPath       uint64 // sr_tx_fast_path: FaSR sender operations without a bitmap
-	SRTxSlowPath       uint64 // sr_tx_slow_path
-	SRFallbacks        uint64 // sr_pool_fallbacks: recoveries that fell back to go-back-N, pools empty
-	SRPoolDrops        uint64 // sr_pool_drops: packets dropped for want of pool blocks or units
-	SRMiddleDrops      uint64 // sr_middle_drops: MELO retransmissions needing a middle block, dropped
-	SRMiddleFills      uint64 // sr_middle_fills: MELO packets kept in a middle block (reordering is not loss)
-	SRFNacksTaken      uint64 // sr_fnacks_taken: FNACKs that restarted a sender's round
-	SRLostRetransmits  uint64 // sr_lost_retransmits: rounds restarted for a lost retransmission of the cumulative acknowledgement's packet (MELO, FaSR)
-	SRLostCntOverflows uint64 // sr_lost_cnt_overflows
-	SRSenderUnrecorded uint64 // sr_sender_unrecorded: selective ACKs a sender could not record (resent instead)
-	Pools              []recovery.PoolStats
+	// The recovery schemes' own counters (recovery.Counter: each
+	// scheme's Counters), summed by name over the schemes this NIC runs,
+	// and their shared pools one by one (Scheme.Pools). SchemeCounter
+	// reads one.
+	SchemeCounters []recovery.Counter
+	Pools          []recovery.PoolStats
 
 	RcvdMalformed   uint64 // rcvd_malformed: not a parsable RoCEv2 frame
 	RcvdICRCErr     uint64 // rcvd_icrc_err
@@ -198,11 +189,7 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"fnak_sent", c.FNakSent}, {"rcvd_fnak", c.RcvdFNak},
 		{"holes_nak_sent", c.HolesNakSent}, {"rcvd_holes_nak", c.RcvdHolesNak},
 		{"rob_delivered", c.ROBDelivered}, {"rob_full", c.ROBFull}, {"rob_in_use", c.ROBInUse}, {"rob_peak", c.ROBPeak},
-		{"sr_rx_fast_path", c.SRRxFastPath}, {"sr_rx_slow_path", c.SRRxSlowPath},
-		{"sr_tx_fast_path", c.SRTxFastPath}, {"sr_tx_slow_path", c.SRTxSlowPath},
-		{"sr_pool_fallbacks", c.SRFallbacks}, {"sr_pool_drops", c.SRPoolDrops},
-		{"sr_middle_drops", c.SRMiddleDrops}, {"sr_middle_fills", c.SRMiddleFills}, {"sr_fnacks_taken", c.SRFNacksTaken}, {"sr_lost_retransmits", c.SRLostRetransmits},
-		{"sr_lost_cnt_overflows", c.SRLostCntOverflows}, {"sr_sender_unrecorded", c.SRSenderUnrecorded},
+		{"", 0}, // the schemes' counters
 		{"rcvd_malformed", c.RcvdMalformed}, {"rcvd_icrc_err", c.RcvdICRCErr},
 		{"rcvd_unknown_qpn", c.RcvdUnknownQPN}, {"rcvd_bad_addr", c.RcvdBadAddr},
 		{"rcvd_pkey_err", c.RcvdPKeyErr}, {"rcvd_bad_state", c.RcvdBadState},
@@ -225,6 +212,12 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"sr_resident_bytes", c.SRResidentBytes}, {"sr_resident_bytes_peak", c.SRResidentBytesPeak},
 		{"sram_shared_bytes", c.SRAMSharedBytes}, {"sram_budget_bytes", c.SRAMBudget},
 	} {
+		if f.n == "" {
+			for _, s := range c.SchemeCounters {
+				fn(s.Name, s.Value)
+			}
+			continue
+		}
 		fn(f.n, f.v)
 	}
 	for _, p := range c.Pools {
@@ -235,4 +228,10 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		fn("pool_"+p.Name+"_allocs", p.Allocs)
 		fn("pool_"+p.Name+"_exhausted", p.Exhausted)
 	}
+}
+
+// SchemeCounter is the value of the schemes' counter called name (as
+// `softnic stats` prints it), 0 when no scheme of the NIC reports it.
+func (c Counters) SchemeCounter(name string) uint64 {
+	return recovery.CounterValue(c.SchemeCounters, name)
 }

@@ -243,24 +243,8 @@ func (e *Engine) Counters() Counters {
 // schemeStats adds the counters of every scheme the NIC runs.
 func (e *Engine) schemeStats(c *Counters) {
 	add := func(s recovery.Scheme) {
-		r, ok := s.(recovery.Reporter)
-		if !ok {
-			return
-		}
-		st := r.Stats()
-		c.SRRxFastPath += st.RxFastPath
-		c.SRRxSlowPath += st.RxSlowPath
-		c.SRTxFastPath += st.TxFastPath
-		c.SRTxSlowPath += st.TxSlowPath
-		c.SRFallbacks += st.Fallbacks
-		c.SRPoolDrops += st.PoolDrops
-		c.SRMiddleDrops += st.MiddleDrops
-		c.SRMiddleFills += st.MiddleFills
-		c.SRFNacksTaken += st.FNacksTaken
-		c.SRLostRetransmits += st.LostRetransmits
-		c.SRLostCntOverflows += st.LostCntOverflows
-		c.SRSenderUnrecorded += st.SenderUnrecorded
-		c.Pools = append(c.Pools, st.Pools...)
+		c.SchemeCounters = recovery.AddCounters(c.SchemeCounters, s.Counters())
+		c.Pools = append(c.Pools, s.Pools()...)
 	}
 	add(e.scheme)
 	names := make([]string, 0, len(e.schemes))

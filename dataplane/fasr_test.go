@@ -101,18 +101,18 @@ func TestFaSRSingleLossFastPath(t *testing.T) {
 	p.checkWrite(1, 64<<10, false)
 	p.settle()
 	a, b := p.sim.A.Counters(), p.sim.B.Counters()
-	t.Logf("B rx fast %d slow %d, sack naks %d; A tx fast %d slow %d, resent %d", b.SRRxFastPath, b.SRRxSlowPath, b.SackNakSent, a.SRTxFastPath, a.SRTxSlowPath, a.Retransmits)
+	t.Logf("B rx fast %d slow %d, sack naks %d; A tx fast %d slow %d, resent %d", b.SchemeCounter("sr_rx_fast_path"), b.SchemeCounter("sr_rx_slow_path"), b.SackNakSent, a.SchemeCounter("sr_tx_fast_path"), a.SchemeCounter("sr_tx_slow_path"), a.Retransmits)
 	switch {
-	case b.SRRxFastPath == 0 || b.SRRxSlowPath != 0:
-		t.Fatalf("receiver paths: fast %d, slow %d", b.SRRxFastPath, b.SRRxSlowPath)
-	case a.SRTxFastPath == 0 || a.SRTxSlowPath != 0:
-		t.Fatalf("sender paths: fast %d, slow %d", a.SRTxFastPath, a.SRTxSlowPath)
-	case b.FNakSent != 0 || a.RcvdFNak != 0 || a.SRFNacksTaken != 0:
-		t.Fatalf("FNACKs: sent %d, received %d, taken %d", b.FNakSent, a.RcvdFNak, a.SRFNacksTaken)
+	case b.SchemeCounter("sr_rx_fast_path") == 0 || b.SchemeCounter("sr_rx_slow_path") != 0:
+		t.Fatalf("receiver paths: fast %d, slow %d", b.SchemeCounter("sr_rx_fast_path"), b.SchemeCounter("sr_rx_slow_path"))
+	case a.SchemeCounter("sr_tx_fast_path") == 0 || a.SchemeCounter("sr_tx_slow_path") != 0:
+		t.Fatalf("sender paths: fast %d, slow %d", a.SchemeCounter("sr_tx_fast_path"), a.SchemeCounter("sr_tx_slow_path"))
+	case b.FNakSent != 0 || a.RcvdFNak != 0 || a.SchemeCounter("sr_fnacks_taken") != 0:
+		t.Fatalf("FNACKs: sent %d, received %d, taken %d", b.FNakSent, a.RcvdFNak, a.SchemeCounter("sr_fnacks_taken"))
 	case a.Retransmits != 1 || a.LocalAckTimeout != 0 || b.SackNakSent == 0 || a.RcvdSackNak == 0:
 		t.Fatalf("resent %d packets, %d timeouts, %d SACKs sent, %d received: want 1, 0", a.Retransmits, a.LocalAckTimeout, b.SackNakSent, a.RcvdSackNak)
-	case b.SRFallbacks != 0 || b.SRPoolDrops != 0:
-		t.Fatalf("fallbacks %d, pool drops %d", b.SRFallbacks, b.SRPoolDrops)
+	case b.SchemeCounter("sr_pool_fallbacks") != 0 || b.SchemeCounter("sr_pool_drops") != 0:
+		t.Fatalf("fallbacks %d, pool drops %d", b.SchemeCounter("sr_pool_fallbacks"), b.SchemeCounter("sr_pool_drops"))
 	}
 	if n := poolPeak(p.sim.B, "fasr_bitmap_blocks"); n != 0 {
 		t.Fatalf("the receiver took %d bitmap blocks for a single loss", n)
@@ -136,9 +136,9 @@ func TestFaSRTwoLossesSlowPath(t *testing.T) {
 	p.checkSend(2, 20<<10, true)
 	p.settle()
 	a, b := p.sim.A.Counters(), p.sim.B.Counters()
-	t.Logf("B rx fast %d slow %d; A tx fast %d slow %d, resent %d", b.SRRxFastPath, b.SRRxSlowPath, a.SRTxFastPath, a.SRTxSlowPath, a.Retransmits)
-	if b.SRRxSlowPath == 0 || poolPeak(p.sim.B, "fasr_bitmap_blocks") == 0 {
-		t.Fatalf("two losses and no slow path: slow %d, peak blocks %d", b.SRRxSlowPath, poolPeak(p.sim.B, "fasr_bitmap_blocks"))
+	t.Logf("B rx fast %d slow %d; A tx fast %d slow %d, resent %d", b.SchemeCounter("sr_rx_fast_path"), b.SchemeCounter("sr_rx_slow_path"), a.SchemeCounter("sr_tx_fast_path"), a.SchemeCounter("sr_tx_slow_path"), a.Retransmits)
+	if b.SchemeCounter("sr_rx_slow_path") == 0 || poolPeak(p.sim.B, "fasr_bitmap_blocks") == 0 {
+		t.Fatalf("two losses and no slow path: slow %d, peak blocks %d", b.SchemeCounter("sr_rx_slow_path"), poolPeak(p.sim.B, "fasr_bitmap_blocks"))
 	}
 	if a.Retransmits != 2 || a.LocalAckTimeout != 0 || b.FNakSent != 0 {
 		t.Fatalf("resent %d packets, %d timeouts, %d FNACKs: want 2, 0, 0", a.Retransmits, a.LocalAckTimeout, b.FNakSent)
@@ -160,12 +160,12 @@ func TestFaSRFNack(t *testing.T) {
 	p.checkWrite(1, 64<<10, true)
 	p.settle()
 	a, b := p.sim.A.Counters(), p.sim.B.Counters()
-	t.Logf("FNACKs sent %d received %d taken %d; resent %d, timeouts %d", b.FNakSent, a.RcvdFNak, a.SRFNacksTaken, a.Retransmits, a.LocalAckTimeout)
-	if b.FNakSent == 0 || a.RcvdFNak == 0 || a.SRFNacksTaken == 0 {
-		t.Fatalf("FNACKs sent %d, received %d, taken %d", b.FNakSent, a.RcvdFNak, a.SRFNacksTaken)
+	t.Logf("FNACKs sent %d received %d taken %d; resent %d, timeouts %d", b.FNakSent, a.RcvdFNak, a.SchemeCounter("sr_fnacks_taken"), a.Retransmits, a.LocalAckTimeout)
+	if b.FNakSent == 0 || a.RcvdFNak == 0 || a.SchemeCounter("sr_fnacks_taken") == 0 {
+		t.Fatalf("FNACKs sent %d, received %d, taken %d", b.FNakSent, a.RcvdFNak, a.SchemeCounter("sr_fnacks_taken"))
 	}
-	if a.SRFNacksTaken > a.RcvdFNak || a.LocalAckTimeout != 0 {
-		t.Fatalf("%d FNACKs taken of %d, %d timeouts", a.SRFNacksTaken, a.RcvdFNak, a.LocalAckTimeout)
+	if a.SchemeCounter("sr_fnacks_taken") > a.RcvdFNak || a.LocalAckTimeout != 0 {
+		t.Fatalf("%d FNACKs taken of %d, %d timeouts", a.SchemeCounter("sr_fnacks_taken"), a.RcvdFNak, a.LocalAckTimeout)
 	}
 	poolsIdle(t, "A", p.sim.A)
 	poolsIdle(t, "B", p.sim.B)
@@ -303,7 +303,7 @@ func TestFaSRTinyPool(t *testing.T) {
 	const n = 6
 	psn := func(i int) qp.PSN { return qp.PSN(0x1000 * (i + 1)) }
 	link := quietLink()
-	m := newSRMulti(t, recovery.FaSR, recovery.Params{FasrUnits: 1, FasrBlocks: 1}, SimConfig{Seed: 44, AtoB: link, BtoA: quietLink()}, n, psn)
+	m := newSRMulti(t, recovery.FaSR, recovery.Params{Knobs: recovery.KnobValues{"fasr.units": "1", "fasr.blocks": "1"}}, SimConfig{Seed: 44, AtoB: link, BtoA: quietLink()}, n, psn)
 	drops := map[uint32]map[qp.PSN]int{}
 	for i, qb := range m.qbs {
 		s := psn(i)
@@ -313,9 +313,9 @@ func TestFaSRTinyPool(t *testing.T) {
 	m.sim.Fabric.SetLink(fabric.AtoB, link)
 	m.run(96<<10, 32<<10)
 	a, b := m.sim.A.Counters(), m.sim.B.Counters()
-	t.Logf("B fallbacks %d pool drops %d, fast %d slow %d; A fallbacks %d, resent %d, timeouts %d", b.SRFallbacks, b.SRPoolDrops, b.SRRxFastPath, b.SRRxSlowPath, a.SRFallbacks, a.Retransmits, a.LocalAckTimeout)
-	if b.SRFallbacks == 0 || b.SRPoolDrops == 0 {
-		t.Fatalf("no fallback with one unit for %d QPs: %d fallbacks, %d drops", n, b.SRFallbacks, b.SRPoolDrops)
+	t.Logf("B fallbacks %d pool drops %d, fast %d slow %d; A fallbacks %d, resent %d, timeouts %d", b.SchemeCounter("sr_pool_fallbacks"), b.SchemeCounter("sr_pool_drops"), b.SchemeCounter("sr_rx_fast_path"), b.SchemeCounter("sr_rx_slow_path"), a.SchemeCounter("sr_pool_fallbacks"), a.Retransmits, a.LocalAckTimeout)
+	if b.SchemeCounter("sr_pool_fallbacks") == 0 || b.SchemeCounter("sr_pool_drops") == 0 {
+		t.Fatalf("no fallback with one unit for %d QPs: %d fallbacks, %d drops", n, b.SchemeCounter("sr_pool_fallbacks"), b.SchemeCounter("sr_pool_drops"))
 	}
 	poolsIdle(t, "A", m.sim.A)
 	poolsIdle(t, "B", m.sim.B)
@@ -338,7 +338,7 @@ func TestCountersEachPools(t *testing.T) {
 	if got["pool_fasr_sr_units_slots"] != recovery.DefaultFasrUnits || got["pool_fasr_sr_units_bytes"] != 32*38+4 {
 		t.Errorf("units pool: %d slots, %d bytes", got["pool_fasr_sr_units_slots"], got["pool_fasr_sr_units_bytes"])
 	}
-	if got["pool_fasr_sr_units_peak"] == 0 || got["sr_rx_fast_path"]+got["sr_rx_slow_path"] != c.SRRxFastPath+c.SRRxSlowPath || c.SRRxFastPath+c.SRRxSlowPath == 0 {
+	if got["pool_fasr_sr_units_peak"] == 0 || got["sr_rx_fast_path"]+got["sr_rx_slow_path"] != c.SchemeCounter("sr_rx_fast_path")+c.SchemeCounter("sr_rx_slow_path") || c.SchemeCounter("sr_rx_fast_path")+c.SchemeCounter("sr_rx_slow_path") == 0 {
 		t.Errorf("no recovery counted at 5%% loss: %v", got)
 	}
 }

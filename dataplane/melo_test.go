@@ -25,7 +25,7 @@ func TestMELOHolesNak(t *testing.T) {
 	p.checkSend(2, 20<<10, true)
 	p.settle()
 	a, b := p.sim.A.Counters(), p.sim.B.Counters()
-	t.Logf("holes NACKs sent %d received %d; rob delivered %d peak %d; resent %d, timeouts %d; middle drops %d", b.HolesNakSent, a.RcvdHolesNak, b.ROBDelivered, b.ROBPeak, a.Retransmits, a.LocalAckTimeout, b.SRMiddleDrops)
+	t.Logf("holes NACKs sent %d received %d; rob delivered %d peak %d; resent %d, timeouts %d; middle drops %d", b.HolesNakSent, a.RcvdHolesNak, b.ROBDelivered, b.ROBPeak, a.Retransmits, a.LocalAckTimeout, b.SchemeCounter("sr_middle_drops"))
 	switch {
 	case b.HolesNakSent != 4 || a.RcvdHolesNak != 4:
 		t.Fatalf("%d holes NACKs sent, %d received, for 4 new holes", b.HolesNakSent, a.RcvdHolesNak)
@@ -35,8 +35,8 @@ func TestMELOHolesNak(t *testing.T) {
 		t.Fatalf("MELO sent %d SACKs and %d FNACKs", b.SackNakSent, b.FNakSent)
 	case a.Retransmits != 5 || a.LocalAckTimeout != 0:
 		t.Fatalf("resent %d packets with %d timeouts; want the 5 holes and none", a.Retransmits, a.LocalAckTimeout)
-	case b.SRPoolDrops != 0 || b.SRMiddleDrops != 0:
-		t.Fatalf("pool drops %d, middle drops %d", b.SRPoolDrops, b.SRMiddleDrops)
+	case b.SchemeCounter("sr_pool_drops") != 0 || b.SchemeCounter("sr_middle_drops") != 0:
+		t.Fatalf("pool drops %d, middle drops %d", b.SchemeCounter("sr_pool_drops"), b.SchemeCounter("sr_middle_drops"))
 	}
 	poolsIdle(t, "A", p.sim.A)
 	poolsIdle(t, "B", p.sim.B)
@@ -50,16 +50,16 @@ func TestMELOTinyBitsPool(t *testing.T) {
 	const start = 0x300
 	link := quietLink()
 	link.Drop = srDrop(0, map[qp.PSN]int{start + 5: 1, start + 40: 1})
-	p := newSchemePair(t, recovery.MELO, recovery.Params{MeloPoolBits: 8}, SimConfig{Seed: 46, AtoB: link, BtoA: quietLink()},
+	p := newSchemePair(t, recovery.MELO, recovery.Params{Knobs: recovery.KnobValues{"melo.pool_bits": "8"}}, SimConfig{Seed: 46, AtoB: link, BtoA: quietLink()},
 		ConnParams{MTU: qp.MTU1024, PSNA: start})
 	p.checkWrite(1, 64<<10, false)
 	p.checkSend(2, 8<<10, false)
 	p.checkRead(3, 16<<10)
 	p.settle()
 	a, b := p.sim.A.Counters(), p.sim.B.Counters()
-	t.Logf("B pool drops %d fallbacks %d seq naks %d; A resent %d, timeouts %d", b.SRPoolDrops, b.SRFallbacks, b.SeqNakSent, a.Retransmits, a.LocalAckTimeout)
-	if b.SRPoolDrops == 0 || b.SRFallbacks == 0 || b.SeqNakSent == 0 || a.RcvdSeqErr == 0 {
-		t.Fatalf("pool drops %d, fallbacks %d, go-back-N NAKs sent %d received %d", b.SRPoolDrops, b.SRFallbacks, b.SeqNakSent, a.RcvdSeqErr)
+	t.Logf("B pool drops %d fallbacks %d seq naks %d; A resent %d, timeouts %d", b.SchemeCounter("sr_pool_drops"), b.SchemeCounter("sr_pool_fallbacks"), b.SeqNakSent, a.Retransmits, a.LocalAckTimeout)
+	if b.SchemeCounter("sr_pool_drops") == 0 || b.SchemeCounter("sr_pool_fallbacks") == 0 || b.SeqNakSent == 0 || a.RcvdSeqErr == 0 {
+		t.Fatalf("pool drops %d, fallbacks %d, go-back-N NAKs sent %d received %d", b.SchemeCounter("sr_pool_drops"), b.SchemeCounter("sr_pool_fallbacks"), b.SeqNakSent, a.RcvdSeqErr)
 	}
 	poolsIdle(t, "A", p.sim.A)
 	poolsIdle(t, "B", p.sim.B)

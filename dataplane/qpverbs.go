@@ -83,11 +83,8 @@ func (e *Engine) CreateQP(pd uint32, attr QPInitAttr) (*QP, error) {
 	q.cache.Fill = func() { q.hwContext = q.host }
 	q.cache.Evicted = func() {
 		q.hwContext = poisoned
-		for _, h := range [...]any{q.sender, q.receiver} {
-			if ev, ok := h.(recovery.Evictable); ok {
-				ev.OnEvict()
-			}
-		}
+		q.sender.OnEvict()
+		q.receiver.OnEvict()
 	}
 	e.qps[q.qpn] = q
 	e.pds[pd]++

@@ -51,6 +51,22 @@ const FaSR = "fasr"
 
 func init() { Register(FaSR, func(p Params) Scheme { return newFasr(p) }) }
 
+// FaSR's FPGA adds about 1600 B of shared SR state in 16-bit bitmap
+// blocks (§V-A); 32 units of 38 B and 128 blocks come to 1,620 B.
+const (
+	DefaultFasrUnits     = 32
+	DefaultFasrBlocks    = 128
+	DefaultFasrBlockBits = 16
+)
+
+// FaSR's knobs (softnic run --scheme-param fasr.units=64): the sizes of
+// its two-level pool (§III-C).
+var (
+	fasrUnits     = IntKnob(FaSR, "units", DefaultFasrUnits, 1, 1<<20, "FaSR's level-1 pool: SR state units (38 B each)")
+	fasrBlocks    = IntKnob(FaSR, "blocks", DefaultFasrBlocks, 1, 1<<20, "FaSR's level-2 pool: bitmap blocks")
+	fasrBlockBits = IntKnob(FaSR, "block_bits", DefaultFasrBlockBits, 1, 16, "bits in one of FaSR's bitmap blocks")
+)
+
 // fasrUnitBytes is one SR state unit (§III-D): 20 B of SR state, five 1-B
 // bitmap head/tail pointer pairs, five 10-bit compression-cnts and five
 // 3-bit lost-cnts.
@@ -60,13 +76,31 @@ type fasrScheme struct {
 	p      Params
 	units  *UnitPool
 	blocks *BlockPool
-	stats  SchemeStats
+	counts fasrCounts
+}
+
+// fasrCounts are what the NIC's FaSR halves did (Counters).
+type fasrCounts struct {
+	// FaSR's paths (§III-B): operations on the receiver (out-of-order
+	// packet recorded, expected PSN moved) and sender (SACK, timeout,
+	// FNACK handled) that needed no bitmap, and those that did.
+	rxFast, rxSlow, txFast, txSlow uint64
+	// Recoveries that found the pools empty and fell back to go-back-N
+	// (§III-D "Exhausting of shared pool"), and packets dropped for want
+	// of a unit or blocks.
+	fallbacks, poolDrops uint64
+	// FNACKs the receivers sent, and those that restarted a sender's
+	// round.
+	fnacksSent, fnacksTaken uint64
+	// Recoveries whose lost-cnt overflowed its 3 bits (§III-D).
+	lostCntOverflows uint64
+	sel              selCounts // the senders'
 }
 
 func newFasr(p Params) *fasrScheme {
 	return &fasrScheme{p: p,
-		units:  NewUnitPool("fasr_sr_units", p.FasrUnits, fasrUnitBytes),
-		blocks: NewBlockPool("fasr_bitmap_blocks", p.FasrBlocks, p.FasrBlockBits, true)}
+		units:  NewUnitPool("fasr_sr_units", fasrUnits(p), fasrUnitBytes),
+		blocks: NewBlockPool("fasr_bitmap_blocks", fasrBlocks(p), fasrBlockBits(p), true)}
 }
 
 func (s *fasrScheme) Name() string       { return FaSR }
@@ -78,14 +112,26 @@ func (s *fasrScheme) SharedOnChipBytes() int {
 	return s.units.Stats().Bytes + s.blocks.Stats().Bytes
 }
 
-func (s *fasrScheme) Stats() SchemeStats {
-	st := s.stats
-	st.Pools = []PoolStats{s.units.Stats(), s.blocks.Stats()}
-	return st
+// Counters (softnic stats, /metrics; docs/metrics.md).
+func (s *fasrScheme) Counters() []Counter {
+	c := &s.counts
+	return append([]Counter{
+		{"sr_rx_fast_path", "FaSR receiver operations without a bitmap.", c.rxFast},
+		{"sr_rx_slow_path", "FaSR receiver operations with a bitmap.", c.rxSlow},
+		{"sr_tx_fast_path", "FaSR sender operations without a bitmap.", c.txFast},
+		{"sr_tx_slow_path", "FaSR sender operations with a bitmap.", c.txSlow},
+		{"sr_pool_fallbacks", poolFallbacksHelp, c.fallbacks},
+		{"sr_pool_drops", poolDropsHelp, c.poolDrops},
+		{"sr_fnacks_taken", "FNACKs that restarted a sender's round.", c.fnacksTaken},
+		{"sr_lost_cnt_overflows", "FaSR recoveries whose 3-bit lost-cnt overflowed.", c.lostCntOverflows},
+	}, c.sel.counters()...)
 }
 
+// Pools: the SR state units and the bitmap blocks.
+func (s *fasrScheme) Pools() []PoolStats { return []PoolStats{s.units.Stats(), s.blocks.Stats()} }
+
 func (s *fasrScheme) NewSender() Sender {
-	return &fasrSender{srUnit: srUnit{s: s, unit: -1}, selSender: newSelSender(s.blocks, s.window(), s.p, &s.stats)}
+	return &fasrSender{srUnit: srUnit{s: s, unit: -1}, selSender: newSelSender(s.blocks, s.window(), s.p, &s.counts.sel)}
 }
 
 func (s *fasrScheme) NewReceiver() Receiver {
@@ -180,7 +226,7 @@ func (r *fasrReceiver) addLost(n int) {
 	}
 	if r.lost += n; r.lost > MaxLostCnt {
 		r.lost, r.overflow = MaxLostCnt, true
-		r.s.stats.LostCntOverflows++
+		r.s.counts.lostCntOverflows++
 	}
 }
 
@@ -191,7 +237,7 @@ func (r *fasrReceiver) sack(keep bool) Decision {
 // drop refuses a packet go-back-N style: a NAK of RCV-NXT at most once per
 // NAK interval.
 func (r *fasrReceiver) drop(now Time, psn qp.PSN) Decision {
-	r.s.stats.PoolDrops++
+	r.s.counts.poolDrops++
 	return Decision{Reply: r.gbn.OnOutOfSequence(now, r.nxt, psn, false).Reply}
 }
 
@@ -208,26 +254,26 @@ func (r *fasrReceiver) OnOutOfSequence(now Time, epsn, psn qp.PSN, _ bool) Decis
 	if d <= 0 || d >= r.window {
 		return Decision{}
 	}
-	st := &r.s.stats
+	st := &r.s.counts
 	if !r.inRec {
 		if !r.claim() {
-			st.Fallbacks++
+			st.fallbacks++
 			return r.drop(now, psn)
 		}
 		r.sackHigh, r.lost, r.overflow = psn, 0, false
 		r.addLost(d)
 		if d == 1 { // fast path: only RCV-NXT is missing
 			r.run = span{psn, psn.Next()}
-			st.RxFastPath++
+			st.rxFast++
 			return r.sack(true)
 		}
 		r.bits.start(r.nxt.Next())
 		if !r.bits.set(r.s.blocks, psn) {
 			r.release()
-			st.Fallbacks++
+			st.fallbacks++
 			return r.drop(now, psn)
 		}
-		st.RxSlowPath++
+		st.rxSlow++
 		return r.sack(true)
 	}
 	if psn.After(r.sackHigh) {
@@ -238,7 +284,7 @@ func (r *fasrReceiver) OnOutOfSequence(now Time, epsn, psn qp.PSN, _ bool) Decis
 		switch {
 		case !r.slow() && gap == 0:
 			r.run.add(psn)
-			st.RxFastPath++
+			st.rxFast++
 		case !r.slow():
 			// The slow path begins: the run after RCV-NXT stays a count
 			// when it spans a block, else its bits go into the bitmap.
@@ -249,7 +295,7 @@ func (r *fasrReceiver) OnOutOfSequence(now Time, epsn, psn qp.PSN, _ bool) Decis
 			if r.blocksFor(from, psn) > r.s.blocks.Free() {
 				r.s.blocks.stats.Exhausted++
 				r.fallback = true
-				st.Fallbacks++
+				st.fallbacks++
 				return r.drop(now, psn)
 			}
 			r.bits.start(from)
@@ -260,14 +306,14 @@ func (r *fasrReceiver) OnOutOfSequence(now Time, epsn, psn qp.PSN, _ bool) Decis
 				r.run = emptySpan(r.nxt)
 			}
 			r.bits.set(r.s.blocks, psn)
-			st.RxSlowPath++
+			st.rxSlow++
 		default:
 			if !r.bits.set(r.s.blocks, psn) {
 				r.fallback = true
-				st.Fallbacks++
+				st.fallbacks++
 				return r.drop(now, psn)
 			}
-			st.RxSlowPath++
+			st.rxSlow++
 		}
 		r.addLost(gap)
 		r.sackHigh = psn
@@ -290,13 +336,13 @@ func (r *fasrReceiver) OnOutOfSequence(now Time, epsn, psn qp.PSN, _ bool) Decis
 	// the FNACK only if it had resent that PSN (docs/recovery.md,
 	// "Reordering is not loss").
 	if !r.slow() || !r.bits.set(r.s.blocks, psn) {
-		st.FNacksSent++
+		st.fnacksSent++
 		return Decision{Reply: ReplyFNack}
 	}
 	if !r.overflow && r.lost > 1 {
 		r.lost--
 	}
-	st.FNacksSent++
+	st.fnacksSent++
 	return Decision{Keep: true, Reply: ReplyFNack}
 }
 
@@ -317,9 +363,9 @@ func (r *fasrReceiver) OnInSequence(_ Time, epsn qp.PSN) {
 	r.nxt = epsn
 	if r.nxt.After(r.sackHigh) {
 		if wasSlow {
-			r.s.stats.RxSlowPath++
+			r.s.counts.rxSlow++
 		} else {
-			r.s.stats.RxFastPath++
+			r.s.counts.rxFast++
 		}
 		r.endRecovery()
 		return
@@ -332,7 +378,7 @@ func (r *fasrReceiver) OnInSequence(_ Time, epsn qp.PSN) {
 			r.run = emptySpan(r.nxt)
 		}
 	}
-	r.s.stats.RxSlowPath++
+	r.s.counts.rxSlow++
 	if wasSlow && !r.overflow && r.lost == 1 {
 		// Only RCV-NXT is missing again: back to the fast path.
 		r.bits.release(r.s.blocks)
@@ -356,6 +402,9 @@ func (r *fasrReceiver) OnEvict() {
 	r.bits.spill(r.s.blocks)
 	r.park()
 }
+
+// NakOutstanding is the go-back-N fallback's (the pools ran out, §III-D).
+func (r *fasrReceiver) NakOutstanding() bool { return r.gbn.NakOutstanding() }
 
 // fasrSender is FaSR's requester half: the shared selective sender with
 // FaSR's reading of lost-cnt.
@@ -418,10 +467,10 @@ func (f *fasrSender) onLostCountSack(now Time, cum, sack qp.PSN, lostCnt int, ov
 	if !sack.After(f.base) || int(sack.Diff(f.base)) >= f.window {
 		return Resume{}
 	}
-	st := &f.s.stats
+	st := &f.s.counts
 	if !f.inRec {
 		if !f.claim() {
-			st.Fallbacks++
+			st.fallbacks++
 			f.recovery = false
 			return Resume{GoBack: true, GoBackTo: f.base}
 		}
@@ -448,13 +497,13 @@ func (f *fasrSender) onLostCountSack(now Time, cum, sack qp.PSN, lostCnt int, ov
 	f.lost, f.overflow = lostCnt, overflow
 	f.enterRecovery(sent)
 	if f.lostRetransmission(sack, false) {
-		st.LostRetransmits++
+		st.sel.lostRetransmits++
 		f.restart(sent)
 	}
 	if f.pooled.bits.empty() {
-		st.TxFastPath++
+		st.txFast++
 	} else {
-		st.TxSlowPath++
+		st.txSlow++
 	}
 	return Resume{}
 }
@@ -473,7 +522,7 @@ func (f *fasrSender) onFNack(now Time, _, psn qp.PSN, sent qp.PSN) Resume {
 	if !f.inRec || !f.recovery || !psn.Before(f.rtxNext) || !f.lostRetransmission(psn, true) {
 		return Resume{}
 	}
-	f.s.stats.FNacksTaken++
+	f.s.counts.fnacksTaken++
 	f.restart(sent)
 	return Resume{}
 }
@@ -489,16 +538,16 @@ func (f *fasrSender) onNak(now Time, psn, sent qp.PSN) Resume {
 // 1 only UNACK (the fast path), 0 everything from UNACK (§III-B2).
 func (f *fasrSender) OnTimeout(now Time, unacked, sent qp.PSN) Resume {
 	f.OnAck(now, unacked)
-	st := &f.s.stats
+	st := &f.s.counts
 	if !f.inRec || f.lost == 0 && !f.overflow {
-		st.TxFastPath++
+		st.txFast++
 		f.recovery = false
 		return Resume{GoBack: true, GoBackTo: f.base}
 	}
 	if f.pooled.bits.empty() {
-		st.TxFastPath++
+		st.txFast++
 	} else {
-		st.TxSlowPath++
+		st.txSlow++
 	}
 	f.restart(sent)
 	return Resume{}

@@ -7,6 +7,26 @@ import (
 	"github.com/softnic/softnic/qp"
 )
 
+// fasrStats are a FaSR scheme's counters, as it reports them (and the
+// FNACKs its receivers sent, which it does not report: the engine counts
+// fnak_sent), and its pools.
+type fasrStats struct {
+	Pools                                          []PoolStats
+	RxFastPath, RxSlowPath, TxFastPath, TxSlowPath uint64
+	Fallbacks, PoolDrops                           uint64
+	FNacksSent, FNacksTaken, LostCntOverflows      uint64
+}
+
+func fasrStatsOf(s *fasrScheme) fasrStats {
+	c := s.Counters()
+	return fasrStats{Pools: s.Pools(),
+		RxFastPath: CounterValue(c, "sr_rx_fast_path"), RxSlowPath: CounterValue(c, "sr_rx_slow_path"),
+		TxFastPath: CounterValue(c, "sr_tx_fast_path"), TxSlowPath: CounterValue(c, "sr_tx_slow_path"),
+		Fallbacks: CounterValue(c, "sr_pool_fallbacks"), PoolDrops: CounterValue(c, "sr_pool_drops"),
+		FNacksSent: s.counts.fnacksSent, FNacksTaken: CounterValue(c, "sr_fnacks_taken"),
+		LostCntOverflows: CounterValue(c, "sr_lost_cnt_overflows")}
+}
+
 func newFasrScheme(t *testing.T, p Params) *fasrScheme {
 	t.Helper()
 	s, err := New(FaSR, p)
@@ -22,7 +42,7 @@ func fasrTx(s *fasrScheme) *fasrSender   { return s.NewSender().(*fasrSender) }
 // fasrInUse checks the SR units and bitmap blocks in use.
 func fasrInUse(t *testing.T, s *fasrScheme, units, blocks int) {
 	t.Helper()
-	st := s.Stats()
+	st := fasrStatsOf(s)
 	if st.Pools[0].InUse != units || st.Pools[1].InUse != blocks {
 		t.Fatalf("%d units and %d blocks in use, want %d and %d", st.Pools[0].InUse, st.Pools[1].InUse, units, blocks)
 	}
@@ -56,13 +76,13 @@ func TestFaSRReceiverFastPath(t *testing.T) {
 	}
 	wantRx(t, r.OnOutOfSequence(0, e, e.Add(2), false), sackOf(false, 1, false), "a copy")
 	wantKept(t, r, map[qp.PSN]bool{e: false, e.Add(1): true, e.Add(4): true, e.Add(5): false})
-	st := s.Stats()
+	st := fasrStatsOf(s)
 	if st.RxFastPath != 4 || st.RxSlowPath != 0 {
 		t.Fatalf("%+v", st)
 	}
 	r.OnInSequence(0, e.Add(5)) // the retransmission of e; the walk took e+1..e+4
 	fasrInUse(t, s, 0, 0)
-	if st := s.Stats(); st.RxFastPath != 5 || st.RxSlowPath != 0 || st.Fallbacks != 0 || st.FNacksSent != 0 {
+	if st := fasrStatsOf(s); st.RxFastPath != 5 || st.RxSlowPath != 0 || st.Fallbacks != 0 || st.FNacksSent != 0 {
 		t.Fatalf("%+v", st)
 	}
 	if r.inRec {
@@ -86,7 +106,7 @@ func TestFaSRReceiverSlowPath(t *testing.T) {
 	fasrInUse(t, s, 1, 1)
 	wantRx(t, r.OnOutOfSequence(0, 0, 3, false), sackOf(true, 2, false), "3")
 	wantRx(t, r.OnOutOfSequence(0, 0, 5, false), sackOf(true, 3, false), "5 (4 lost)")
-	if st := s.Stats(); st.RxSlowPath != 3 || st.RxFastPath != 0 {
+	if st := fasrStatsOf(s); st.RxSlowPath != 3 || st.RxFastPath != 0 {
 		t.Fatalf("%+v", st)
 	}
 	wantKept(t, r, map[qp.PSN]bool{1: false, 2: true, 3: true, 4: false, 5: true, 6: false})
@@ -99,10 +119,10 @@ func TestFaSRReceiverSlowPath(t *testing.T) {
 		t.Fatal("still on the slow path with lost-cnt 1")
 	}
 	wantKept(t, r, map[qp.PSN]bool{4: false, 5: true, 6: true, 7: false})
-	fast := s.Stats().RxFastPath
+	fast := fasrStatsOf(s).RxFastPath
 	wantRx(t, r.OnOutOfSequence(0, 4, 7, false), sackOf(true, 1, false), "7 on the fast path again")
-	if s.Stats().RxFastPath != fast+1 {
-		t.Fatalf("%+v", s.Stats())
+	if fasrStatsOf(s).RxFastPath != fast+1 {
+		t.Fatalf("%+v", fasrStatsOf(s))
 	}
 	fasrInUse(t, s, 1, 0)
 	r.OnInSequence(0, 8)
@@ -172,7 +192,7 @@ func TestFaSRReceiverFNack(t *testing.T) {
 	wantRx(t, r.OnOutOfSequence(0, 0, 2, false), sackOf(false, 2, false), "a copy of 2")
 	wantRx(t, r.OnOutOfSequence(0, 0, 1, false), Decision{Keep: true, Reply: ReplyFNack}, "1")
 	wantRx(t, r.OnOutOfSequence(0, 0, 3, false), sackOf(false, 1, false), "a copy of 3")
-	if st := s.Stats(); st.FNacksSent != 2 {
+	if st := fasrStatsOf(s); st.FNacksSent != 2 {
 		t.Fatalf("%+v", st)
 	}
 	// 0 arrives: everything through 4 was held, the recovery is over.
@@ -191,7 +211,7 @@ func TestFaSRReceiverOverflow(t *testing.T) {
 	r.Reset(0)
 	wantRx(t, r.OnOutOfSequence(0, 0, 7, false), sackOf(true, 7, false), "7 lost")
 	wantRx(t, r.OnOutOfSequence(0, 0, 9, false), sackOf(true, 7, true), "8 lost")
-	if st := s.Stats(); st.LostCntOverflows != 1 {
+	if st := fasrStatsOf(s); st.LostCntOverflows != 1 {
 		t.Fatalf("%+v", st)
 	}
 	wantRx(t, r.OnOutOfSequence(0, 0, 12, false), sackOf(true, 7, true), "10 lost")
@@ -203,14 +223,14 @@ func TestFaSRReceiverOverflow(t *testing.T) {
 	r.OnInSequence(0, 10)
 	r.OnInSequence(0, 13)
 	fasrInUse(t, s, 0, 0)
-	if st := s.Stats(); st.LostCntOverflows != 1 {
+	if st := fasrStatsOf(s); st.LostCntOverflows != 1 {
 		t.Fatalf("%+v", st)
 	}
 	// The next recovery counts afresh; 8 lost at once overflows too.
 	wantRx(t, r.OnOutOfSequence(0, 13, 15, false), sackOf(true, 2, false), "next recovery")
 	r.OnInSequence(0, 16)
 	wantRx(t, r.OnOutOfSequence(0, 16, 24, false), sackOf(true, 7, true), "8 lost at once")
-	if st := s.Stats(); st.LostCntOverflows != 2 {
+	if st := fasrStatsOf(s); st.LostCntOverflows != 2 {
 		t.Fatalf("%+v", st)
 	}
 	r.Reset(0)
@@ -222,7 +242,7 @@ func TestFaSRReceiverOverflow(t *testing.T) {
 // interval; once a unit is free it is selective again.
 func TestFaSRReceiverUnitsExhausted(t *testing.T) {
 	const ival = 100 * time.Microsecond
-	s := newFasrScheme(t, Params{FasrUnits: 1, NakInterval: ival})
+	s := newFasrScheme(t, Params{Knobs: KnobValues{"fasr.units": "1"}, NakInterval: ival})
 	r1, r2 := fasrRx(s), fasrRx(s)
 	r1.Reset(0)
 	r2.Reset(50)
@@ -231,7 +251,7 @@ func TestFaSRReceiverUnitsExhausted(t *testing.T) {
 	wantRx(t, r2.OnOutOfSequence(ival/2, 50, 53, false), Decision{}, "no unit, within the NAK interval")
 	wantRx(t, r2.OnOutOfSequence(ival, 50, 54, false), Decision{Reply: ReplySeqNak}, "no unit, after the NAK interval")
 	wantKept(t, r2, map[qp.PSN]bool{52: false, 53: false})
-	if st := s.Stats(); st.Fallbacks != 3 || st.PoolDrops != 3 || st.Pools[0].Exhausted != 3 {
+	if st := fasrStatsOf(s); st.Fallbacks != 3 || st.PoolDrops != 3 || st.Pools[0].Exhausted != 3 {
 		t.Fatalf("%+v", st)
 	}
 	r1.OnInSequence(ival, 2)
@@ -248,7 +268,7 @@ func TestFaSRReceiverUnitsExhausted(t *testing.T) {
 // is over.
 func TestFaSRReceiverBlocksExhausted(t *testing.T) {
 	const ival = 100 * time.Microsecond
-	s := newFasrScheme(t, Params{FasrBlocks: 1, NakInterval: ival})
+	s := newFasrScheme(t, Params{Knobs: KnobValues{"fasr.blocks": "1"}, NakInterval: ival})
 	r1, r2 := fasrRx(s), fasrRx(s)
 	r1.Reset(1000)
 	r1.OnOutOfSequence(0, 1000, 1002, false) // slow path: the only block
@@ -263,7 +283,7 @@ func TestFaSRReceiverBlocksExhausted(t *testing.T) {
 	wantRx(t, r2.OnOutOfSequence(1, 0, 6, false), Decision{}, "6 within the NAK interval")
 	wantRx(t, r2.OnOutOfSequence(2, 0, 2, false), Decision{}, "a copy of 2 in fallback")
 	wantRx(t, r2.OnOutOfSequence(ival, 0, 7, false), Decision{Reply: ReplySeqNak}, "7 after the NAK interval")
-	st := s.Stats()
+	st := fasrStatsOf(s)
 	if st.Fallbacks != 1 || st.PoolDrops != 3 || st.Pools[1].Exhausted == 0 {
 		t.Fatalf("%+v", st)
 	}
@@ -302,13 +322,13 @@ func TestFaSRReceiverBlocksExhausted(t *testing.T) {
 // TestFaSRReceiverEvict: an evicted QP returns its unit and blocks and
 // takes them back on the next access, with its record intact.
 func TestFaSRReceiverEvict(t *testing.T) {
-	s := newFasrScheme(t, Params{FasrBlockBits: 4})
+	s := newFasrScheme(t, Params{Knobs: KnobValues{"fasr.block_bits": "4"}})
 	r := fasrRx(s)
 	r.Reset(0)
 	r.OnOutOfSequence(0, 0, 2, false)
 	wantRx(t, r.OnOutOfSequence(0, 0, 6, false), sackOf(true, 5, false), "6")
 	fasrInUse(t, s, 1, 2)
-	var ev Evictable = r
+	var ev Receiver = r
 	ev.OnEvict()
 	fasrInUse(t, s, 0, 0)
 	wantKept(t, r, map[qp.PSN]bool{1: false, 2: true, 3: false, 5: false, 6: true, 7: false})
@@ -344,7 +364,7 @@ func TestFaSRSenderLostCount(t *testing.T) {
 		t.Fatalf("first SACK resent %x", got)
 	}
 	fasrInUse(t, s, 1, 0)
-	if st := s.Stats(); st.TxFastPath != 1 || st.TxSlowPath != 0 {
+	if st := fasrStatsOf(s); st.TxFastPath != 1 || st.TxSlowPath != 0 {
 		t.Fatalf("%+v", st)
 	}
 	// 4 and 5 lost: lost-cnt grew to 5.
@@ -352,7 +372,7 @@ func TestFaSRSenderLostCount(t *testing.T) {
 	if got := drain(f); !samePSNs(got, at(4), at(5)) {
 		t.Fatalf("a gap with lost-cnt grown resent %x", got)
 	}
-	if st := s.Stats(); st.TxSlowPath != 1 || st.Pools[1].InUse == 0 {
+	if st := fasrStatsOf(s); st.TxSlowPath != 1 || st.Pools[1].InUse == 0 {
 		t.Fatalf("%+v", st)
 	}
 	// 7 and 8 arrived but their SACKs were lost: lost-cnt unchanged.
@@ -379,20 +399,20 @@ func TestFaSRSenderLostCount(t *testing.T) {
 	if got := drain(f); !samePSNs(got, at(7), at(8)) {
 		t.Fatalf("after the timeout resent %x", got)
 	}
-	if st := s.Stats(); st.TxSlowPath != 3 {
+	if st := fasrStatsOf(s); st.TxSlowPath != 3 {
 		t.Fatalf("%+v", st)
 	}
 	if got := f.OnAck(0, at(9)); got != at(10) {
 		t.Fatalf("cumulative %#x", got)
 	}
-	fasrInUse(t, s, 0, s.Stats().Pools[1].InUse) // unit back: UNACK passed sack-high
+	fasrInUse(t, s, 0, fasrStatsOf(s).Pools[1].InUse) // unit back: UNACK passed sack-high
 	// Nothing is SACKed after 9: a timeout now (lost-cnt 0, no recovery)
 	// goes back to UNACK.
-	fast := s.Stats().TxFastPath
+	fast := fasrStatsOf(s).TxFastPath
 	if r := f.OnTimeout(0, at(10), sent); !r.GoBack || r.GoBackTo != at(10) {
 		t.Fatalf("timeout without a SACK: %+v", r)
 	}
-	if st := s.Stats(); st.TxFastPath != fast+1 {
+	if st := fasrStatsOf(s); st.TxFastPath != fast+1 {
 		t.Fatalf("%+v", st)
 	}
 }
@@ -420,7 +440,7 @@ func TestFaSRSenderTimeoutLostOne(t *testing.T) {
 	if got := drain(f); !samePSNs(got, 104) {
 		t.Fatalf("timeout with lost-cnt 1 resent %v", got)
 	}
-	if st := s.Stats(); st.TxSlowPath != 0 || st.TxFastPath != 5 {
+	if st := fasrStatsOf(s); st.TxSlowPath != 0 || st.TxFastPath != 5 {
 		t.Fatalf("%+v", st)
 	}
 	if got := f.OnAck(0, 105); got != 107 {
@@ -452,7 +472,7 @@ func TestFaSRSenderFNack(t *testing.T) {
 	f.Timeout(time.Second, 10, RTT{}) // hold 50 µs
 	const sent = 10
 	f.onFNack(0, 0, 2, sent)
-	if got := drainAt(f, 0, sent); len(got) != 0 || s.Stats().FNacksTaken != 0 {
+	if got := drainAt(f, 0, sent); len(got) != 0 || fasrStatsOf(s).FNacksTaken != 0 {
 		t.Fatalf("an FNACK outside recovery resent %v", got)
 	}
 	f.onLostCountSack(0, 0, 3, 3, false, Received, sent)
@@ -462,17 +482,17 @@ func TestFaSRSenderFNack(t *testing.T) {
 	if r := f.onFNack(40*us, 0, 2, sent); r.GoBack {
 		t.Fatalf("FNACK went back: %+v", r)
 	}
-	if got := drainAt(f, 40*us, sent); len(got) != 0 || s.Stats().FNacksTaken != 0 {
-		t.Fatalf("an FNACK before the hold resent %v (%+v)", got, s.Stats())
+	if got := drainAt(f, 40*us, sent); len(got) != 0 || fasrStatsOf(s).FNacksTaken != 0 {
+		t.Fatalf("an FNACK before the hold resent %v (%+v)", got, fasrStatsOf(s))
 	}
 	f.onFNack(60*us, 0, 2, sent)
-	if got := drainAt(f, 60*us, sent); !samePSNs(got, 0, 1, 2) || s.Stats().FNacksTaken != 1 {
-		t.Fatalf("an FNACK after the hold resent %v (%+v)", got, s.Stats())
+	if got := drainAt(f, 60*us, sent); !samePSNs(got, 0, 1, 2) || fasrStatsOf(s).FNacksTaken != 1 {
+		t.Fatalf("an FNACK after the hold resent %v (%+v)", got, fasrStatsOf(s))
 	}
 	f.onFNack(70*us, 0, 2, sent)
 	f.onFNack(100*us, 0, 1, sent)
-	if got := drainAt(f, 100*us, sent); len(got) != 0 || s.Stats().FNacksTaken != 1 {
-		t.Fatalf("a second FNACK within a hold of the new round resent %v (%+v)", got, s.Stats())
+	if got := drainAt(f, 100*us, sent); len(got) != 0 || fasrStatsOf(s).FNacksTaken != 1 {
+		t.Fatalf("a second FNACK within a hold of the new round resent %v (%+v)", got, fasrStatsOf(s))
 	}
 	f.OnAck(105*us, 1) // progress: PSN 1 became UNACK now
 	f.onFNack(140*us, 1, 2, sent)
@@ -480,8 +500,8 @@ func TestFaSRSenderFNack(t *testing.T) {
 		t.Fatalf("an FNACK within a hold of progress resent %v", got)
 	}
 	f.onFNack(160*us, 1, 2, sent)
-	if got := drainAt(f, 160*us, sent); !samePSNs(got, 1, 2) || s.Stats().FNacksTaken != 2 {
-		t.Fatalf("an FNACK a hold after progress resent %v (%+v)", got, s.Stats())
+	if got := drainAt(f, 160*us, sent); !samePSNs(got, 1, 2) || fasrStatsOf(s).FNacksTaken != 2 {
+		t.Fatalf("an FNACK a hold after progress resent %v (%+v)", got, fasrStatsOf(s))
 	}
 	// With an estimate the hold is RFC 6298's margin: 4·5 µs.
 	f.Timeout(time.Second, 10, RTT{SRTT: 20 * us, RTTVar: 5 * us, MinRTT: 20 * us, Valid: true})
@@ -490,8 +510,8 @@ func TestFaSRSenderFNack(t *testing.T) {
 		t.Fatalf("an FNACK 15 µs after the round resent %v", got)
 	}
 	f.onFNack(180*us, 1, 2, sent)
-	if got := drainAt(f, 180*us, sent); !samePSNs(got, 1, 2) || s.Stats().FNacksTaken != 3 {
-		t.Fatalf("an FNACK 20 µs after the round resent %v (%+v)", got, s.Stats())
+	if got := drainAt(f, 180*us, sent); !samePSNs(got, 1, 2) || fasrStatsOf(s).FNacksTaken != 3 {
+		t.Fatalf("an FNACK 20 µs after the round resent %v (%+v)", got, fasrStatsOf(s))
 	}
 	f.onFNack(300*us, 1, 4, sent) // 4 was never resent: reordering, not loss
 	if got := drainAt(f, 300*us, sent); len(got) != 0 {
@@ -502,7 +522,7 @@ func TestFaSRSenderFNack(t *testing.T) {
 // TestFaSRSenderUnitsExhausted: a sender that finds no SR unit goes back
 // N; once a unit is free it is selective again.
 func TestFaSRSenderUnitsExhausted(t *testing.T) {
-	s := newFasrScheme(t, Params{FasrUnits: 1})
+	s := newFasrScheme(t, Params{Knobs: KnobValues{"fasr.units": "1"}})
 	f1, f2 := fasrTx(s), fasrTx(s)
 	f1.Reset(0)
 	f2.Reset(500)
@@ -513,7 +533,7 @@ func TestFaSRSenderUnitsExhausted(t *testing.T) {
 	if got := drain(f2); len(got) != 0 {
 		t.Fatalf("went back and resent selectively %v", got)
 	}
-	if st := s.Stats(); st.Fallbacks != 1 {
+	if st := fasrStatsOf(s); st.Fallbacks != 1 {
 		t.Fatalf("%+v", st)
 	}
 	if got := f1.OnAck(0, 3); got != 3 {
@@ -531,13 +551,13 @@ func TestFaSRSenderUnitsExhausted(t *testing.T) {
 // TestFaSRSenderEvict: the sender's unit and blocks go back on eviction
 // and its record survives.
 func TestFaSRSenderEvict(t *testing.T) {
-	s := newFasrScheme(t, Params{FasrBlockBits: 4})
+	s := newFasrScheme(t, Params{Knobs: KnobValues{"fasr.block_bits": "4"}})
 	f := fasrTx(s)
 	f.Reset(0)
 	f.onLostCountSack(0, 0, 2, 2, false, Received, 12)
 	f.onLostCountSack(0, 0, 9, 8, true, Received, 12)
 	fasrInUse(t, s, 1, 2)
-	var ev Evictable = f
+	var ev Sender = f
 	ev.OnEvict()
 	fasrInUse(t, s, 0, 0)
 	if got := drain(f); !samePSNs(got, 0, 1, 3, 4, 5, 6, 7, 8) {
@@ -589,7 +609,7 @@ func TestFaSRSenderBlocksReturned(t *testing.T) {
 	// More is sent and acknowledged in order, without loss.
 	f.OnSack(0, sent, sent+19, Received, sent+20)
 	f.OnAck(0, sent+20)
-	if st := s.Stats().Pools[1]; st.InUse != 0 || st.Allocs != 1 {
+	if st := fasrStatsOf(s).Pools[1]; st.InUse != 0 || st.Allocs != 1 {
 		t.Fatalf("lossless traffic after the recovery: %+v", st)
 	}
 }

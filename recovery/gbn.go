@@ -13,9 +13,12 @@ import (
 // an ACK timeout restarts it from the oldest unacknowledged PSN.
 const GBN = "gbn"
 
-func init() { Register(GBN, func(p Params) Scheme { return gbnScheme{p} }) }
+func init() { Register(GBN, func(p Params) Scheme { return gbnScheme{p: p} }) }
 
-type gbnScheme struct{ p Params }
+type gbnScheme struct {
+	NoStats
+	p Params
+}
 
 func (s gbnScheme) Name() string           { return GBN }
 func (s gbnScheme) Params() Params         { return s.p }
@@ -27,7 +30,7 @@ func (s gbnScheme) Caps() Caps             { return Caps{} }
 
 // gbnSender keeps no state: the transport's cumulative-ack PSN and send
 // cursor are all go-back-N needs.
-type gbnSender struct{}
+type gbnSender struct{ NoEvict }
 
 func (*gbnSender) Reset(qp.PSN)                                  {}
 func (*gbnSender) Window() int                                   { return 0 }
@@ -60,6 +63,7 @@ func (*gbnSender) Timeout(base time.Duration, _ int, rtt RTT) time.Duration {
 // expected PSN and when it went out: 4 bytes of timestamp and a flag in a
 // NIC, which we charge as 5 bytes.
 type gbnReceiver struct {
+	NoEvict
 	nakInterval time.Duration
 	naked       bool // a NAK was sent and the expected PSN has not arrived since
 	lastNak     Time

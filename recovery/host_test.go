@@ -24,7 +24,10 @@ func TestHostMemory(t *testing.T) {
 	if n, d := h.Stats(); n != 3 || d != 2*DefaultHostLatency+time.Microsecond {
 		t.Fatalf("stats %d accesses, %v", n, d)
 	}
-	if p := (Params{}).WithDefaults(); p.HostLatency != DefaultHostLatency {
-		t.Fatalf("default host latency %v", p.HostLatency)
+	if d := srnicHostLatency(Params{}); d != DefaultHostLatency {
+		t.Fatalf("default host latency %v", d)
+	}
+	if d := srnicHostLatency(Params{Knobs: KnobValues{"srnic.host_latency": "2us"}}); d != 2*time.Microsecond {
+		t.Fatalf("srnic.host_latency=2us: %v", d)
 	}
 }

@@ -36,6 +36,7 @@ func init() {
 
 // igbnScheme is go-back-N with ST, CE or both.
 type igbnScheme struct {
+	NoStats
 	p      Params
 	name   string
 	st, ce bool
@@ -72,6 +73,7 @@ func (*igbnSender) Copies(last bool) int {
 // igbnReceiver is the go-back-N receiver plus the CE timer: LPSN, an armed
 // flag and the deadline (a NIC keeps LPSN in 3 bytes and the timer in 4).
 type igbnReceiver struct {
+	NoEvict
 	gbn      gbnReceiver
 	armed    bool
 	lpsn     qp.PSN

@@ -35,9 +35,12 @@ const IRN = "irn"
 // treats as "ahead".
 const MaxBDPPackets = 1 << 16
 
-func init() { Register(IRN, func(p Params) Scheme { return irnScheme{p} }) }
+func init() { Register(IRN, func(p Params) Scheme { return irnScheme{p: p} }) }
 
-type irnScheme struct{ p Params }
+type irnScheme struct {
+	NoStats
+	p Params
+}
 
 func (s irnScheme) Name() string   { return IRN }
 func (s irnScheme) Params() Params { return s.p }
@@ -47,8 +50,8 @@ func (s irnScheme) window() int { return min(s.p.BDPPackets, MaxBDPPackets) }
 func (s irnScheme) NewSender() Sender {
 	w := s.window()
 	b := &sackBitmaps{sacked: newPSNBitmap(w), held: newPSNBitmap(w), resent: newPSNBitmap(w)}
-	return &irnSender{srSender{rec: b, window: w, rtoLow: s.p.RTOLow, rtoHigh: s.p.RTOHigh,
-		lowThreshold: s.p.RTOLowThreshold}, b}
+	return &irnSender{srSender: srSender{rec: b, window: w, rtoLow: s.p.RTOLow, rtoHigh: s.p.RTOHigh,
+		lowThreshold: s.p.RTOLowThreshold}, bits: b}
 }
 
 func (s irnScheme) NewReceiver() Receiver {
@@ -89,6 +92,7 @@ func onChipBytes(stateBits, bitmaps, window int) int {
 // irnSender is IRN's requester half: the shared selective-repeat core
 // with per-QP bitmaps as its record (sackBitmaps).
 type irnSender struct {
+	NoEvict
 	srSender
 	bits *sackBitmaps // the core's record
 }
@@ -237,6 +241,7 @@ func (b *sackBitmaps) clearRange(from, to qp.PSN) {
 // irnReceiver is IRN's responder half: the 2-bitmap of packets kept out of
 // order (§5.3.3), relative to the expected PSN.
 type irnReceiver struct {
+	NoEvict
 	window  int
 	base    qp.PSN    // the expected PSN
 	arrived psnBitmap // kept out of order
@@ -285,6 +290,10 @@ func (r *irnReceiver) Kept(psn qp.PSN) (kept, last bool) {
 
 func (r *irnReceiver) Deadline() (Time, bool)    { return 0, false }
 func (r *irnReceiver) OnTimer(Time, qp.PSN) bool { return false }
+
+// NakOutstanding is false: IRN answers each out-of-order packet with a
+// NACK of its own and keeps no sequence NAK outstanding.
+func (r *irnReceiver) NakOutstanding() bool { return false }
 
 func (r *irnReceiver) OnChipBytes() int {
 	return onChipBytes(irnStateBits+irnResponderReadBits, irnReceiverBitmaps, r.window)

@@ -39,14 +39,32 @@ const MELO = "melo"
 
 func init() { Register(MELO, func(p Params) Scheme { return newMelo(p) }) }
 
+// DefaultMeloPoolBits is the size of each bits pool in MELO's
+// simulations (§4): 1 Kb.
+const DefaultMeloPoolBits = 1024
+
+// meloPoolBits is MELO's knob melo.pool_bits (softnic run --scheme-param
+// melo.pool_bits=2048).
+var meloPoolBits = IntKnob(MELO, "pool_bits", DefaultMeloPoolBits, 8, 8<<20,
+	"size of each of MELO's two bits pools, bits (§4: 1 Kb), rounded up to whole 8-bit blocks")
+
 type meloScheme struct {
 	p      Params
 	rx, tx *BlockPool
-	stats  SchemeStats
+	sent   selCounts // the senders'
+
+	// What the receivers did (Counters): packets dropped for want of
+	// bits and recovered go-back-N (§3.2.5: poolDrops, fallbacks, one
+	// each); packets that needed a block in the middle of their chain
+	// (§3.2.3), kept (middleFills: reordering is not loss,
+	// docs/recovery.md) or, their bits stranded in host memory, dropped
+	// (middleDrops).
+	poolDrops, fallbacks     uint64
+	middleDrops, middleFills uint64
 }
 
 func newMelo(p Params) *meloScheme {
-	n := p.MeloPoolBits / 8
+	n := (meloPoolBits(p) + 7) / 8
 	return &meloScheme{p: p,
 		rx: NewBlockPool("melo_rx_bits", n, 8, false),
 		tx: NewBlockPool("melo_tx_bits", n, 8, false)}
@@ -67,14 +85,22 @@ func (s *meloScheme) Caps() Caps         { return Caps{BuffersOutOfOrder: true} 
 // free-slot stacks (§3.2.3: 3 Kb per 1 Kb pool).
 func (s *meloScheme) SharedOnChipBytes() int { return s.rx.Stats().Bytes + s.tx.Stats().Bytes }
 
-func (s *meloScheme) Stats() SchemeStats {
-	st := s.stats
-	st.Pools = []PoolStats{s.rx.Stats(), s.tx.Stats()}
-	return st
+// Counters: the receivers' and the senders' (softnic stats, /metrics;
+// docs/metrics.md).
+func (s *meloScheme) Counters() []Counter {
+	return append([]Counter{
+		{"sr_pool_fallbacks", poolFallbacksHelp, s.fallbacks},
+		{"sr_pool_drops", poolDropsHelp, s.poolDrops},
+		{"sr_middle_drops", "MELO retransmissions needing a middle block, dropped.", s.middleDrops},
+		{"sr_middle_fills", "MELO packets kept in a middle block (reordering is not loss).", s.middleFills},
+	}, s.sent.counters()...)
 }
 
+// Pools: the receivers' bits pool and the senders'.
+func (s *meloScheme) Pools() []PoolStats { return []PoolStats{s.rx.Stats(), s.tx.Stats()} }
+
 func (s *meloScheme) NewSender() Sender {
-	return &meloSender{newSelSender(s.tx, s.window(), s.p, &s.stats)}
+	return &meloSender{newSelSender(s.tx, s.window(), s.p, &s.sent)}
 }
 
 func (s *meloScheme) NewReceiver() Receiver {
@@ -111,7 +137,7 @@ func (m *meloSender) OnSack(now Time, f, t qp.PSN, k SackKind, sent qp.PSN) {
 	m.tick(now, sent)
 	m.sack(f, t, k, sent)
 	if m.lostRetransmission(t, false) {
-		m.pooled.stats.LostRetransmits++
+		m.pooled.stats.lostRetransmits++
 		m.restart(sent)
 	}
 }
@@ -169,8 +195,8 @@ func (r *meloReceiver) OnOutOfSequence(now Time, epsn, psn qp.PSN, _ bool) Decis
 	}
 	if psn.After(r.high) {
 		if !r.bits.set(r.s.rx, psn) {
-			r.s.stats.PoolDrops++
-			r.s.stats.Fallbacks++
+			r.s.poolDrops++
+			r.s.fallbacks++
 			if r.high == r.nxt.Prev() {
 				r.ooo = false // nothing kept: no episode began
 			}
@@ -195,10 +221,10 @@ func (r *meloReceiver) OnOutOfSequence(now Time, epsn, psn qp.PSN, _ bool) Decis
 		// was delayed, and dropping it costs a timeout and a round. Its
 		// block is in the chain already: walking to it costs cycles, not
 		// bits, so it is kept (docs/recovery.md, "Reordering is not loss").
-		r.s.stats.MiddleFills++
+		r.s.middleFills++
 	}
 	if !r.bits.set(r.s.rx, psn) { // inside the chain: no block needed
-		r.s.stats.MiddleDrops++ // stranded in host memory, say
+		r.s.middleDrops++ // stranded in host memory, say
 		return Decision{}
 	}
 	r.fill(psn)
@@ -239,6 +265,9 @@ func (r *meloReceiver) Deadline() (Time, bool)    { return 0, false }
 func (r *meloReceiver) OnTimer(Time, qp.PSN) bool { return false }
 func (r *meloReceiver) OnChipBytes() int          { return meloReceiverOnChipBytes }
 func (r *meloReceiver) OnEvict()                  { r.bits.spill(r.s.rx) }
+
+// NakOutstanding is the go-back-N fallback's (bits ran out, §3.2.5).
+func (r *meloReceiver) NakOutstanding() bool { return r.gbn.NakOutstanding() }
 
 // pushHole records a new most recent hole, forgetting the oldest of three.
 func (r *meloReceiver) pushHole(h Hole) {

@@ -1,11 +1,29 @@
 package recovery
 
 import (
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/softnic/softnic/qp"
 )
+
+// meloStats are a MELO scheme's counters, as it reports them, and its
+// pools.
+type meloStats struct {
+	Pools                             []PoolStats
+	PoolDrops, Fallbacks              uint64
+	MiddleDrops, MiddleFills          uint64
+	LostRetransmits, SenderUnrecorded uint64
+}
+
+func meloStatsOf(s *meloScheme) meloStats {
+	c := s.Counters()
+	return meloStats{Pools: s.Pools(),
+		PoolDrops: CounterValue(c, "sr_pool_drops"), Fallbacks: CounterValue(c, "sr_pool_fallbacks"),
+		MiddleDrops: CounterValue(c, "sr_middle_drops"), MiddleFills: CounterValue(c, "sr_middle_fills"),
+		LostRetransmits: CounterValue(c, "sr_lost_retransmits"), SenderUnrecorded: CounterValue(c, "sr_sender_unrecorded")}
+}
 
 func newMeloScheme(t *testing.T, p Params) *meloScheme {
 	t.Helper()
@@ -95,7 +113,7 @@ func TestMELOReceiverHoles(t *testing.T) {
 	wantHoles(t, r, 115, Hole{114, 1})
 	r.OnInSequence(0, 116)
 	wantHoles(t, r, 115)
-	if st := s.Stats(); st.Pools[0].InUse != 0 || st.MiddleDrops != 0 || st.PoolDrops != 0 {
+	if st := meloStatsOf(s); st.Pools[0].InUse != 0 || st.MiddleDrops != 0 || st.PoolDrops != 0 {
 		t.Fatalf("after the episode: %+v", st)
 	}
 }
@@ -116,7 +134,7 @@ func TestMELOReceiverWrap(t *testing.T) {
 	r.OnInSequence(0, e.Add(1))
 	wantHoles(t, r, e.Add(4), Hole{e.Add(3), 1}, Hole{e.Add(1), 1})
 	r.OnInSequence(0, e.Add(5))
-	if st := s.Stats(); st.Pools[0].InUse != 0 {
+	if st := meloStatsOf(s); st.Pools[0].InUse != 0 {
 		t.Fatalf("blocks left after the episode: %+v", st.Pools[0])
 	}
 }
@@ -130,7 +148,7 @@ func TestMELOReceiverBlocks(t *testing.T) {
 	r := meloRx(s)
 	inUse := func(want int) {
 		t.Helper()
-		if got := s.Stats().Pools[0].InUse; got != want {
+		if got := meloStatsOf(s).Pools[0].InUse; got != want {
 			t.Fatalf("%d receiver blocks in use, want %d", got, want)
 		}
 	}
@@ -140,7 +158,7 @@ func TestMELOReceiverBlocks(t *testing.T) {
 	wantRx(t, r.OnOutOfSequence(0, 0, 17, false), keepNakHoles, "17 (block 2)")
 	inUse(3)
 	wantRx(t, r.OnOutOfSequence(0, 0, 10, false), keepOnly, "10 (block 1, in the middle)")
-	if st := s.Stats(); st.MiddleDrops != 0 || st.MiddleFills != 1 {
+	if st := meloStatsOf(s); st.MiddleDrops != 0 || st.MiddleFills != 1 {
 		t.Fatalf("middle drops %d, fills %d", st.MiddleDrops, st.MiddleFills)
 	}
 	if k, _ := r.Kept(10); !k {
@@ -172,7 +190,7 @@ func TestMELOReceiverBlocks(t *testing.T) {
 	wantHoles(t, r, 20, Hole{18, 2})
 	r.Reset(500)
 	inUse(0)
-	if st := s.Stats(); st.MiddleDrops != 0 || st.MiddleFills != 1 || st.PoolDrops != 0 || st.Pools[0].Allocs != st.Pools[0].Frees {
+	if st := meloStatsOf(s); st.MiddleDrops != 0 || st.MiddleFills != 1 || st.PoolDrops != 0 || st.Pools[0].Allocs != st.Pools[0].Frees {
 		t.Fatalf("%+v", st)
 	}
 }
@@ -183,7 +201,7 @@ func TestMELOReceiverBlocks(t *testing.T) {
 // has blocks again the receiver is selective again.
 func TestMELOReceiverPoolExhausted(t *testing.T) {
 	const ival = 100 * time.Microsecond
-	s := newMeloScheme(t, Params{MeloPoolBits: 16, NakInterval: ival}) // two blocks
+	s := newMeloScheme(t, Params{Knobs: KnobValues{"melo.pool_bits": "16"}, NakInterval: ival}) // two blocks
 	r1, r2, r3 := meloRx(s), meloRx(s), meloRx(s)
 	r1.Reset(0)
 	r2.Reset(1000)
@@ -197,7 +215,7 @@ func TestMELOReceiverPoolExhausted(t *testing.T) {
 	wantRx(t, r1.OnOutOfSequence(ival, 0, 12, false), Decision{Reply: ReplySeqNak}, "r1 12 after the NAK interval")
 	// A first early packet that gets no bits: no episode.
 	wantRx(t, r3.OnOutOfSequence(ival, 2000, 2005, false), Decision{Reply: ReplySeqNak}, "r3 2005")
-	st := s.Stats()
+	st := meloStatsOf(s)
 	if st.PoolDrops != 5 || st.Fallbacks != 5 || st.Pools[0].InUse != 2 || st.Pools[0].Exhausted == 0 {
 		t.Fatalf("after the drops: %+v", st)
 	}
@@ -212,8 +230,8 @@ func TestMELOReceiverPoolExhausted(t *testing.T) {
 	}
 	// The NAK went back to 0; r1's episode ends as it all comes again.
 	r1.OnInSequence(2*ival, 4)
-	if s.Stats().Pools[0].InUse != 1 {
-		t.Fatalf("r1's block not returned: %+v", s.Stats().Pools[0])
+	if meloStatsOf(s).Pools[0].InUse != 1 {
+		t.Fatalf("r1's block not returned: %+v", meloStatsOf(s).Pools[0])
 	}
 	wantRx(t, r3.OnOutOfSequence(2*ival, 2000, 2005, false), keepNakHoles, "r3 2005 with a block free")
 	// After progress a NAK goes out at once again.
@@ -224,9 +242,9 @@ func TestMELOReceiverPoolExhausted(t *testing.T) {
 // come back on the next access, or stay readable in host memory if the
 // pool is short, and then it cannot grow.
 func TestMELOReceiverEvict(t *testing.T) {
-	s := newMeloScheme(t, Params{MeloPoolBits: 24}) // three blocks
+	s := newMeloScheme(t, Params{Knobs: KnobValues{"melo.pool_bits": "24"}}) // three blocks
 	r1, r2 := meloRx(s), meloRx(s)
-	pool := func() PoolStats { return s.Stats().Pools[0] }
+	pool := func() PoolStats { return meloStatsOf(s).Pools[0] }
 	r1.Reset(0)
 	for _, psn := range []qp.PSN{2, 9, 12} {
 		r1.OnOutOfSequence(0, 0, psn, false)
@@ -234,7 +252,7 @@ func TestMELOReceiverEvict(t *testing.T) {
 	if pool().InUse != 2 {
 		t.Fatalf("%+v", pool())
 	}
-	var ev Evictable = r1
+	var ev Receiver = r1
 	ev.OnEvict()
 	if pool().InUse != 0 {
 		t.Fatalf("eviction kept blocks: %+v", pool())
@@ -262,13 +280,13 @@ func TestMELOReceiverEvict(t *testing.T) {
 			t.Fatalf("from host memory Kept(%d) = %v, want %v", psn, got, want)
 		}
 	}
-	drops := s.Stats().PoolDrops
+	drops := meloStatsOf(s).PoolDrops
 	wantRx(t, r1.OnOutOfSequence(0, 0, 11, false), keepOnly, "a fill inside the host copy")
 	if a := r1.OnOutOfSequence(0, 0, 16, false); a.Keep {
 		t.Fatalf("a chain in host memory grew: %+v", a)
 	}
-	if s.Stats().PoolDrops != drops+1 || pool().InUse != 2 {
-		t.Fatalf("%+v", s.Stats())
+	if meloStatsOf(s).PoolDrops != drops+1 || pool().InUse != 2 {
+		t.Fatalf("%+v", meloStatsOf(s))
 	}
 	r1.OnInSequence(0, 13)
 	r2.OnInSequence(0, 111)
@@ -297,7 +315,7 @@ func TestMELOSender(t *testing.T) {
 	if got := drain(snd); !samePSNs(got, start, start.Add(1), start.Add(5), start.Add(6), start.Add(10), start.Add(11)) {
 		t.Fatalf("resent %x", got)
 	}
-	if s.Stats().Pools[1].InUse == 0 {
+	if meloStatsOf(s).Pools[1].InUse == 0 {
 		t.Fatal("the sender recorded a bitmap with no blocks")
 	}
 	// The same NACK again reveals nothing new.
@@ -328,8 +346,8 @@ func TestMELOSender(t *testing.T) {
 	if !snd.recovery {
 		t.Fatal("recovery ended before the cumulative acknowledgement passed the recovery sequence")
 	}
-	if got := snd.OnAck(0, sent); got != sent || snd.recovery || s.Stats().Pools[1].InUse != 0 {
-		t.Fatalf("all acknowledged: %#x, %+v", got, s.Stats().Pools[1])
+	if got := snd.OnAck(0, sent); got != sent || snd.recovery || meloStatsOf(s).Pools[1].InUse != 0 {
+		t.Fatalf("all acknowledged: %#x, %+v", got, meloStatsOf(s).Pools[1])
 	}
 	if r := snd.OnFeedback(0, Feedback{Kind: ReplySeqNak, Cum: sent.Add(3), Sent: sent.Add(9)}); !r.GoBack || r.GoBackTo != sent.Add(3) {
 		t.Fatalf("OnNak: %+v", r)
@@ -361,16 +379,16 @@ func TestMELOSenderLostRetransmission(t *testing.T) {
 		t.Fatalf("resent %v", got)
 	}
 	snd.OnSack(45*us, 14, 14, Received, 20)
-	if got := drainAt(snd, 45*us, 20); !samePSNs(got, 13) || s.Stats().LostRetransmits != 0 {
-		t.Fatalf("within the hold: resent %v (%+v)", got, s.Stats())
+	if got := drainAt(snd, 45*us, 20); !samePSNs(got, 13) || meloStatsOf(s).LostRetransmits != 0 {
+		t.Fatalf("within the hold: resent %v (%+v)", got, meloStatsOf(s))
 	}
 	snd.OnSack(51*us, 15, 15, Received, 20)
-	if got := drainAt(snd, 51*us, 20); !samePSNs(got, 0, 10, 11, 13) || s.Stats().LostRetransmits != 1 {
-		t.Fatalf("a hold after 0 was resent: resent %v (%+v)", got, s.Stats())
+	if got := drainAt(snd, 51*us, 20); !samePSNs(got, 0, 10, 11, 13) || meloStatsOf(s).LostRetransmits != 1 {
+		t.Fatalf("a hold after 0 was resent: resent %v (%+v)", got, meloStatsOf(s))
 	}
 	snd.OnSack(90*us, 17, 17, Received, 20)
-	if got := drainAt(snd, 90*us, 20); !samePSNs(got, 16) || s.Stats().LostRetransmits != 1 {
-		t.Fatalf("within a hold of the new round: resent %v (%+v)", got, s.Stats())
+	if got := drainAt(snd, 90*us, 20); !samePSNs(got, 16) || meloStatsOf(s).LostRetransmits != 1 {
+		t.Fatalf("within a hold of the new round: resent %v (%+v)", got, meloStatsOf(s))
 	}
 	// 0 arrives: the cumulative acknowledgement moves to 10 (resent at
 	// 51 µs); the hold counts from now, and only packets sent from now on
@@ -380,26 +398,26 @@ func TestMELOSenderLostRetransmission(t *testing.T) {
 	}
 	snd.OnSack(140*us, 18, 18, Received, 30)
 	snd.OnSack(150*us, 19, 19, Received, 30)
-	if got := drainAt(snd, 150*us, 30); len(got) != 0 || s.Stats().LostRetransmits != 1 {
-		t.Fatalf("acknowledgements of packets sent before: resent %v (%+v)", got, s.Stats())
+	if got := drainAt(snd, 150*us, 30); len(got) != 0 || meloStatsOf(s).LostRetransmits != 1 {
+		t.Fatalf("acknowledgements of packets sent before: resent %v (%+v)", got, meloStatsOf(s))
 	}
 	snd.OnSack(151*us, 22, 22, Received, 30)
-	if got := drainAt(snd, 151*us, 30); !samePSNs(got, 10, 11, 13, 16, 20, 21) || s.Stats().LostRetransmits != 2 {
-		t.Fatalf("a hold after progress: resent %v (%+v)", got, s.Stats())
+	if got := drainAt(snd, 151*us, 30); !samePSNs(got, 10, 11, 13, 16, 20, 21) || meloStatsOf(s).LostRetransmits != 2 {
+		t.Fatalf("a hold after progress: resent %v (%+v)", got, meloStatsOf(s))
 	}
 }
 
 // TestMELOSenderPoolExhausted: selective acknowledgements the sender
 // cannot record for want of blocks are resent, never acknowledged.
 func TestMELOSenderPoolExhausted(t *testing.T) {
-	s := newMeloScheme(t, Params{MeloPoolBits: 8}) // one block per side
+	s := newMeloScheme(t, Params{Knobs: KnobValues{"melo.pool_bits": "8"}}) // one block per side
 	snd := meloTx(s)
 	snd.Reset(0)
 	const sent = 24
 	for _, r := range [][2]qp.PSN{{2, 4}, {7, 9}, {12, 15}} {
 		snd.OnSack(0, r[0], r[1], Received, sent)
 	}
-	st := s.Stats()
+	st := meloStatsOf(s)
 	if st.SenderUnrecorded == 0 || st.Pools[1].InUse != 1 || st.Pools[1].Exhausted == 0 {
 		t.Fatalf("%+v", st)
 	}
@@ -427,7 +445,7 @@ func TestMELOSenderPoolExhausted(t *testing.T) {
 		}
 	}
 	snd.OnAck(0, sent)
-	if st := s.Stats(); st.Pools[1].InUse != 0 {
+	if st := meloStatsOf(s); st.Pools[1].InUse != 0 {
 		t.Fatalf("%+v", st.Pools[1])
 	}
 }
@@ -440,22 +458,22 @@ func TestMELOSenderEvict(t *testing.T) {
 	snd.Reset(0)
 	snd.OnSack(0, 3, 3, Received, 20)
 	snd.OnSack(0, 6, 6, Received, 20)
-	if s.Stats().Pools[1].InUse != 1 {
-		t.Fatalf("%+v", s.Stats().Pools[1])
+	if meloStatsOf(s).Pools[1].InUse != 1 {
+		t.Fatalf("%+v", meloStatsOf(s).Pools[1])
 	}
 	snd.OnEvict()
-	if s.Stats().Pools[1].InUse != 0 {
-		t.Fatalf("eviction kept blocks: %+v", s.Stats().Pools[1])
+	if meloStatsOf(s).Pools[1].InUse != 0 {
+		t.Fatalf("eviction kept blocks: %+v", meloStatsOf(s).Pools[1])
 	}
 	if got := drain(snd); !samePSNs(got, 0, 1, 2, 4, 5) {
 		t.Fatalf("after eviction resent %v", got)
 	}
-	if got := snd.OnAck(0, 3); got != 4 || s.Stats().Pools[1].InUse != 1 {
-		t.Fatalf("cumulative %d, %+v", got, s.Stats().Pools[1])
+	if got := snd.OnAck(0, 3); got != 4 || meloStatsOf(s).Pools[1].InUse != 1 {
+		t.Fatalf("cumulative %d, %+v", got, meloStatsOf(s).Pools[1])
 	}
 	snd.OnAck(0, 20)
-	if s.Stats().Pools[1].InUse != 0 {
-		t.Fatalf("%+v", s.Stats().Pools[1])
+	if meloStatsOf(s).Pools[1].InUse != 0 {
+		t.Fatalf("%+v", meloStatsOf(s).Pools[1])
 	}
 }
 
@@ -463,7 +481,7 @@ func TestMELOSenderEvict(t *testing.T) {
 // sender's blocks are back in the pool, where another connection's
 // recovery needs them.
 func TestMELOSenderBlocksReturned(t *testing.T) {
-	s := newMeloScheme(t, Params{MeloPoolBits: 8}) // one block per side
+	s := newMeloScheme(t, Params{Knobs: KnobValues{"melo.pool_bits": "8"}}) // one block per side
 	s1, s2 := meloTx(s), meloTx(s)
 	s1.Reset(0)
 	s1.OnSack(0, 3, 3, Received, 8)
@@ -472,14 +490,14 @@ func TestMELOSenderBlocksReturned(t *testing.T) {
 	if got := s1.OnAck(0, 8); got != 8 || s1.recovery {
 		t.Fatalf("cumulative %d, recovery %v", got, s1.recovery)
 	}
-	if st := s.Stats().Pools[1]; st.InUse != 0 {
+	if st := meloStatsOf(s).Pools[1]; st.InUse != 0 {
 		t.Fatalf("everything acknowledged, recovery over: %+v", st)
 	}
 	// Another connection's recovery can record its acknowledgements.
 	s2.Reset(100)
 	s2.OnSack(0, 103, 103, Received, 110)
 	s2.OnSack(0, 106, 106, Received, 110)
-	if st := s.Stats(); st.SenderUnrecorded != 0 {
+	if st := meloStatsOf(s); st.SenderUnrecorded != 0 {
 		t.Fatalf("the second connection found the pool empty: %+v", st)
 	}
 }
@@ -519,7 +537,7 @@ func TestSelSenderLateAck(t *testing.T) {
 	for _, p := range []uint32{40, 50, 20, 5} {
 		snd.OnSack(0, start.Add(p), start.Add(p), Received, sent)
 	}
-	if st := s.Stats(); st.SenderUnrecorded != 0 {
+	if st := meloStatsOf(s); st.SenderUnrecorded != 0 {
 		t.Fatalf("%d acknowledgements not recorded", st.SenderUnrecorded)
 	}
 	for _, p := range []uint32{5, 20, 40, 50} {
@@ -536,7 +554,36 @@ func TestSelSenderLateAck(t *testing.T) {
 			t.Fatalf("resent %#x, acknowledged", p)
 		}
 	}
-	if got := snd.OnAck(0, sent); got != sent || s.Stats().Pools[1].InUse != 0 {
-		t.Fatalf("all acknowledged: %#x, %+v", got, s.Stats().Pools[1])
+	if got := snd.OnAck(0, sent); got != sent || meloStatsOf(s).Pools[1].InUse != 0 {
+		t.Fatalf("all acknowledged: %#x, %+v", got, meloStatsOf(s).Pools[1])
+	}
+}
+
+// TestMELOKnobAndCounters: MELO's own knob and counters are declared in
+// melo.go: melo.pool_bits sizes both bits pools, and the scheme reports
+// its receivers' and senders' counters by name from the start.
+func TestMELOKnobAndCounters(t *testing.T) {
+	var v KnobValues
+	if err := v.Set("melo.pool_bits=17"); err != nil {
+		t.Fatal(err)
+	}
+	s := newMeloScheme(t, Params{Knobs: v})
+	if p := s.Pools(); p[0].Slots != 3 || p[1].Slots != 3 { // rounded up to whole bytes
+		t.Errorf("melo.pool_bits=17: pools %+v, want 3 blocks each", p)
+	}
+	var names []string
+	for _, c := range s.Counters() {
+		if c.Value != 0 || c.Help == "" {
+			t.Errorf("a new scheme's %+v", c)
+		}
+		names = append(names, c.Name)
+	}
+	want := []string{"sr_pool_fallbacks", "sr_pool_drops", "sr_middle_drops", "sr_middle_fills", "sr_lost_retransmits", "sr_sender_unrecorded"}
+	if !slices.Equal(names, want) {
+		t.Errorf("counters %v, want %v", names, want)
+	}
+	i := slices.IndexFunc(Knobs(), func(k Knob) bool { return k.Key() == "melo.pool_bits" })
+	if i < 0 || Knobs()[i].Default != "1024" {
+		t.Errorf("melo.pool_bits not declared with its default: %+v", Knobs())
 	}
 }

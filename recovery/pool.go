@@ -413,3 +413,12 @@ func (u *UnitPool) Free(i int) {
 
 // Stats returns the pool's occupancy and counts.
 func (u *UnitPool) Stats() PoolStats { return u.stats }
+
+// The help of the counters of a scheme whose recoveries take blocks or
+// units from shared pools and fall back to go-back-N when they find none
+// (MELO §3.2.5, FaSR §III-D): each such scheme reports them under these
+// names (Scheme.Counters).
+const (
+	poolFallbacksHelp = "Recoveries that fell back to go-back-N, the shared pools empty."
+	poolDropsHelp     = "Packets dropped for want of pool blocks or units."
+)

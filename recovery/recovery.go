@@ -26,8 +26,8 @@ import (
 // explicitly so that tests can drive a fake clock.
 type Time = time.Duration
 
-// Params are the knobs shared by the schemes. Zero values take the
-// defaults below.
+// Params are the knobs shared by the schemes, and each scheme's own
+// (Knobs). Zero values take the defaults below.
 type Params struct {
 	// NakInterval bounds how often a receiver may NAK: at most one
 	// PSN-sequence-error NAK per interval (RoCEv2 "NAK interval";
@@ -53,20 +53,14 @@ type Params struct {
 	// RTOLowThreshold is IRN's N: RTOLow applies with at most this many
 	// packets in flight.
 	RTOLowThreshold int
-	// MeloPoolBits is the size of each of MELO's two bits pools (receiver
-	// and sender), in bits of 1-byte blocks (MELO §4: 1 Kb).
-	MeloPoolBits int
-	// FasrUnits and FasrBlocks size FaSR's two-level pool (§III-C): SR
-	// state units of 38 bytes and bitmap blocks of FasrBlockBits bits.
-	FasrUnits     int
-	FasrBlocks    int
-	FasrBlockBits int
-	// HostLatency is one access of state a scheme keeps in host memory
-	// (SRNIC's bitmaps): the pipeline stall it costs.
-	HostLatency time.Duration
-	// Host is the NIC's host-memory path, which such a scheme charges its
-	// accesses to; the engine sets it for the schemes it builds.
+	// Host is the NIC's host-memory path, which a scheme that keeps state
+	// in host memory (SRNIC's bitmaps) charges its accesses to; the
+	// engine sets it for the schemes it builds.
 	Host *HostMemory
+	// Knobs are the schemes' own knobs (Knob), by scheme.knob, as users
+	// write them: {"melo.pool_bits": "2048"}. A knob not set has its
+	// default; New checks them all.
+	Knobs KnobValues
 }
 
 // Defaults for Params. IRN's follow the paper's default scenario (§4.1):
@@ -79,13 +73,6 @@ const (
 	DefaultRTOLow          = 100 * time.Microsecond
 	DefaultRTOHigh         = 320 * time.Microsecond
 	DefaultRTOLowThreshold = 3
-	// MELO's simulations use a 1 Kb bits pool (§4).
-	DefaultMeloPoolBits = 1024
-	// FaSR's FPGA adds about 1600 B of shared SR state in 16-bit bitmap
-	// blocks (§V-A); 32 units of 38 B and 128 blocks come to 1,620 B.
-	DefaultFasrUnits     = 32
-	DefaultFasrBlocks    = 128
-	DefaultFasrBlockBits = 16
 )
 
 // WithDefaults fills zero fields.
@@ -108,22 +95,6 @@ func (p Params) WithDefaults() Params {
 	if p.RTOLowThreshold <= 0 {
 		p.RTOLowThreshold = DefaultRTOLowThreshold
 	}
-	if p.MeloPoolBits <= 0 {
-		p.MeloPoolBits = DefaultMeloPoolBits
-	}
-	p.MeloPoolBits = (p.MeloPoolBits + 7) &^ 7
-	if p.FasrUnits <= 0 {
-		p.FasrUnits = DefaultFasrUnits
-	}
-	if p.FasrBlocks <= 0 {
-		p.FasrBlocks = DefaultFasrBlocks
-	}
-	if p.FasrBlockBits <= 0 || p.FasrBlockBits > 16 {
-		p.FasrBlockBits = DefaultFasrBlockBits
-	}
-	if p.HostLatency <= 0 {
-		p.HostLatency = DefaultHostLatency
-	}
 	return p
 }
 
@@ -145,6 +116,14 @@ type Scheme interface {
 	ReorderWindow() int
 	// Caps declares what else the scheme asks of the transport.
 	Caps() Caps
+	// Counters are the scheme's counters on this NIC (Counter): what its
+	// halves did, summed over its QPs. A scheme reports the same names
+	// in the same order at every call, zeros included, from when it is
+	// built. One without counters embeds NoStats.
+	Counters() []Counter
+	// Pools are the scheme's shared on-chip pools, as they are now (nil
+	// for none).
+	Pools() []PoolStats
 }
 
 // Resume is a sender decision after a NAK or a timeout.
@@ -226,7 +205,19 @@ type Sender interface {
 	Timeout(base time.Duration, inflight int, rtt RTT) time.Duration
 	// OnChipBytes is the per-QP on-chip state this half needs.
 	OnChipBytes() int
+	// OnEvict reports that the QP's context was evicted from the NIC's
+	// context cache: a half that holds blocks or units of a shared
+	// on-chip pool gives them back (MELO §3.2.5) and takes them again on
+	// its next call. A half that holds none embeds NoEvict.
+	OnEvict()
 }
+
+// NoEvict is embedded by a sender or receiver that holds nothing of a
+// shared pool: its OnEvict does nothing.
+type NoEvict struct{}
+
+// OnEvict does nothing.
+func (NoEvict) OnEvict() {}
 
 // Reply is the kind of answer a receiver gives to an out-of-sequence
 // request, and so the kind of feedback its sender gets back (Feedback).
@@ -333,44 +324,6 @@ type Caps struct {
 	BuffersOutOfOrder bool
 }
 
-// SchemeStats are a scheme's counters on one NIC: its shared pools and
-// what its fast and slow paths did. Schemes without them report zeros.
-type SchemeStats struct {
-	Pools []PoolStats
-	// FaSR's paths (§III-B): operations on the receiver (out-of-order
-	// packet recorded, expected PSN moved) and sender (SACK, timeout,
-	// FNACK handled) that needed no bitmap, and those that did.
-	RxFastPath, RxSlowPath uint64
-	TxFastPath, TxSlowPath uint64
-	// Recoveries that found the pools empty and fell back to go-back-N
-	// (FaSR §III-D "Exhausting of shared pool"; MELO §3.2.5 "Not enough
-	// bits"), and packets dropped for want of bits.
-	Fallbacks uint64
-	PoolDrops uint64
-	// MELO: packets needing a block in the middle of a chain (§3.2.3),
-	// kept (MiddleFills: reordering is not loss, docs/recovery.md) or,
-	// when their bits are stranded in host memory, dropped (MiddleDrops).
-	MiddleDrops uint64
-	MiddleFills uint64
-	FNacksSent  uint64
-	FNacksTaken uint64 // FNACKs that restarted the sender's round
-	// LostRetransmits counts rounds a MELO or FaSR sender restarted because the
-	// retransmission of its cumulative acknowledgement went unacknowledged
-	// for a hold while the responder kept acknowledging others (the
-	// lost-retransmission rule, docs/recovery.md).
-	LostRetransmits uint64
-	// LostCntOverflows counts recoveries whose lost-cnt overflowed.
-	LostCntOverflows uint64
-	// SenderUnrecorded counts selective acknowledgements the sender could
-	// not record for want of blocks (those packets are resent).
-	SenderUnrecorded uint64
-}
-
-// Reporter is a scheme with counters.
-type Reporter interface {
-	Stats() SchemeStats
-}
-
 // Receiver is the responder half of a scheme, one per QP.
 type Receiver interface {
 	// Reset starts a fresh connection expecting PSN start (modify to RTR).
@@ -396,13 +349,16 @@ type Receiver interface {
 	OnTimer(now Time, epsn qp.PSN) (nak bool)
 	// OnChipBytes is the per-QP on-chip state this half needs.
 	OnChipBytes() int
-}
-
-// Evictable is implemented by a sender or receiver that holds resources
-// of a shared on-chip pool: when its QP's context is evicted from the
-// NIC's context cache it must give them back (MELO §3.2.5).
-type Evictable interface {
+	// OnEvict is the Sender's.
 	OnEvict()
+	// NakOutstanding reports whether the receiver has sent a
+	// PSN-sequence-error NAK for the expected PSN and the expected PSN
+	// has not arrived since. The transport reads it only to sort the ACK
+	// timeouts of a scheme without a reorder window by the Improved
+	// go-back-N paper's reasons (its Fig. 3: was the NAK lost, or the
+	// retransmission it asked for?); a receiver that sends no sequence
+	// NAKs returns false.
+	NakOutstanding() bool
 }
 
 // Factory builds a scheme from shared parameters.
@@ -424,6 +380,9 @@ func New(name string, p Params) (Scheme, error) {
 	f, ok := registry[name]
 	if !ok {
 		return nil, fmt.Errorf("recovery: unknown scheme %q (have %v)", name, Names())
+	}
+	if err := p.Knobs.Check(); err != nil {
+		return nil, fmt.Errorf("recovery: %w", err)
 	}
 	return f(p.WithDefaults()), nil
 }

@@ -83,8 +83,8 @@ func TestTimeoutAdaptive(t *testing.T) {
 			want     time.Duration
 		}
 		var cases []tc
-		switch name {
-		case GBN, GBNST, GBNCE, IGBN:
+		switch {
+		case s.ReorderWindow() == 0: // the go-back-N family
 			cases = []tc{
 				{base, 1, RTT{}, base},
 				{base, 1, path, base},                        // the ACK timeout is the floor

@@ -28,9 +28,30 @@ type selSender struct {
 	rtxSent, lastSent qp.PSN
 }
 
+// selCounts are the counters of a scheme's selective senders (MELO's,
+// FaSR's), which the scheme reports with its own (counters).
+type selCounts struct {
+	// lostRetransmits counts rounds a sender restarted because the
+	// retransmission of its cumulative acknowledgement went
+	// unacknowledged for a hold while the responder kept acknowledging
+	// others (the lost-retransmission rule, docs/recovery.md).
+	lostRetransmits uint64
+	// unrecorded counts selective acknowledgements a sender could not
+	// record for want of blocks (those packets are resent).
+	unrecorded uint64
+}
+
+// counters are c's, as a scheme reports them (Scheme.Counters).
+func (c *selCounts) counters() []Counter {
+	return []Counter{
+		{"sr_lost_retransmits", "Rounds restarted for a lost retransmission of the cumulative acknowledgement's packet (MELO, FaSR).", c.lostRetransmits},
+		{"sr_sender_unrecorded", "Selective ACKs a sender could not record (resent instead).", c.unrecorded},
+	}
+}
+
 // newSelSender is a selective sender of window packets whose record
 // takes its blocks from pool and counts in stats.
-func newSelSender(pool *BlockPool, window int, p Params, stats *SchemeStats) selSender {
+func newSelSender(pool *BlockPool, window int, p Params, stats *selCounts) selSender {
 	r := &poolRecord{pool: pool, window: window, stats: stats, bits: newChain()}
 	return selSender{srSender: srSender{rec: r, window: window, rtoLow: p.RTOLow, rtoHigh: p.RTOHigh,
 		lowThreshold: p.RTOLowThreshold}, pooled: r}
@@ -59,7 +80,7 @@ func newSelSender(pool *BlockPool, window int, p Params, stats *SchemeStats) sel
 type poolRecord struct {
 	pool   *BlockPool
 	window int
-	stats  *SchemeStats
+	stats  *selCounts
 
 	run      span   // acknowledged selectively, no bits needed
 	bits     chain  // acknowledged selectively, beyond what the run says
@@ -146,11 +167,11 @@ func (r *poolRecord) mark(base, psn qp.PSN) bool {
 func (r *poolRecord) setBit(p qp.PSN) bool {
 	fresh := r.bits.empty()
 	if !fresh && p.Before(r.bits.first) && !r.bits.prepend(r.pool, p) {
-		r.stats.SenderUnrecorded++
+		r.stats.unrecorded++
 		return false
 	}
 	if !r.bits.set(r.pool, p) {
-		r.stats.SenderUnrecorded++
+		r.stats.unrecorded++
 		return false
 	}
 	if fresh || p.After(r.bitsHigh) {

@@ -11,7 +11,7 @@ import (
 // (paper 004, §I, §II, §V-A): IRN's selective repeat, with the bitmaps
 // kept in host memory instead of on chip. A QP keeps 12 B of SR state on
 // chip; the NIC's pipeline stalls for a host access (1.2 µs, FaSR §V-A,
-// Params.HostLatency) each time it needs the host bitmap, which is when
+// knob srnic.host_latency) each time it needs the host bitmap, which is when
 //
 //   - the receiver moves its expected PSN (RCV-NXT) while packets are kept
 //     out of order beyond it: a retransmission filled the hole, and the
@@ -27,7 +27,12 @@ import (
 // with a selective acknowledgement), is IRN's (irn.go).
 const SRNIC = "srnic"
 
-func init() { Register(SRNIC, func(p Params) Scheme { return srnicScheme{irnScheme{p}} }) }
+func init() { Register(SRNIC, func(p Params) Scheme { return srnicScheme{irn: irnScheme{p: p}} }) }
+
+// srnicHostLatency is SRNIC's knob srnic.host_latency: one access of its
+// bitmaps in host memory, the pipeline stall it costs.
+var srnicHostLatency = DurationKnob(SRNIC, "host_latency", DefaultHostLatency, 0, time.Second,
+	"pipeline stall of one access of SRNIC's bitmaps in host memory (FaSR §V-A: 1.2us)")
 
 // SR state on chip, per QP (FaSR §V-A: "SRNIC adds 12B of state
 // overhead per QP"). The paper gives only the total; softnic charges half
@@ -38,14 +43,19 @@ const (
 	srnicReceiverBytes = 6
 )
 
-type srnicScheme struct{ irn irnScheme }
+type srnicScheme struct {
+	NoStats
+	irn irnScheme
+}
 
-func (s srnicScheme) Name() string                       { return SRNIC }
-func (s srnicScheme) Params() Params                     { return s.irn.p }
-func (s srnicScheme) SharedOnChipBytes() int             { return s.irn.SharedOnChipBytes() }
-func (s srnicScheme) ReorderWindow() int                 { return s.irn.ReorderWindow() }
-func (s srnicScheme) Caps() Caps                         { return s.irn.Caps() }
-func (s srnicScheme) host() (*HostMemory, time.Duration) { return s.irn.p.Host, s.irn.p.HostLatency }
+func (s srnicScheme) Name() string           { return SRNIC }
+func (s srnicScheme) Params() Params         { return s.irn.p }
+func (s srnicScheme) SharedOnChipBytes() int { return s.irn.SharedOnChipBytes() }
+func (s srnicScheme) ReorderWindow() int     { return s.irn.ReorderWindow() }
+func (s srnicScheme) Caps() Caps             { return s.irn.Caps() }
+func (s srnicScheme) host() (*HostMemory, time.Duration) {
+	return s.irn.p.Host, srnicHostLatency(s.irn.p)
+}
 
 func (s srnicScheme) NewSender() Sender {
 	h, lat := s.host()

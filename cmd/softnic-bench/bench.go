@@ -13,6 +13,7 @@ import (
 
 	"github.com/softnic/softnic/dataplane"
 	"github.com/softnic/softnic/internal/perftest"
+	"github.com/softnic/softnic/recovery"
 	"github.com/softnic/softnic/verbs"
 	"github.com/softnic/softnic/verbs/cm"
 )
@@ -42,7 +43,7 @@ func runVerbs(ctx context.Context, o *options, out io.Writer) error {
 	}
 	if o.embedded {
 		p.device = "softnic_a (embedded)"
-		fab := perftest.Fabric{Link: o.link(), Scheme: o.scheme, Seed: o.seed, IPv6: o.ipv6}
+		fab := perftest.Fabric{Link: o.link(), Scheme: o.scheme, Seed: o.seed, IPv6: o.ipv6, SchemeParams: recovery.Params{Knobs: o.knobs}}
 		var pcapFile *os.File
 		if o.pcap != "" {
 			f, err := os.Create(o.pcap)

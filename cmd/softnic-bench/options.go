@@ -50,6 +50,8 @@ type options struct {
 	cqMod    int     // -Q, --cq-mod: rpc_lat signals one SEND in this many
 	stall    float64 // --stall: seconds without progress that end a run
 
+	knobs recovery.KnobValues // --scheme-param: the embedded NICs' scheme knobs
+
 	// perftest's flags that act on softnic too
 	bidir      bool   // -b
 	postList   int    // -l: WRs per post call (bandwidth tests)
@@ -376,6 +378,10 @@ embedded fabric (--embedded):
       --pcap FILE       write every frame the client's NIC sends and receives
                         to FILE (pcap, simulated time; with a daemon: softnic
                         capture, docs/capture.md)
+      --scheme-param SCHEME.KNOB=VALUE
+                        a scheme's own knob on both NICs, e.g.
+                        melo.pool_bits=2048; repeat it for more (softnic run
+                        --help lists them)
 
 raw:
       --iface NAME      interface to send or receive on (AF_XDP, needs root)
@@ -408,6 +414,7 @@ func newFlagSet(o *options) *flagSet {
 	fs.boolVar(&o.embedded, "", "embedded")
 	fs.stringVar(&o.pcap, "pcap", "")
 	fs.stringVar(&o.scheme, "scheme", recovery.GBN)
+	fs.Var(&o.knobs, "scheme-param", "")
 	fs.floatVar(&o.loss, "", "loss", 0)
 	fs.floatVar(&o.rate, "", "rate", perftest.DefaultLink.RateBps/1e9)
 	fs.DurationVar(&o.delay, "delay", perftest.DefaultLink.Delay, "")
@@ -578,6 +585,9 @@ func (o *options) check() error {
 		if o.set[name] {
 			return usagef("--%s models the embedded fabric: use it with --embedded (on real links inject loss in the testbed's switch)", name)
 		}
+	}
+	if o.set["scheme-param"] {
+		return usagef("--scheme-param sets the embedded NICs' scheme knobs: use it with --embedded (a daemon's are softnic run --scheme-param)")
 	}
 	return nil
 }

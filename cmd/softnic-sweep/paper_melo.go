@@ -86,7 +86,7 @@ func runMeloFig5a(o paperOpts) error {
 	for _, s := range []string{recovery.GBN, recovery.MELO} {
 		for _, l := range losses {
 			r, err := sweep.RunLoss(sweep.LossConfig{Scheme: s, Loss: l, Size: 64 << 10, Iters: iters, TxDepth: 32, MTU: qp.MTU1024, Link: link, Seed: 1,
-				Params: recovery.Params{BDPPackets: meloFig5aWindow, MeloPoolBits: sweep.MeloPoolBits}})
+				Params: recovery.Params{BDPPackets: meloFig5aWindow, Knobs: sweep.MeloKnobs()}})
 			if err != nil {
 				return err
 			}

@@ -81,6 +81,8 @@ func qpSweepCmd(args []string) error {
 	rtoMode := fs.String("rto", "adaptive", "the schemes' timeouts: fixed (IRN's 100/320 µs for the selective schemes, the ACK timeout for go-back-N) or adaptive (the same rules applied to each QP's measured round trip, which past the knee is milliseconds); both with backoff")
 	oneTimeout := fs.Bool("one-timeout", false, "the sweep before issue 14: both NICs budgeted and every scheme's RTO the QPs' 16.8 ms ACK timeout, no backoff (overrides -nics)")
 	maxMsgs := fs.Uint64("max-msgs", 200000, "lossless points: end the measurement window after this many messages (the warm-up after half as many); 0: never. Lossy points always run the whole windows")
+	var knobs recovery.KnobValues
+	fs.Var(&knobs, "scheme-param", schemeParamUsage)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -163,6 +165,7 @@ func qpSweepCmd(args []string) error {
 						c.ServerSRAMOnly, c.RTOBackoff, c.RTO = false, false, dataplane.RTOFixed
 						c.Params = recovery.Params{RTOLow: sweepTimeout, RTOHigh: sweepTimeout}
 					}
+					c.Params.Knobs = knobs
 					r, err := sweep.RunQPs(c)
 					if err != nil {
 						return err
@@ -191,6 +194,9 @@ const (
 	embeddedRTOLow  = 50 * time.Microsecond
 	embeddedRTOHigh = 100 * time.Microsecond
 )
+
+// schemeParamUsage is the loss and QP sweeps' -scheme-param.
+const schemeParamUsage = "a scheme's own `knob` on both NICs, scheme.knob=value, e.g. melo.pool_bits=2048; repeat it for more (softnic run --help lists them)"
 
 // sweepTimeout is the ACK timeout of the QP sweep's QPs (code 12).
 const sweepTimeout = 16777216 * time.Nanosecond
@@ -224,6 +230,8 @@ func lossSweepCmd(args []string) error {
 	rtoLow := fs.Duration("rto-low", embeddedRTOLow, "selective schemes' RTO_low (IRN's 100µs is for its 40 Gb/s fabric; see docs/results.md)")
 	rtoHigh := fs.Duration("rto-high", embeddedRTOHigh, "selective schemes' RTO_high: about twice the longest round trip of this link")
 	pcapPath := fs.String("pcap", "", "write a pcap of every frame the writer's NIC sends and receives to this `file` (one point only: one scheme, one loss)")
+	var knobs recovery.KnobValues
+	fs.Var(&knobs, "scheme-param", schemeParamUsage)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -257,7 +265,7 @@ func lossSweepCmd(args []string) error {
 				return fmt.Errorf("sweep: loss %q: %v", f, err)
 			}
 			c := sweep.LossConfig{Scheme: strings.TrimSpace(scheme), Loss: pct / 100, Size: *size, Iters: *iters,
-				TxDepth: *depth, MTU: m, Link: link, Seed: 1, Params: recovery.Params{RTOLow: *rtoLow, RTOHigh: *rtoHigh}}
+				TxDepth: *depth, MTU: m, Link: link, Seed: 1, Params: recovery.Params{RTOLow: *rtoLow, RTOHigh: *rtoHigh, Knobs: knobs}}
 			if pcapOut != nil {
 				c.Pcap = pcapOut
 			}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/softnic/softnic/bth"
 	"github.com/softnic/softnic/internal/pcap"
+	"github.com/softnic/softnic/internal/sweep"
 )
 
 // TestPlotFromCSV: plot-loss and plot-qps draw the figures from CSVs
@@ -120,5 +121,37 @@ func TestPaperPresets(t *testing.T) {
 	stderr.Reset()
 	if code := exitStatus(sweepCmd([]string{"paper", "fasr-fig7c", "-testbed"}), &stderr); code != 2 || !strings.Contains(stderr.String(), "context cache") {
 		t.Errorf("fasr-fig7c -testbed: exit %d, %q (want the reason it runs on the fabric only)", code, stderr.String())
+	}
+}
+
+// TestSweepSchemeParam: loss and qps take -scheme-param, a scheme knob of
+// both NICs: melo with a one-block bits pool falls back to go-back-N and
+// resends more than with its default pool. A knob no scheme has is a
+// usage error.
+func TestSweepSchemeParam(t *testing.T) {
+	retransmits := func(extra ...string) uint64 {
+		dir := t.TempDir()
+		if err := sweepCmd(append([]string{"loss", "-schemes", "melo", "-loss", "0,2", "-n", "100", "-out", dir}, extra...)); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.Open(filepath.Join(dir, "loss.csv"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		rs, err := sweep.ReadLossCSV(f)
+		if err != nil || len(rs) != 2 {
+			t.Fatalf("loss.csv: %d rows, %v", len(rs), err)
+		}
+		return rs[1].Retransmits
+	}
+	if def, tiny := retransmits(), retransmits("-scheme-param", "melo.pool_bits=8"); tiny <= def {
+		t.Errorf("retransmits at 2%%: %d with melo.pool_bits=8, %d with the default pool", tiny, def)
+	}
+	for _, args := range [][]string{{"loss", "-scheme-param", "melo.pool=8"}, {"qps", "-scheme-param", "fasr.units=0"}} {
+		var stderr bytes.Buffer
+		if code := exitStatus(sweepCmd(args), &stderr); code != 2 {
+			t.Errorf("%v: exit %d, %q", args, code, stderr.String())
+		}
 	}
 }

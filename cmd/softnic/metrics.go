@@ -64,6 +64,8 @@ func (c counterCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		pools := e.Pools
 		e.Pools = nil // by label below, not by name
+		schemes := e.SchemeCounters
+		e.SchemeCounters = nil // with their own help below
 		e.Each(func(name string, v uint64) {
 			switch name {
 			case "rtt_samples":
@@ -75,6 +77,9 @@ func (c counterCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 		})
 		ch <- prometheus.MustNewConstSummary(rttDesc, rtt.count, float64(rtt.sumNs)*1e-9, nil)
+		for _, x := range schemes {
+			emitSpec(ch, schemeCounterSpec(x), x.Value, "")
+		}
 		for _, p := range pools {
 			scheme, pool := poolLabels(p.Name)
 			for _, m := range []struct {
@@ -129,6 +134,11 @@ func emitQueue(ch chan<- prometheus.Metric, name string, v uint64, queue string)
 		ch <- prometheus.MustNewConstMetric(d, prometheus.UntypedValue, float64(v))
 		return
 	}
+	emitSpec(ch, s, v, queue)
+}
+
+// emitSpec sends v as the metric s says.
+func emitSpec(ch chan<- prometheus.Metric, s metricSpec, v uint64, queue string) {
 	if s.metric == "" {
 		return // in softnic stats only
 	}

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -23,11 +25,11 @@ import (
 )
 
 // statsNames are every name `softnic stats` can print but the pools',
-// which /metrics labels: the engine's, either port's, the XDP program's
-// and the verbs server's.
+// which /metrics labels: the engine's, the recovery schemes', either
+// port's, the XDP program's and the verbs server's.
 func statsNames() []string {
 	var names []string
-	var c dataplane.Counters
+	c := dataplane.Counters{SchemeCounters: recovery.AllCounters()}
 	c.Each(func(name string, _ uint64) { names = append(names, name) })
 	for name := range (afxdp.Stats{}).All() {
 		names = append(names, "port_"+name)
@@ -49,7 +51,7 @@ func statsNames() []string {
 func TestMetricSpecs(t *testing.T) {
 	summary := map[string]bool{"rtt_samples": true, "rtt_sample_ns_sum": true}
 	for _, name := range statsNames() {
-		s, ok := metricSpecs[name]
+		s, ok := specFor(name)
 		switch {
 		case summary[name]:
 			if ok {
@@ -99,6 +101,74 @@ func TestMetricSpecs(t *testing.T) {
 		if s := metricSpecs[name]; s.typ != prometheus.GaugeValue {
 			t.Errorf("%s: not a gauge", name)
 		}
+	}
+}
+
+// specFor is the spec of the counter called name in softnic stats: its
+// metricSpecs entry or, for a recovery scheme's counter, the spec
+// schemeCounterSpec makes of it.
+func specFor(name string) (metricSpec, bool) {
+	if s, ok := metricSpecs[name]; ok {
+		return s, true
+	}
+	for _, c := range recovery.AllCounters() {
+		if c.Name == name {
+			return schemeCounterSpec(c), true
+		}
+	}
+	return metricSpec{}, false
+}
+
+// TestSchemeCounterNames: a recovery scheme's counter is named as the
+// engine's are, means one thing whichever scheme reports it (one help),
+// and takes no name the NIC's other counters have.
+func TestSchemeCounterNames(t *testing.T) {
+	var engine []string
+	(&dataplane.Counters{}).Each(func(name string, _ uint64) { engine = append(engine, name) })
+	help := map[string]string{}
+	for _, name := range recovery.Names() {
+		s, err := recovery.New(name, recovery.Params{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range s.Counters() {
+			switch h, seen := help[c.Name]; {
+			case seen && h != c.Help:
+				t.Errorf("%s: %s's help %q, another scheme's %q", c.Name, name, c.Help, h)
+			case seen:
+				continue
+			}
+			help[c.Name] = c.Help
+			switch {
+			case !regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`).MatchString(c.Name):
+				t.Errorf("%s (%s): not lower case words joined by _", c.Name, name)
+			case strings.HasSuffix(c.Name, "_total") || strings.HasSuffix(c.Name, "_ns") || strings.HasSuffix(c.Name, "_bytes"):
+				t.Errorf("%s (%s): a scheme's counter counts events: no unit, no _total", c.Name, name)
+			case c.Help == "":
+				t.Errorf("%s (%s): no help", c.Name, name)
+			case slices.Contains(engine, c.Name) || metricSpecs[c.Name].metric != "" || strings.HasPrefix(c.Name, "pool_"):
+				t.Errorf("%s (%s): the name of another counter", c.Name, name)
+			}
+		}
+	}
+}
+
+// TestSchemeCounterMetrics: a scheme's counter, whatever its name, is a
+// counter in /metrics with the scheme's help, with no spec of its own
+// (recovery/example_scheme_test.go has a scheme that reports one).
+func TestSchemeCounterMetrics(t *testing.T) {
+	c := dataplane.Counters{SchemeCounters: []recovery.Counter{{Name: "example_events", Help: "Events an example scheme counted.", Value: 7}}}
+	_, page := scrape(t, metricsHandler(metricsSource{engine: func() dataplane.Counters { return c }}), "/metrics")
+	want := "# HELP softnic_example_events_total Events an example scheme counted.\n# TYPE softnic_example_events_total counter\nsoftnic_example_events_total 7\n"
+	if !strings.Contains(page, want) {
+		t.Errorf("/metrics has no\n%s", want)
+	}
+	problems, err := metricslint.Problems(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Error(p)
 	}
 }
 
@@ -162,6 +232,7 @@ func TestMetricsLint(t *testing.T) {
 			"softnic_rtt_seconds": dto.MetricType_SUMMARY, "softnic_build_info": dto.MetricType_GAUGE,
 			"softnic_xdp_passed_total": dto.MetricType_COUNTER, "softnic_port_rx_frames_total": dto.MetricType_COUNTER,
 			"softnic_client_limit_refusals_total": dto.MetricType_COUNTER,
+			"softnic_sr_pool_drops_total":         dto.MetricType_COUNTER, // melo's, by its Counters
 		} {
 			if f := fams[name]; f == nil {
 				t.Errorf("%s: no %s", side, name)
@@ -338,6 +409,13 @@ func TestMetricsDoc(t *testing.T) {
 		}
 		if !strings.Contains(string(doc), row) {
 			t.Errorf("docs/metrics.md has no row %q...", row)
+		}
+	}
+	// A scheme's counter: the whole row, from what the scheme says.
+	for _, c := range recovery.AllCounters() {
+		row := "| `" + c.Name + "` | `softnic_" + c.Name + "_total` | counter | " + c.Help + " |\n"
+		if !strings.Contains(string(doc), row) {
+			t.Errorf("docs/metrics.md has no row for a scheme's counter:\n%s", row)
 		}
 	}
 }

@@ -1,6 +1,10 @@
 package main
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/softnic/softnic/recovery"
+)
 
 // metricSpec is how one counter of `softnic stats` appears in /metrics:
 // Prometheus's conventions (a counter ends in _total, a value that goes
@@ -55,7 +59,8 @@ func queued(s metricSpec) metricSpec {
 // metricSpecs are keyed by the stats name. The engine's rtt_samples and
 // rtt_sample_ns_sum are one summary, softnic_rtt_seconds, and its pools
 // (pool_<scheme>_<pool>_*) are labelled series: counterCollector makes
-// those itself.
+// those itself. The recovery schemes' counters (recovery.Counter) carry
+// their own help and are counters: schemeCounterSpec.
 var metricSpecs = map[string]metricSpec{
 	// The engine: rxe's hw_counters, with rxe's meanings.
 	"sent_pkts":              counterSpec("sent_pkts", "RoCEv2 packets sent: requests, responses, ACKs and NAKs, retransmissions included (rxe sent_pkts)."),
@@ -123,18 +128,6 @@ var metricSpecs = map[string]metricSpec{
 	"rob_in_use":     gaugeSpec("rob_in_use", "Reorder-buffer slots holding a packet now."),
 	"rob_peak":       gaugeSpec("rob_peak", "Most reorder-buffer slots holding a packet at once."),
 	// The recovery schemes' own counters, summed over the schemes.
-	"sr_rx_fast_path":       counterSpec("sr_rx_fast_path", "FaSR receiver operations without a bitmap."),
-	"sr_rx_slow_path":       counterSpec("sr_rx_slow_path", "FaSR receiver operations with a bitmap."),
-	"sr_tx_fast_path":       counterSpec("sr_tx_fast_path", "FaSR sender operations without a bitmap."),
-	"sr_tx_slow_path":       counterSpec("sr_tx_slow_path", "FaSR sender operations with a bitmap."),
-	"sr_pool_fallbacks":     counterSpec("sr_pool_fallbacks", "Recoveries that fell back to go-back-N, the shared pools empty."),
-	"sr_pool_drops":         counterSpec("sr_pool_drops", "Packets dropped for want of pool blocks or units."),
-	"sr_middle_drops":       counterSpec("sr_middle_drops", "MELO retransmissions needing a middle block, dropped."),
-	"sr_middle_fills":       counterSpec("sr_middle_fills", "MELO packets kept in a middle block (reordering is not loss)."),
-	"sr_fnacks_taken":       counterSpec("sr_fnacks_taken", "FNACKs that restarted a sender's round."),
-	"sr_lost_retransmits":   counterSpec("sr_lost_retransmits", "Rounds restarted for a lost retransmission of the cumulative acknowledgement's packet (MELO, FaSR)."),
-	"sr_lost_cnt_overflows": counterSpec("sr_lost_cnt_overflows", "Overflows of a scheme's lost-retransmission count."),
-	"sr_sender_unrecorded":  counterSpec("sr_sender_unrecorded", "Selective ACKs a sender could not record (resent instead)."),
 	// Drop reasons: every dropped frame under exactly one.
 	"rcvd_malformed":    counterSpec("rcvd_malformed", "Received frames dropped: not a parsable RoCEv2 frame."),
 	"rcvd_icrc_err":     counterSpec("rcvd_icrc_err", "Received frames dropped: bad ICRC."),
@@ -227,3 +220,9 @@ var metricSpecs = map[string]metricSpec{
 }
 
 const xdpPassedHelp = "Frames the XDP program left to the kernel, by reason (stats xdp_pass_<reason>)."
+
+// schemeCounterSpec is the spec of a recovery scheme's counter: a
+// counter, its help the scheme's.
+func schemeCounterSpec(c recovery.Counter) metricSpec {
+	return counterSpec(c.Name, c.Help)
+}

@@ -153,9 +153,10 @@ func runFlags(o *options) *flag.FlagSet {
 	fs.IntVar(&o.params.RTOLowThreshold, "rto-low-packets", recovery.DefaultRTOLowThreshold, "IRN's N: RTO_low applies with at most this many packets in flight")
 	fs.DurationVar(&o.params.NakInterval, "nak-interval", daemonNakInterval, "at most one go-back-N NAK per interval, and igbn's CE timer (Improved go-back-N's 500µs is for a hardware NIC)")
 	fs.IntVar(&o.params.BDPPackets, "bdp-packets", recovery.DefaultBDPPackets, "selective schemes' cap on packets in flight (IRN BDP-FC) and reorder window")
-	fs.IntVar(&o.params.MeloPoolBits, "melo-pool-bits", recovery.DefaultMeloPoolBits, "size of each of MELO's two bits pools, bits")
-	fs.IntVar(&o.params.FasrUnits, "fasr-units", recovery.DefaultFasrUnits, "FaSR's level-1 pool: SR state units")
-	fs.IntVar(&o.params.FasrBlocks, "fasr-blocks", recovery.DefaultFasrBlocks, "FaSR's level-2 pool: 16-bit bitmap blocks")
+	fs.Var(&o.params.Knobs, "scheme-param", "set a scheme's own `knob`, scheme.knob=value; repeat it for more (docs/adding-a-scheme.md). The knobs, with their defaults:"+knobList())
+	for _, a := range knobAliases {
+		fs.Var(knobAlias{&o.params.Knobs, a.key}, a.flag, "`N`: the same as --scheme-param "+a.key+"=N")
+	}
 	fs.Var(&o.linkRate, "link-rate", "emulated link: pace all transmission as an Ethernet link of this `rate` would, each frame with its padding, FCS, preamble and gap (tc units bit, kbit, mbit, gbit, e.g. 5Gbit; counters link_paced, link_paced_ns; default 0: unlimited)")
 	fs.DurationVar(&o.linkDelay, "link-delay", 0, "emulated link's one-way propagation delay: every received frame is held this long before the NIC sees it, so that two hosts a few µs apart have a datacenter path's bandwidth-delay product (set it on both hosts; --netem adds loss, jitter, reordering and more; counter impair_drops, also as link_delay_drops; default 0: none)")
 	fs.StringVar(&o.netemText, "netem", "", `impair every received frame before the NIC parses it, in netem's words (tc-netem(8)): "loss P% [CORR%]", "loss gemodel P [R [1-H [1-K]]]", "delay TIME [JITTER [CORR%]]" (on top of --link-delay), "reorder P% [CORR%] [gap N]", "duplicate P%", "corrupt P%", "hold P% TIME", "limit N", "seed N"; set it on both hosts to impair both directions; change it while running with softnic netem (docs/impair.md; counters impair_*; default: none)`)
@@ -790,3 +791,39 @@ func fetchPenalty(d time.Duration) time.Duration {
 	}
 	return d
 }
+
+// knobList is every scheme knob with its default and help, for
+// --scheme-param's usage.
+func knobList() string {
+	var b strings.Builder
+	for _, k := range recovery.Knobs() {
+		fmt.Fprintf(&b, "\n  %s=%s: %s", k.Key(), k.Default, k.Help)
+	}
+	return b.String()
+}
+
+// knobAliases are the flags that set a scheme knob under its older
+// name.
+var knobAliases = []struct{ flag, key string }{
+	{"melo-pool-bits", "melo.pool_bits"},
+	{"fasr-units", "fasr.units"},
+	{"fasr-blocks", "fasr.blocks"},
+}
+
+// knobAlias is a flag that sets one knob of knobs.
+type knobAlias struct {
+	knobs *recovery.KnobValues
+	key   string
+}
+
+func (a knobAlias) String() string {
+	if a.knobs == nil {
+		return ""
+	}
+	return (*a.knobs)[a.key]
+}
+
+func (a knobAlias) Set(v string) error { return a.knobs.Set(a.key + "=" + v) }
+
+// SetDefault sets the knob unless the command line did (applyConfigFile).
+func (a knobAlias) SetDefault(v string) error { return a.knobs.SetDefault(a.key + "=" + v) }

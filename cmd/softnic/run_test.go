@@ -19,6 +19,7 @@ import (
 
 	"github.com/softnic/softnic/dataplane"
 	"github.com/softnic/softnic/dataplane/sim"
+	"github.com/softnic/softnic/recovery"
 	"github.com/softnic/softnic/verbs/verbsd"
 )
 
@@ -26,6 +27,41 @@ import (
 // in tests/daemon_test.go.
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// TestSchemeParams: --scheme-param sets a scheme's knob, repeatable, as
+// do the older --melo-pool-bits, --fasr-units and --fasr-blocks; a knob
+// or value no scheme takes is a usage error naming it; a config file's
+// scheme-param lines fill in the knobs the command line did not set.
+func TestSchemeParams(t *testing.T) {
+	o, err := parseRun([]string{"--iface", "x", "--scheme-param", "melo.pool_bits=2048", "--scheme-param", "fasr.units=4", "--fasr-blocks", "9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := o.params.Knobs.String(); got != "fasr.blocks=9,fasr.units=4,melo.pool_bits=2048" {
+		t.Errorf("knobs %s", got)
+	}
+	if _, err := recovery.New(recovery.MELO, o.params); err != nil {
+		t.Errorf("the knobs set do not build melo: %v", err)
+	}
+	for _, args := range [][]string{{"--scheme-param", "melo.pool=8"}, {"--scheme-param", "melo.pool_bits=many"},
+		{"--scheme-param", "nope.x=1"}, {"--scheme-param", "pool_bits=8"}, {"--melo-pool-bits", "0"}} {
+		if _, err := parseRun(append([]string{"--iface", "x"}, args...)); exitStatus(err, io.Discard) != 2 {
+			t.Errorf("%q: %v, want a usage error", args, err)
+		}
+	}
+	conf := filepath.Join(t.TempDir(), "softnic.conf")
+	os.WriteFile(conf, []byte("iface = x\nscheme-param = fasr.units=2\nscheme-param = melo.pool_bits=64\nfasr-blocks = 3\nmelo-pool-bits = 32\n"), 0o644)
+	if o, err = parseRun([]string{"--config", conf, "--scheme-param", "melo.pool_bits=16"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := o.params.Knobs.String(); got != "fasr.blocks=3,fasr.units=2,melo.pool_bits=16" {
+		t.Errorf("config file under --scheme-param melo.pool_bits=16: knobs %s", got)
+	}
+	os.WriteFile(conf, []byte("iface = x\nscheme-param = melo.pool=8\n"), 0o644)
+	if _, err := parseRun([]string{"--config", conf}); err == nil || !strings.Contains(err.Error(), "softnic.conf:2") || !strings.Contains(err.Error(), "no knob") {
+		t.Errorf("a config file's unknown knob: %v", err)
+	}
+}
 
 func TestConfigFileAndFlags(t *testing.T) {
 	dir := t.TempDir()

@@ -20,6 +20,11 @@ const (
 	MeloPoolBits = 1024
 )
 
+// MeloKnobs set MELO's pool to MeloPoolBits (recovery.Params.Knobs).
+func MeloKnobs() recovery.KnobValues {
+	return recovery.KnobValues{"melo.pool_bits": strconv.Itoa(MeloPoolBits)}
+}
+
 // MeloPoolConfig is one point of MELO's Fig. 6b: Conns connections from
 // one server to another, each writing Size-byte messages two at a time
 // (a stream at full speed), over a 200 µs RTT path lossy in both
@@ -62,7 +67,7 @@ func (r MeloPoolResult) Usage() float64 {
 func RunMeloPool(c MeloPoolConfig) (MeloPoolResult, error) {
 	wall := time.Now()
 	link := fabric.LinkConfig{RateBps: MeloLinkBps, Delay: c.RTT / 2, Loss: c.Loss, QueueFrames: 4096}
-	params := recovery.Params{BDPPackets: c.Window, MeloPoolBits: MeloPoolBits, RTOLow: c.RTT + c.RTT/2, RTOHigh: 3 * c.RTT}
+	params := recovery.Params{BDPPackets: c.Window, Knobs: MeloKnobs(), RTOLow: c.RTT + c.RTT/2, RTOHigh: 3 * c.RTT}
 	s, err := sim.New(sim.Config{Seed: c.Seed, AtoB: link, BtoA: link, SchemeA: recovery.MELO, SchemeB: recovery.MELO, SchemeParams: params})
 	if err != nil {
 		return MeloPoolResult{}, err
@@ -132,8 +137,8 @@ func RunMeloPool(c MeloPoolConfig) (MeloPoolResult, error) {
 			r.TxPoolPeak = p.Peak
 		}
 	}
-	r.Fallbacks = a.SRFallbacks + b.SRFallbacks
-	r.PoolDrops = b.SRPoolDrops
+	r.Fallbacks = a.SchemeCounter("sr_pool_fallbacks") + b.SchemeCounter("sr_pool_fallbacks")
+	r.PoolDrops = b.SchemeCounter("sr_pool_drops")
 	r.Retransmits = a.Retransmits
 	return r, nil
 }

@@ -93,7 +93,7 @@ func RunMeloFCT(c MeloFCTConfig) (MeloFCTResult, error) {
 	}
 	link := fabric.LinkConfig{RateBps: MeloLinkBps, Delay: 8 * time.Microsecond, QueueFrames: 1024, Drop: lossy}
 	s, err := sim.New(sim.Config{Seed: c.Seed, AtoB: link, BtoA: link, SchemeA: c.Scheme, SchemeB: c.Scheme,
-		SchemeParams: recovery.Params{MeloPoolBits: MeloPoolBits}})
+		SchemeParams: recovery.Params{Knobs: MeloKnobs()}})
 	if err != nil {
 		return MeloFCTResult{}, err
 	}
@@ -218,7 +218,7 @@ func RunMeloFCT(c MeloFCTConfig) (MeloFCTResult, error) {
 	}
 	a, b := s.A.Counters(), s.B.Counters()
 	return MeloFCTResult{MeloFCTConfig: c, P50: percentile(fct, 0.5), P99: percentile(fct, 0.99), P99Lossy: percentile(lossyFCT, 0.99),
-		Timeouts: a.LocalAckTimeout, Retransmits: a.Retransmits, Fallbacks: a.SRFallbacks + b.SRFallbacks, Wall: time.Since(wall)}, nil
+		Timeouts: a.LocalAckTimeout, Retransmits: a.Retransmits, Fallbacks: a.SchemeCounter("sr_pool_fallbacks") + b.SchemeCounter("sr_pool_fallbacks"), Wall: time.Since(wall)}, nil
 }
 
 func percentile(ds []time.Duration, p float64) time.Duration {

@@ -227,9 +227,14 @@ func RunQPs(c QPConfig) (QPResult, error) {
 	r.SRBytes = SRBytes(sim.A.Scheme(), c.QPs)
 	ca, cb := sim.A.Counters(), sim.B.Counters()
 	r.Retransmits = ca.Retransmits - startRetx
-	r.RxFast, r.RxSlow = cb.SRRxFastPath-startB.SRRxFastPath, cb.SRRxSlowPath-startB.SRRxSlowPath
-	r.TxFast, r.TxSlow = ca.SRTxFastPath-startA.SRTxFastPath, ca.SRTxSlowPath-startA.SRTxSlowPath
-	r.Fallbacks = cb.SRFallbacks - startB.SRFallbacks
+	// The schemes' counters (fasr's paths, the pools' fallbacks) over
+	// the measurement window.
+	moved := func(end, start dataplane.Counters, name string) uint64 {
+		return end.SchemeCounter(name) - start.SchemeCounter(name)
+	}
+	r.RxFast, r.RxSlow = moved(cb, startB, "sr_rx_fast_path"), moved(cb, startB, "sr_rx_slow_path")
+	r.TxFast, r.TxSlow = moved(ca, startA, "sr_tx_fast_path"), moved(ca, startA, "sr_tx_slow_path")
+	r.Fallbacks = moved(cb, startB, "sr_pool_fallbacks")
 	r.ServerPools = cb.Pools
 	return r, nil
 }
