@@ -64,9 +64,10 @@ func (d *starDriver) enter(from, to qp.State) {
 }
 
 // setScheme records the QP's scheme: the driver runs none of it (the
-// client recovers both directions).
+// client recovers both directions), but its halves are there for what
+// reads a QP's (QPRTT).
 func (d *starDriver) setScheme(s recovery.Scheme) error {
-	d.q.scheme = s
+	d.q.scheme, d.q.sender, d.q.receiver = s, s.NewSender(), s.NewReceiver()
 	return nil
 }
 
