@@ -49,14 +49,7 @@ func (rc *rcTransport) complete(pkt *bth.Packet) {
 		}
 	case reply != bth.ReplyNone:
 		r, ok := pkt.Reply()
-		switch r.Kind {
-		case bth.ReplySack:
-			rc.onSackNak(psn, pkt, &r)
-		case bth.ReplyFNak:
-			rc.onFNak(psn, pkt, &r)
-		case bth.ReplyHoles:
-			rc.onHolesNak(psn, pkt, &r, ok)
-		}
+		rc.onReply(psn, pkt, &r, ok)
 	default: // a READ response or an atomic ACK
 		rc.mode.response(rc, psn, pkt)
 	}
@@ -183,9 +176,8 @@ func (rc *rcTransport) goBackHold() time.Duration {
 // NAK's or an RNR NAK's PSN), on a connection with selective
 // acknowledgements.
 func (rc *rcTransport) acknowledgeSelective(psn qp.PSN) {
-	before := rc.q.unacked
-	rc.sackThrough(psn)
-	rc.settle(before)
+	rc.ack = recovery.Ack{Feedback: recovery.Feedback{Cum: psn}}
+	rc.received(&rc.ack)
 }
 
 // responseInOrder reports whether a READ response or atomic ACK at psn is
@@ -548,13 +540,11 @@ func (rc *rcTransport) timeoutReason() {
 // onSelectiveAck: an ACK with PSN psn says the responder holds every
 // request up to psn.
 func (rc *rcTransport) onSelectiveAck(psn qp.PSN) {
-	q := rc.q
 	if !rc.responseInWindow(psn) {
 		return
 	}
-	before := q.unacked
-	rc.sackThrough(psn.Next())
-	rc.settle(before)
+	rc.ack = recovery.Ack{Feedback: recovery.Feedback{Cum: psn.Next()}}
+	rc.received(&rc.ack)
 }
 
 // sackNakValid checks a NAK with a selective acknowledgement naming sack
@@ -582,72 +572,74 @@ func (q *QP) sackKind(psn qp.PSN) recovery.SackKind {
 	return recovery.Received
 }
 
-// onSackNak handles an IRN NACK or a FaSR SACK: the responder expects psn
-// and holds sack (IRN §3.1; FaSR §III-B2 with its lost-cnt).
-func (rc *rcTransport) onSackNak(psn qp.PSN, pkt *bth.Packet, r *bth.Reply) {
+// onReply handles softnic's selective replies, all in one way: an IRN
+// NACK or a FaSR SACK (the responder expects psn and holds the PSN the
+// SACK names, FaSR's with its lost-cnt: IRN §3.1, FaSR §III-B2), FaSR's
+// FNACK (it dropped the retransmission it names because one before it
+// was lost, §III-D) and MELO's NACK (it expects psn, has received up to
+// High, and lacks the at most three most recent holes; what lies between
+// them, and between the last one and High, it holds; what lies before
+// the oldest hole, if that hole does not start at psn, it does not say:
+// §3.2.4). ok is false for a holes NACK that Reply could not read (a hole
+// past High, or two overlapping).
+func (rc *rcTransport) onReply(psn qp.PSN, pkt *bth.Packet, r *bth.Reply, ok bool) {
 	e, q := rc.e, rc.q
-	sack := qp.PSN(r.SACK.PSN)
-	if !rc.sackNakValid(psn, sack, pkt) {
+	a := &rc.ack // (not on the stack: it goes through an interface call)
+	*a = recovery.Ack{Feedback: recovery.Feedback{Cum: psn}}
+	named := qp.PSN(r.SACK.PSN) // the PSN the reply names
+	switch r.Kind {
+	case bth.ReplySack:
+		a.Kind, a.PSN, a.LostCnt, a.Overflow = recovery.ReplySack, named, r.SACK.LostCnt, r.Overflow
+	case bth.ReplyFNak:
+		a.Kind, a.PSN = recovery.ReplyFNack, named
+	case bth.ReplyHoles:
+		named = qp.PSN(r.Holes.High)
+		a.Kind, a.High = recovery.ReplyHoles, named
+	}
+	if !rc.sackNakValid(psn, named, pkt) {
 		return
 	}
-	e.cnt.RcvdSackNak++
-	before := q.unacked
-	rc.sackThrough(psn)
-	rc.advanceSelective() // the scheme hears the cumulative acknowledgement first
-	rc.feedback(before, recovery.Feedback{Kind: recovery.ReplySack, Cum: psn, PSN: sack, SackKind: q.sackKind(sack),
-		LostCnt: r.SACK.LostCnt, Overflow: r.Overflow})
+	switch r.Kind {
+	case bth.ReplySack:
+		a.SackKind = q.sackKind(named)
+		e.cnt.RcvdSackNak++
+	case bth.ReplyFNak:
+		e.cnt.RcvdFNak++
+	case bth.ReplyHoles:
+		if !ok {
+			e.cnt.RcvdBadResponse++
+			return
+		}
+		a.Holes = schemeHoles(&r.Holes)
+		e.cnt.RcvdHolesNak++
+	}
+	rc.received(a)
 }
 
-// onFNak handles FaSR's FNACK: the responder dropped the retransmission
-// sack because one before it was lost (§III-D).
-func (rc *rcTransport) onFNak(psn qp.PSN, pkt *bth.Packet, r *bth.Reply) {
+// received hands one reply that acknowledges selectively to the sender,
+// once and whole (recovery.Sender.OnReply), and carries out what it
+// says: the WQEs before the new cumulative acknowledgement retire, the
+// send cursor goes back if asked, progress resets the retry budget and
+// restarts the timer (onProgress), and the QP is scheduled if it can
+// send. a is rc.ack, filled by the caller with the reply.
+func (rc *rcTransport) received(a *recovery.Ack) {
 	e, q := rc.e, rc.q
-	sack := qp.PSN(r.SACK.PSN)
-	if !rc.sackNakValid(psn, sack, pkt) {
-		return
-	}
-	e.cnt.RcvdFNak++
 	before := q.unacked
-	rc.sackThrough(psn)
-	rc.advanceSelective() // the scheme hears the cumulative acknowledgement first
-	rc.feedback(before, recovery.Feedback{Kind: recovery.ReplyFNack, Cum: psn, PSN: sack})
-}
-
-// onHolesNak handles MELO's NACK (§3.2.4): the responder expects psn, has
-// received up to high, and lacks the (at most three) most recent holes.
-// What lies between the holes, and between the last hole and high, it
-// holds; what lies before the oldest reported hole, if that hole does not
-// start at psn, this NACK does not say.
-func (rc *rcTransport) onHolesNak(psn qp.PSN, pkt *bth.Packet, r *bth.Reply, ok bool) {
-	e, q := rc.e, rc.q
-	high := qp.PSN(r.Holes.High)
-	if !rc.sackNakValid(psn, high, pkt) {
-		return
+	a.Unacked, a.Sent, a.Messages = before, q.maxSentPSN, (*qpMessages)(q)
+	cum, r := q.sender.OnReply(e.now, a)
+	if cum != q.unacked {
+		q.unacked = cum
+		for q.sq.Head() != q.sqStart && q.sq.Front().lastPSN.Before(cum) {
+			rc.retire(qp.WCSuccess)
+		}
 	}
-	if !ok { // a hole past high, or two overlapping (bth.HolesETH.Fields)
-		e.cnt.RcvdBadResponse++
-		return
-	}
-	holes := schemeHoles(&r.Holes)
-	e.cnt.RcvdHolesNak++
-	before := q.unacked
-	rc.sackThrough(psn)
-	rc.advanceSelective() // the scheme hears the cumulative acknowledgement first
-	rc.feedback(before, recovery.Feedback{Kind: recovery.ReplyHoles, Cum: psn, High: high, Holes: holes, Messages: (*qpMessages)(q)})
-}
-
-// feedback hands a checked reply to the sender (recovery.Sender.OnFeedback),
-// which has heard the cumulative acknowledgement the reply carries
-// (sackThrough, advanceSelective), and carries out its decision: the send
-// cursor goes back if asked; then the packet settles (settle, once since
-// before).
-func (rc *rcTransport) feedback(before qp.PSN, fb recovery.Feedback) {
-	e, q := rc.e, rc.q
-	fb.Sent = q.maxSentPSN
-	if r := q.sender.OnFeedback(e.now, fb); r.GoBack {
+	if r.GoBack {
 		rc.goBack(r.GoBackTo)
 	}
-	rc.settle(before)
+	if q.unacked != before {
+		rc.onProgress()
+	}
+	rc.scheduleIfReady()
 }
 
 // qpMessages is a QP's send queue as recovery.Messages: a WQE is a request,
@@ -663,61 +655,6 @@ func (m *qpMessages) Message(psn qp.PSN) (qp.PSN, recovery.SackKind, bool) {
 		return w.lastPSN, recovery.Held, true
 	}
 	return w.lastPSN, recovery.Received, true
-}
-
-// sackThrough: the responder has every request before peerCum. Its SENDs
-// and WRITEs are acknowledged; its READs and atomics were executed and
-// answered before this news, and only their responses acknowledge them:
-// one that has not come by the time a later packet is acknowledged was
-// lost, which is IRN's loss rule and IBA's implied NAK (§9.7.5.1.2) at once.
-// It only tells the scheme; the handler settles the packet (settle).
-func (rc *rcTransport) sackThrough(peerCum qp.PSN) {
-	e, q := rc.e, rc.q
-	for i := q.sq.Head(); i != q.sqStart; i++ {
-		w := q.sq.At(i)
-		if !w.firstPSN.Before(peerCum) {
-			break
-		}
-		if w.isReadOrAtomic() {
-			continue
-		}
-		from, to := w.firstPSN, w.lastPSN
-		if from.Before(q.unacked) {
-			from = q.unacked
-		}
-		if !to.Before(peerCum) {
-			to = peerCum.Prev()
-		}
-		q.sender.OnSack(e.now, from, to, recovery.Received, q.maxSentPSN)
-	}
-}
-
-// advanceSelective moves unacked to the scheme's cumulative
-// acknowledgement and retires every WQE wholly before it.
-func (rc *rcTransport) advanceSelective() {
-	e, q := rc.e, rc.q
-	cum := q.sender.OnAck(e.now, q.unacked)
-	if cum == q.unacked {
-		return
-	}
-	q.unacked = cum
-	for q.sq.Head() != q.sqStart && q.sq.Front().lastPSN.Before(cum) {
-		rc.retire(qp.WCSuccess)
-	}
-}
-
-// settle ends the handling of one response on a selective connection,
-// once per packet whatever it carried: the scheme's cumulative
-// acknowledgement is taken (advanceSelective), progress since before
-// resets the retry budget and rearms the timer (onProgress), and q is
-// scheduled if it can send.
-func (rc *rcTransport) settle(before qp.PSN) {
-	q := rc.q
-	rc.advanceSelective()
-	if q.unacked != before {
-		rc.onProgress()
-	}
-	rc.scheduleIfReady()
 }
 
 // onResponseOutOfOrder places a READ response or an atomic ACK by its PSN,
@@ -761,9 +698,6 @@ func (rc *rcTransport) onResponseOutOfOrder(psn qp.PSN, pkt *bth.Packet) {
 	if psn != q.unacked {
 		e.cnt.OOOResponses++
 	}
-	before := q.unacked
-	rc.sackThrough(psn)
-	rc.advanceSelective()
-	q.sender.OnSack(e.now, psn, psn, recovery.Answered, q.maxSentPSN)
-	rc.settle(before)
+	rc.ack = recovery.Ack{Feedback: recovery.Feedback{Cum: psn, PSN: psn, SackKind: recovery.Answered}, Own: true}
+	rc.received(&rc.ack)
 }

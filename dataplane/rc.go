@@ -16,16 +16,18 @@ import (
 // is the QP's hardware context (qpctx.go: hwContext's req, resp and comp
 // parts), which the context cache copies as one value. This file is what
 // the engine calls (the transport interface), the QP's state machine as
-// RC sees it, and its timers (timers.go has their one list).
+// RC sees it, its timers (rcTimers, the one list of them), the retry
+// timer's arming, completions and the round-trip estimate.
 type rcTransport struct {
 	onNIC
 	// hooks is what a transport built on this requester changes in it
 	// (StaR's client, starclient.go); nil for a plain RC QP.
 	hooks  rcHooks
 	timers rcTimers
-	tx     txPacket  // the request sendPacket builds
-	early  placement // where a request ahead of the expected PSN goes (keepOutOfOrder)
-	mode   rcMode    // in order, or out of order: chosen with the scheme
+	tx     txPacket     // the request sendPacket builds
+	early  placement    // where a request ahead of the expected PSN goes (keepOutOfOrder)
+	ack    recovery.Ack // the reply received hands the sender
+	mode   rcMode       // in order, or out of order: chosen with the scheme
 }
 
 // rcMode is what RC does differently on a connection whose scheme places

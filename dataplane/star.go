@@ -14,9 +14,11 @@ import (
 // answered with an RA; a GD is answered with the SDPs it asks for. Every
 // answer is built from the request's own frame: addresses swapped, the
 // destination QP from its own BTH DestQP (the client's QP), the PSN from
-// its PSN. CQEP and EA go to the server's driver (starqp.go,
-// driverReceive), a WQEP is counted and dropped; RA and SDP never come
-// here: they go to a client QP (starqp.go) through the QP lookup.
+// its PSN. CQEP and EA go to the server QP's driver (starDriver.fromClient,
+// stardriver.go) through the drivers' own table; WQEP, RA and SDP never
+// come here: they go to a client QP (starclient.go) through the QP
+// lookup. The EA exchange that both sides speak is at the end of this
+// file.
 //
 // What guards memory is the NIC's region table alone: the RDP's or GD's
 // key must name a live region that grants the access (remote write,

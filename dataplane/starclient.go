@@ -300,18 +300,17 @@ func (sc *starClient) starComplete(pkt *bth.Packet) {
 	}
 }
 
-// starAnswered reports psn acknowledged by its own answer, then settles
-// the packet: the scheme moves the cumulative acknowledgement over it
-// when it was the oldest, and takes a PSN it leaves unanswered before it
-// as a loss signal otherwise (recovery.Sender.OnSack).
+// starAnswered reports psn acknowledged by its own answer, and nothing
+// before it (recovery.Ack.Alone): the scheme moves the cumulative
+// acknowledgement over it when it was the oldest, and takes a PSN it
+// leaves unanswered before it as a loss signal otherwise.
 func (sc *starClient) starAnswered(psn qp.PSN, kind recovery.SackKind) {
 	e, q := sc.e, sc.q
 	if psn != q.unacked {
 		e.cnt.OOOResponses++
 	}
-	before := q.unacked
-	q.sender.OnSack(e.now, psn, psn, kind, q.maxSentPSN)
-	sc.settle(before)
+	sc.ack = recovery.Ack{Feedback: recovery.Feedback{PSN: psn, SackKind: kind}, Own: true, Alone: true}
+	sc.received(&sc.ack)
 }
 
 // shadowWQEP takes a WQEP for a client QP and acknowledges it. The

@@ -449,6 +449,8 @@ func (f *fasrSender) OnSack(now Time, from, to qp.PSN, kind SackKind, sent qp.PS
 
 // OnFeedback reads a SACK with its lost-cnt (onLostCountSack) and an
 // FNACK (onFNack); a sequence NAK is onNak (onFeedback).
+func (f *fasrSender) OnReply(now Time, a *Ack) (qp.PSN, Resume) { return ReadReply(f, now, a) }
+
 func (f *fasrSender) OnFeedback(now Time, fb Feedback) Resume {
 	switch fb.Kind {
 	case ReplySack:

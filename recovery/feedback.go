@@ -59,3 +59,50 @@ func sackMessages(s nakSacker, now Time, from, to qp.PSN, m Messages, sent qp.PS
 		p = end.Next()
 	}
 }
+
+// ReadReply is the reading of a reply (Sender.OnReply) that every
+// scheme here shares, in the order the transport used to call the
+// pieces:
+//
+//   - unless the reply stands alone, the requests before its cumulative
+//     acknowledgement are received (their SENDs and WRITEs: OnSack; a READ
+//     or atomic before it only completes with its response) and the
+//     cumulative acknowledgement moves (OnAck);
+//   - then the reply's own news: the PSN it answers (OnSack) or its
+//     feedback (OnFeedback), after which the cumulative acknowledgement is
+//     read again (OnAck). A plain ACK has none.
+func ReadReply(s Sender, now Time, a *Ack) (cum qp.PSN, r Resume) {
+	cum = a.Unacked
+	if !a.Alone {
+		receivedBefore(s, now, a)
+		cum = s.OnAck(now, a.Unacked)
+	}
+	switch {
+	case a.Own:
+		s.OnSack(now, a.PSN, a.PSN, a.SackKind, a.Sent)
+	case a.Kind != ReplyNone:
+		r = s.OnFeedback(now, a.Feedback)
+	default:
+		return cum, r
+	}
+	return s.OnAck(now, cum), r
+}
+
+// receivedBefore reports the SENDs and WRITEs from a.Unacked up to
+// a.Cum as received, request by request (a.Messages).
+func receivedBefore(s Sender, now Time, a *Ack) {
+	for p := a.Unacked; p.Before(a.Cum); {
+		last, kind, ok := a.Messages.Message(p)
+		if !ok {
+			return
+		}
+		end := last
+		if !end.Before(a.Cum) {
+			end = a.Cum.Prev()
+		}
+		if kind == Received {
+			s.OnSack(now, p, end, Received, a.Sent)
+		}
+		p = end.Next()
+	}
+}

@@ -67,3 +67,61 @@ func TestFeedbackHolesNack(t *testing.T) {
 		}
 	}
 }
+
+// callLog is a Sender that records the calls ReadReply makes, in order;
+// its OnAck moves the cumulative acknowledgement to ackTo.
+type callLog struct {
+	gbnSender
+	ackTo qp.PSN
+	calls []string
+}
+
+func (l *callLog) OnAck(_ Time, unacked qp.PSN) qp.PSN {
+	l.calls = append(l.calls, "ack"+string(rune('0'+int(unacked)%10)))
+	return max(unacked, l.ackTo)
+}
+
+func (l *callLog) OnSack(_ Time, from, to qp.PSN, kind SackKind, _ qp.PSN) {
+	l.calls = append(l.calls, "sack"+psnRange(from, to, kind))
+}
+
+func (l *callLog) OnFeedback(_ Time, fb Feedback) Resume {
+	l.calls = append(l.calls, "feedback"+string(rune('0'+int(fb.Kind))))
+	return Resume{GoBack: true, GoBackTo: fb.Cum}
+}
+
+// TestReadReply: one reply reaches a sender's pieces in the order the
+// transport used to call them: the SENDs and WRITEs before the reply's
+// cumulative acknowledgement (a READ only held is skipped), OnAck, then
+// the reply's own news and OnAck again from where the first left it; a
+// plain ACK stops after the first OnAck, and a reply that stands alone
+// (StaR's RA and SDP) reports nothing before its own PSN.
+func TestReadReply(t *testing.T) {
+	msgs := twoPSNRequests{end: 8} // 0-1, 2-3, READ 4-5, 6-7
+	for _, c := range []struct {
+		name    string
+		a       Ack
+		want    string
+		wantCum qp.PSN
+		goBack  bool
+	}{
+		{"ack", Ack{Feedback: Feedback{Cum: 7}, Unacked: 1}, "sack1-1/0 sack2-3/0 sack6-6/0 ack1", 3, false},
+		{"sack", Ack{Feedback: Feedback{Kind: ReplySack, Cum: 3, PSN: 6}, Unacked: 0}, "sack0-1/0 sack2-2/0 ack0 feedback2 ack3", 3, true},
+		{"response", Ack{Feedback: Feedback{Cum: 4, PSN: 4, SackKind: Answered}, Own: true, Unacked: 2}, "sack2-3/0 ack2 sack4-4/2 ack3", 3, false},
+		{"alone", Ack{Feedback: Feedback{Cum: 7, PSN: 5, SackKind: Received}, Own: true, Alone: true, Unacked: 2}, "sack5-5/0 ack2", 3, false},
+	} {
+		l := &callLog{ackTo: 3}
+		c.a.Messages, c.a.Sent = msgs, 8
+		cum, r := ReadReply(l, 0, &c.a)
+		got := ""
+		for i, s := range l.calls {
+			if i > 0 {
+				got += " "
+			}
+			got += s
+		}
+		if got != c.want || cum != c.wantCum || r.GoBack != c.goBack {
+			t.Errorf("%s: calls %q cum %d goBack %v, want %q cum %d goBack %v", c.name, got, cum, r.GoBack, c.want, c.wantCum, c.goBack)
+		}
+	}
+}

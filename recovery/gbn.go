@@ -43,6 +43,7 @@ func (*gbnSender) OnChipBytes() int                              { return 0 }
 func (s *gbnSender) RetransmittedAt(_ Time, psn, _ qp.PSN)       { s.Retransmitted(psn) }
 func (*gbnSender) onNak(_ Time, psn, _ qp.PSN) Resume            { return Resume{GoBack: true, GoBackTo: psn} }
 func (s *gbnSender) OnFeedback(now Time, fb Feedback) Resume     { return onFeedback(s, now, fb) }
+func (s *gbnSender) OnReply(now Time, a *Ack) (qp.PSN, Resume)   { return ReadReply(s, now, a) }
 func (*gbnSender) OnTimeout(_ Time, unacked, _ qp.PSN) Resume {
 	return Resume{GoBack: true, GoBackTo: unacked}
 }

@@ -115,7 +115,8 @@ func (s *irnSender) OnSack(_ Time, from, to qp.PSN, kind SackKind, sent qp.PSN) 
 }
 
 // OnFeedback: a NACK is a NAK and a SACK (onFeedback).
-func (s *irnSender) OnFeedback(now Time, fb Feedback) Resume { return onFeedback(s, now, fb) }
+func (s *irnSender) OnFeedback(now Time, fb Feedback) Resume   { return onFeedback(s, now, fb) }
+func (s *irnSender) OnReply(now Time, a *Ack) (qp.PSN, Resume) { return ReadReply(s, now, a) }
 
 // onNak: the responder lacks psn, which is lost. It is a loss signal,
 // never an error or a reason to go back (Appendix B.4 keeps go-back-N for

@@ -144,7 +144,8 @@ func (m *meloSender) OnSack(now Time, f, t qp.PSN, k SackKind, sent qp.PSN) {
 
 // OnFeedback: a holes NACK acknowledges selectively what lies between the
 // holes (onFeedback, through OnSack).
-func (m *meloSender) OnFeedback(now Time, fb Feedback) Resume { return onFeedback(m, now, fb) }
+func (m *meloSender) OnFeedback(now Time, fb Feedback) Resume   { return onFeedback(m, now, fb) }
+func (m *meloSender) OnReply(now Time, a *Ack) (qp.PSN, Resume) { return ReadReply(m, now, a) }
 
 // onNak is the receiver's go-back-N NAK: it dropped a packet for want of
 // bits (§3.2.5). Everything from psn goes again; what the receiver holds

@@ -161,6 +161,16 @@ type Sender interface {
 	// Copies is how many times the transport sends a packet: 1, or 2 for
 	// the last packet of a message under Improved go-back-N's ST.
 	Copies(lastOfMessage bool) int
+	// OnReply takes one reply of the responder on a connection that keeps
+	// packets out of order, whole and once per packet (quic-go's
+	// ReceivedAck): an ACK, a SACK, FNACK or holes NACK, a READ response or
+	// atomic ACK that answers its own PSN, StaR's RA or SDP (Ack). It
+	// returns the first PSN not acknowledged, the new cumulative
+	// acknowledgement, and whether to go back. A scheme reads it with
+	// ReadReply, the reading every scheme here shares, which calls the
+	// methods below in a fixed order; the transport calls them itself only
+	// on a connection in order, and OnFeedback for a sequence NAK.
+	OnReply(now Time, a *Ack) (cum qp.PSN, r Resume)
 	// OnAck reports that the cumulative acknowledgement moved: every PSN
 	// before unacked is acknowledged. It returns the first PSN that is not,
 	// which is past unacked when the PSNs that follow it were acknowledged
@@ -170,11 +180,11 @@ type Sender interface {
 	// OnFeedback reports a reply of the responder to requests out of
 	// sequence (Feedback.Kind, never ReplyNone): a PSN-sequence-error
 	// NAK, an IRN NACK or FaSR SACK, FaSR's FNACK or MELO's holes NACK.
-	// The transport has already reported what the reply's cumulative
-	// acknowledgement acknowledges (OnSack, OnAck); after it the
-	// transport goes back if asked and, on a connection that keeps
-	// packets out of order, reads the cumulative acknowledgement again
-	// (OnAck).
+	// What the reply's cumulative acknowledgement acknowledges has been
+	// reported already (OnSack, OnAck: ReadReply, or the transport on a
+	// connection in order); after it the cumulative acknowledgement is
+	// read again (OnAck) on a connection that keeps packets out of order,
+	// and the transport goes back if asked.
 	OnFeedback(now Time, fb Feedback) Resume
 	// OnSack reports that the PSNs from through to (inclusive, at or after
 	// the cumulative acknowledgement) are acknowledged selectively, in the
@@ -273,6 +283,25 @@ type Hole struct {
 	Len   uint32
 }
 
+// Ack is one decoded reply on a connection that keeps packets out of
+// order, as the sender gets it (Sender.OnReply, ReadReply): its
+// Feedback (Kind ReplyNone for an ACK or a response), and what the
+// transport adds of its own state.
+type Ack struct {
+	Feedback
+	// Own: the reply acknowledges its own PSN (Feedback.PSN) in the way
+	// Feedback.SackKind says: a READ response or atomic ACK (Answered),
+	// StaR's RA (Received) or SDP (Answered).
+	Own bool
+	// Alone: the reply says nothing of the PSNs before its own (StaR's
+	// stateless server answers each packet alone, in no order); Cum is
+	// then not read.
+	Alone bool
+	// Unacked is the requester's cumulative acknowledgement before the
+	// reply: the first PSN not acknowledged.
+	Unacked qp.PSN
+}
+
 // Feedback is a reply of the responder, as the sender gets it
 // (Sender.OnFeedback). The transport has checked it: the PSNs it names are
 // at or after the cumulative acknowledgement and before sent.
@@ -296,10 +325,11 @@ type Feedback struct {
 	// its (at most three) most recent holes, oldest first, each before
 	// High and none overlapping; unused entries have Len 0. What lies
 	// between the holes, and between the last one and High, the
-	// responder holds; Messages says which request each of those PSNs
-	// belongs to.
-	High     qp.PSN
-	Holes    [3]Hole
+	// responder holds.
+	High  qp.PSN
+	Holes [3]Hole
+	// Messages says which request each PSN the requester has sent
+	// belongs to (for the holes and for what Cum acknowledges).
 	Messages Messages
 	// Sent is one past the highest PSN sent (see Sender).
 	Sent qp.PSN
