@@ -112,7 +112,7 @@ const (
 	// FaSR (§IV-D): a SACK whose lost-cnt overflowed, marked by its own
 	// opcode, and the FNACK naming a dropped retransmission (§III-D).
 	RCAcknowledgeSACKOverflow Opcode = 0xD2
-	RCAcknowledgeFNAK         Opcode = 0xD3
+	RCAcknowledgeFNACK        Opcode = 0xD3
 	// MELO's NACK (§3.2.4): the expected PSN in the BTH, RCV.HIGH and the
 	// three most recent holes in a HolesETH.
 	RCAcknowledgeHoles Opcode = 0xD4
@@ -286,7 +286,7 @@ var opTable = layoutOpTable([256]OpInfo{
 	RCWriteOnlyImmOOO:         {Name: "RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE_OOO", Flags: HasRETH | HasImm | HasRWSNETH | HasPayload | IsRequest | IsFirst | IsLast | IsWrite},
 	RCAcknowledgeSACK:         {Name: "RC_ACKNOWLEDGE_SACK", Flags: HasAETH | HasSACKETH | IsResponse | IsFirst | IsLast},
 	RCAcknowledgeSACKOverflow: {Name: "RC_ACKNOWLEDGE_SACK_OVERFLOW", Flags: HasAETH | HasSACKETH | IsResponse | IsFirst | IsLast},
-	RCAcknowledgeFNAK:         {Name: "RC_ACKNOWLEDGE_FNAK", Flags: HasAETH | HasSACKETH | IsResponse | IsFirst | IsLast},
+	RCAcknowledgeFNACK:        {Name: "RC_ACKNOWLEDGE_FNAK", Flags: HasAETH | HasSACKETH | IsResponse | IsFirst | IsLast},
 	RCAcknowledgeHoles:        {Name: "RC_ACKNOWLEDGE_HOLES", Flags: HasAETH | HasHolesETH | IsResponse | IsFirst | IsLast},
 
 	StarWQEP: {Name: "STAR_WQEP", Flags: HasWQEPETH},

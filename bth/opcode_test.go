@@ -80,7 +80,7 @@ var wantHeaders = map[bth.Opcode]struct {
 	bth.RCWriteOnlyImmOOO:         {"RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE_OOO", []hdr{hRETH, hImm, hRWSNETH}, true},
 	bth.RCAcknowledgeSACK:         {"RC_ACKNOWLEDGE_SACK", []hdr{hAETH, hSACKETH}, false},
 	bth.RCAcknowledgeSACKOverflow: {"RC_ACKNOWLEDGE_SACK_OVERFLOW", []hdr{hAETH, hSACKETH}, false},
-	bth.RCAcknowledgeFNAK:         {"RC_ACKNOWLEDGE_FNAK", []hdr{hAETH, hSACKETH}, false},
+	bth.RCAcknowledgeFNACK:        {"RC_ACKNOWLEDGE_FNAK", []hdr{hAETH, hSACKETH}, false},
 	bth.RCAcknowledgeHoles:        {"RC_ACKNOWLEDGE_HOLES", []hdr{hAETH, hHolesETH}, false},
 }
 

@@ -22,9 +22,9 @@ const (
 	// FaSR's lost-cnt overflowed) with a SACKETH naming the request the
 	// responder now holds: an IRN NACK, a FaSR SACK.
 	ReplySack
-	// ReplyFNak: RC_ACKNOWLEDGE_FNAK with a SACKETH naming the
+	// ReplyFNACK: RC_ACKNOWLEDGE_FNAK with a SACKETH naming the
 	// retransmission the responder dropped: FaSR's FNACK.
-	ReplyFNak
+	ReplyFNACK
 	// ReplyHoles: RC_ACKNOWLEDGE_HOLES with a HolesETH: MELO's NACK.
 	ReplyHoles
 )
@@ -36,7 +36,7 @@ type Reply struct {
 	// ReplySack: FaSR's lost-cnt overflowed, which the opcode says
 	// (RC_ACKNOWLEDGE_SACK_OVERFLOW) and not the SACKETH.
 	Overflow bool
-	SACK     SACKETHFields  // ReplySack, ReplyFNak
+	SACK     SACKETHFields  // ReplySack, ReplyFNACK
 	Holes    HolesETHFields // ReplyHoles
 }
 
@@ -62,7 +62,7 @@ var replyTable = [...]replyCodec{
 	ReplySeqNak: {name: "SEQ_NAK", op: RCAcknowledge},
 	ReplySack: {name: "SACK", op: RCAcknowledgeSACK, overflowOp: RCAcknowledgeSACKOverflow, header: HasSACKETH,
 		encode: encodeSACK, decode: decodeSACK},
-	ReplyFNak: {name: "FNAK", op: RCAcknowledgeFNAK, header: HasSACKETH,
+	ReplyFNACK: {name: "FNAK", op: RCAcknowledgeFNACK, header: HasSACKETH,
 		encode: encodeSACK, decode: decodeSACK},
 	ReplyHoles: {name: "HOLES", op: RCAcknowledgeHoles, header: HasHolesETH,
 		encode: encodeHoles, decode: decodeHoles},
@@ -113,7 +113,7 @@ func (k ReplyKind) Header() OpFlags {
 }
 
 // ReplyOf returns the kind of reply op carries by itself: ReplySack for
-// RC_ACKNOWLEDGE_SACK and RC_ACKNOWLEDGE_SACK_OVERFLOW, ReplyFNak,
+// RC_ACKNOWLEDGE_SACK and RC_ACKNOWLEDGE_SACK_OVERFLOW, ReplyFNACK,
 // ReplyHoles. Every other opcode gives ReplyNone, RC_ACKNOWLEDGE
 // included: whether one is a sequence NAK its AETH says.
 func ReplyOf(op Opcode) ReplyKind { return replyOfOp[op] }

@@ -7,7 +7,7 @@ import (
 	"github.com/softnic/softnic/bth"
 )
 
-var replyKinds = []bth.ReplyKind{bth.ReplySeqNak, bth.ReplySack, bth.ReplyFNak, bth.ReplyHoles}
+var replyKinds = []bth.ReplyKind{bth.ReplySeqNak, bth.ReplySack, bth.ReplyFNACK, bth.ReplyHoles}
 
 // TestReplyTable: every reply kind's opcode is an acknowledgement carrying
 // the kind's extension header, and ReplyOf finds the kinds back from
@@ -34,7 +34,7 @@ func TestReplyTable(t *testing.T) {
 	}
 	if (&bth.Reply{Kind: bth.ReplySack}).Opcode() != bth.RCAcknowledgeSACK ||
 		(&bth.Reply{Kind: bth.ReplySack, Overflow: true}).Opcode() != bth.RCAcknowledgeSACKOverflow ||
-		(&bth.Reply{Kind: bth.ReplyFNak, Overflow: true}).Opcode() != bth.RCAcknowledgeFNAK {
+		(&bth.Reply{Kind: bth.ReplyFNACK, Overflow: true}).Opcode() != bth.RCAcknowledgeFNACK {
 		t.Error("SACK opcodes: overflow picks RC_ACKNOWLEDGE_SACK_OVERFLOW, and only for a SACK")
 	}
 	n := 0
@@ -75,7 +75,7 @@ func TestReplyGolden(t *testing.T) {
 				t.Errorf("Reply().Opcode() = %s, want %s", r.Opcode(), p.Opcode())
 			}
 			switch r.Kind {
-			case bth.ReplySack, bth.ReplyFNak:
+			case bth.ReplySack, bth.ReplyFNACK:
 				if want := (bth.SACKETHFields{PSN: *v.SACK & 0xFFFFFF, LostCnt: uint8(*v.SACK >> 24)}); r.SACK != want {
 					t.Errorf("SACK = %+v, want %+v", r.SACK, want)
 				}
@@ -105,7 +105,7 @@ func TestReplyGolden(t *testing.T) {
 			}
 		})
 	}
-	for _, op := range []bth.Opcode{bth.RCAcknowledgeSACK, bth.RCAcknowledgeSACKOverflow, bth.RCAcknowledgeFNAK, bth.RCAcknowledgeHoles} {
+	for _, op := range []bth.Opcode{bth.RCAcknowledgeSACK, bth.RCAcknowledgeSACKOverflow, bth.RCAcknowledgeFNACK, bth.RCAcknowledgeHoles} {
 		if !seen[op] {
 			t.Errorf("no golden vector for %s", op)
 		}
@@ -170,7 +170,7 @@ func TestReplyRoundTrip(t *testing.T) {
 	for _, r := range []bth.Reply{
 		{Kind: bth.ReplySack, SACK: bth.SACKETHFields{PSN: 0x10, LostCnt: 2}},
 		{Kind: bth.ReplySack, Overflow: true, SACK: bth.SACKETHFields{PSN: 0xFFFFFF, LostCnt: 7}},
-		{Kind: bth.ReplyFNak, SACK: bth.SACKETHFields{PSN: 3}},
+		{Kind: bth.ReplyFNACK, SACK: bth.SACKETHFields{PSN: 3}},
 		{Kind: bth.ReplyHoles, Holes: bth.HolesETHFields{High: 0x20, Holes: [3]bth.Hole{{0x5, 2}, {0xFFFFFE, 4}}}},
 	} {
 		info := bth.Lookup(r.Opcode())

@@ -28,7 +28,7 @@ func (rc *rcTransport) complete(pkt *bth.Packet) {
 	e := rc.e
 	psn := qp.PSN(pkt.BTH().PSN())
 	op := pkt.Opcode()
-	reply := bth.ReplyOf(op) // softnic's acknowledgements: SACK, FNAK, HOLES
+	reply := bth.ReplyOf(op) // softnic's acknowledgements: SACK, FNACK, HOLES
 	nakOp := op == bth.RCAcknowledge || reply != bth.ReplyNone
 	if !nakOp && pkt.Info.AETHOff >= 0 && pkt.AETH().Syndrome().Kind() != bth.AckKind {
 		e.cnt.RcvdBadResponse++ // read responses and atomic ACKs always carry an ACK syndrome
@@ -590,8 +590,8 @@ func (rc *rcTransport) onReply(psn qp.PSN, pkt *bth.Packet, r *bth.Reply, ok boo
 	switch r.Kind {
 	case bth.ReplySack:
 		a.Kind, a.PSN, a.LostCnt, a.Overflow = recovery.ReplySack, named, r.SACK.LostCnt, r.Overflow
-	case bth.ReplyFNak:
-		a.Kind, a.PSN = recovery.ReplyFNack, named
+	case bth.ReplyFNACK:
+		a.Kind, a.PSN = recovery.ReplyFNACK, named
 	case bth.ReplyHoles:
 		named = qp.PSN(r.Holes.High)
 		a.Kind, a.High = recovery.ReplyHoles, named
@@ -603,8 +603,8 @@ func (rc *rcTransport) onReply(psn qp.PSN, pkt *bth.Packet, r *bth.Reply, ok boo
 	case bth.ReplySack:
 		a.SackKind = q.sackKind(named)
 		e.cnt.RcvdSackNak++
-	case bth.ReplyFNak:
-		e.cnt.RcvdFNak++
+	case bth.ReplyFNACK:
+		e.cnt.RcvdFNACK++
 	case bth.ReplyHoles:
 		if !ok {
 			e.cnt.RcvdBadResponse++

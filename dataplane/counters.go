@@ -73,8 +73,8 @@ type Counters struct {
 	SackNakSent  uint64 // sack_nak_sent: NAKs with a selective acknowledgement sent
 	RcvdSackNak  uint64 // rcvd_sack_nak: NAKs with a selective acknowledgement received
 	OOOResponses uint64 // ooo_responses: READ responses and atomic ACKs placed ahead of an unanswered request
-	FNakSent     uint64 // fnak_sent: FaSR FNACKs sent (a retransmission overtook a lost one)
-	RcvdFNak     uint64 // rcvd_fnak
+	FNACKSent    uint64 // fnak_sent: FaSR FNACKs sent (a retransmission overtook a lost one)
+	RcvdFNACK    uint64 // rcvd_fnak
 	HolesNakSent uint64 // holes_nak_sent: MELO NACKs (three most recent holes) sent
 	RcvdHolesNak uint64 // rcvd_holes_nak
 	ROBDelivered uint64 // rob_delivered: packets copied from the off-chip reorder buffer to the application (MELO, FaSR)
@@ -186,7 +186,7 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"rto_min_ns", c.RTOMinNs}, {"rto_max_ns", c.RTOMaxNs},
 		{"ooo_kept", c.OOOKept}, {"ooo_discarded", c.OOODiscarded}, {"sack_nak_sent", c.SackNakSent},
 		{"rcvd_sack_nak", c.RcvdSackNak}, {"ooo_responses", c.OOOResponses},
-		{"fnak_sent", c.FNakSent}, {"rcvd_fnak", c.RcvdFNak},
+		{"fnak_sent", c.FNACKSent}, {"rcvd_fnak", c.RcvdFNACK},
 		{"holes_nak_sent", c.HolesNakSent}, {"rcvd_holes_nak", c.RcvdHolesNak},
 		{"rob_delivered", c.ROBDelivered}, {"rob_full", c.ROBFull}, {"rob_in_use", c.ROBInUse}, {"rob_peak", c.ROBPeak},
 		{"", 0}, // the schemes' counters

@@ -107,8 +107,8 @@ func TestFaSRSingleLossFastPath(t *testing.T) {
 		t.Fatalf("receiver paths: fast %d, slow %d", b.SchemeCounter("sr_rx_fast_path"), b.SchemeCounter("sr_rx_slow_path"))
 	case a.SchemeCounter("sr_tx_fast_path") == 0 || a.SchemeCounter("sr_tx_slow_path") != 0:
 		t.Fatalf("sender paths: fast %d, slow %d", a.SchemeCounter("sr_tx_fast_path"), a.SchemeCounter("sr_tx_slow_path"))
-	case b.FNakSent != 0 || a.RcvdFNak != 0 || a.SchemeCounter("sr_fnacks_taken") != 0:
-		t.Fatalf("FNACKs: sent %d, received %d, taken %d", b.FNakSent, a.RcvdFNak, a.SchemeCounter("sr_fnacks_taken"))
+	case b.FNACKSent != 0 || a.RcvdFNACK != 0 || a.SchemeCounter("sr_fnacks_taken") != 0:
+		t.Fatalf("FNACKs: sent %d, received %d, taken %d", b.FNACKSent, a.RcvdFNACK, a.SchemeCounter("sr_fnacks_taken"))
 	case a.Retransmits != 1 || a.LocalAckTimeout != 0 || b.SackNakSent == 0 || a.RcvdSackNak == 0:
 		t.Fatalf("resent %d packets, %d timeouts, %d SACKs sent, %d received: want 1, 0", a.Retransmits, a.LocalAckTimeout, b.SackNakSent, a.RcvdSackNak)
 	case b.SchemeCounter("sr_pool_fallbacks") != 0 || b.SchemeCounter("sr_pool_drops") != 0:
@@ -140,18 +140,18 @@ func TestFaSRTwoLossesSlowPath(t *testing.T) {
 	if b.SchemeCounter("sr_rx_slow_path") == 0 || poolPeak(p.sim.B, "fasr_bitmap_blocks") == 0 {
 		t.Fatalf("two losses and no slow path: slow %d, peak blocks %d", b.SchemeCounter("sr_rx_slow_path"), poolPeak(p.sim.B, "fasr_bitmap_blocks"))
 	}
-	if a.Retransmits != 2 || a.LocalAckTimeout != 0 || b.FNakSent != 0 {
-		t.Fatalf("resent %d packets, %d timeouts, %d FNACKs: want 2, 0, 0", a.Retransmits, a.LocalAckTimeout, b.FNakSent)
+	if a.Retransmits != 2 || a.LocalAckTimeout != 0 || b.FNACKSent != 0 {
+		t.Fatalf("resent %d packets, %d timeouts, %d FNACKs: want 2, 0, 0", a.Retransmits, a.LocalAckTimeout, b.FNACKSent)
 	}
 	poolsIdle(t, "A", p.sim.A)
 	poolsIdle(t, "B", p.sim.B)
 }
 
-// TestFaSRFNack: a packet is lost, and so is its first retransmission,
+// TestFaSRFNACK: a packet is lost, and so is its first retransmission,
 // while a second hole exists: the retransmission of the second hole
 // arrives with RCV-NXT still missing, and is answered by an FNACK, on
 // which the sender starts over from UNACK (§III-D), without a timeout.
-func TestFaSRFNack(t *testing.T) {
+func TestFaSRFNACK(t *testing.T) {
 	const start = 0x200
 	link := quietLink()
 	link.Drop = srDrop(0, map[qp.PSN]int{start + 10: 2, start + 30: 1})
@@ -160,12 +160,12 @@ func TestFaSRFNack(t *testing.T) {
 	p.checkWrite(1, 64<<10, true)
 	p.settle()
 	a, b := p.sim.A.Counters(), p.sim.B.Counters()
-	t.Logf("FNACKs sent %d received %d taken %d; resent %d, timeouts %d", b.FNakSent, a.RcvdFNak, a.SchemeCounter("sr_fnacks_taken"), a.Retransmits, a.LocalAckTimeout)
-	if b.FNakSent == 0 || a.RcvdFNak == 0 || a.SchemeCounter("sr_fnacks_taken") == 0 {
-		t.Fatalf("FNACKs sent %d, received %d, taken %d", b.FNakSent, a.RcvdFNak, a.SchemeCounter("sr_fnacks_taken"))
+	t.Logf("FNACKs sent %d received %d taken %d; resent %d, timeouts %d", b.FNACKSent, a.RcvdFNACK, a.SchemeCounter("sr_fnacks_taken"), a.Retransmits, a.LocalAckTimeout)
+	if b.FNACKSent == 0 || a.RcvdFNACK == 0 || a.SchemeCounter("sr_fnacks_taken") == 0 {
+		t.Fatalf("FNACKs sent %d, received %d, taken %d", b.FNACKSent, a.RcvdFNACK, a.SchemeCounter("sr_fnacks_taken"))
 	}
-	if a.SchemeCounter("sr_fnacks_taken") > a.RcvdFNak || a.LocalAckTimeout != 0 {
-		t.Fatalf("%d FNACKs taken of %d, %d timeouts", a.SchemeCounter("sr_fnacks_taken"), a.RcvdFNak, a.LocalAckTimeout)
+	if a.SchemeCounter("sr_fnacks_taken") > a.RcvdFNACK || a.LocalAckTimeout != 0 {
+		t.Fatalf("%d FNACKs taken of %d, %d timeouts", a.SchemeCounter("sr_fnacks_taken"), a.RcvdFNACK, a.LocalAckTimeout)
 	}
 	poolsIdle(t, "A", p.sim.A)
 	poolsIdle(t, "B", p.sim.B)

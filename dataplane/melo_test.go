@@ -31,8 +31,8 @@ func TestMELOHolesNak(t *testing.T) {
 		t.Fatalf("%d holes NACKs sent, %d received, for 4 new holes", b.HolesNakSent, a.RcvdHolesNak)
 	case b.ROBDelivered == 0 || b.ROBInUse != 0:
 		t.Fatalf("reorder buffer: %d delivered, %d still in use", b.ROBDelivered, b.ROBInUse)
-	case b.SackNakSent != 0 || b.FNakSent != 0:
-		t.Fatalf("MELO sent %d SACKs and %d FNACKs", b.SackNakSent, b.FNakSent)
+	case b.SackNakSent != 0 || b.FNACKSent != 0:
+		t.Fatalf("MELO sent %d SACKs and %d FNACKs", b.SackNakSent, b.FNACKSent)
 	case a.Retransmits != 5 || a.LocalAckTimeout != 0:
 		t.Fatalf("resent %d packets with %d timeouts; want the 5 holes and none", a.Retransmits, a.LocalAckTimeout)
 	case b.SchemeCounter("sr_pool_drops") != 0 || b.SchemeCounter("sr_middle_drops") != 0:

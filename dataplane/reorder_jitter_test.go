@@ -75,7 +75,7 @@ func TestReorderingIsNotLoss(t *testing.T) {
 						}
 						a, b := p.sim.A.Counters(), p.sim.B.Counters()
 						t.Logf("A resent %d timeouts %d fnacks taken %d; B fnacks sent %d middle drops %d pool drops %d",
-							a.Retransmits, a.LocalAckTimeout, a.SchemeCounter("sr_fnacks_taken"), b.FNakSent, b.SchemeCounter("sr_middle_drops"), b.SchemeCounter("sr_pool_drops"))
+							a.Retransmits, a.LocalAckTimeout, a.SchemeCounter("sr_fnacks_taken"), b.FNACKSent, b.SchemeCounter("sr_middle_drops"), b.SchemeCounter("sr_pool_drops"))
 					})
 				}
 			}

@@ -15,7 +15,7 @@ var replyKinds = [...]bth.ReplyKind{
 	recovery.ReplyNone:   bth.ReplyNone,
 	recovery.ReplySeqNak: bth.ReplySeqNak,
 	recovery.ReplySack:   bth.ReplySack,
-	recovery.ReplyFNack:  bth.ReplyFNak,
+	recovery.ReplyFNACK:  bth.ReplyFNACK,
 	recovery.ReplyHoles:  bth.ReplyHoles,
 }
 
@@ -28,7 +28,7 @@ func wireReply(d *recovery.Decision, psn qp.PSN) bth.Reply {
 	case bth.ReplySack:
 		r.Overflow = d.Overflow
 		r.SACK = bth.SACKETHFields{PSN: uint32(psn), LostCnt: d.LostCnt}
-	case bth.ReplyFNak:
+	case bth.ReplyFNACK:
 		r.SACK = bth.SACKETHFields{PSN: uint32(psn)}
 	case bth.ReplyHoles:
 		r.Holes.High = uint32(d.High)

@@ -760,8 +760,8 @@ func (rc *rcTransport) keepOutOfOrder(pkt *bth.Packet, psn qp.PSN) {
 		switch act.Reply {
 		case recovery.ReplySack:
 			e.cnt.SackNakSent++
-		case recovery.ReplyFNack:
-			e.cnt.FNakSent++
+		case recovery.ReplyFNACK:
+			e.cnt.FNACKSent++
 		case recovery.ReplyHoles:
 			e.cnt.HolesNakSent++
 		}

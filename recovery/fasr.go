@@ -337,13 +337,13 @@ func (r *fasrReceiver) OnOutOfSequence(now Time, epsn, psn qp.PSN, _ bool) Decis
 	// "Reordering is not loss").
 	if !r.slow() || !r.bits.set(r.s.blocks, psn) {
 		st.fnacksSent++
-		return Decision{Reply: ReplyFNack}
+		return Decision{Reply: ReplyFNACK}
 	}
 	if !r.overflow && r.lost > 1 {
 		r.lost--
 	}
 	st.fnacksSent++
-	return Decision{Keep: true, Reply: ReplyFNack}
+	return Decision{Keep: true, Reply: ReplyFNACK}
 }
 
 func (r *fasrReceiver) OnInSequence(_ Time, epsn qp.PSN) {
@@ -448,15 +448,15 @@ func (f *fasrSender) OnSack(now Time, from, to qp.PSN, kind SackKind, sent qp.PS
 }
 
 // OnFeedback reads a SACK with its lost-cnt (onLostCountSack) and an
-// FNACK (onFNack); a sequence NAK is onNak (onFeedback).
+// FNACK (onFNACK); a sequence NAK is onNak (onFeedback).
 func (f *fasrSender) OnReply(now Time, a *Ack) (qp.PSN, Resume) { return ReadReply(f, now, a) }
 
 func (f *fasrSender) OnFeedback(now Time, fb Feedback) Resume {
 	switch fb.Kind {
 	case ReplySack:
 		return f.onLostCountSack(now, fb.Cum, fb.PSN, int(fb.LostCnt), fb.Overflow, fb.SackKind, fb.Sent)
-	case ReplyFNack:
-		return f.onFNack(now, fb.Cum, fb.PSN, fb.Sent)
+	case ReplyFNACK:
+		return f.onFNACK(now, fb.Cum, fb.PSN, fb.Sent)
 	}
 	return onFeedback(f, now, fb)
 }
@@ -510,7 +510,7 @@ func (f *fasrSender) onLostCountSack(now Time, cum, sack qp.PSN, lostCnt int, ov
 	return Resume{}
 }
 
-// onFNack restarts the retransmissions from UNACK only when psn was
+// onFNACK restarts the retransmissions from UNACK only when psn was
 // resent in this round and the retransmission of UNACK's packet has gone
 // unacknowledged for a hold (max(G, 4·RTTVAR), or RTO_low/8 without an
 // estimate): then the PSNs resent before psn and still missing are taken
@@ -519,7 +519,7 @@ func (f *fasrSender) onLostCountSack(now Time, cum, sack qp.PSN, lostCnt int, ov
 // jitter, not loss, let overtake another. The new round resets the hold,
 // so FNACKs restart a QP's retransmissions at most once per hold
 // (docs/recovery.md, "Lost retransmissions").
-func (f *fasrSender) onFNack(now Time, _, psn qp.PSN, sent qp.PSN) Resume {
+func (f *fasrSender) onFNACK(now Time, _, psn qp.PSN, sent qp.PSN) Resume {
 	f.tick(now, sent)
 	if !f.inRec || !f.recovery || !psn.Before(f.rtxNext) || !f.lostRetransmission(psn, true) {
 		return Resume{}

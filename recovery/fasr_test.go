@@ -14,7 +14,7 @@ type fasrStats struct {
 	Pools                                          []PoolStats
 	RxFastPath, RxSlowPath, TxFastPath, TxSlowPath uint64
 	Fallbacks, PoolDrops                           uint64
-	FNacksSent, FNacksTaken, LostCntOverflows      uint64
+	FNACKsSent, FNACKsTaken, LostCntOverflows      uint64
 }
 
 func fasrStatsOf(s *fasrScheme) fasrStats {
@@ -23,7 +23,7 @@ func fasrStatsOf(s *fasrScheme) fasrStats {
 		RxFastPath: CounterValue(c, "sr_rx_fast_path"), RxSlowPath: CounterValue(c, "sr_rx_slow_path"),
 		TxFastPath: CounterValue(c, "sr_tx_fast_path"), TxSlowPath: CounterValue(c, "sr_tx_slow_path"),
 		Fallbacks: CounterValue(c, "sr_pool_fallbacks"), PoolDrops: CounterValue(c, "sr_pool_drops"),
-		FNacksSent: s.counts.fnacksSent, FNacksTaken: CounterValue(c, "sr_fnacks_taken"),
+		FNACKsSent: s.counts.fnacksSent, FNACKsTaken: CounterValue(c, "sr_fnacks_taken"),
 		LostCntOverflows: CounterValue(c, "sr_lost_cnt_overflows")}
 }
 
@@ -82,7 +82,7 @@ func TestFaSRReceiverFastPath(t *testing.T) {
 	}
 	r.OnInSequence(0, e.Add(5)) // the retransmission of e; the walk took e+1..e+4
 	fasrInUse(t, s, 0, 0)
-	if st := fasrStatsOf(s); st.RxFastPath != 5 || st.RxSlowPath != 0 || st.Fallbacks != 0 || st.FNacksSent != 0 {
+	if st := fasrStatsOf(s); st.RxFastPath != 5 || st.RxSlowPath != 0 || st.Fallbacks != 0 || st.FNACKsSent != 0 {
 		t.Fatalf("%+v", st)
 	}
 	if r.inRec {
@@ -176,23 +176,23 @@ func TestFaSRReceiverCompression(t *testing.T) {
 	fasrInUse(t, s, 0, 0)
 }
 
-// TestFaSRReceiverFNack: a packet between RCV-NXT and sack-high that
+// TestFaSRReceiverFNACK: a packet between RCV-NXT and sack-high that
 // fills a hole other than RCV-NXT is answered by an FNACK (§III-D) and,
 // since reordering may have delayed an original, kept: lost-cnt falls by
 // one (docs/recovery.md, "Reordering is not loss"); a copy of a packet
 // held is acknowledged again.
-func TestFaSRReceiverFNack(t *testing.T) {
+func TestFaSRReceiverFNACK(t *testing.T) {
 	s := newFasrScheme(t, Params{})
 	r := fasrRx(s)
 	r.Reset(0)
 	r.OnOutOfSequence(0, 0, 2, false)
 	r.OnOutOfSequence(0, 0, 4, false)
-	wantRx(t, r.OnOutOfSequence(0, 0, 3, false), Decision{Keep: true, Reply: ReplyFNack}, "3 (fills a hole, 0 still missing)")
+	wantRx(t, r.OnOutOfSequence(0, 0, 3, false), Decision{Keep: true, Reply: ReplyFNACK}, "3 (fills a hole, 0 still missing)")
 	wantKept(t, r, map[qp.PSN]bool{1: false, 2: true, 3: true, 4: true})
 	wantRx(t, r.OnOutOfSequence(0, 0, 2, false), sackOf(false, 2, false), "a copy of 2")
-	wantRx(t, r.OnOutOfSequence(0, 0, 1, false), Decision{Keep: true, Reply: ReplyFNack}, "1")
+	wantRx(t, r.OnOutOfSequence(0, 0, 1, false), Decision{Keep: true, Reply: ReplyFNACK}, "1")
 	wantRx(t, r.OnOutOfSequence(0, 0, 3, false), sackOf(false, 1, false), "a copy of 3")
-	if st := fasrStatsOf(s); st.FNacksSent != 2 {
+	if st := fasrStatsOf(s); st.FNACKsSent != 2 {
 		t.Fatalf("%+v", st)
 	}
 	// 0 arrives: everything through 4 was held, the recovery is over.
@@ -459,61 +459,61 @@ func drainAt(s Sender, now Time, sent qp.PSN) []qp.PSN {
 	return got
 }
 
-// TestFaSRSenderFNack: an FNACK restarts the round from UNACK only for a
+// TestFaSRSenderFNACK: an FNACK restarts the round from UNACK only for a
 // PSN resent in this round, and only once the retransmission of UNACK has
 // gone unacknowledged for a hold (RTO_low/8 without an estimate, the
 // margin max(G, 4·RTTVAR) with one); the new round resets the hold, and so does
 // progress.
-func TestFaSRSenderFNack(t *testing.T) {
+func TestFaSRSenderFNACK(t *testing.T) {
 	const us = time.Microsecond
 	s := newFasrScheme(t, Params{RTOLow: 400 * us})
 	f := fasrTx(s)
 	f.Reset(0)
 	f.Timeout(time.Second, 10, RTT{}) // hold 50 µs
 	const sent = 10
-	f.onFNack(0, 0, 2, sent)
-	if got := drainAt(f, 0, sent); len(got) != 0 || fasrStatsOf(s).FNacksTaken != 0 {
+	f.onFNACK(0, 0, 2, sent)
+	if got := drainAt(f, 0, sent); len(got) != 0 || fasrStatsOf(s).FNACKsTaken != 0 {
 		t.Fatalf("an FNACK outside recovery resent %v", got)
 	}
 	f.onLostCountSack(0, 0, 3, 3, false, Received, sent)
 	if got := drainAt(f, 1*us, sent); !samePSNs(got, 0, 1, 2) {
 		t.Fatalf("resent %v", got)
 	}
-	if r := f.onFNack(40*us, 0, 2, sent); r.GoBack {
+	if r := f.onFNACK(40*us, 0, 2, sent); r.GoBack {
 		t.Fatalf("FNACK went back: %+v", r)
 	}
-	if got := drainAt(f, 40*us, sent); len(got) != 0 || fasrStatsOf(s).FNacksTaken != 0 {
+	if got := drainAt(f, 40*us, sent); len(got) != 0 || fasrStatsOf(s).FNACKsTaken != 0 {
 		t.Fatalf("an FNACK before the hold resent %v (%+v)", got, fasrStatsOf(s))
 	}
-	f.onFNack(60*us, 0, 2, sent)
-	if got := drainAt(f, 60*us, sent); !samePSNs(got, 0, 1, 2) || fasrStatsOf(s).FNacksTaken != 1 {
+	f.onFNACK(60*us, 0, 2, sent)
+	if got := drainAt(f, 60*us, sent); !samePSNs(got, 0, 1, 2) || fasrStatsOf(s).FNACKsTaken != 1 {
 		t.Fatalf("an FNACK after the hold resent %v (%+v)", got, fasrStatsOf(s))
 	}
-	f.onFNack(70*us, 0, 2, sent)
-	f.onFNack(100*us, 0, 1, sent)
-	if got := drainAt(f, 100*us, sent); len(got) != 0 || fasrStatsOf(s).FNacksTaken != 1 {
+	f.onFNACK(70*us, 0, 2, sent)
+	f.onFNACK(100*us, 0, 1, sent)
+	if got := drainAt(f, 100*us, sent); len(got) != 0 || fasrStatsOf(s).FNACKsTaken != 1 {
 		t.Fatalf("a second FNACK within a hold of the new round resent %v (%+v)", got, fasrStatsOf(s))
 	}
 	f.OnAck(105*us, 1) // progress: PSN 1 became UNACK now
-	f.onFNack(140*us, 1, 2, sent)
+	f.onFNACK(140*us, 1, 2, sent)
 	if got := drainAt(f, 140*us, sent); len(got) != 0 {
 		t.Fatalf("an FNACK within a hold of progress resent %v", got)
 	}
-	f.onFNack(160*us, 1, 2, sent)
-	if got := drainAt(f, 160*us, sent); !samePSNs(got, 1, 2) || fasrStatsOf(s).FNacksTaken != 2 {
+	f.onFNACK(160*us, 1, 2, sent)
+	if got := drainAt(f, 160*us, sent); !samePSNs(got, 1, 2) || fasrStatsOf(s).FNACKsTaken != 2 {
 		t.Fatalf("an FNACK a hold after progress resent %v (%+v)", got, fasrStatsOf(s))
 	}
 	// With an estimate the hold is RFC 6298's margin: 4·5 µs.
 	f.Timeout(time.Second, 10, RTT{SRTT: 20 * us, RTTVar: 5 * us, MinRTT: 20 * us, Valid: true})
-	f.onFNack(175*us, 1, 2, sent)
+	f.onFNACK(175*us, 1, 2, sent)
 	if got := drainAt(f, 175*us, sent); len(got) != 0 {
 		t.Fatalf("an FNACK 15 µs after the round resent %v", got)
 	}
-	f.onFNack(180*us, 1, 2, sent)
-	if got := drainAt(f, 180*us, sent); !samePSNs(got, 1, 2) || fasrStatsOf(s).FNacksTaken != 3 {
+	f.onFNACK(180*us, 1, 2, sent)
+	if got := drainAt(f, 180*us, sent); !samePSNs(got, 1, 2) || fasrStatsOf(s).FNACKsTaken != 3 {
 		t.Fatalf("an FNACK 20 µs after the round resent %v (%+v)", got, fasrStatsOf(s))
 	}
-	f.onFNack(300*us, 1, 4, sent) // 4 was never resent: reordering, not loss
+	f.onFNACK(300*us, 1, 4, sent) // 4 was never resent: reordering, not loss
 	if got := drainAt(f, 300*us, sent); len(got) != 0 {
 		t.Fatalf("an FNACK of a PSN not resent resent %v", got)
 	}

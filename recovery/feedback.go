@@ -22,7 +22,7 @@ type nakSacker interface {
 //     request; it says nothing of what lies before the oldest hole.
 func onFeedback(s nakSacker, now Time, fb Feedback) Resume {
 	switch fb.Kind {
-	case ReplySeqNak, ReplyFNack:
+	case ReplySeqNak, ReplyFNACK:
 		return s.onNak(now, fb.Cum, fb.Sent)
 	case ReplySack:
 		s.onNak(now, fb.Cum, fb.Sent)

@@ -60,7 +60,7 @@ func TestFeedbackHolesNack(t *testing.T) {
 		len(l.naks) != 1 || l.naks[0] != "3-3/0" || len(l.sacks) != 1 || l.sacks[0] != "5-5/1" {
 		t.Fatalf("SACK: %+v, NAKs %v, SACKs %v", r, l.naks, l.sacks)
 	}
-	for _, k := range []Reply{ReplySeqNak, ReplyFNack} {
+	for _, k := range []Reply{ReplySeqNak, ReplyFNACK} {
 		l = sackLog{}
 		if r := onFeedback(&l, 0, Feedback{Kind: k, Cum: 4, PSN: 6}); !r.GoBack || r.GoBackTo != 4 || len(l.sacks) != 0 {
 			t.Fatalf("reply %d: %+v, SACKs %v", k, r, l.sacks)

@@ -245,9 +245,9 @@ const (
 	// by the receiver, kept now or before (an IRN NACK, §3.1; a FaSR SACK
 	// with its lost-cnt, §III-B1).
 	ReplySack
-	// ReplyFNack: psn was a retransmission that skipped a lost one (FaSR's
+	// ReplyFNACK: psn was a retransmission that skipped a lost one (FaSR's
 	// FNACK, §III-D); the reply names psn.
-	ReplyFNack
+	ReplyFNACK
 	// ReplyHoles: a NACK carrying the receiver's highest PSN received and
 	// its most recent holes (MELO §3.2.4).
 	ReplyHoles
@@ -306,7 +306,7 @@ type Ack struct {
 // (Sender.OnFeedback). The transport has checked it: the PSNs it names are
 // at or after the cumulative acknowledgement and before sent.
 type Feedback struct {
-	// Kind is the reply: ReplySeqNak, ReplySack, ReplyFNack or ReplyHoles.
+	// Kind is the reply: ReplySeqNak, ReplySack, ReplyFNACK or ReplyHoles.
 	Kind Reply
 	// Cum is the responder's expected PSN, the cumulative acknowledgement
 	// the reply carries (for a sequence NAK, the PSN it names), already
@@ -314,7 +314,7 @@ type Feedback struct {
 	// anything: a READ before it completes only with its response.
 	Cum qp.PSN
 	// PSN: ReplySack, the PSN the responder now holds, held in the way
-	// SackKind says (as for OnSack); ReplyFNack, the retransmission it
+	// SackKind says (as for OnSack); ReplyFNACK, the retransmission it
 	// dropped.
 	PSN      qp.PSN
 	SackKind SackKind
