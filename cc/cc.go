@@ -24,7 +24,9 @@
 // Algorithms are registered by name (Register) and built per NIC from
 // Params (New); their parameters are knobs of their own (knobs.go),
 // declared in their file and set as algorithm.knob=value. "none" is the
-// default: no rate limit, never a CNP, no timer.
+// default: no rate limit, never a CNP, no timer. Each algorithm is one
+// file: "dcqcn" is DCQCN (Zhu et al., SIGCOMM 2015, as Mellanox NICs
+// implement it).
 //
 // # What the engine calls, and when
 //
