@@ -1,6 +1,9 @@
 package cc
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // DCQCN is the congestion control of RoCEv2 NICs (Zhu et al., "Congestion
 // Control for Large-Scale RDMA Deployments", SIGCOMM 2015, cited as DCQCN
@@ -46,7 +49,8 @@ import "time"
 //   - The NP sends its CNP for the marked packet that opens an interval and
 //     none for marks inside it (as Mellanox's min_time_between_cnps); it
 //     does not send one at the interval's end for marks that came inside.
-//   - The average rounds up, so that RC reaches RT exactly.
+//   - Rates are whole bit/s: a cut rounds to the nearest, the average
+//     rounds up, so that RC reaches RT exactly.
 const DCQCN = "dcqcn"
 
 // DCQCN's knobs; each default and its source is in docs/cc.md.
@@ -158,7 +162,7 @@ func (s *dcqcnSender) OnCNP(now Time) bool {
 	a := s.a
 	s.advance(now)
 	s.rt = s.rc
-	s.rc = max(uint64(float64(s.rc)*(1-s.alpha/2)), a.minRate)
+	s.rc = max(uint64(math.Round(float64(s.rc)*(1-s.alpha/2))), a.minRate)
 	if s.rc < s.rt {
 		a.n.cuts++
 	}

@@ -209,7 +209,7 @@ func TestDCQCNAlphaDecays(t *testing.T) {
 	}
 	alpha := s.alpha
 	s.OnCNP(now)
-	if want := uint64(float64(40*gbit) * (1 - alpha/2)); s.rc != want {
+	if want := uint64(math.Round(float64(40*gbit) * (1 - alpha/2))); s.rc != want {
 		t.Errorf("cut to %d, want %d (alpha %v)", s.rc, want, alpha)
 	}
 	if want := (1-g)*alpha + g; s.alpha != want {
