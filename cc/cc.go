@@ -26,7 +26,9 @@
 // declared in their file and set as algorithm.knob=value. "none" is the
 // default: no rate limit, never a CNP, no timer. Each algorithm is one
 // file: "dcqcn" is DCQCN (Zhu et al., SIGCOMM 2015, as Mellanox NICs
-// implement it).
+// implement it) and "timely" is TIMELY (Mittal et al., SIGCOMM 2015),
+// written on the exported API alone. docs/cc.md has each parameter with
+// its default and source.
 //
 // # What the engine calls, and when
 //
@@ -75,7 +77,8 @@ type Time = time.Duration
 // algorithm's own knobs.
 type Params struct {
 	// LineRate is the port's rate in bit/s: where a rate-based algorithm
-	// starts a QP (DCQCN §3.1 and IRN §4.1 start flows at line rate) and
+	// starts a QP (DCQCN's flows start at line rate, and IRN §4.1 starts
+	// them so under every congestion control it runs) and
 	// the most it ever gives one. 0 takes DefaultLineRate.
 	LineRate uint64
 	// Knobs are the algorithms' own knobs (Knob), by algorithm.knob, as
@@ -84,8 +87,8 @@ type Params struct {
 	Knobs KnobValues
 }
 
-// DefaultLineRate is 40 Gbit/s, the line rate of DCQCN's testbed (DCQCN
-// §5) and of IRN's default scenario (IRN §4.1).
+// DefaultLineRate is 40 Gbit/s, the line rate of DCQCN's testbed and of
+// IRN's default scenario (IRN §4.1).
 const DefaultLineRate = 40_000_000_000
 
 // WithDefaults fills zero fields.

@@ -14,7 +14,7 @@ import (
 // rate on each CNP by a factor that tracks how often CNPs come (alpha) and
 // raises it again in stages, driven by a timer and a byte counter.
 //
-// RP, per QP, with RC the current rate and RT the target (DCQCN §3.1):
+// RP, per QP, with RC the current rate and RT the target (DCQCN §3):
 //
 //   - a CNP: RT = RC, RC = RC·(1 - alpha/2) (at least the minimum rate),
 //     alpha = (1-g)·alpha + g; the rate timer and byte counter restart and
@@ -28,7 +28,7 @@ import (
 //     (RT += R_HAI, the same average). RT never passes the line rate; when
 //     RC reaches it the QP is unthrottled and the timer stops.
 //
-// NP, per QP (DCQCN §3.1): a packet marked CE gets a CNP at once unless the
+// NP, per QP (DCQCN §3): a packet marked CE gets a CNP at once unless the
 // QP sent one less than the CNP interval ago.
 //
 // Where softnic chooses (docs/cc.md has the table with each default's
@@ -55,16 +55,16 @@ const DCQCN = "dcqcn"
 
 // DCQCN's knobs; each default and its source is in docs/cc.md.
 var (
-	dcqcnG            = FloatKnob(DCQCN, "g", "1/256", 0, 1, "g: alpha's gain (DCQCN §3.1, 1/256)")
+	dcqcnG            = FloatKnob(DCQCN, "g", "1/256", 0, 1, "g: alpha's gain (DCQCN §3, 1/256)")
 	dcqcnInitialAlpha = FloatKnob(DCQCN, "initial_alpha", "1", 0, 1, "alpha before the first CNP: 1, the first cut halves the rate (Mellanox initial_alpha_value 1023/1024)")
-	dcqcnAlphaTimer   = DurationKnob(DCQCN, "alpha_timer", 55*time.Microsecond, time.Microsecond, time.Second, "K: alpha decays once per K without a CNP (DCQCN §3.1, 55µs)")
+	dcqcnAlphaTimer   = DurationKnob(DCQCN, "alpha_timer", 55*time.Microsecond, time.Microsecond, time.Second, "K: alpha decays once per K without a CNP (DCQCN §3, 55µs)")
 	dcqcnRateTimer    = DurationKnob(DCQCN, "rate_timer", 55*time.Microsecond, time.Microsecond, time.Second, "T: rate-increase timer period (DCQCN's 55µs; ConnectX rpg_time_reset 300µs)")
 	dcqcnByteCounter  = IntKnob(DCQCN, "byte_counter", 10_000_000, 0, 1<<40, "B: bytes sent per byte-counter increase event, 0 off (DCQCN's 10MB)")
-	dcqcnFastRecovery = IntKnob(DCQCN, "fast_recovery", 5, 0, 1000, "F: increase events of fast recovery (DCQCN §3.1, 5)")
+	dcqcnFastRecovery = IntKnob(DCQCN, "fast_recovery", 5, 0, 1000, "F: increase events of fast recovery (DCQCN §3, 5)")
 	dcqcnRAI          = RateKnob(DCQCN, "rai", 40_000_000, 0, 1e12, "R_AI: additive-increase step (DCQCN's 40Mbit at 40 Gbit/s)")
 	dcqcnRHAI         = RateKnob(DCQCN, "rhai", 200_000_000, 0, 1e12, "R_HAI: hyper-increase step (the DCQCN authors' simulator, 200Mbit)")
 	dcqcnMinRate      = RateKnob(DCQCN, "min_rate", 1_000_000, 1, maxRate, "the lowest rate a cut leaves (ConnectX rpg_min_rate, 1Mbit)")
-	dcqcnCNPInterval  = DurationKnob(DCQCN, "cnp_interval", 50*time.Microsecond, 0, time.Second, "N: at most one CNP per QP per interval (DCQCN §3.1, 50µs)")
+	dcqcnCNPInterval  = DurationKnob(DCQCN, "cnp_interval", 50*time.Microsecond, 0, time.Second, "N: at most one CNP per QP per interval (DCQCN §3, 50µs)")
 )
 
 func init() {
@@ -206,7 +206,7 @@ func (s *dcqcnSender) advance(now Time) {
 }
 
 // decayAlpha applies the alpha-timer expiries due at or before now: one
-// (1-g) for each K that passed without a CNP (DCQCN §3.1).
+// (1-g) for each K that passed without a CNP (DCQCN §3).
 func (s *dcqcnSender) decayAlpha(now Time) {
 	if !s.alphaOn || s.alphaAt > now {
 		return
@@ -219,7 +219,7 @@ func (s *dcqcnSender) decayAlpha(now Time) {
 }
 
 // increase is one rate-increase event, in the stage that the expiry
-// counts T and BC choose (DCQCN §3.1).
+// counts T and BC choose (DCQCN §3).
 func (s *dcqcnSender) increase() {
 	a := s.a
 	f := a.fastRecovery

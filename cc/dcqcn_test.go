@@ -69,7 +69,7 @@ func TestDCQCNCutsOnlyThatQP(t *testing.T) {
 }
 
 // TestDCQCNRecoveryStages: after a cut the rate comes back in DCQCN's
-// stages (§3.1): fast recovery, RC halfway to RT, while neither the timer
+// stages (DCQCN §3): fast recovery, RC halfway to RT, while neither the timer
 // nor the byte counter has expired more than F = 5 times; additive
 // increase (RT += 40 Mbit/s) once one has; hyper increase (RT += 200
 // Mbit/s) once both have. Each event's stage and numbers, exactly.

@@ -8,7 +8,7 @@ import (
 
 // fluidLink is a fluid model of one bottleneck: a link of capacity C
 // bit/s fed by the QPs' rates, its queue integrated in steps, and ECN
-// marking on the queue with RED's probability (DCQCN §3.1's congestion
+// marking on the queue with RED's probability (DCQCN §3's congestion
 // point: none below Kmin, rising linearly to Pmax at Kmax, all above).
 // It is a model in this test, not softnic's switch (issue 23 item 2 builds
 // that): packets are counted, not carried, and a CNP reaches its sender a

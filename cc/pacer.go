@@ -3,8 +3,8 @@ package cc
 import "time"
 
 // Pacer paces one QP's packets to its Sender's Rate, the way a NIC's
-// per-QP rate limiter spaces a throttled flow (DCQCN §3.1: "the RP ...
-// adjusts the sending rate"). It is the emulated link's bucket of package
+// per-QP rate limiter spaces a throttled flow (DCQCN's reaction point
+// sets a rate, not a window). It is the emulated link's bucket of package
 // dataplane (link.go) for one QP: a virtual clock (a GCRA, the token
 // bucket's twin), the moment the QP's own "wire" at its current rate will
 // have sent everything charged to it. A packet may start while that

@@ -6,10 +6,9 @@ import (
 )
 
 // Timely is TIMELY (Mittal et al., "TIMELY: RTT-based Congestion Control
-// for the Datacenter", SIGCOMM 2015, cited as Timely §n): a QP's rate
-// follows the gradient of its round-trip time, measured by the NIC, with
-// no help from switches (no ECN, no CNPs). For each RTT sample (Timely
-// Algorithm 1):
+// for the Datacenter", SIGCOMM 2015): a QP's rate follows the gradient of
+// its round-trip time, measured by the NIC, with no help from switches (no
+// ECN, no CNPs). For each RTT sample (Timely's Algorithm 1):
 //
 //	new_rtt_diff = rtt - prev_rtt;  prev_rtt = rtt
 //	rtt_diff = (1-alpha)·rtt_diff + alpha·new_rtt_diff   (an EWMA)
@@ -26,10 +25,10 @@ import (
 // Where softnic departs or chooses (docs/cc.md has the parameters and
 // their sources):
 //
-//   - Samples: Timely takes one per completion of a 16-64 KB segment
-//     (Timely §4.1); softnic's engine takes one per round trip (a timed
-//     packet sent once and its acknowledgement, Karn's rule), and each is
-//     a rate update.
+//   - Samples: Timely takes one per completion event of a 16-64 KB
+//     segment; softnic's engine takes one per round trip (a timed packet
+//     sent once and its acknowledgement, Karn's rule), and each is a rate
+//     update.
 //   - The first sample only sets prev_rtt: there is no gradient yet.
 //   - The count of negative gradients in a row is kept on every sample,
 //     the T_low and T_high ones included; a gradient that is not negative
