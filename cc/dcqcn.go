@@ -36,9 +36,15 @@ import (
 //
 //   - Alpha is kept lazily: the K-periods that passed since it was last
 //     brought up to date are applied together, (1-g)^n, whenever the sender
-//     is called (OnCNP, OnSent, OnTimer), which is exactly what a timer
-//     firing every K would have left; so the alpha timer costs the engine
-//     no wakeups, and Deadline is the rate timer only.
+//     is called (OnCNP, OnSent, OnTimer), which is what a timer firing
+//     every K would have left (to the last bits of a float: (1-g)^n is
+//     taken by squaring), and alpha matters only at the next cut; so the
+//     alpha timer costs the engine no wakeups, and Deadline is the rate
+//     timer alone, running only while the QP is throttled.
+//   - A late OnTimer applies every expiry due by then, each at its own
+//     time (the timer restarts from its due time, not from the call), so
+//     a coarse wheel gives the rates a punctual one would; OnSent and
+//     OnCNP apply due expiries before their own event.
 //   - Hyper increase adds a constant R_HAI, as Mellanox's rpg_hai_rate and
 //     the HPCC repository's rdma-hw do; QCN (802.1Qau) and the DCQCN
 //     authors' simulator grow the step with each hyper event (i·R_HAI).
