@@ -516,6 +516,18 @@ func QuantaTime(quanta uint16, rateBps uint64) time.Duration {
 	return time.Duration((bits + rateBps - 1) / rateBps)
 }
 
+// HeadroomFor is the headroom that keeps PFC lossless on a link of rateBps
+// and one-way delay, for frames of at most maxFrame bytes: the frame that
+// takes the ingress port past XOFF, what the link has in flight both ways
+// while the pause travels back, the pause frame's own serialization, and
+// the frame the partner is sending when the pause arrives (which it
+// finishes). IRN §4.1 takes the link's bandwidth-delay product alone
+// (20 KB at 40 Gb/s and 2 µs); this is that plus two frames and a pause.
+func HeadroomFor(rateBps uint64, delay time.Duration, maxFrame int) int {
+	inFlight := (2*uint64(delay)*rateBps + 8*uint64(time.Second) - 1) / (8 * uint64(time.Second))
+	return int(inFlight) + PFCFrameLen + 2*maxFrame
+}
+
 // QueueBytes returns the bytes in port's egress queue.
 func (s *Switch) QueueBytes(port int) int { return s.ports[port].bytes }
 
