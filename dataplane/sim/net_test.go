@@ -133,3 +133,65 @@ func TestNetIncastPFC(t *testing.T) {
 	}
 	t.Logf("PFC off: %v, %d dropped, %d retransmitted", took, tot.Dropped, retx)
 }
+
+// BenchmarkNetFatTree: IRN's 54-host fat tree (k = 6, 40 Gb/s, 2 µs per
+// link, IRN's buffers and PFC), every host WRITEs 64 KiB to the host 27
+// places on (another pod), once per iteration; it reports the wall time
+// per simulated millisecond, the cost a workload on this network pays.
+func BenchmarkNetFatTree(b *testing.B) {
+	const hosts, size = 54, 64 << 10
+	sw := fabric.SwitchConfig{Buffer: netsw.DefaultBuffer(), PFC: netsw.DefaultPFC()}
+	s, err := NewNet(NetConfig{Network: func(c fabric.Clock) (*fabric.Network, error) {
+		return fabric.FatTree(c, 6, fabric.TopologyConfig{Link: fabric.LinkParams{RateBps: 40e9, Delay: 2 * time.Microsecond}, Switch: sw, Seed: 1})
+	}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	all := qp.AccessLocalWrite | qp.AccessRemoteWrite
+	type flow struct {
+		e  *dataplane.Engine
+		q  *dataplane.QP
+		cq *dataplane.CQ
+		wr qp.SendWR
+	}
+	flows := make([]flow, hosts)
+	for i := range hosts {
+		e, d := s.Engines[i], s.Engines[(i+27)%hosts]
+		pd, pdD := e.AllocPD(), d.AllocPD()
+		src, _ := e.RegMR(pd, make([]byte, size), 0, all)
+		to, _ := d.RegMR(pdD, make([]byte, size), 0, all)
+		cq, _ := e.CreateCQ(16, nil)
+		cqD, _ := d.CreateCQ(16, nil)
+		q, _ := e.CreateQP(pd, dataplane.QPInitAttr{SendCQ: cq, RecvCQ: cq, MaxSendWR: 4, MaxRecvWR: 4})
+		qd, _ := d.CreateQP(pdD, dataplane.QPInitAttr{SendCQ: cqD, RecvCQ: cqD, MaxSendWR: 4, MaxRecvWR: 4})
+		if err := dataplane.Connect(e, q, d, qd, dataplane.ConnParams{}); err != nil {
+			b.Fatal(err)
+		}
+		wr := qp.SendWR{WRID: 1, Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled, NumSGE: 1, RemoteAddr: to.Addr, RKey: to.RKey}
+		wr.SGL[0] = qp.SGE{Addr: src.Addr, Length: size, LKey: src.LKey}
+		flows[i] = flow{e, q, cq, wr}
+	}
+	wcs := make([]qp.WC, 1)
+	start := s.Now()
+	b.ResetTimer()
+	for range b.N {
+		done := 0
+		for _, f := range flows {
+			if _, err := f.e.PostSend(f.q, []qp.SendWR{f.wr}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if !s.RunUntilReact(func() bool {
+			for _, f := range flows {
+				n, _ := f.e.PollCQ(f.cq, wcs)
+				done += n
+			}
+			return done == hosts
+		}, time.Second) {
+			b.Fatal("WRITEs did not complete")
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed())/float64(s.Now()-start)*float64(time.Millisecond)/1e9, "wall-s/sim-ms")
+	tot := s.Network.Totals()
+	b.ReportMetric(float64(tot.Dequeued)/float64(b.N), "switch-frames/op")
+}
