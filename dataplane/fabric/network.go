@@ -461,8 +461,9 @@ type HostStats struct {
 	// PausesReceived and ResumesReceived count PFC frames that reached
 	// the NIC's link (its transmit side).
 	PausesReceived, ResumesReceived uint64
-	// PausedTime is how long the link was paused in all (pauses cut short
-	// by a resume count up to the resume).
+	// PausedTime is how long the link was paused in all: a pause counts
+	// to its expiry from when it arrives, up to the resume or the next
+	// pause if one comes first.
 	PausedTime time.Duration
 }
 

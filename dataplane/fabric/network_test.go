@@ -538,3 +538,75 @@ func TestNetworkErrors(t *testing.T) {
 		t.Error("PFC on rate-0 links accepted")
 	}
 }
+
+// TestPFCSpreadsThroughSwitches: congestion spreads hop by hop. In a
+// leaf-spine of two leaves and two spines (40 Gb/s, 1 µs), hosts 0-3 on
+// leaf 0 and host 5 on leaf 1 all send to host 4 on leaf 1. Leaf 1's port
+// to host 4 is the bottleneck: leaf 1 pauses the spines and host 5; the
+// spines' queues to leaf 1 grow and they pause leaf 0; leaf 0 pauses its
+// hosts. No switch port starts a frame while it is paused, nothing is
+// dropped, everything arrives.
+func TestPFCSpreadsThroughSwitches(t *testing.T) {
+	var clock fabric.FakeClock
+	sw := fabric.SwitchConfig{Buffer: netsw.Buffer{PortBytes: 200_000},
+		PFC: netsw.PFC{Enabled: true, XOFFBytes: 20_000, XONBytes: 10_000, HeadroomBytes: netsw.HeadroomFor(40e9, time.Microsecond, 1000)}}
+	n, err := fabric.LeafSpine(&clock, 2, 2, 4, fabric.TopologyConfig{Link: fabric.LinkParams{RateBps: 40e9, Delay: time.Microsecond}, Switch: sw, Seed: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type portKey struct{ sw, port int }
+	pausedTill := map[portKey]time.Duration{}
+	n.Tap(func(e fabric.TapEvent) {
+		s, p := e.From.Switch()
+		if s == nil {
+			return
+		}
+		k := portKey{s.Index(), p}
+		switch e.Kind {
+		case fabric.TapPFC:
+			pausedTill[k] = e.At + netsw.QuantaTime(e.Quanta, 40e9)
+		case fabric.TapStart:
+			if e.At < pausedTill[k] {
+				t.Errorf("switch %d port %d started a frame at %v, paused until %v", k.sw, k.port, e.At, pausedTill[k])
+			}
+		}
+	})
+	var ss []*sender
+	for _, src := range []int{0, 1, 2, 3, 5} {
+		ss = append(ss, &sender{host: n.Hosts()[src], src: src, dst: 4, sport: uint16(src * 7), size: 1000, left: 2000})
+	}
+	got := 0
+	frames := make([][]byte, 64)
+	drive(t, &clock, n, func() {
+		for _, s := range ss {
+			s.poll(t)
+		}
+		got += n.Hosts()[4].Receive(frames)
+	}, func() bool { return got == 5*2000 })
+	if tot := n.Totals(); tot.Dropped != 0 {
+		t.Fatalf("%d dropped", tot.Dropped)
+	}
+	leaf0, leaf1, spine0, spine1 := n.Switches()[0].Queues(), n.Switches()[1].Queues(), n.Switches()[2].Queues(), n.Switches()[3].Queues()
+	// Leaf ports 0-3 are hosts, 4 and 5 the spines; spine port l is leaf l.
+	for _, c := range []struct {
+		what string
+		got  uint64
+	}{
+		{"leaf 1 pauses spine 0", leaf1.Stats(4).PausesSent},
+		{"leaf 1 pauses spine 1", leaf1.Stats(5).PausesSent},
+		{"leaf 1 pauses host 5", leaf1.Stats(1).PausesSent},
+		{"spine 0 is paused towards leaf 1", spine0.Stats(1).PausesReceived},
+		{"spine 0 pauses leaf 0", spine0.Stats(0).PausesSent},
+		{"spine 1 pauses leaf 0", spine1.Stats(0).PausesSent},
+		{"leaf 0 is paused towards spine 0", leaf0.Stats(4).PausesReceived},
+		{"leaf 0 pauses host 0", leaf0.Stats(0).PausesSent},
+		{"host 0 is paused", n.Hosts()[0].Stats().PausesReceived},
+	} {
+		if c.got == 0 {
+			t.Errorf("%s: never", c.what)
+		}
+	}
+	t.Logf("pauses: leaf 1 -> spines %d+%d, spines -> leaf 0 %d+%d, leaf 0 -> hosts %d; at %v",
+		leaf1.Stats(4).PausesSent, leaf1.Stats(5).PausesSent, spine0.Stats(0).PausesSent, spine1.Stats(0).PausesSent,
+		leaf0.Stats(0).PausesSent+leaf0.Stats(1).PausesSent+leaf0.Stats(2).PausesSent+leaf0.Stats(3).PausesSent, clock.Now())
+}
