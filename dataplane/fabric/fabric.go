@@ -1,6 +1,18 @@
-// Package fabric is the in-memory wire between two softnic engines: a pair of
+// Package fabric is the in-memory wire between softnic engines: a pair of
 // seeded, deterministic, lossy links used by protocol tests, simulations and
-// the embedded (unprivileged) mode.
+// the embedded (unprivileged) mode (Fabric), and networks of N NICs' ports
+// joined by switches with queues, ECN marking and PFC (Network, built by
+// Star, LeafSpine and FatTree; network.go).
+//
+// Fabric, the two-port wire, is the switch-less special case, and its
+// back-pressure is an ideal lossless wire: when a direction holds
+// QueueFrames frames, the sender's TxBuffer returns nil until the receiver
+// takes one, so a frame is never lost to congestion, never waits in a
+// queue that other traffic shares, is never ECN-marked and nothing is
+// ever paused. That is no switch a RoCE network has; it is what the
+// protocol tests and the loss sweeps were built on, and it stays as it
+// is. A Network's NIC links back-pressure the same way through their
+// transmit rings, but a switch's queues tail-drop, mark and pause.
 //
 // # Mechanism
 //
@@ -54,7 +66,7 @@
 // from Transmit until the receiver takes them with Receive, duplicates
 // included (a copy that finds the queue full is not made, as a switch would
 // drop it). TxBuffer returns nil while the queue is full: back-pressure, as
-// from a full TX ring, not loss. Buffers of maxFrame bytes come from a free
+// from a full TX ring, not loss (the ideal lossless wire above). Buffers of maxFrame bytes come from a free
 // list per direction that grows on first use up to the high-water mark
 // (about twice QueueFrames: the queue plus the frames the receiver holds) and
 // is reused from then on, so a steady transmit/receive cycle does not
