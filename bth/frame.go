@@ -165,6 +165,16 @@ func (f *Frame) DstAddr() netip.Addr {
 // ECMP entropy (Annex A17).
 func (f *Frame) SrcPort() uint16 { return binary.BigEndian.Uint16(f.Buf[f.L4Off:]) }
 
+// TrafficClass returns the IPv4 TOS or IPv6 traffic class byte: DSCP in
+// its upper six bits, ECN in its lower two (RFC 3168: 11 is CE).
+func (f *Frame) TrafficClass() uint8 {
+	ip := f.Buf[f.L3Off:]
+	if f.IPv6 {
+		return uint8(binary.BigEndian.Uint16(ip) >> 4)
+	}
+	return ip[1]
+}
+
 // Header returns the frame's addressing, so a reply can be built by swapping
 // source and destination. A VLAN tag is not part of it.
 func (f *Frame) Header() FrameHeader {

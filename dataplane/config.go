@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/softnic/softnic/cc"
 	"github.com/softnic/softnic/dataplane/impair"
 	"github.com/softnic/softnic/recovery"
 )
@@ -23,6 +24,14 @@ type Config struct {
 	// pools, on first use.
 	Scheme       string
 	SchemeParams recovery.Params
+	// CC names the default congestion control of the NIC's QPs
+	// (cc.Names(); "" is cc.None, no control: QPs run at the port's
+	// speed, no frame is ECN-capable and no CNP is sent); a QP may ask for
+	// another (QPInitAttr.CC). CCParams are its parameters: the line rate
+	// it starts QPs at (0: LinkRate, else cc.DefaultLineRate) and every
+	// algorithm's knobs (docs/cc.md).
+	CC       string
+	CCParams cc.Params
 	// RxBatch is how many frames one Poll reads (default 64).
 	RxBatch int
 	// TxBurst is how many packets a QP sends before the next QP's turn

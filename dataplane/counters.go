@@ -106,9 +106,16 @@ type Counters struct {
 	// point, and mlx5 counts a CNP its reaction point did not act on as
 	// rp_cnp_ignored, one it throttled for as rp_cnp_handled
 	// (np_cnp_sent is the notification point's, the sender of CNPs).
-	// softnic has no congestion control: it throttles for none and sends
-	// none, so every CNP is ignored (docs/wire.md, "CNP").
+	// A CNP is handled when its QP's congestion control reacts to it
+	// (DCQCN), ignored otherwise (no control, Timely, no such QP, not from
+	// the QP's peer).
 	RPCNPIgnored uint64 // rp_cnp_ignored
+	RPCNPHandled uint64 // rp_cnp_handled: CNPs a QP's congestion control throttled for
+	// The notification point (docs/cc.md): ECN-marked (CE) RoCE packets
+	// received for a QP, and the CNPs sent back for them (at most one per
+	// QP per the algorithm's interval).
+	NPECNMarkedRoCEPackets uint64 // np_ecn_marked_roce_packets
+	NPCNPSent              uint64 // np_cnp_sent
 
 	// StaR's stateless server (Config.StarServer; star.go).
 	StarRDPRcvd  uint64 // star_rdp_rcvd: RDPs received
@@ -196,6 +203,8 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"rcvd_bad_opcode", c.RcvdBadOpcode}, {"rcvd_bad_response", c.RcvdBadResponse},
 		{"rcvd_stale_ack", c.RcvdStaleAck}, {"resp_queue_full", c.RespQueueFull},
 		{"cq_overflow", c.CQOverflow}, {"rp_cnp_ignored", c.RPCNPIgnored},
+		{"rp_cnp_handled", c.RPCNPHandled}, {"np_ecn_marked_roce_packets", c.NPECNMarkedRoCEPackets},
+		{"np_cnp_sent", c.NPCNPSent},
 		{"star_rdp_rcvd", c.StarRDPRcvd}, {"star_ra_sent", c.StarRASent},
 		{"star_gd_rcvd", c.StarGDRcvd}, {"star_sdp_sent", c.StarSDPSent},
 		{"star_nak_sent", c.StarNakSent}, {"star_tx_drops", c.StarTxDrops}, {"star_tx_queued", c.StarTxQueued}, {"star_dropped", c.StarDropped},

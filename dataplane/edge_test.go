@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/bth"
+	"github.com/softnic/softnic/cc"
 	"github.com/softnic/softnic/dataplane/fabric"
+	"github.com/softnic/softnic/dataplane/netsw"
 	"github.com/softnic/softnic/qp"
 	"github.com/softnic/softnic/recovery"
 )
@@ -278,6 +280,37 @@ func TestSteadyStateAllocs(t *testing.T) {
 		t.Run(scheme+"/loss0.01/paced", func(t *testing.T) { steadyStateAllocs(t, scheme, 0.01, 5e9, 0) })
 		// Every received frame held in the link's delay line.
 		t.Run(scheme+"/loss0.01/delayed", func(t *testing.T) { steadyStateAllocs(t, scheme, 0.01, 5e9, 20*time.Microsecond) })
+		// DCQCN on both NICs, one frame in 8 CE-marked on the way: CNPs
+		// sent and handled, the rate cut and recovering, the requester
+		// paced (docs/cc.md).
+		t.Run(scheme+"/dcqcn", func(t *testing.T) { ccAllocs(t, scheme, cc.DCQCN) })
+	}
+}
+
+// ccAllocs is steadyStateAllocs with congestion control alg on both
+// NICs and every 8th frame from A to B marked CE.
+func ccAllocs(t *testing.T, scheme, alg string) {
+	n := 0
+	mark := func(frame []byte) bool {
+		if n++; n%8 == 0 {
+			netsw.MarkCE(frame)
+		}
+		return false
+	}
+	p := newSchemePair(t, scheme, recovery.Params{}, SimConfig{Seed: 14, AtoB: fabric.LinkConfig{Drop: mark}, CC: alg}, ConnParams{MTU: qp.MTU1024})
+	write := []qp.SendWR{sendWR(1, qp.WRRDMAWrite, sge(p.mrA, 0, 64<<10))}
+	write[0].RemoteAddr, write[0].RKey = p.mrB.Addr, p.mrB.RKey
+	send := []qp.SendWR{sendWR(2, qp.WRSend, sge(p.mrA, 0, 8))}
+	recv := []qp.RecvWR{recvWR(3, sge(p.mrB, 0, 8))}
+	round := writeSendRound(t, p, write, send, recv, 3)
+	for i := 0; i < 30; i++ {
+		round()
+	}
+	if allocs := testing.AllocsPerRun(50, round); allocs != 0 {
+		t.Fatalf("%.1f allocations per round with %s, want 0", allocs, alg)
+	}
+	if b, a := p.sim.B.Counters(), p.sim.A.Counters(); b.NPCNPSent == 0 || a.RPCNPHandled != b.NPCNPSent {
+		t.Fatalf("%s: %d CNPs sent, %d handled: the rounds did not exercise congestion control", alg, b.NPCNPSent, a.RPCNPHandled)
 	}
 }
 

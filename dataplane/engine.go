@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/bth"
+	"github.com/softnic/softnic/cc"
 	"github.com/softnic/softnic/dataplane/impair"
 	"github.com/softnic/softnic/dataplane/timer"
 	"github.com/softnic/softnic/qp"
@@ -44,6 +45,7 @@ type Engine struct {
 	txPath                             // the port, the emulated link, the egress queue, the capture tap
 	scheme  recovery.Scheme            // the default
 	schemes map[string]recovery.Scheme // others QPs asked for
+	cc      map[string]cc.Algorithm    // congestion controls, by name; Config.CC's made at start
 	wheel   *timer.Wheel
 	// timeoutPeer is the engine at the other end of the embedded fabric,
 	// read only to classify ACK timeouts by reason (timeout_reason.go).
@@ -87,6 +89,16 @@ func NewEngine(cfg Config, port Port) (*Engine, error) {
 	host := &recovery.HostMemory{}
 	cfg.SchemeParams.Host = host
 	scheme, err := recovery.New(cfg.Scheme, cfg.SchemeParams)
+	if err != nil {
+		return nil, fmt.Errorf("dataplane: %w", err)
+	}
+	if cfg.CC == "" {
+		cfg.CC = cc.None
+	}
+	if cfg.CCParams.LineRate == 0 {
+		cfg.CCParams.LineRate = cfg.LinkRate
+	}
+	ccDefault, err := cc.New(cfg.CC, cfg.CCParams)
 	if err != nil {
 		return nil, fmt.Errorf("dataplane: %w", err)
 	}
@@ -142,6 +154,7 @@ func NewEngine(cfg Config, port Port) (*Engine, error) {
 		scheme:    scheme,
 		host:      host,
 		schemes:   map[string]recovery.Scheme{},
+		cc:        map[string]cc.Algorithm{cfg.CC: ccDefault},
 		wheel:     timer.NewWheel(0),
 		ipv6:      cfg.Addr.Is6() && !cfg.Addr.Is4In6(),
 		pds:       map[uint32]int{},
@@ -376,8 +389,12 @@ func (e *Engine) receive(frame []byte) {
 		return
 	}
 	op := pkt.Opcode()
-	if op == bth.CNP { // no congestion control to tell (docs/wire.md, "CNP")
-		e.cnt.RPCNPIgnored++
+	if op == bth.CNP { // to the reaction point of the QP it names (docs/cc.md)
+		if q := e.qps[hdr.DestQPN()]; q != nil && f.SrcAddr() == q.av.DGID && q.tr.cnp() {
+			e.cnt.RPCNPHandled++
+		} else {
+			e.cnt.RPCNPIgnored++
+		}
 		return
 	}
 	// A stateless server's packets name no QP: they are served before
@@ -398,6 +415,10 @@ func (e *Engine) receive(frame []byte) {
 		e.cnt.RcvdBadAddr++
 		q.tr.misaddressed(op)
 		return
+	}
+	if f.TrafficClass()&ecnMask == ecnCE { // the path was congested (RFC 3168)
+		e.cnt.NPECNMarkedRoCEPackets++
+		q.tr.marked()
 	}
 	q.tr.receive(pkt)
 }

@@ -21,6 +21,13 @@ type AddressVector struct {
 	FlowLabel    uint32
 }
 
+// ECN codepoints of the IP traffic class's two low bits (RFC 3168).
+const (
+	ecnMask = 0x3
+	ecnECT0 = 0x2
+	ecnCE   = 0x3
+)
+
 // QPAttr is struct ibv_qp_attr, the part RC uses.
 type QPAttr struct {
 	State           qp.State
@@ -51,6 +58,11 @@ type QPInitAttr struct {
 	// the engine's. Both ends of a connection must agree (the connection
 	// exchange negotiates it).
 	Scheme string
+	// CC names the QP's congestion control (cc.Names()); "" takes the
+	// engine's (Config.CC). Unlike the scheme, each end chooses its own:
+	// the reaction point throttles the QP's sending, the notification
+	// point answers ECN marks on what the QP receives with CNPs.
+	CC string
 	// Star is the QP's part in StaR's stateless mode (starqp.go,
 	// docs/star.md "Roles"); the zero value is an ordinary RC QP.
 	Star StarRole

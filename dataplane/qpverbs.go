@@ -1,9 +1,11 @@
 package dataplane
 
 import (
+	"fmt"
 	"math"
 	"time"
 
+	"github.com/softnic/softnic/cc"
 	"github.com/softnic/softnic/qp"
 	"github.com/softnic/softnic/recovery"
 )
@@ -30,6 +32,23 @@ func (e *Engine) schemeFor(name string) (recovery.Scheme, error) {
 	return s, nil
 }
 
+// ccFor returns the engine's instance of the named congestion control
+// ("" is Config.CC), making it on first use.
+func (e *Engine) ccFor(name string) (cc.Algorithm, error) {
+	if name == "" {
+		name = e.cfg.CC
+	}
+	if a, ok := e.cc[name]; ok {
+		return a, nil
+	}
+	a, err := cc.New(name, e.cfg.CCParams)
+	if err != nil {
+		return nil, fmt.Errorf("dataplane: %w", err)
+	}
+	e.cc[name] = a
+	return a, nil
+}
+
 // CreateQP makes a QP in RESET.
 func (e *Engine) CreateQP(pd uint32, attr QPInitAttr) (*QP, error) {
 	if attr.SendCQ == nil || attr.RecvCQ == nil {
@@ -47,6 +66,10 @@ func (e *Engine) CreateQP(pd uint32, attr QPInitAttr) (*QP, error) {
 		return nil, ErrCQDestroyed
 	}
 	scheme, err := e.schemeFor(attr.Scheme)
+	if err != nil {
+		return nil, err
+	}
+	alg, err := e.ccFor(attr.CC)
 	if err != nil {
 		return nil, err
 	}
@@ -77,6 +100,7 @@ func (e *Engine) CreateQP(pd uint32, attr QPInitAttr) (*QP, error) {
 	if err := q.tr.setScheme(scheme); err != nil {
 		return nil, err
 	}
+	q.tr.setCC(alg)
 	e.nextQP = (e.nextQP + 1) & qp.PSNMask
 	q.host = q.hwContext
 	q.cache.Spill = func() { q.host = q.hwContext }

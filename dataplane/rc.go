@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/bth"
+	"github.com/softnic/softnic/cc"
 	"github.com/softnic/softnic/dataplane/timer"
 	"github.com/softnic/softnic/qp"
 	"github.com/softnic/softnic/recovery"
@@ -24,6 +25,15 @@ type rcTransport struct {
 	// (StaR's client, starclient.go); nil for a plain RC QP.
 	hooks  rcHooks
 	timers rcTimers
+	// Congestion control (docs/cc.md): the reaction point's sender, which
+	// sets the rate pacer holds the requester to, and the notification
+	// point's receiver, which decides when a CE mark is answered by a CNP
+	// (cnpDue, sent first by serve). ecn: the QP's frames are ECN-capable.
+	ccs    cc.Sender
+	ccr    cc.Receiver
+	pacer  cc.Pacer
+	ecn    bool
+	cnpDue bool
 	tx     txPacket     // the request sendPacket builds
 	early  placement    // where a request ahead of the expected PSN goes (keepOutOfOrder)
 	ack    recovery.Ack // the reply received hands the sender
@@ -166,8 +176,13 @@ type rcHooks interface {
 	popped()
 }
 
+// ccBurst is how far ahead of its congestion-control rate a QP may run
+// from idle (cc.Pacer.Burst): a few packets back to back, as a NIC's rate
+// limiter lets go, instead of a timer per packet.
+const ccBurst = 5 * time.Microsecond
+
 func newRC(at onNIC) *rcTransport {
-	rc := &rcTransport{onNIC: at}
+	rc := &rcTransport{onNIC: at, pacer: cc.Pacer{Burst: ccBurst}}
 	rc.timers.init(rc)
 	return rc
 }
@@ -202,6 +217,81 @@ func (rc *rcTransport) receive(pkt *bth.Packet) {
 
 func (rc *rcTransport) misaddressed(bth.Opcode) {}
 
+// setCC gives the QP its congestion control's halves.
+func (rc *rcTransport) setCC(a cc.Algorithm) {
+	rc.ccs, rc.ccr, rc.ecn = a.NewSender(), a.NewReceiver(), a.Caps().ECN
+}
+
+// marked: a packet for the QP came CE-marked; the notification point
+// answers with a CNP at most once per its interval.
+func (rc *rcTransport) marked() {
+	if rc.ccr.OnCE(rc.e.now) && !rc.cnpDue {
+		rc.cnpDue = true
+		rc.e.schedule(rc.q)
+	}
+}
+
+// cnp: the reaction point takes a CNP from the peer.
+func (rc *rcTransport) cnp() bool {
+	e, q := rc.e, rc.q
+	if !rc.ccs.OnCNP(e.now) {
+		return false
+	}
+	e.touch(q, true) // the rate is the QP's context
+	rc.armCC()
+	return true
+}
+
+// sendCNP sends the CNP the notification point owes the peer's QP
+// (docs/wire.md, "CNP": BECN set, PSN 0, 16 reserved bytes of zero).
+func (rc *rcTransport) sendCNP() bool {
+	e, q := rc.e, rc.q
+	var t txPacket
+	if !e.beginTx(&t, q, bth.CNP, 0, false, 0) {
+		return false
+	}
+	bth.BTH(t.roce).SetBECN(true)
+	clear(t.roce[t.info.CNPReservedOff : t.info.CNPReservedOff+bth.CNPReservedLen])
+	e.endTx(q, &t, 1)
+	e.cnt.NPCNPSent++
+	rc.cnpDue = false
+	return true
+}
+
+// armCC follows the congestion control's own timer (DCQCN's rate
+// increase) after every call that may move it.
+func (rc *rcTransport) armCC() {
+	if at, ok := rc.ccs.Deadline(); ok {
+		rc.e.wheel.Schedule(&rc.timers.cc, at)
+	} else {
+		rc.e.wheel.Stop(&rc.timers.cc)
+	}
+}
+
+func (rc *rcTransport) onCCTimer(now time.Duration) {
+	rc.e.touch(rc.q, true)
+	rc.ccs.OnTimer(now)
+	rc.armCC()
+}
+
+// paced reports whether the pacer lets the next request go now; if not,
+// the pace timer schedules the QP when it opens.
+func (rc *rcTransport) paced() bool {
+	if rc.pacer.Open(rc.e.now) {
+		return true
+	}
+	if !rc.timers.pace.Armed() {
+		rc.e.wheel.Schedule(&rc.timers.pace, rc.pacer.At())
+	}
+	return false
+}
+
+func (rc *rcTransport) onPaceTimer(time.Duration) {
+	if rc.requestReady() {
+		rc.e.schedule(rc.q)
+	}
+}
+
 // serve lets the QP send up to budget packets: responses first (they free
 // the peer's requester), then requests.
 func (rc *rcTransport) serve(budget int) (sent int, more bool) {
@@ -211,19 +301,29 @@ func (rc *rcTransport) serve(budget int) (sent int, more bool) {
 
 func (rc *rcTransport) serveRC(budget int) (sent int, more bool) {
 	e, q := rc.e, rc.q
+	if rc.cnpDue && budget > 0 {
+		if !rc.sendCNP() {
+			return 0, true
+		}
+		sent++
+	}
 	for sent < budget && !e.txStall && q.respQ.Len() > 0 {
 		if !rc.sendResponse() {
 			break
 		}
 		sent++
 	}
-	for sent < budget && !e.txStall && rc.requestReady() {
+	for sent < budget && !e.txStall && rc.requestReady() && rc.paced() {
+		wire := e.cnt.TxWireBytes
 		if !rc.sendRequest() {
 			break
 		}
+		n := int(e.cnt.TxWireBytes - wire) // the request and any copies of it
+		rc.pacer.NextSend(e.now, n, rc.ccs.Rate())
+		rc.ccs.OnSent(e.now, n)
 		sent++
 	}
-	return sent, q.respQ.Len() > 0 || rc.requestReady()
+	return sent, q.respQ.Len() > 0 || rc.cnpDue || rc.requestReady() && rc.paced()
 }
 
 func (rc *rcTransport) postSend(wrs []qp.SendWR) (int, error) {
@@ -294,11 +394,18 @@ func (rc *rcTransport) enter(from, to qp.State) {
 	case qp.RTR:
 		if from == qp.Init {
 			q.receiver.Reset(q.ePSN)
+			rc.ccr.Reset(e.now)
+			if rc.ecn { // ECN-capable: a congested switch marks, not drops (RFC 3168)
+				q.hdr.TOS = q.hdr.TOS&^ecnMask | ecnECT0
+			}
 		}
 	case qp.RTS:
 		if from == qp.RTR {
 			q.retryLeft, q.rnrLeft = q.retryCnt, q.rnrRetry
 			q.sender.Reset(q.nextPSN)
+			rc.ccs.Reset(e.now)
+			rc.pacer = cc.Pacer{Burst: rc.pacer.Burst}
+			rc.armCC()
 		}
 		if rc.requestReady() {
 			e.schedule(q)
@@ -361,18 +468,23 @@ func (rc *rcTransport) applyScheme(scheme recovery.Scheme) {
 //     armReceiverTimer (responder.go) follows recovery.Receiver.Deadline.
 type rcTimers struct {
 	retry, rnr, rx timer.Timer
+	cc, pace       timer.Timer
 }
 
 func (t *rcTimers) init(rc *rcTransport) {
 	t.retry.Init(rc.onRetryTimeout)
 	t.rnr.Init(rc.onRNRTimer)
 	t.rx.Init(rc.onReceiverTimer)
+	t.cc.Init(rc.onCCTimer)
+	t.pace.Init(rc.onPaceTimer)
 }
 
 func (t *rcTimers) stop(w *timer.Wheel) {
 	w.Stop(&t.retry)
 	w.Stop(&t.rnr)
 	w.Stop(&t.rx)
+	w.Stop(&t.cc)
+	w.Stop(&t.pace)
 }
 
 // armRetry starts the retransmission timer if packets are outstanding and
@@ -482,6 +594,7 @@ func (rc *rcTransport) releaseScheme() {
 func (rc *rcTransport) resetQP() {
 	e, q := rc.e, rc.q
 	rc.timers.stop(e.wheel)
+	rc.cnpDue = false
 	for q.sq.Len() > 0 {
 		q.sq.Pop()
 	}
@@ -510,6 +623,7 @@ func (rc *rcTransport) resetQP() {
 func (rc *rcTransport) flush() {
 	e, q := rc.e, rc.q
 	rc.timers.stop(e.wheel)
+	rc.cnpDue = false
 	for w := q.sq.Front(); w != nil; w = q.sq.Front() {
 		e.pushWC(q.sendCQ, qp.WC{WRID: w.wr.WRID, Status: qp.WCWRFlushErr, Opcode: qp.WCOpcodeFor(w.wr.Opcode), QPNum: q.qpn})
 		q.sq.Pop()
@@ -594,6 +708,8 @@ func (rc *rcTransport) rttAcked() {
 	q.rttPSN, q.rttBackoff = 0, 0
 	e.cnt.RTTSamples++
 	e.cnt.RTTSampleNs += uint64(m)
+	rc.ccs.OnRTT(e.now, m) // Timely's input
+	rc.armCC()
 }
 
 // rttTimedOut: the retransmission timer fired. Karn's algorithm (RFC 6298

@@ -45,6 +45,7 @@ type SimConfig struct {
 	LinkDelay        time.Duration
 	LinkDelaySlots   int
 	Netem            impair.Spec
+	CC               string // both engines' congestion control (Config.CC)
 }
 
 // sim.AddrA, sim.AddrB, sim.Addr6A, sim.Addr6B, sim.MACA, sim.MACB.
@@ -68,7 +69,7 @@ func NewSim(cfg SimConfig) (*Sim, error) {
 		addrA, addrB = SimAddr6A, SimAddr6B
 	}
 	a, err := NewEngine(Config{MAC: SimMACA, Addr: addrA, Scheme: cfg.SchemeA, SchemeParams: cfg.SchemeParams, SRAMBytes: cfg.SRAMBytes, FetchPenalty: cfg.FetchPenalty, RTOBackoff: cfg.RTOBackoff, RTO: cfg.RTO, TxBurst: cfg.TxBurst,
-		LinkRate: cfg.LinkRate, LinkBurst: cfg.LinkBurst, LinkDelay: cfg.LinkDelay, LinkDelaySlots: cfg.LinkDelaySlots, Netem: cfg.Netem}, f.A())
+		LinkRate: cfg.LinkRate, LinkBurst: cfg.LinkBurst, LinkDelay: cfg.LinkDelay, LinkDelaySlots: cfg.LinkDelaySlots, Netem: cfg.Netem, CC: cfg.CC}, f.A())
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +78,7 @@ func NewSim(cfg SimConfig) (*Sim, error) {
 		sramB = cfg.SRAMBytesB
 	}
 	b, err := NewEngine(Config{MAC: SimMACB, Addr: addrB, Scheme: cfg.SchemeB, SchemeParams: cfg.SchemeParams, SRAMBytes: sramB, StarServer: cfg.StarServerB, FetchPenalty: cfg.FetchPenalty, RTOBackoff: cfg.RTOBackoff, RTO: cfg.RTO, TxBurst: cfg.TxBurst,
-		LinkRate: cfg.LinkRate, LinkBurst: cfg.LinkBurst, LinkDelay: cfg.LinkDelay, LinkDelaySlots: cfg.LinkDelaySlots, Netem: netemB}, f.B())
+		LinkRate: cfg.LinkRate, LinkBurst: cfg.LinkBurst, LinkDelay: cfg.LinkDelay, LinkDelaySlots: cfg.LinkDelaySlots, Netem: netemB, CC: cfg.CC}, f.B())
 	if err != nil {
 		return nil, err
 	}

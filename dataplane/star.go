@@ -27,13 +27,6 @@ import (
 // tables (StaR §3.2), which let through only the packets, ranges and keys
 // the server installed for each connection.
 
-// ECN codepoints of the IP traffic class's two low bits (RFC 3168).
-const (
-	ecnMask = 0x3
-	ecnECT0 = 0x2
-	ecnCE   = 0x3
-)
-
 // starServer is the stateless server NIC's data path, and the table by
 // which it hands the server drivers what their clients send them.
 type starServer struct {

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/bth"
+	"github.com/softnic/softnic/cc"
 	"github.com/softnic/softnic/dataplane/timer"
 	"github.com/softnic/softnic/qp"
 	"github.com/softnic/softnic/recovery"
@@ -38,6 +39,12 @@ func newStarDriver(at onNIC) (*starDriver, error) {
 func (d *starDriver) receive(*bth.Packet) { d.e.cnt.RcvdBadOpcode++ }
 
 func (d *starDriver) misaddressed(bth.Opcode) {}
+
+// marked, cnp, setCC: the driver sends nothing a CNP could throttle and
+// receives nothing but CQEPs and EAs; it runs no congestion control.
+func (d *starDriver) marked()            {}
+func (d *starDriver) cnp() bool          { return false }
+func (d *starDriver) setCC(cc.Algorithm) {}
 
 func (d *starDriver) serve(budget int) (int, bool) { return d.serveDriver(budget) }
 

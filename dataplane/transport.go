@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"github.com/softnic/softnic/bth"
+	"github.com/softnic/softnic/cc"
 	"github.com/softnic/softnic/qp"
 	"github.com/softnic/softnic/recovery"
 )
@@ -29,6 +30,13 @@ type transport interface {
 	// misaddressed tells the transport that a packet for its QP failed
 	// the address check and was dropped.
 	misaddressed(op bth.Opcode)
+	// marked tells the transport that a packet for its QP came with
+	// congestion experienced (ECN CE), before it is received: the
+	// notification point may answer with a CNP (docs/cc.md).
+	marked()
+	// cnp takes a CNP from the QP's peer and reports whether the QP's
+	// congestion control reacted to it (the reaction point).
+	cnp() (handled bool)
 	// serve sends up to budget packets and reports whether the QP has
 	// more to send.
 	serve(budget int) (sent int, more bool)
@@ -42,6 +50,8 @@ type transport interface {
 	// setScheme gives the QP a loss-recovery scheme (create, and
 	// SetQPScheme in RESET or INIT).
 	setScheme(s recovery.Scheme) error
+	// setCC gives the QP a congestion control (create).
+	setCC(a cc.Algorithm)
 	// depths are the work requests the QP holds, per queue
 	// (Engine.QueueDepths).
 	depths() (send, recv int)

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/softnic/softnic/bpf"
+	"github.com/softnic/softnic/cc"
 	"github.com/softnic/softnic/dataplane"
 	"github.com/softnic/softnic/dataplane/afxdp"
 	"github.com/softnic/softnic/dataplane/impair"
@@ -39,6 +40,8 @@ var errUsage = errors.New("usage")
 
 // options are `softnic run`'s flags; a config file sets the same keys.
 type options struct {
+	cc       string
+	ccParams cc.Params
 	iface    string
 	ip       string
 	port     string
@@ -153,6 +156,8 @@ func runFlags(o *options) *flag.FlagSet {
 	fs.IntVar(&o.params.RTOLowThreshold, "rto-low-packets", recovery.DefaultRTOLowThreshold, "IRN's N: RTO_low applies with at most this many packets in flight")
 	fs.DurationVar(&o.params.NakInterval, "nak-interval", daemonNakInterval, "at most one go-back-N NAK per interval, and igbn's CE timer (Improved go-back-N's 500µs is for a hardware NIC)")
 	fs.IntVar(&o.params.BDPPackets, "bdp-packets", recovery.DefaultBDPPackets, "selective schemes' cap on packets in flight (IRN BDP-FC) and reorder window")
+	fs.StringVar(&o.cc, "cc", cc.None, fmt.Sprintf("congestion control of QPs that do not ask for one %v (docs/cc.md): none runs at the port's speed, sends no ECN-capable frame and no CNP", cc.Names()))
+	fs.Var(&o.ccParams.Knobs, "cc-param", "set a congestion control's `knob`, algorithm.knob=value; repeat it for more (docs/cc.md). The knobs, with their defaults:"+ccKnobList())
 	fs.Var(&o.params.Knobs, "scheme-param", "set a scheme's own `knob`, scheme.knob=value; repeat it for more (docs/adding-a-scheme.md). The knobs, with their defaults:"+knobList())
 	for _, a := range knobAliases {
 		fs.Var(knobAlias{&o.params.Knobs, a.key}, a.flag, "`N`: the same as --scheme-param "+a.key+"=N")
@@ -432,7 +437,7 @@ func start(o options, log *slog.Logger) (d *daemon, err error) {
 		log.Info("UDP port open", "addr", netip.AddrPortFrom(d.addr, 4791), "max_frame", p.MaxFrame())
 	}
 	if d.engine, err = dataplane.NewEngine(dataplane.Config{MAC: mac, Addr: d.addr, Scheme: o.scheme, SchemeParams: o.params, SRAMBytes: o.sram, FetchPenalty: fetchPenalty(scaled(o.penalty, o.emulationScale())), RTOBackoff: o.backoff, RTO: o.rto, RTOMin: o.rtoMin,
-		LinkRate: uint64(o.linkRate), LinkBurst: int(o.linkBurst), LinkDelay: o.linkDelay, Netem: o.netem, StarServer: o.starServer}, d.port); err != nil {
+		LinkRate: uint64(o.linkRate), LinkBurst: int(o.linkBurst), LinkDelay: o.linkDelay, Netem: o.netem, StarServer: o.starServer, CC: o.cc, CCParams: o.ccParams}, d.port); err != nil {
 		return d, err
 	}
 	// Fields are set only from values known not to be nil, so that
@@ -797,6 +802,15 @@ func fetchPenalty(d time.Duration) time.Duration {
 func knobList() string {
 	var b strings.Builder
 	for _, k := range recovery.Knobs() {
+		fmt.Fprintf(&b, "\n  %s=%s: %s", k.Key(), k.Default, k.Help)
+	}
+	return b.String()
+}
+
+// ccKnobList is --cc-param's usage.
+func ccKnobList() string {
+	var b strings.Builder
+	for _, k := range cc.Knobs() {
 		fmt.Fprintf(&b, "\n  %s=%s: %s", k.Key(), k.Default, k.Help)
 	}
 	return b.String()

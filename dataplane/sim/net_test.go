@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softnic/softnic/cc"
 	"github.com/softnic/softnic/dataplane"
 	"github.com/softnic/softnic/dataplane/fabric"
 	"github.com/softnic/softnic/dataplane/netsw"
@@ -17,10 +18,15 @@ import (
 // completed, after checking the bytes.
 func netIncast(t *testing.T, sw fabric.SwitchConfig, size int) (*Net, time.Duration) {
 	t.Helper()
-	const senders = 10
+	return netIncastOf(t, sw, size, 10, dataplane.Config{})
+}
+
+// netIncastOf is netIncast with senders engines of configuration ec.
+func netIncastOf(t *testing.T, sw fabric.SwitchConfig, size, senders int, ec dataplane.Config) (*Net, time.Duration) {
+	t.Helper()
 	s, err := NewNet(NetConfig{Network: func(c fabric.Clock) (*fabric.Network, error) {
 		return fabric.Star(c, senders+1, fabric.TopologyConfig{Link: fabric.LinkParams{RateBps: 40e9, Delay: 2 * time.Microsecond}, Switch: sw, Seed: 1})
-	}})
+	}, Engine: ec})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,4 +200,46 @@ func BenchmarkNetFatTree(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed())/float64(s.Now()-start)*float64(time.Millisecond)/1e9, "wall-s/sim-ms")
 	tot := s.Network.Totals()
 	b.ReportMetric(float64(tot.Dequeued)/float64(b.N), "switch-frames/op")
+}
+
+// TestNetDCQCNIncast: three engines running DCQCN WRITE 1 MiB each to a
+// fourth through one switch that marks ECN (RED, DCQCN's Kmin/Kmax/Pmax)
+// with PFC on. Their frames are ECN-capable, the switch marks them, the
+// receiver's notification point answers with CNPs, at most one per QP
+// per 50 µs, the senders' reaction points throttle for every one, and
+// nothing is dropped; every byte arrives. Without congestion control the
+// same incast sends no CNP, and no frame is ECN-capable, so none is
+// marked.
+func TestNetDCQCNIncast(t *testing.T) {
+	const size, senders = 1 << 20, 3
+	sw := fabric.SwitchConfig{Buffer: netsw.Buffer{PortBytes: 400_000}, ECN: netsw.DefaultECN(),
+		PFC: netsw.PFC{Enabled: true, XOFFBytes: 300_000, XONBytes: 250_000, HeadroomBytes: netsw.HeadroomFor(40e9, 2*time.Microsecond, 1200)}}
+	s, took := netIncastOf(t, sw, size, senders, dataplane.Config{CC: cc.DCQCN})
+	rcv := s.Engines[senders].Counters()
+	var handled uint64
+	for i := range senders {
+		c := s.Engines[i].Counters()
+		handled += c.RPCNPHandled
+		if c.RPCNPIgnored != 0 {
+			t.Errorf("sender %d ignored %d CNPs", i, c.RPCNPIgnored)
+		}
+	}
+	tot := s.Network.Totals()
+	t.Logf("DCQCN: %v, %d marked, %d CNPs sent, %d handled, %d dropped, %d pauses", took, rcv.NPECNMarkedRoCEPackets, rcv.NPCNPSent, handled, tot.Dropped, tot.PausesSent)
+	if rcv.NPECNMarkedRoCEPackets == 0 || rcv.NPCNPSent == 0 || handled != rcv.NPCNPSent {
+		t.Fatalf("marked %d, CNPs sent %d, handled %d: want marks, CNPs, every CNP handled", rcv.NPECNMarkedRoCEPackets, rcv.NPCNPSent, handled)
+	}
+	// At most one CNP per QP per 50 µs (cc's dcqcn.cnp_interval), and
+	// the first may come at once.
+	if limit := uint64(senders) * (uint64(took/(50*time.Microsecond)) + 1); rcv.NPCNPSent > limit {
+		t.Fatalf("%d CNPs in %v from %d QPs: more than one per QP per 50 µs (%d)", rcv.NPCNPSent, took, senders, limit)
+	}
+	if tot.Dropped != 0 {
+		t.Fatalf("%d dropped with PFC on", tot.Dropped)
+	}
+
+	s, _ = netIncastOf(t, sw, size, senders, dataplane.Config{})
+	if c := s.Engines[senders].Counters(); c.NPECNMarkedRoCEPackets != 0 || c.NPCNPSent != 0 {
+		t.Fatalf("without congestion control: %d marked, %d CNPs", c.NPECNMarkedRoCEPackets, c.NPCNPSent)
+	}
 }

@@ -76,6 +76,8 @@ type Config struct {
 	// Netem impairs each NIC's received frames (see dataplane.Config); B's
 	// stage draws from the seed after A's, so the two decide independently.
 	Netem impair.Spec
+	// CC is both NICs' congestion control (dataplane.Config.CC; "" none).
+	CC string
 }
 
 // Addresses of the simulated hosts, from the benchmarking range.
@@ -104,7 +106,7 @@ func New(cfg Config) (*Sim, error) {
 		addrA, addrB = Addr6A, Addr6B
 	}
 	a, err := dataplane.NewEngine(dataplane.Config{MAC: MACA, Addr: addrA, Scheme: cfg.SchemeA, SchemeParams: cfg.SchemeParams, SRAMBytes: cfg.SRAMBytes, FetchPenalty: cfg.FetchPenalty, RTOBackoff: cfg.RTOBackoff, RTO: cfg.RTO, TxBurst: cfg.TxBurst,
-		LinkRate: cfg.LinkRate, LinkBurst: cfg.LinkBurst, LinkDelay: cfg.LinkDelay, LinkDelaySlots: cfg.LinkDelaySlots, Netem: cfg.Netem}, f.A())
+		LinkRate: cfg.LinkRate, LinkBurst: cfg.LinkBurst, LinkDelay: cfg.LinkDelay, LinkDelaySlots: cfg.LinkDelaySlots, Netem: cfg.Netem, CC: cfg.CC}, f.A())
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +115,7 @@ func New(cfg Config) (*Sim, error) {
 		sramB = cfg.SRAMBytesB
 	}
 	b, err := dataplane.NewEngine(dataplane.Config{MAC: MACB, Addr: addrB, Scheme: cfg.SchemeB, SchemeParams: cfg.SchemeParams, SRAMBytes: sramB, StarServer: cfg.StarServerB, FetchPenalty: cfg.FetchPenalty, RTOBackoff: cfg.RTOBackoff, RTO: cfg.RTO, TxBurst: cfg.TxBurst,
-		LinkRate: cfg.LinkRate, LinkBurst: cfg.LinkBurst, LinkDelay: cfg.LinkDelay, LinkDelaySlots: cfg.LinkDelaySlots, Netem: netemB}, f.B())
+		LinkRate: cfg.LinkRate, LinkBurst: cfg.LinkBurst, LinkDelay: cfg.LinkDelay, LinkDelaySlots: cfg.LinkDelaySlots, Netem: netemB, CC: cfg.CC}, f.B())
 	if err != nil {
 		return nil, err
 	}
