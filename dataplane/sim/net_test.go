@@ -243,3 +243,102 @@ func TestNetDCQCNIncast(t *testing.T) {
 		t.Fatalf("without congestion control: %d marked, %d CNPs", c.NPECNMarkedRoCEPackets, c.NPCNPSent)
 	}
 }
+
+// TestNetDCQCNFairShare: two DCQCN senders keep WRITEs of 256 KiB in
+// flight to one receiver through one 40 Gb/s switch port that marks ECN
+// (RED, DCQCN's defaults) with PFC on. After they have converged each
+// gets its fair share of the bottleneck: the bytes each completes from
+// 10 to 40 ms are within 10% of half of what the port carried.
+func TestNetDCQCNFairShare(t *testing.T) {
+	const size, senders, depth = 256 << 10, 2, 4
+	sw := fabric.SwitchConfig{Buffer: netsw.Buffer{PortBytes: 400_000}, ECN: netsw.DefaultECN(),
+		PFC: netsw.PFC{Enabled: true, XOFFBytes: 300_000, XONBytes: 250_000, HeadroomBytes: netsw.HeadroomFor(40e9, 2*time.Microsecond, 1200)}}
+	s, err := NewNet(NetConfig{Network: func(c fabric.Clock) (*fabric.Network, error) {
+		return fabric.Star(c, senders+1, fabric.TopologyConfig{Link: fabric.LinkParams{RateBps: 40e9, Delay: 2 * time.Microsecond}, Switch: sw, Seed: 1})
+	}, Engine: dataplane.Config{CC: cc.DCQCN}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := qp.AccessLocalWrite | qp.AccessRemoteWrite
+	dst := s.Engines[senders]
+	pdD := dst.AllocPD()
+	cqD, _ := dst.CreateCQ(64, nil)
+	type flow struct {
+		e     *dataplane.Engine
+		q     *dataplane.QP
+		cq    *dataplane.CQ
+		wr    qp.SendWR
+		bytes uint64
+	}
+	flows := make([]*flow, senders)
+	for i := range senders {
+		e := s.Engines[i]
+		pd := e.AllocPD()
+		src, err := e.RegMR(pd, make([]byte, size), 0, all)
+		if err != nil {
+			t.Fatal(err)
+		}
+		to, err := dst.RegMR(pdD, make([]byte, size), 0, all)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cq, _ := e.CreateCQ(64, nil)
+		q, err := e.CreateQP(pd, dataplane.QPInitAttr{SendCQ: cq, RecvCQ: cq, MaxSendWR: depth, MaxRecvWR: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		qd, err := dst.CreateQP(pdD, dataplane.QPInitAttr{SendCQ: cqD, RecvCQ: cqD, MaxSendWR: 4, MaxRecvWR: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := dataplane.Connect(e, q, dst, qd, dataplane.ConnParams{}); err != nil {
+			t.Fatal(err)
+		}
+		f := &flow{e: e, q: q, cq: cq, wr: qp.SendWR{WRID: 1, Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled, NumSGE: 1, RemoteAddr: to.Addr, RKey: to.RKey}}
+		f.wr.SGL[0] = qp.SGE{Addr: src.Addr, Length: size, LKey: src.LKey}
+		for range depth {
+			if _, err := e.PostSend(q, []qp.SendWR{f.wr}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		flows[i] = f
+	}
+	wcs := make([]qp.WC, depth)
+	// Keep every flow's queue full; count what completes after from.
+	pump := func(from time.Duration) func() bool {
+		return func() bool {
+			for _, f := range flows {
+				n, err := f.e.PollCQ(f.cq, wcs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, wc := range wcs[:n] {
+					if wc.Status != qp.WCSuccess {
+						t.Fatalf("%+v", wc)
+					}
+					if s.Now() >= from {
+						f.bytes += size
+					}
+					if _, err := f.e.PostSend(f.q, []qp.SendWR{f.wr}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			return false
+		}
+	}
+	const from, to = 10 * time.Millisecond, 40 * time.Millisecond
+	s.RunUntilReact(pump(from), to)
+	total := flows[0].bytes + flows[1].bytes
+	gbps := func(b uint64) float64 { return float64(b*8) / float64(to-from) }
+	t.Logf("from %v to %v: %.2f and %.2f Gb/s (%.2f together), %d CNPs handled", from, to, gbps(flows[0].bytes), gbps(flows[1].bytes), gbps(total),
+		s.Engines[0].Counters().RPCNPHandled+s.Engines[1].Counters().RPCNPHandled)
+	if total == 0 {
+		t.Fatal("nothing completed")
+	}
+	for i, f := range flows {
+		if share := float64(f.bytes) / float64(total); share < 0.45 || share > 0.55 {
+			t.Errorf("flow %d got %.1f%% of the bottleneck, want 50%% ± 10%% of it", i, 100*share)
+		}
+	}
+}

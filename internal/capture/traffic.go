@@ -6,6 +6,7 @@ import (
 
 	"github.com/softnic/softnic/dataplane"
 	"github.com/softnic/softnic/dataplane/fabric"
+	"github.com/softnic/softnic/dataplane/netsw"
 	"github.com/softnic/softnic/dataplane/sim"
 	"github.com/softnic/softnic/qp"
 )
@@ -20,7 +21,28 @@ import (
 // acknowledgements. It is what the capture and dissector tests capture.
 func LossyTraffic(scheme string, seed uint64, loss float64, rounds int, setup func(a, b *dataplane.Engine)) error {
 	link := fabric.LossyHop(loss)
-	s, err := sim.New(sim.Config{Seed: seed, AtoB: link, BtoA: link, SchemeA: scheme, SchemeB: scheme})
+	return traffic(sim.Config{Seed: seed, AtoB: link, BtoA: link, SchemeA: scheme, SchemeB: scheme}, rounds, setup)
+}
+
+// MarkedTraffic is LossyTraffic without loss, both NICs running the
+// congestion control alg (dataplane.Config.CC), and every markEvery-th
+// frame from a to b marked ECN CE on the way, as a congested switch does
+// (netsw.MarkCE): b answers with CNPs, which a takes. It is what the
+// dissector test captures CNPs from.
+func MarkedTraffic(scheme, alg string, seed uint64, markEvery, rounds int, setup func(a, b *dataplane.Engine)) error {
+	n := 0
+	mark := func(frame []byte) bool {
+		if n++; n%markEvery == 0 {
+			netsw.MarkCE(frame)
+		}
+		return false
+	}
+	return traffic(sim.Config{Seed: seed, AtoB: fabric.LinkConfig{Drop: mark}, SchemeA: scheme, SchemeB: scheme, CC: alg}, rounds, setup)
+}
+
+// traffic runs the rounds on a simulator of cfg.
+func traffic(cfg sim.Config, rounds int, setup func(a, b *dataplane.Engine)) error {
+	s, err := sim.New(cfg)
 	if err != nil {
 		return err
 	}
@@ -91,7 +113,7 @@ func LossyTraffic(scheme string, seed uint64, loss float64, rounds int, setup fu
 			return sent == len(wrs) && recvd == len(recvs)
 		}
 		if !s.RunUntil(done, 10*time.Second) || sent != len(wrs) {
-			return fmt.Errorf("capture: %s round %d: %d of %d sends and %d of %d receives completed", scheme, r, sent, len(wrs), recvd, len(recvs))
+			return fmt.Errorf("capture: %s round %d: %d of %d sends and %d of %d receives completed", cfg.SchemeA, r, sent, len(wrs), recvd, len(recvs))
 		}
 	}
 	return nil
