@@ -29,6 +29,7 @@ type rcTransport struct {
 	// sets the rate pacer holds the requester to, and the notification
 	// point's receiver, which decides when a CE mark is answered by a CNP
 	// (cnpDue, sent first by serve). ecn: the QP's frames are ECN-capable.
+	ccName string
 	ccs    cc.Sender
 	ccr    cc.Receiver
 	pacer  cc.Pacer
@@ -219,8 +220,10 @@ func (rc *rcTransport) misaddressed(bth.Opcode) {}
 
 // setCC gives the QP its congestion control's halves.
 func (rc *rcTransport) setCC(a cc.Algorithm) {
-	rc.ccs, rc.ccr, rc.ecn = a.NewSender(), a.NewReceiver(), a.Caps().ECN
+	rc.ccName, rc.ccs, rc.ccr, rc.ecn = a.Name(), a.NewSender(), a.NewReceiver(), a.Caps().ECN
 }
+
+func (rc *rcTransport) congestionControl() string { return rc.ccName }
 
 // marked: a packet for the QP came CE-marked; the notification point
 // answers with a CNP at most once per its interval.

@@ -55,6 +55,14 @@ func (e *Engine) QPScheme(q *QP) string {
 	return q.scheme.Name()
 }
 
+// QPCC is the name of q's congestion control ("none" for a StaR server
+// QP's driver, which runs none).
+func (e *Engine) QPCC(q *QP) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return q.tr.congestionControl()
+}
+
 // SetQPScheme gives q the named loss recovery ("" is the engine's
 // default), as if it had been created with it (applyScheme, as CreateQP
 // does): a fresh sender and receiver of the scheme, the responder queue,

@@ -46,6 +46,8 @@ func (d *starDriver) marked()            {}
 func (d *starDriver) cnp() bool          { return false }
 func (d *starDriver) setCC(cc.Algorithm) {}
 
+func (d *starDriver) congestionControl() string { return cc.None }
+
 func (d *starDriver) serve(budget int) (int, bool) { return d.serveDriver(budget) }
 
 func (d *starDriver) postSend(wrs []qp.SendWR) (int, error) { return d.driverPostSend(wrs) }

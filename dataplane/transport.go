@@ -50,8 +50,10 @@ type transport interface {
 	// setScheme gives the QP a loss-recovery scheme (create, and
 	// SetQPScheme in RESET or INIT).
 	setScheme(s recovery.Scheme) error
-	// setCC gives the QP a congestion control (create).
+	// setCC gives the QP a congestion control (create), and
+	// congestionControl names it.
 	setCC(a cc.Algorithm)
+	congestionControl() string
 	// depths are the work requests the QP holds, per queue
 	// (Engine.QueueDepths).
 	depths() (send, recv int)

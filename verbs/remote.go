@@ -467,7 +467,7 @@ func (r *remote) createQP(q *QP, attr QPInitAttr) error {
 	var res proto.CreateQPResult
 	fds, err := r.call(proto.OpCreateQP, proto.CreateQPArgs{
 		PD: q.pd.h, SendCQ: attr.SendCQ.h, RecvCQ: attr.RecvCQ.h,
-		MaxSendWR: attr.MaxSendWR, MaxRecvWR: attr.MaxRecvWR, SigAll: attr.SqSigAll, Scheme: attr.Scheme,
+		MaxSendWR: attr.MaxSendWR, MaxRecvWR: attr.MaxRecvWR, SigAll: attr.SqSigAll, Scheme: attr.Scheme, CC: attr.CC,
 		Star: uint8(attr.Star),
 	}, nil, &res)
 	if err != nil {

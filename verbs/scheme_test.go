@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/bth"
+	"github.com/softnic/softnic/cc"
 	"github.com/softnic/softnic/dataplane"
 	"github.com/softnic/softnic/dataplane/fabric"
 	"github.com/softnic/softnic/dataplane/sim"
@@ -286,5 +287,50 @@ func TestDaemonPerQPScheme(t *testing.T) {
 	}
 	if plain[irnQPN] != 0 || extension[irnQPN] < size/1024 {
 		t.Fatalf("irn pair sent %d extension and %d plain requests, want only extension ones", extension[irnQPN], plain[irnQPN])
+	}
+}
+
+// TestQPCC: on both backends, a QP runs the congestion control it asked
+// for (checked on the engine behind the context), the device's (none)
+// when it asks none, and an unknown name is refused at create naming the
+// ones there are.
+func TestQPCC(t *testing.T) {
+	m, err := NewEmbedded(sim.Config{Seed: 12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("embedded", func(t *testing.T) { qpCCs(t, m.A, m.Sim.A) })
+	t.Run("daemon", func(t *testing.T) {
+		d := startDaemons(t, sim.Config{Seed: 12}, true)
+		ctx, err := Dial(d.sockA)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ctx.Close()
+		qpCCs(t, ctx, d.sim.A)
+	})
+}
+
+func qpCCs(t *testing.T, ctx *Context, e *dataplane.Engine) {
+	pd, err := ctx.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cq, err := ctx.CreateCQ(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ ask, want string }{{"", cc.None}, {cc.DCQCN, cc.DCQCN}, {cc.Timely, cc.Timely}} {
+		q, err := pd.CreateQP(QPInitAttr{SendCQ: cq, RecvCQ: cq, MaxSendWR: 4, MaxRecvWR: 4, CC: c.ask})
+		if err != nil {
+			t.Fatalf("CC %q: %v", c.ask, err)
+		}
+		if got := e.QPCC(e.LookupQP(q.QPN())); got != c.want {
+			t.Errorf("asked %q: the engine runs %q, want %q", c.ask, got, c.want)
+		}
+	}
+	_, err = pd.CreateQP(QPInitAttr{SendCQ: cq, RecvCQ: cq, MaxSendWR: 4, MaxRecvWR: 4, CC: "nope"})
+	if err == nil || !strings.Contains(err.Error(), "nope") || !strings.Contains(err.Error(), cc.DCQCN) {
+		t.Fatalf("unknown congestion control: %v", err)
 	}
 }

@@ -403,6 +403,10 @@ type QPInitAttr struct {
 	// must run the same scheme (package cm agrees on one); QP.SetScheme
 	// changes it until the QP leaves INIT.
 	Scheme string
+	// CC names the QP's congestion control (cc.Names(), docs/cc.md); ""
+	// takes the device's (softnic run --cc). Each end of a connection
+	// chooses its own.
+	CC string
 	// Star is the QP's role in StaR's stateless mode (docs/star.md):
 	// StarNone (default) for an ordinary RC QP, StarServer for a
 	// stateless server QP (the NIC must run with --star-server), or

@@ -197,6 +197,10 @@ type CreateQPArgs struct {
 	// (version 2; a softnic extension, like a vendor create_qp_ex
 	// attribute).
 	Scheme string `json:"scheme,omitempty"`
+	// CC is the QP's congestion control (docs/cc.md); "" is the daemon's
+	// (softnic run --cc). A softnic extension like Scheme; a daemon that
+	// predates it ignores it and runs its own.
+	CC string `json:"cc,omitempty"`
 	// Star is the QP's StaR role (dataplane.StarRole: 0 none, 1 server, 2
 	// client; version 5, a softnic extension like Scheme).
 	Star uint8 `json:"star,omitempty"`
