@@ -25,7 +25,7 @@ func TestDocCC(t *testing.T) {
 		}
 	}
 	for _, k := range Knobs() {
-		if k.Algorithm == knobtest {
+		if k.Owner == knobtest {
 			continue
 		}
 		row, ok := rows[k.Key()]

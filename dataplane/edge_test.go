@@ -287,6 +287,23 @@ func TestSteadyStateAllocs(t *testing.T) {
 	}
 }
 
+// noRoundAllocs runs rounds of a 64 KiB WRITE and an 8-byte SEND on p
+// until they are warm, then fails if one allocates.
+func noRoundAllocs(t *testing.T, p *testPair) {
+	t.Helper()
+	write := []qp.SendWR{sendWR(1, qp.WRRDMAWrite, sge(p.mrA, 0, 64<<10))}
+	write[0].RemoteAddr, write[0].RKey = p.mrB.Addr, p.mrB.RKey
+	send := []qp.SendWR{sendWR(2, qp.WRSend, sge(p.mrA, 0, 8))}
+	recv := []qp.RecvWR{recvWR(3, sge(p.mrB, 0, 8))}
+	round := writeSendRound(t, p, write, send, recv, 3)
+	for i := 0; i < 30; i++ {
+		round()
+	}
+	if allocs := testing.AllocsPerRun(50, round); allocs != 0 {
+		t.Fatalf("%.1f allocations per round (66 packets, 2 ACKs, 3 completions), want 0", allocs)
+	}
+}
+
 // ccAllocs is steadyStateAllocs with congestion control alg on both
 // NICs and every 8th frame from A to B marked CE.
 func ccAllocs(t *testing.T, scheme, alg string) {
@@ -298,17 +315,7 @@ func ccAllocs(t *testing.T, scheme, alg string) {
 		return false
 	}
 	p := newSchemePair(t, scheme, recovery.Params{}, SimConfig{Seed: 14, AtoB: fabric.LinkConfig{Drop: mark}, CC: alg}, ConnParams{MTU: qp.MTU1024})
-	write := []qp.SendWR{sendWR(1, qp.WRRDMAWrite, sge(p.mrA, 0, 64<<10))}
-	write[0].RemoteAddr, write[0].RKey = p.mrB.Addr, p.mrB.RKey
-	send := []qp.SendWR{sendWR(2, qp.WRSend, sge(p.mrA, 0, 8))}
-	recv := []qp.RecvWR{recvWR(3, sge(p.mrB, 0, 8))}
-	round := writeSendRound(t, p, write, send, recv, 3)
-	for i := 0; i < 30; i++ {
-		round()
-	}
-	if allocs := testing.AllocsPerRun(50, round); allocs != 0 {
-		t.Fatalf("%.1f allocations per round with %s, want 0", allocs, alg)
-	}
+	noRoundAllocs(t, p)
 	if b, a := p.sim.B.Counters(), p.sim.A.Counters(); b.NPCNPSent == 0 || a.RPCNPHandled != b.NPCNPSent {
 		t.Fatalf("%s: %d CNPs sent, %d handled: the rounds did not exercise congestion control", alg, b.NPCNPSent, a.RPCNPHandled)
 	}
@@ -320,17 +327,7 @@ func steadyStateAllocs(t *testing.T, scheme string, loss float64, linkRate uint6
 	{
 		{
 			p := newSchemePair(t, scheme, recovery.Params{}, SimConfig{Seed: 14, AtoB: lossyLink(loss), BtoA: lossyLink(loss), LinkRate: linkRate, LinkDelay: delay}, ConnParams{MTU: qp.MTU1024})
-			write := []qp.SendWR{sendWR(1, qp.WRRDMAWrite, sge(p.mrA, 0, 64<<10))}
-			write[0].RemoteAddr, write[0].RKey = p.mrB.Addr, p.mrB.RKey
-			send := []qp.SendWR{sendWR(2, qp.WRSend, sge(p.mrA, 0, 8))}
-			recv := []qp.RecvWR{recvWR(3, sge(p.mrB, 0, 8))}
-			round := writeSendRound(t, p, write, send, recv, 3)
-			for i := 0; i < 30; i++ {
-				round()
-			}
-			if allocs := testing.AllocsPerRun(50, round); allocs != 0 {
-				t.Fatalf("%.1f allocations per round (66 packets, 2 ACKs, 3 completions), want 0", allocs)
-			}
+			noRoundAllocs(t, p)
 			if c := p.sim.A.Counters(); loss > 0 && c.Retransmits == 0 {
 				t.Fatalf("no retransmission at %v%% loss: the lossy rounds did not exercise recovery", loss*100)
 			}

@@ -77,8 +77,8 @@ func TestKnobsDeclared(t *testing.T) {
 	name := regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
 	for _, k := range Knobs() {
 		switch {
-		case !slices.Contains(Names(), k.Scheme):
-			t.Errorf("%s: no scheme %s", k.Key(), k.Scheme)
+		case !slices.Contains(Names(), k.Owner):
+			t.Errorf("%s: no scheme %s", k.Key(), k.Owner)
 		case !name.MatchString(k.Name):
 			t.Errorf("%s: not lower case words joined by _", k.Key())
 		case k.Help == "":

@@ -22,12 +22,16 @@ import (
 // device's default when they ask none; SetScheme works in RESET and INIT
 // and is refused from RTR on; an unknown name fails with the available
 // ones, at create and at SetScheme.
-func TestQPScheme(t *testing.T) {
+func TestQPScheme(t *testing.T) { onBothBackends(t, qpSchemes) }
+
+// onBothBackends runs check on an embedded context and on one served by
+// a daemon, each with the engine behind it.
+func onBothBackends(t *testing.T, check func(*testing.T, *Context, *dataplane.Engine)) {
 	m, err := NewEmbedded(sim.Config{Seed: 12})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Run("embedded", func(t *testing.T) { qpSchemes(t, m.A, m.Sim.A) })
+	t.Run("embedded", func(t *testing.T) { check(t, m.A, m.Sim.A) })
 	t.Run("daemon", func(t *testing.T) {
 		d := startDaemons(t, sim.Config{Seed: 12}, true)
 		ctx, err := Dial(d.sockA)
@@ -35,7 +39,7 @@ func TestQPScheme(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer ctx.Close()
-		qpSchemes(t, ctx, d.sim.A)
+		check(t, ctx, d.sim.A)
 	})
 }
 
@@ -294,22 +298,7 @@ func TestDaemonPerQPScheme(t *testing.T) {
 // for (checked on the engine behind the context), the device's (none)
 // when it asks none, and an unknown name is refused at create naming the
 // ones there are.
-func TestQPCC(t *testing.T) {
-	m, err := NewEmbedded(sim.Config{Seed: 12})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Run("embedded", func(t *testing.T) { qpCCs(t, m.A, m.Sim.A) })
-	t.Run("daemon", func(t *testing.T) {
-		d := startDaemons(t, sim.Config{Seed: 12}, true)
-		ctx, err := Dial(d.sockA)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ctx.Close()
-		qpCCs(t, ctx, d.sim.A)
-	})
-}
+func TestQPCC(t *testing.T) { onBothBackends(t, qpCCs) }
 
 func qpCCs(t *testing.T, ctx *Context, e *dataplane.Engine) {
 	pd, err := ctx.AllocPD()
