@@ -44,23 +44,26 @@ type FlowResult struct {
 
 // FlowRunResult is a run's flows and totals.
 type FlowRunResult struct {
-	Flows []FlowResult
+	Flows  []FlowResult
+	NFlows int // how many flows the run had
 	// IRN's three summaries (§4.1 "Metrics") over the flows that
 	// completed.
 	AvgSlowdown    float64
 	AvgFCT, P99FCT time.Duration
-	Unfinished     int    // not completed by the last arrival + Drain
-	Failed         int    // completed with an error status
-	Drops, Pauses  uint64 // the switches': frames dropped, pause frames sent
-	ECNMarks       uint64 // frames the switches marked CE
-	CNPs           uint64 // np_cnp_sent, summed over the hosts
-	Retransmits    uint64 // retransmitted_pkts, summed
+	Unfinished     int       // not completed by the last arrival + Drain
+	Failed         int       // completed with an error status
+	Drops, Pauses  uint64    // the switches': frames dropped, pause frames sent
+	ECNMarks       uint64    // frames the switches marked CE
+	DroppedBy      [5]uint64 // Drops by netsw.DropReason
+	CNPs           uint64    // np_cnp_sent, summed over the hosts
+	Retransmits    uint64    // retransmitted_pkts, summed
 	// QueueP99Bytes is the largest, over the switches' egress ports, of
 	// the port's 99th-percentile queue as arriving frames found it
 	// (netsw's histogram); QueueMaxBytes the largest queue any port held.
 	QueueP99Bytes, QueueMaxBytes int
-	QPs                          int // QPs created per side (the pools' sizes summed)
-	SimEnd, Wall                 time.Duration
+	QPs                          int           // QPs created per side (the pools' sizes summed)
+	SimEnd                       time.Duration // the last completion
+	Wall                         time.Duration
 }
 
 // Frame sizes as the fabric serializes them (no FCS, preamble or gap,
@@ -165,7 +168,7 @@ func RunFlows(cfg FlowRunConfig) (FlowRunResult, error) {
 	idle := make([][]*dataplane.QP, hosts*hosts)
 	busy := make([]*dataplane.QP, len(cfg.Flows))
 	dsts := make([]*dataplane.MR, len(cfg.Flows))
-	res := FlowRunResult{Flows: make([]FlowResult, len(cfg.Flows))}
+	res := FlowRunResult{Flows: make([]FlowResult, len(cfg.Flows)), NFlows: len(cfg.Flows)}
 	post := func(i int) error {
 		f := cfg.Flows[i]
 		res.Flows[i].Flow = f
@@ -239,17 +242,26 @@ func RunFlows(cfg FlowRunConfig) (FlowRunResult, error) {
 				for _, wc := range wcs[:n] {
 					i := int(wc.WRID)
 					fr := &res.Flows[i]
-					fr.Done, fr.Status = true, wc.Status
+					q := busy[i]
+					busy[i], fr.Status = nil, wc.Status
+					if wc.Status != qp.WCSuccess {
+						// The QP is in error (RETRY_EXC_ERR: retry_cnt
+						// timeouts or NAKs without progress): the
+						// application posts the WRITE again on another
+						// QP, and the flow's FCT runs on.
+						res.Failed++
+						if err := post(i); err != nil {
+							return res, fmt.Errorf("sweep: flow %d again: %w", i, err)
+						}
+						continue
+					}
+					fr.Done = true
 					fr.FCT = now - fr.Arrive
+					res.SimEnd = now
 					fr.Slowdown = float64(fr.FCT) / float64(fr.Ideal)
 					open--
-					if wc.Status == qp.WCSuccess {
-						f := cfg.Flows[i]
-						idle[f.Src*hosts+f.Dst] = append(idle[f.Src*hosts+f.Dst], busy[i])
-					} else {
-						res.Failed++
-					}
-					busy[i] = nil
+					f := cfg.Flows[i]
+					idle[f.Src*hosts+f.Dst] = append(idle[f.Src*hosts+f.Dst], q)
 				}
 				if n < len(wcs) {
 					break
@@ -257,7 +269,6 @@ func RunFlows(cfg FlowRunConfig) (FlowRunResult, error) {
 			}
 		}
 	}
-	res.SimEnd = s.Now()
 	for i := range res.Flows {
 		if !res.Flows[i].Done {
 			res.Unfinished++
@@ -284,7 +295,11 @@ func RunFlows(cfg FlowRunConfig) (FlowRunResult, error) {
 		qs := sw.Queues()
 		for p := range qs.Ports() {
 			res.QueueP99Bytes = max(res.QueueP99Bytes, qs.OccupancyQuantile(p, 0.99))
-			res.QueueMaxBytes = max(res.QueueMaxBytes, qs.Stats(p).MaxQueueBytes)
+			st := qs.Stats(p)
+			res.QueueMaxBytes = max(res.QueueMaxBytes, st.MaxQueueBytes)
+			for i, n := range st.DroppedBy {
+				res.DroppedBy[i] += n
+			}
 		}
 	}
 	res.Wall = time.Since(wallStart)
