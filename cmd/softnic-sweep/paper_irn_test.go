@@ -49,3 +49,21 @@ func TestPaperIRNFig1Quick(t *testing.T) {
 		t.Errorf("png: %v", err)
 	}
 }
+
+// TestPaperIRNFig4Registered: the congestion-control variants exist and
+// name their algorithm among their parameters.
+func TestPaperIRNFig4Registered(t *testing.T) {
+	for _, cc := range []string{"dcqcn", "timely"} {
+		p, ok := paperPresets["irn-fig4-"+cc]
+		if !ok {
+			t.Fatalf("no irn-fig4-%s", cc)
+		}
+		found := false
+		for _, pa := range p.Params {
+			found = found || (pa.Name == "congestion control" && strings.HasPrefix(pa.Value, cc))
+		}
+		if !found {
+			t.Errorf("irn-fig4-%s: no congestion control parameter", cc)
+		}
+	}
+}

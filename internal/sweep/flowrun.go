@@ -46,8 +46,8 @@ type FlowResult struct {
 type FlowRunResult struct {
 	Flows  []FlowResult
 	NFlows int // how many flows the run had
-	// IRN's three summaries (§4.1 "Metrics") over the flows that
-	// completed.
+	// IRN's three summaries (§4.1 "Metrics") over the flows, those
+	// unfinished at the end with their FCT so far (lower bounds then).
 	AvgSlowdown    float64
 	AvgFCT, P99FCT time.Duration
 	Unfinished     int       // not completed by the last arrival + Drain
@@ -269,9 +269,15 @@ func RunFlows(cfg FlowRunConfig) (FlowRunResult, error) {
 			}
 		}
 	}
+	end := s.Now()
 	for i := range res.Flows {
-		if !res.Flows[i].Done {
+		if fr := &res.Flows[i]; !fr.Done && i < next {
+			// Censored at the run's end: its FCT is at least this, and
+			// the summaries count it so (a lower bound on them).
 			res.Unfinished++
+			fr.FCT = end - fr.Arrive
+			fr.Slowdown = float64(fr.FCT) / float64(fr.Ideal)
+			res.SimEnd = end
 		}
 	}
 	if cfg.Verify {
@@ -312,7 +318,7 @@ func (r *FlowRunResult) summarize() {
 	var slow float64
 	var sum time.Duration
 	for _, f := range r.Flows {
-		if f.Done && f.Status == qp.WCSuccess {
+		if f.FCT > 0 {
 			fcts = append(fcts, f.FCT)
 			sum += f.FCT
 			slow += f.Slowdown

@@ -28,6 +28,9 @@ type IRNPoint struct {
 	Seed    uint64
 	K       int           // fat tree's k
 	Horizon time.Duration // flows arrive over [0, Horizon)
+	// Drain bounds the run: flows still open this long after the last
+	// arrival are censored there (FlowRunConfig.Drain; 0: 1 s).
+	Drain time.Duration
 }
 
 // IRNLink is IRN's link: 40 Gb/s, 2 µs.
@@ -70,7 +73,7 @@ func IRNConfig(p IRNPoint) FlowRunConfig {
 		Engine: dataplane.Config{Scheme: p.Scheme, SchemeParams: IRNSchemeParams(), CC: cc},
 		Conn:   conn,
 		Flows:  IRNFlows(hosts, p.Load, float64(IRNLink.RateBps), p.Horizon, p.Seed),
-		Drain:  time.Second,
+		Drain:  p.Drain,
 	}
 }
 
@@ -78,7 +81,7 @@ func IRNConfig(p IRNPoint) FlowRunConfig {
 // headroom of the upstream link's bandwidth-delay product) with the
 // headroom netsw.HeadroomFor computes for the link and the largest
 // frame the workload sends (a 1 KB MTU frame): IRN's 20 KB plus the pause
-// frame and two frames, 22,408 B, so XOFF at 217,592 B of the 240 KB
+// frame and two frames, 22,256 B, so XOFF at 217,744 B of the 240 KB
 // where the paper rounds to 220 KB. With IRN's round 20 KB the fabric's
 // ingress ports overrun the headroom and drop (DropHeadroom), which a
 // PFC run must not; XON one headroom below XOFF, as netsw's default.
