@@ -10,8 +10,9 @@ import (
 
 // TestPaperIRNFig1Quick: `softnic-sweep paper irn-fig1 -quick` runs a
 // k = 4 fat tree for 50 µs of arrivals and writes its CSV, in the
-// issue's columns, a row per scheme and PFC setting, every flow complete,
-// and its PNG.
+// issue's columns, a row per scheme and PFC setting, every flow complete
+// but gbn's without PFC, no drop with PFC and no pause without, and its
+// PNG.
 func TestPaperIRNFig1Quick(t *testing.T) {
 	dir := t.TempDir()
 	if err := paperPresets["irn-fig1"].Run(paperOpts{Out: dir, Quick: true, Stdout: io.Discard}); err != nil {
@@ -34,7 +35,9 @@ func TestPaperIRNFig1Quick(t *testing.T) {
 	for _, l := range lines[1:] {
 		f := strings.Split(l, ",")
 		for i, c := range col {
-			if c == "unfinished" && f[i] != "0" {
+			// gbn without PFC collapses (go-back-N resending at line
+			// rate into full queues) and may be censored 10 ms on.
+			if c == "unfinished" && f[i] != "0" && !strings.HasPrefix(l, "gbn,off,") {
 				t.Errorf("%s = %s in %s", c, f[i], l)
 			}
 			if c == "pauses" && strings.Contains(l, ",off,") && f[i] != "0" {
