@@ -1,0 +1,117 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/softnic/softnic/dataplane/netsw"
+	"github.com/softnic/softnic/internal/sweep"
+	"github.com/softnic/softnic/internal/sweepplot"
+)
+
+// IRN's (001) evaluation on the embedded fabric: Figs. 1-3 (no explicit
+// congestion control), each configuration (scheme × PFC) run over the same
+// seeded workloads.
+
+// The run's size: IRN's fat tree and how long flows arrive. On this
+// 2-core machine a 54-host run costs about 4-6 s of wall time per
+// simulated millisecond of arrivals for irn and gbn with PFC, and far
+// more for gbn without PFC (docs/results.md, "IRN Figs. 1-3").
+const (
+	irnFigK       = 6
+	irnFigHorizon = 2 * time.Millisecond
+	// irnFigDrain censors flows still open this long after the last
+	// arrival: only gbn without PFC has any (go-back-N's collapse), and
+	// its summaries are then lower bounds.
+	irnFigDrain = 10 * time.Millisecond
+)
+
+var irnFigSeeds = []uint64{1, 2, 3}
+
+func irnParams(cc string) []paperParam {
+	pfc := sweep.IRNPFC()
+	ps := []paperParam{
+		{"topology", fmt.Sprintf("3-tier fat tree, k = %d (%d hosts, %d switches)", irnFigK, irnFigK*irnFigK*irnFigK/4, 5*irnFigK*irnFigK/4), "§4.1: k = 6, 54 servers, 45 switches"},
+		{"links", "40 Gb/s, 2 µs each", "§4.1"},
+		{"routing", "ECMP on the UDP source port", "§4.1: ECMP"},
+		{"MTU", "1024 B", "§4.1: single-packet messages up to 1 KB"},
+		{"buffer", fmt.Sprintf("%d B per input port", netsw.DefaultPortBytes), "§4.1: twice the BDP (240 KB)"},
+		{"PFC", fmt.Sprintf("XOFF %d B, XON %d B, headroom %d B", pfc.XOFFBytes, pfc.XONBytes, pfc.HeadroomBytes), "§4.1: buffer minus the upstream link's BDP (220 KB); headroom netsw.HeadroomFor (BDP + pause + 2 frames), since IRN's round 20 KB overruns here; XON a choice"},
+		{"workload", "Poisson arrivals per host, random destination, heavy-tailed sizes", "§4.1; sizes: 50% 32 B-1 KB uniform, 35% 1-200 KB and 15% 200 KB-3 MB log-uniform (the bands' insides are softnic's choice)"},
+		{"load", "70% of host link capacity", "§4.1 default"},
+		{"arrivals", fmt.Sprintf("over %v, then until every flow completes or %v more have passed (flows open then count with their FCT so far: lower bounds)", irnFigHorizon, irnFigDrain), "softnic: the wall time a 2-core machine allows; the paper does not give its duration"},
+		{"seeds", fmt.Sprint(irnFigSeeds), "softnic"},
+		{"QPs", "a flow per WRITE on an idle QP of its (src,dst) pool, new QPs on demand", "§4.1 QP per flow; pooled so that no flow waits behind another"},
+		{"irn", fmt.Sprintf("RTO_low %v with N = %d, RTO_high %v, BDP-FC %d packets, ACK timeout code %d", sweep.IRNSchemeParams().RTOLow, sweep.IRNSchemeParams().RTOLowThreshold, sweep.IRNSchemeParams().RTOHigh, sweep.IRNSchemeParams().BDPPackets, sweep.IRNTimeoutCode), "§4.1 (the code only must not cut RTO_high)"},
+		{"gbn (RoCE)", fmt.Sprintf("go-back-N, fixed ACK timeout code %d (262 µs)", sweep.GBNTimeoutCode), "§4.1: RoCE without PFC uses RTO_high, 320 µs, no code's value; 262 µs is the nearest"},
+		{"with PFC", "ACK timeouts off (code 0)", "§4.1: timeouts disabled under PFC"},
+		{"slowdown", "FCT / (the flow alone on its path: packets at line rate, store and forward, the last ACK back)", "§4.1 Metrics"},
+	}
+	switch cc {
+	case "":
+		ps = append(ps, paperParam{"congestion control", "none; flows start at line rate", "§4.2, Figs. 1-3"})
+	default:
+		ps = append(ps, paperParam{"congestion control", cc + " with cc's defaults (docs/cc.md), ECN marking netsw.DefaultECN (DCQCN's Kmin/Kmax/Pmax)", "§4.3: the parameters of [29] and [37]; flows start at line rate"})
+	}
+	return ps
+}
+
+func init() {
+	registerPaper(paperPreset{
+		Name: "irn-fig1", Paper: "IRN (001)", Figure: "Figs. 1-3",
+		Summary:     "average slowdown, average and 99th-percentile FCT for irn and gbn (RoCE), each with and without PFC, no congestion control, IRN's workload at 70% load in a fat tree",
+		Params:      irnParams(""),
+		Run:         func(o paperOpts) error { return runIRNFig(o, "irn-fig1", "") },
+		TestbedNote: "fabric only: a 54-host fat tree with switches, PFC and ECN",
+	})
+	for _, cc := range []string{"dcqcn", "timely"} {
+		registerPaper(paperPreset{
+			Name: "irn-fig4-" + cc, Paper: "IRN (001)", Figure: "Figs. 4-6 (" + cc + ")",
+			Summary:     "Figs. 1-3's rows with " + cc + " on every QP (ECN marking at the switches)",
+			Params:      irnParams(cc),
+			Run:         func(o paperOpts) error { return runIRNFig(o, "irn-fig4-"+cc, cc) },
+			TestbedNote: "fabric only: a 54-host fat tree with switches, PFC and ECN",
+		})
+	}
+}
+
+func runIRNFig(o paperOpts, name, cc string) error {
+	k, horizon, drain, seeds := irnFigK, irnFigHorizon, irnFigDrain, irnFigSeeds
+	if o.Quick {
+		k, horizon, seeds = 4, 50*time.Microsecond, seeds[:1]
+	}
+	type conf struct {
+		scheme string
+		pfc    bool
+	}
+	confs := []conf{{"irn", false}, {"irn", true}, {"gbn", true}, {"gbn", false}}
+	fmt.Fprintf(o.Stdout, " fat tree k = %d, arrivals over %v, cc %q\n %-4s %-3s %4s %6s %9s %10s %10s %8s %7s %6s %6s %9s %5s %5s %8s\n", k, horizon, cc,
+		"sch", "pfc", "seed", "flows", "avg slow", "avg FCT", "p99 FCT", "drops", "pauses", "cnps", "ecn", "retx", "unfin", "fail", "wall")
+	var rs []sweep.IRNResult
+	for _, c := range confs {
+		for _, seed := range seeds {
+			r, err := sweep.RunIRN(sweep.IRNPoint{Scheme: c.scheme, PFC: c.pfc, CC: cc, Load: 0.7, Seed: seed, K: k, Horizon: horizon, Drain: drain})
+			if err != nil {
+				return err
+			}
+			pfc := "off"
+			if c.pfc {
+				pfc = "on"
+			}
+			fmt.Fprintf(o.Stdout, " %-4s %-3s %4d %6d %9.2f %10v %10v %8d %7d %6d %6d %9d %5d %5d %8v\n", c.scheme, pfc, seed, r.NFlows, r.AvgSlowdown,
+				r.AvgFCT.Round(time.Microsecond), r.P99FCT.Round(time.Microsecond), r.Drops, r.Pauses, r.CNPs, r.ECNMarks, r.Retransmits, r.Unfinished, r.Failed, r.Wall.Round(time.Millisecond))
+			rs = append(rs, r)
+		}
+	}
+	csvPath, err := sweep.SaveIRN(o.Out, name, rs)
+	if err != nil {
+		return err
+	}
+	title := fmt.Sprintf("IRN Figs. 1-3 (embedded): fat tree k = %d, 40 Gb/s, 2 µs links, 70%% load, arrivals over %v, mean of %d seeds", k, horizon, len(seeds))
+	if cc != "" {
+		title = fmt.Sprintf("IRN with %s (embedded): fat tree k = %d, 70%% load, arrivals over %v, mean of %d seeds", cc, k, horizon, len(seeds))
+	}
+	png, err := sweepplot.IRN(o.Out, name, title, rs)
+	fmt.Fprintln(o.Stdout, " wrote", csvPath, png)
+	return err
+}

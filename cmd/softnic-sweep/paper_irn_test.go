@@ -1,0 +1,72 @@
+package main
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestPaperIRNFig1Quick: `softnic-sweep paper irn-fig1 -quick` runs a
+// k = 4 fat tree for 50 µs of arrivals and writes its CSV, in the
+// issue's columns, a row per scheme and PFC setting, every flow complete
+// but gbn's without PFC, no drop with PFC and no pause without, and its
+// PNG.
+func TestPaperIRNFig1Quick(t *testing.T) {
+	dir := t.TempDir()
+	if err := paperPresets["irn-fig1"].Run(paperOpts{Out: dir, Quick: true, Stdout: io.Discard}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "irn-fig1.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if !strings.HasPrefix(lines[0], "scheme,pfc,cc,load,seed,avg_slowdown,avg_fct_us,p99_fct_us,drops,pauses,cnps,ecn_marks,") || len(lines) != 5 {
+		t.Fatalf("csv:\n%s", b)
+	}
+	for _, want := range []string{"irn,off,none,0.70,1,", "irn,on,none,", "gbn,on,none,", "gbn,off,none,"} {
+		if !strings.Contains(string(b), "\n"+want) {
+			t.Errorf("no row %q in\n%s", want, b)
+		}
+	}
+	col := strings.Split(lines[0], ",")
+	for _, l := range lines[1:] {
+		f := strings.Split(l, ",")
+		for i, c := range col {
+			// gbn without PFC collapses (go-back-N resending at line
+			// rate into full queues) and may be censored 10 ms on.
+			if c == "unfinished" && f[i] != "0" && !strings.HasPrefix(l, "gbn,off,") {
+				t.Errorf("%s = %s in %s", c, f[i], l)
+			}
+			if c == "pauses" && strings.Contains(l, ",off,") && f[i] != "0" {
+				t.Errorf("pauses without PFC: %s", l)
+			}
+			if c == "drops" && strings.Contains(l, ",on,") && f[i] != "0" {
+				t.Errorf("drops with PFC: %s", l)
+			}
+		}
+	}
+	if st, err := os.Stat(filepath.Join(dir, "irn-fig1.png")); err != nil || st.Size() < 1000 {
+		t.Errorf("png: %v", err)
+	}
+}
+
+// TestPaperIRNFig4Registered: the congestion-control variants exist and
+// name their algorithm among their parameters.
+func TestPaperIRNFig4Registered(t *testing.T) {
+	for _, cc := range []string{"dcqcn", "timely"} {
+		p, ok := paperPresets["irn-fig4-"+cc]
+		if !ok {
+			t.Fatalf("no irn-fig4-%s", cc)
+		}
+		found := false
+		for _, pa := range p.Params {
+			found = found || (pa.Name == "congestion control" && strings.HasPrefix(pa.Value, cc))
+		}
+		if !found {
+			t.Errorf("irn-fig4-%s: no congestion control parameter", cc)
+		}
+	}
+}
