@@ -130,12 +130,14 @@ func RunFlows(cfg FlowRunConfig) (FlowRunResult, error) {
 	if cfg.Drain == 0 {
 		cfg.Drain = time.Second
 	}
-	maxSize := 1
+	// Each host's regions are as large as its largest flow out and in.
+	maxOut, maxIn := make([]int, hosts), make([]int, hosts)
 	for _, f := range cfg.Flows {
 		if f.Src < 0 || f.Src >= hosts || f.Dst < 0 || f.Dst >= hosts || f.Src == f.Dst || f.Size <= 0 {
 			return FlowRunResult{}, fmt.Errorf("sweep: bad flow %+v on %d hosts", f, hosts)
 		}
-		maxSize = max(maxSize, f.Size)
+		maxOut[f.Src] = max(maxOut[f.Src], f.Size)
+		maxIn[f.Dst] = max(maxIn[f.Dst], f.Size)
 	}
 	all := qp.AccessLocalWrite | qp.AccessRemoteWrite
 	type host struct {
@@ -151,15 +153,17 @@ func RunFlows(cfg FlowRunConfig) (FlowRunResult, error) {
 		if h.cq, err = e.CreateCQ(1<<14, nil); err != nil {
 			return FlowRunResult{}, err
 		}
-		buf := make([]byte, maxSize)
-		for j := range buf {
-			buf[j] = byte(i*31 + j*7 + j>>8)
+		if maxOut[i] > 0 {
+			buf := make([]byte, maxOut[i])
+			for j := range buf {
+				buf[j] = byte(i*31 + j*7 + j>>8)
+			}
+			if h.src, err = e.RegMR(h.pd, buf, 0, all); err != nil {
+				return FlowRunResult{}, err
+			}
 		}
-		if h.src, err = e.RegMR(h.pd, buf, 0, all); err != nil {
-			return FlowRunResult{}, err
-		}
-		if !cfg.Verify {
-			if h.dst, err = e.RegMR(h.pd, make([]byte, maxSize), 0, all); err != nil {
+		if !cfg.Verify && maxIn[i] > 0 {
+			if h.dst, err = e.RegMR(h.pd, make([]byte, maxIn[i]), 0, all); err != nil {
 				return FlowRunResult{}, err
 			}
 		}
