@@ -97,7 +97,7 @@ type QP struct {
 	rq       *qp.Ring[recvWQE]  // in host memory
 	respQ    *qp.Ring[respItem] // responder output queue
 	res      []resource         // responder resources ring (max_dest_rd_atomic)
-	stash    []stashedReq       // READ and atomic requests kept out of order (selective.go)
+	stash    []stashedReq       // READ and atomic requests kept out of order (responder.go)
 	ooo      bool               // the scheme places out of order: extension opcodes on the wire
 	buffers  bool               // ... and keeps early packets in the reorder buffer (MELO)
 	rob      []int32            // reorder-buffer slot+1 per PSN slot (reorder.go)
@@ -108,9 +108,18 @@ type QP struct {
 	tr       transport // what the QP runs: RC, or StaR's client or server driver
 }
 
-// hwContext is the on-chip part of a QP context (see QP).
+// hwContext is the on-chip part of a QP context (see QP): the
+// connection's attributes and the RC stages' state, one part each as in
+// rxe (req, comp, resp), copied as one value by the context cache.
 type hwContext struct {
-	// Connection (modify QP).
+	connCtx
+	reqCtx
+	compCtx
+	respCtx
+}
+
+// connCtx is the connection's attributes (modify QP).
+type connCtx struct {
 	access          qp.Access
 	hdr             bth.FrameHeader
 	mtu             uint32
@@ -121,16 +130,31 @@ type hwContext struct {
 	timeoutCode     uint8
 	retryCnt        uint8
 	rnrRetry        uint8
+}
 
-	// Requester (requester.go, completer.go).
+// reqCtx is the requester's state (requester.go; rxe's qp->req): the send
+// cursor and what it has sent.
+type reqCtx struct {
 	sqStart    uint32 // ring index of the next WQE that has no PSNs yet
 	nextPSN    qp.PSN // first PSN of the next WQE to start
 	cur        uint32 // ring index of the WQE under the send cursor
 	curPSN     qp.PSN // next PSN to (re)transmit
 	maxSentPSN qp.PSN // one past the highest PSN ever sent
-	unacked    qp.PSN // oldest PSN not yet acknowledged
 	noAck      int    // packets sent since the last AckReq
 	rdAtomics  int    // started, uncompleted READ and atomic WQEs
+	stPending  qp.PSN // p+1: ST's second copy of packet p waits for ring space; 0: none
+	nextRecvSN uint32 // receive WQE sequence number of the next SEND or WRITE with immediate (IRN §5.3.2)
+	lastAckReq qp.PSN // the furthest packet sent with AckReq (or answered at once: READ, atomic)
+	ackReqOut  bool   // lastAckReq is set
+	rttPSN     qp.PSN // p+1: PSN p, sent once at rttSentAt, is being timed; 0: none
+	rttSentAt  time.Duration
+}
+
+// compCtx is the completer's state (completer.go; rxe's qp->comp): what
+// is acknowledged, the retry budgets, the go-back rounds, the
+// retransmission timer's start and the round-trip estimate.
+type compCtx struct {
+	unacked    qp.PSN // oldest PSN not yet acknowledged
 	retryLeft  uint8
 	rnrLeft    uint8
 	rnrWait    bool          // transmission paused until the RNR timer fires
@@ -139,17 +163,13 @@ type hwContext struct {
 	nakBackTo  qp.PSN        // p+1: the last sequence NAK went back to p (a repeat of it is no new stall); 0: none
 	recoverPSN qp.PSN        // p+1: a go-back round covers the PSNs before p (maxSentPSN when it started); 0: none
 	goBackAt   time.Duration // when that round started
-	stPending  qp.PSN        // p+1: ST's second copy of packet p waits for ring space; 0: none
-	nextRecvSN uint32        // receive WQE sequence number of the next SEND or WRITE with immediate (IRN §5.3.2)
 	retryStart time.Duration // when the running retransmission timer was started
-	lastAckReq qp.PSN        // the furthest packet sent with AckReq (or answered at once: READ, atomic)
-	ackReqOut  bool          // lastAckReq is set
-	rtt        recovery.RTT  // the round-trip estimate (Config.RTO adaptive; rtt.go)
-	rttPSN     qp.PSN        // p+1: PSN p, sent once at rttSentAt, is being timed; 0: none
-	rttSentAt  time.Duration
-	rttBackoff uint8 // Karn: timeouts since the last sample, each doubling the RTO (adaptive)
+	rtt        recovery.RTT  // the round-trip estimate (Config.RTO adaptive; rc.go)
+	rttBackoff uint8         // Karn: timeouts since the last sample, each doubling the RTO (adaptive)
+}
 
-	// Responder (responder.go).
+// respCtx is the responder's state (responder.go; rxe's qp->resp).
+type respCtx struct {
 	ePSN    qp.PSN
 	msn     qp.MSN
 	msg     respMsg
@@ -161,11 +181,11 @@ type hwContext struct {
 // poisoned is what an evicted context's on-chip copy holds: values that
 // break any transfer that used them without a fill.
 var poisoned = hwContext{
-	mtu: 256, destQPN: 0xBAD, maxRdAtomic: 1, maxDestRdAtomic: 1,
-	sqStart: 0xBAD0BAD, nextPSN: 0xBADBAD, cur: 0xBAD0BAD, curPSN: 0xBADBAD, maxSentPSN: 0xBADBAD,
-	unacked: 0x0BAD0B, ePSN: 0xBADBAD, msn: 0xBAD, msg: respMsg{active: true, off: 0xBAD}, resNext: 0,
-	nextRecvSN: 0xBADBAD, recvSN: 0xBAD0BA, retryStart: -time.Hour,
-	rtt: recovery.RTT{SRTT: time.Hour, RTTVar: time.Hour, Valid: true}, rttPSN: 0xBADBAD, rttSentAt: -time.Hour,
+	connCtx: connCtx{mtu: 256, destQPN: 0xBAD, maxRdAtomic: 1, maxDestRdAtomic: 1},
+	reqCtx: reqCtx{sqStart: 0xBAD0BAD, nextPSN: 0xBADBAD, cur: 0xBAD0BAD, curPSN: 0xBADBAD, maxSentPSN: 0xBADBAD,
+		nextRecvSN: 0xBADBAD, rttPSN: 0xBADBAD, rttSentAt: -time.Hour},
+	compCtx: compCtx{unacked: 0x0BAD0B, retryStart: -time.Hour, rtt: recovery.RTT{SRTT: time.Hour, RTTVar: time.Hour, Valid: true}},
+	respCtx: respCtx{ePSN: 0xBADBAD, msn: 0xBAD, msg: respMsg{active: true, off: 0xBAD}, resNext: 0, recvSN: 0xBAD0BA},
 }
 
 // QPN is the queue pair number.
