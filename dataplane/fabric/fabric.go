@@ -375,41 +375,14 @@ func satAdd(a, b time.Duration) time.Duration {
 func (l *link) push(at time.Duration, frame []byte) {
 	l.seq++
 	l.queue = append(l.queue, flight{at: at, seq: l.seq, frame: frame})
-	q := l.queue
-	for i := len(q) - 1; i > 0; {
-		parent := (i - 1) / 2
-		if !q[i].before(&q[parent]) {
-			break
-		}
-		q[i], q[parent] = q[parent], q[i]
-		i = parent
-	}
+	siftUp(l.queue)
 }
 
 // pop removes and returns the earliest frame.
 func (l *link) pop() []byte {
-	q := l.queue
-	frame := q[0].frame
-	last := len(q) - 1
-	q[0] = q[last]
-	q[last] = flight{}
-	q = q[:last]
-	for i := 0; ; {
-		child := 2*i + 1
-		if child >= len(q) {
-			break
-		}
-		if child+1 < len(q) && q[child+1].before(&q[child]) {
-			child++
-		}
-		if !q[child].before(&q[i]) {
-			break
-		}
-		q[i], q[child] = q[child], q[i]
-		i = child
-	}
+	q, top := popMin(l.queue)
 	l.queue = q
-	return frame
+	return top.frame
 }
 
 func (a *flight) before(b *flight) bool {

@@ -844,37 +844,11 @@ func (n *Network) push(e event) {
 	n.seq++
 	e.seq = n.seq
 	n.events = append(n.events, e)
-	q := n.events
-	for i := len(q) - 1; i > 0; {
-		parent := (i - 1) / 2
-		if !q[i].before(&q[parent]) {
-			break
-		}
-		q[i], q[parent] = q[parent], q[i]
-		i = parent
-	}
+	siftUp(n.events)
 }
 
 func (n *Network) pop() event {
-	q := n.events
-	e := q[0]
-	last := len(q) - 1
-	q[0] = q[last]
-	q = q[:last]
-	for i := 0; ; {
-		child := 2*i + 1
-		if child >= len(q) {
-			break
-		}
-		if child+1 < len(q) && q[child+1].before(&q[child]) {
-			child++
-		}
-		if !q[child].before(&q[i]) {
-			break
-		}
-		q[i], q[child] = q[child], q[i]
-		i = child
-	}
+	q, e := popMin(n.events)
 	n.events = q
 	return e
 }
