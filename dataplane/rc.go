@@ -28,12 +28,12 @@ type rcTransport struct {
 	// Congestion control (docs/cc.md): the reaction point's sender, which
 	// sets the rate pacer holds the requester to, and the notification
 	// point's receiver, which decides when a CE mark is answered by a CNP
-	// (cnpDue, sent first by serve). ecn: the QP's frames are ECN-capable.
-	ccName string
+	// (cnpDue, sent first by serve); the algorithm says whether the QP's
+	// frames are ECN-capable.
+	cc     cc.Algorithm
 	ccs    cc.Sender
 	ccr    cc.Receiver
 	pacer  cc.Pacer
-	ecn    bool
 	cnpDue bool
 	tx     txPacket     // the request sendPacket builds
 	early  placement    // where a request ahead of the expected PSN goes (keepOutOfOrder)
@@ -220,10 +220,10 @@ func (rc *rcTransport) misaddressed(bth.Opcode) {}
 
 // setCC gives the QP its congestion control's halves.
 func (rc *rcTransport) setCC(a cc.Algorithm) {
-	rc.ccName, rc.ccs, rc.ccr, rc.ecn = a.Name(), a.NewSender(), a.NewReceiver(), a.Caps().ECN
+	rc.cc, rc.ccs, rc.ccr = a, a.NewSender(), a.NewReceiver()
 }
 
-func (rc *rcTransport) congestionControl() string { return rc.ccName }
+func (rc *rcTransport) congestionControl() string { return rc.cc.Name() }
 
 // marked: a packet for the QP came CE-marked; the notification point
 // answers with a CNP at most once per its interval.
@@ -398,7 +398,7 @@ func (rc *rcTransport) enter(from, to qp.State) {
 		if from == qp.Init {
 			q.receiver.Reset(q.ePSN)
 			rc.ccr.Reset(e.now)
-			if rc.ecn { // ECN-capable: a congested switch marks, not drops (RFC 3168)
+			if rc.cc.Caps().ECN { // ECN-capable: a congested switch marks, not drops (RFC 3168)
 				q.hdr.TOS = q.hdr.TOS&^ecnMask | ecnECT0
 			}
 		}

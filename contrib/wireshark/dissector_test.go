@@ -86,24 +86,7 @@ func TestDissector(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	dir := t.TempDir()
-	file := filepath.Join(dir, "all.pcap")
-	fh, err := os.Create(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pw, err := pcap.NewWriter(fh, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, f := range fr {
-		if err := pw.WritePacket(time.Duration(i)*time.Microsecond, len(f), f); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := fh.Close(); err != nil {
-		t.Fatal(err)
-	}
+	file := writePcap(t, "all.pcap", fr)
 	lua, _ := filepath.Abs("softnic.lua")
 	var all []string
 	for _, fs := range Fields {
@@ -329,27 +312,13 @@ func TestDissectorCNP(t *testing.T) {
 	if len(cnps) == 0 {
 		t.Fatal("no CNP sent for the marked frames")
 	}
-	file := filepath.Join(t.TempDir(), "cnp.pcap")
-	fh, err := os.Create(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pw, err := pcap.NewWriter(fh, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	for i, f := range cnps {
 		fr, err := bth.ParseFrame(f)
 		if err != nil || !fr.VerifyICRC() || !fr.Pkt.BTH().BECN() {
 			t.Fatalf("CNP %d: parse %v, ICRC %v, BECN %v", i, err, err == nil && fr.VerifyICRC(), err == nil && fr.Pkt.BTH().BECN())
 		}
-		if err := pw.WritePacket(time.Duration(i)*time.Microsecond, len(f), f); err != nil {
-			t.Fatal(err)
-		}
 	}
-	if err := fh.Close(); err != nil {
-		t.Fatal(err)
-	}
+	file := writePcap(t, "cnp.pcap", cnps)
 	out, err := exec.Command(bin, "-n", "-r", file, "-T", "fields", "-E", "separator=/t", "-e", "infiniband.bth.opcode", "-e", "infiniband.bth.destqp", "-e", "_ws.malformed").CombinedOutput()
 	if err != nil {
 		t.Fatalf("tshark: %v\n%s", err, out)
@@ -369,4 +338,28 @@ func TestDissectorCNP(t *testing.T) {
 		t.Fatalf("tshark printed %d rows for %d CNPs:\n%s", rows, len(cnps), out)
 	}
 	t.Logf("%d CNPs, ICRC valid, decoded by tshark", len(cnps))
+}
+
+// writePcap writes frames, one microsecond apart, to a pcap file named
+// name in the test's temporary directory and returns its path.
+func writePcap(t *testing.T, name string, frames [][]byte) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), name)
+	fh, err := os.Create(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw, err := pcap.NewWriter(fh, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range frames {
+		if err := pw.WritePacket(time.Duration(i)*time.Microsecond, len(f), f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := fh.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return file
 }

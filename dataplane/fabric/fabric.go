@@ -320,13 +320,12 @@ type link struct {
 	stage *impair.Stage // every frame's fate (impair.Stage's fixed draws are the fabric's historical ones)
 	// The serializer runs at rate bits/s (0: infinitely fast) and is busy
 	// until busyUntil + busyRem/rate nanoseconds, 0 <= busyRem < rate.
-	rate      uint64
-	busyUntil time.Duration
-	busyRem   uint64
-	seq       uint64
-	queue     []flight // min-heap on (at, seq)
-	free      [][]byte // buffers of cap maxFrame ready for reuse
-	stats     LinkStats
+	rate uint64
+	serializer
+	seq   uint64
+	queue []flight // min-heap on (at, seq)
+	free  [][]byte // buffers of cap maxFrame ready for reuse
+	stats LinkStats
 }
 
 func (l *link) getBuffer(maxFrame int) []byte {
@@ -350,18 +349,9 @@ func (l *link) depart(now time.Duration, n int) time.Duration {
 		l.busyUntil, l.busyRem = now, 0
 	}
 	if l.rate > 0 {
-		bitNanos := uint64(n) * 8 * uint64(time.Second)
-		l.busyUntil = satAdd(l.busyUntil, time.Duration(bitNanos/l.rate))
-		l.busyRem += bitNanos % l.rate
-		if l.busyRem >= l.rate {
-			l.busyUntil = satAdd(l.busyUntil, 1)
-			l.busyRem -= l.rate
-		}
+		return l.charge(n, l.rate)
 	}
-	if l.busyRem > 0 {
-		return satAdd(l.busyUntil, 1)
-	}
-	return l.busyUntil
+	return l.freeAt()
 }
 
 func satAdd(a, b time.Duration) time.Duration {

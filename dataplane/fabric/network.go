@@ -589,9 +589,8 @@ type wire struct {
 	from, to Endpoint
 	// The serializer is busy (a txDone event is pending) until busyUntil
 	// + busyRem/rate ns, 0 <= busyRem < rate, as Fabric's link.depart.
-	busy      bool
-	busyUntil time.Duration
-	busyRem   uint64
+	busy bool
+	serializer
 	// A kick event (try to send again when a pause expires) is pending.
 	kickAt  time.Duration
 	kickSet bool
@@ -608,24 +607,10 @@ func (w *wire) serialize(start time.Duration, size int) time.Duration {
 	if w.rate == 0 {
 		return start
 	}
-	end := w.busyUntil
-	if w.busyRem > 0 {
-		end++
-	}
-	if start > end {
+	if start > w.freeAt() {
 		w.busyUntil, w.busyRem = start, 0
 	}
-	bitNanos := uint64(size) * 8 * uint64(time.Second)
-	w.busyUntil = satAdd(w.busyUntil, time.Duration(bitNanos/w.rate))
-	w.busyRem += bitNanos % w.rate
-	if w.busyRem >= w.rate {
-		w.busyUntil = satAdd(w.busyUntil, 1)
-		w.busyRem -= w.rate
-	}
-	if w.busyRem > 0 {
-		return satAdd(w.busyUntil, 1)
-	}
-	return w.busyUntil
+	return w.charge(size, w.rate)
 }
 
 // serTime is how long size bytes take on w, rounded up.
