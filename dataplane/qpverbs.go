@@ -86,15 +86,7 @@ func (e *Engine) CreateQP(pd uint32, attr QPInitAttr) (*QP, error) {
 		sq:     qp.NewRing[sendWQE](attr.MaxSendWR),
 		rq:     qp.NewRing[recvWQE](attr.MaxRecvWR),
 	}
-	switch at := (onNIC{e, q}); q.star { // StaR's two sides run transports of their own (docs/star.md)
-	case StarServer:
-		q.tr, err = newStarDriver(at)
-	case StarClient:
-		q.tr = newStarClient(at)
-	default:
-		q.tr, err = newRC(at), q.star.check()
-	}
-	if err != nil {
+	if q.tr, err = newTransport(onNIC{e, q}, q.star); err != nil {
 		return nil, err
 	}
 	if err := q.tr.setScheme(scheme); err != nil {

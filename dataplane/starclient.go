@@ -36,6 +36,19 @@ import (
 // sends the SEND's CQEP. The client acknowledges every WQEP with an EA and
 // resends every CQEP until its EA comes.
 
+// newTransport makes the transport a QP of StaR role r runs: RC for an
+// ordinary QP; StaR's two sides run transports of their own
+// (docs/star.md).
+func newTransport(at onNIC, r StarRole) (transport, error) {
+	switch r {
+	case StarServer:
+		return newStarDriver(at)
+	case StarClient:
+		return newStarClient(at), nil
+	}
+	return newRC(at), r.check()
+}
+
 // starClient is a StaR client QP's transport.
 type starClient struct {
 	*rcTransport
