@@ -15,6 +15,13 @@ const GBN = "gbn"
 
 func init() { Register(GBN, func(p Params) Scheme { return gbnScheme{p: p} }) }
 
+// gbnWindow is go-back-N's knob gbn.window: at most this many packets in
+// flight, IRN's BDP-FC (§3.2) on a go-back-N sender, as IRN's Fig. 7
+// runs "IRN with go-back-N" (its loss recovery replaced, BDP-FC kept).
+// 0, the default, is RoCE's go-back-N, which has no cap.
+var gbnWindow = IntKnob(GBN, "window", 0, 0, MaxBDPPackets,
+	"packets in flight at most, IRN's BDP-FC on go-back-N (IRN Fig. 7: 110); 0: no cap, as RoCE")
+
 type gbnScheme struct {
 	NoStats
 	p Params
@@ -22,18 +29,21 @@ type gbnScheme struct {
 
 func (s gbnScheme) Name() string           { return GBN }
 func (s gbnScheme) Params() Params         { return s.p }
-func (s gbnScheme) NewSender() Sender      { return &gbnSender{} }
+func (s gbnScheme) NewSender() Sender      { return &gbnSender{window: gbnWindow(s.p)} }
 func (s gbnScheme) NewReceiver() Receiver  { return &gbnReceiver{nakInterval: s.p.NakInterval} }
 func (s gbnScheme) SharedOnChipBytes() int { return 0 }
 func (s gbnScheme) ReorderWindow() int     { return 0 }
 func (s gbnScheme) Caps() Caps             { return Caps{} }
 
-// gbnSender keeps no state: the transport's cumulative-ack PSN and send
-// cursor are all go-back-N needs.
-type gbnSender struct{ NoEvict }
+// gbnSender keeps no state but its cap: the transport's cumulative-ack
+// PSN and send cursor are all go-back-N needs.
+type gbnSender struct {
+	NoEvict
+	window int // gbn.window, 0: none
+}
 
 func (*gbnSender) Reset(qp.PSN)                                  {}
-func (*gbnSender) Window() int                                   { return 0 }
+func (s *gbnSender) Window() int                                 { return s.window }
 func (*gbnSender) Copies(bool) int                               { return 1 }
 func (*gbnSender) OnAck(_ Time, unacked qp.PSN) qp.PSN           { return unacked }
 func (*gbnSender) OnSack(Time, qp.PSN, qp.PSN, SackKind, qp.PSN) {}

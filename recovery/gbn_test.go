@@ -65,4 +65,8 @@ func TestGBNSender(t *testing.T) {
 	if d := snd.Timeout(time.Millisecond, 1000, RTT{}); d != time.Millisecond {
 		t.Fatalf("timeout %v", d)
 	}
+	s, _ = New(GBN, Params{Knobs: KnobValues{"gbn.window": "110"}})
+	if w := s.NewSender().Window(); w != 110 {
+		t.Fatalf("gbn.window=110: window %d", w)
+	}
 }

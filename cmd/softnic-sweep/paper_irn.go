@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/softnic/softnic/dataplane/netsw"
@@ -61,7 +63,7 @@ func init() {
 		Name: "irn-fig1", Paper: "IRN (001)", Figure: "Figs. 1-3",
 		Summary:     "average slowdown, average and 99th-percentile FCT for irn and gbn (RoCE), each with and without PFC, no congestion control, IRN's workload at 70% load in a fat tree",
 		Params:      irnParams(""),
-		Run:         func(o paperOpts) error { return runIRNFig(o, "irn-fig1", "") },
+		Run:         func(o paperOpts) error { return runIRNFig(o, "irn-fig1", "", irnFigConfs) },
 		TestbedNote: "fabric only: a 54-host fat tree with switches, PFC and ECN",
 	})
 	for _, cc := range []string{"dcqcn", "timely"} {
@@ -69,28 +71,62 @@ func init() {
 			Name: "irn-fig4-" + cc, Paper: "IRN (001)", Figure: "Figs. 4-6 (" + cc + ")",
 			Summary:     "Figs. 1-3's rows with " + cc + " on every QP (ECN marking at the switches)",
 			Params:      irnParams(cc),
-			Run:         func(o paperOpts) error { return runIRNFig(o, "irn-fig4-"+cc, cc) },
+			Run:         func(o paperOpts) error { return runIRNFig(o, "irn-fig4-"+cc, cc, irnFigConfs) },
 			TestbedNote: "fabric only: a 54-host fat tree with switches, PFC and ECN",
 		})
 	}
+	registerPaper(paperPreset{
+		Name: "irn-fig7", Paper: "IRN (001)", Figure: "Fig. 7",
+		Summary: "IRN's factor analysis: irn, irn with go-back-N loss recovery (BDP-FC kept) and irn without BDP-FC, no PFC, under each congestion control (none, timely, dcqcn), IRN's workload at 70% load in a fat tree",
+		Params: append(irnParams(""),
+			paperParam{"irn-gbn", fmt.Sprintf("go-back-N with gbn.window=%d (BDP-FC), fixed ACK timeout code %d", sweep.IRNSchemeParams().BDPPackets, sweep.GBNTimeoutCode), "§4.3: IRN with go-back-N instead of SACKs"},
+			paperParam{"irn-nobdpfc", fmt.Sprintf("irn with a window (and bitmaps) of %d packets, above the workload's largest flow", sweep.IRNNoBDPFCPackets), "§4.3: IRN with BDP-FC disabled"},
+			paperParam{"congestion control", "none, timely, dcqcn (each with cc's defaults, ECN marking with dcqcn and timely as in Figs. 4-6)", "§4.3: Fig. 7's three groups"}),
+		Run:         runIRNFig7,
+		TestbedNote: "fabric only: a 54-host fat tree with switches, PFC and ECN",
+	})
 }
 
-func runIRNFig(o paperOpts, name, cc string) error {
+// irnConf is one bar of an IRN figure: a scheme (or IRN variant) with
+// or without PFC.
+type irnConf struct {
+	scheme, variant string
+	pfc             bool
+}
+
+// irnFigConfs are Figs. 1-6's bars.
+var irnFigConfs = []irnConf{{"irn", "", false}, {"irn", "", true}, {"gbn", "", true}, {"gbn", "", false}}
+
+// irnFig7Confs are Fig. 7's: IRN and its two variants, without PFC.
+var irnFig7Confs = []irnConf{{"irn", "", false}, {"irn", sweep.IRNGoBackN, false}, {"irn", sweep.IRNNoBDPFC, false}}
+
+func runIRNFig7(o paperOpts) error {
+	for _, cc := range []string{"", "timely", "dcqcn"} {
+		name := "irn-fig7"
+		if cc != "" {
+			name += "-" + cc
+		}
+		if err := runIRNFig(o, name, cc, irnFig7Confs); err != nil {
+			return err
+		}
+		if o.Quick {
+			break
+		}
+	}
+	return nil
+}
+
+func runIRNFig(o paperOpts, name, cc string, confs []irnConf) error {
 	k, horizon, drain, seeds := irnFigK, irnFigHorizon, irnFigDrain, irnFigSeeds
 	if o.Quick {
 		k, horizon, seeds = 4, 50*time.Microsecond, seeds[:1]
 	}
-	type conf struct {
-		scheme string
-		pfc    bool
-	}
-	confs := []conf{{"irn", false}, {"irn", true}, {"gbn", true}, {"gbn", false}}
-	fmt.Fprintf(o.Stdout, " fat tree k = %d, arrivals over %v, cc %q\n %-4s %-3s %4s %6s %9s %10s %10s %8s %7s %6s %6s %9s %5s %5s %8s\n", k, horizon, cc,
-		"sch", "pfc", "seed", "flows", "avg slow", "avg FCT", "p99 FCT", "drops", "pauses", "cnps", "ecn", "retx", "unfin", "fail", "wall")
+	fmt.Fprintf(o.Stdout, " fat tree k = %d, arrivals over %v, cc %q\n %-11s %-3s %4s %6s %9s %10s %10s %8s %7s %6s %6s %9s %5s %5s %8s\n", k, horizon, cc,
+		"scheme", "pfc", "seed", "flows", "avg slow", "avg FCT", "p99 FCT", "drops", "pauses", "cnps", "ecn", "retx", "unfin", "fail", "wall")
 	var rs []sweep.IRNResult
 	for _, c := range confs {
 		for _, seed := range seeds {
-			r, err := sweep.RunIRN(sweep.IRNPoint{Scheme: c.scheme, PFC: c.pfc, CC: cc, Load: 0.7, Seed: seed, K: k, Horizon: horizon, Drain: drain})
+			r, err := sweep.RunIRN(sweep.IRNPoint{Scheme: c.scheme, Variant: c.variant, PFC: c.pfc, CC: cc, Load: 0.7, Seed: seed, K: k, Horizon: horizon, Drain: drain})
 			if err != nil {
 				return err
 			}
@@ -98,7 +134,7 @@ func runIRNFig(o paperOpts, name, cc string) error {
 			if c.pfc {
 				pfc = "on"
 			}
-			fmt.Fprintf(o.Stdout, " %-4s %-3s %4d %6d %9.2f %10v %10v %8d %7d %6d %6d %9d %5d %5d %8v\n", c.scheme, pfc, seed, r.NFlows, r.AvgSlowdown,
+			fmt.Fprintf(o.Stdout, " %-11s %-3s %4d %6d %9.2f %10v %10v %8d %7d %6d %6d %9d %5d %5d %8v\n", r.Label(), pfc, seed, r.NFlows, r.AvgSlowdown,
 				r.AvgFCT.Round(time.Microsecond), r.P99FCT.Round(time.Microsecond), r.Drops, r.Pauses, r.CNPs, r.ECNMarks, r.Retransmits, r.Unfinished, r.Failed, r.Wall.Round(time.Millisecond))
 			rs = append(rs, r)
 		}
@@ -111,7 +147,84 @@ func runIRNFig(o paperOpts, name, cc string) error {
 	if cc != "" {
 		title = fmt.Sprintf("IRN with %s (embedded): fat tree k = %d, 70%% load, arrivals over %v, mean of %d seeds", cc, k, horizon, len(seeds))
 	}
+	if strings.HasPrefix(name, "irn-fig7") {
+		c := cc
+		if c == "" {
+			c = "no congestion control"
+		}
+		title = fmt.Sprintf("IRN Fig. 7 (embedded), %s: fat tree k = %d, 70%% load, arrivals over %v, mean of %d seeds", c, k, horizon, len(seeds))
+	}
 	png, err := sweepplot.IRN(o.Out, name, title, rs)
+	fmt.Fprintln(o.Stdout, " wrote", csvPath, png)
+	return err
+}
+
+// IRN's incast (Fig. 9): fan-ins, seeds and the stripes' total. The
+// paper repeats each M 100 times with new senders; three seeds here
+// (each draws the senders and the switches' hashes anew).
+var (
+	incastMs    = []int{10, 20, 30, 40, 50}
+	incastSeeds = []uint64{1, 2, 3}
+)
+
+func init() {
+	registerPaper(paperPreset{
+		Name: "irn-fig9", Paper: "IRN (001)", Figure: "Fig. 9",
+		Summary: "incast: 150 MB striped over M random senders to one host, the request completion time of irn without PFC over gbn (RoCE) with PFC, for each congestion control (none, timely, dcqcn)",
+		Params: append(irnParams("")[:6],
+			paperParam{"incast", fmt.Sprintf("%d MB striped over M senders drawn at random, to host %d, all posted at time 0, a QP per stripe", sweep.IncastTotal/1_000_000, sweep.IncastDst), "§4.4.3, after [17]"},
+			paperParam{"M", fmt.Sprint(incastMs), "§4.4.3: 10 to 50"},
+			paperParam{"seeds", fmt.Sprint(incastSeeds), "§4.4.3 repeats each M 100 times; softnic: the wall time a 2-core machine allows"},
+			paperParam{"RCT", "when the last stripe completes; a stripe whose QP fails (RETRY_EXC_ERR) is posted again whole", "§4.4.3"},
+			paperParam{"irn, gbn (RoCE), with PFC", "as irn-fig1", "§4.1"},
+			paperParam{"congestion control", "none, timely, dcqcn (cc's defaults; ECN marking with timely and dcqcn)", "§4.4.3: across the three"}),
+		Run:         runIRNFig9,
+		TestbedNote: "fabric only: a 54-host fat tree with switches, PFC and ECN",
+	})
+}
+
+func runIRNFig9(o paperOpts) error {
+	k, ms, seeds, total := irnFigK, incastMs, incastSeeds, sweep.IncastTotal
+	ccs := []string{"", "timely", "dcqcn"}
+	if o.Quick {
+		k, ms, seeds, total, ccs = 4, []int{4}, seeds[:1], 2_000_000, ccs[:1]
+	}
+	fmt.Fprintf(o.Stdout, " fat tree k = %d, %d B to host %d\n %-6s %-4s %-3s %3s %4s %10s %8s %7s %6s %6s %9s %5s %8v\n", k, total, sweep.IncastDst,
+		"cc", "sch", "pfc", "M", "seed", "RCT", "drops", "pauses", "cnps", "ecn", "retx", "fail", "wall")
+	var rs []sweep.IncastResult
+	for _, cc := range ccs {
+		for _, m := range ms {
+			for _, c := range []irnConf{{"irn", "", false}, {"gbn", "", true}} {
+				for _, seed := range seeds {
+					r, err := sweep.RunIncast(sweep.IncastPoint{Scheme: c.scheme, PFC: c.pfc, CC: cc, M: m, Total: total, Seed: seed, K: k})
+					if err != nil {
+						return err
+					}
+					pfc, ccName := "off", cc
+					if c.pfc {
+						pfc = "on"
+					}
+					if ccName == "" {
+						ccName = "none"
+					}
+					fmt.Fprintf(o.Stdout, " %-6s %-4s %-3s %3d %4d %10v %8d %7d %6d %6d %9d %5d %8v\n", ccName, c.scheme, pfc, m, seed,
+						r.RCT.Round(time.Microsecond), r.Drops, r.Pauses, r.CNPs, r.ECNMarks, r.Retransmits, r.Failed, r.Wall.Round(time.Millisecond))
+					rs = append(rs, r)
+				}
+			}
+		}
+	}
+	csvPath, err := sweep.SaveIncast(o.Out, "irn-fig9", rs)
+	if err != nil {
+		return err
+	}
+	for _, cc := range []string{"none", "timely", "dcqcn"} {
+		for _, p := range sweepplot.IncastRatios(rs, cc) {
+			fmt.Fprintf(o.Stdout, " %-6s M = %2.0f: RCT irn (no PFC) / gbn (PFC) = %.3f\n", cc, p.X, p.Y)
+		}
+	}
+	png := filepath.Join(o.Out, "irn-fig9.png")
+	err = sweepplot.Incast(png, fmt.Sprintf("IRN Fig. 9 (embedded): incast of %d MB into one host of a fat tree k = %d, mean of %d seeds", total/1_000_000, k, len(seeds)), rs)
 	fmt.Fprintln(o.Stdout, " wrote", csvPath, png)
 	return err
 }

@@ -72,6 +72,9 @@ type Flow struct {
 // the arguments alone. They come back sorted by arrival (then host).
 func IRNFlows(hosts int, load, rateBps float64, horizon time.Duration, seed uint64) []Flow {
 	perSec := load * rateBps / 8 / IRNMeanFlowSize()
+	if !(perSec > 0) || horizon <= 0 || hosts < 2 {
+		return nil // no load: no flows (an infinite gap is no time.Duration)
+	}
 	var fs []Flow
 	for h := range hosts {
 		r := rand.New(rand.NewPCG(seed, uint64(h)+0x9e3779b97f4a7c15))

@@ -179,3 +179,18 @@ func TestFlowIdeal(t *testing.T) {
 		t.Errorf("1 MB over 6 links: %v", got)
 	}
 }
+
+// TestIRNFlowsNoLoad: no load, no horizon or one host draws no flows,
+// and returns (a load of 0 once drew gaps of +Inf, which no Duration
+// holds, and never ended).
+func TestIRNFlowsNoLoad(t *testing.T) {
+	for _, c := range []struct {
+		hosts   int
+		load    float64
+		horizon time.Duration
+	}{{54, 0, time.Millisecond}, {54, 0.7, 0}, {1, 0.7, time.Millisecond}, {54, -1, time.Millisecond}} {
+		if fs := IRNFlows(c.hosts, c.load, 40e9, c.horizon, 1); len(fs) != 0 {
+			t.Errorf("%+v: %d flows", c, len(fs))
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/softnic/softnic/dataplane"
 	"github.com/softnic/softnic/dataplane/fabric"
 	"github.com/softnic/softnic/dataplane/netsw"
+	"github.com/softnic/softnic/recovery"
 )
 
 // IRN's default scenario (IRN §4.1) on the embedded fabric: a fat tree of
@@ -21,7 +22,10 @@ import (
 // a fixed timeout near RTO_high); with PFC the ACK timeout is off, as the
 // paper disables timeouts under PFC.
 type IRNPoint struct {
-	Scheme  string
+	Scheme string
+	// Variant is one of IRN's factor analysis (§4.3, Fig. 7) for Scheme
+	// "irn": IRNGoBackN or IRNNoBDPFC; "" is IRN itself.
+	Variant string
 	PFC     bool
 	CC      string // "" or "none": none; "dcqcn", "timely"
 	Load    float64
@@ -31,6 +35,28 @@ type IRNPoint struct {
 	// Drain bounds the run: flows still open this long after the last
 	// arrival are censored there (FlowRunConfig.Drain; 0: 1 s).
 	Drain time.Duration
+}
+
+// IRN's factor analysis (§4.3, Fig. 7): IRN with its loss recovery
+// replaced by go-back-N, BDP-FC kept (go-back-N's gbn.window at IRN's
+// BDP cap, RoCE's fixed timeout); and IRN without BDP-FC (its window, and
+// so its bitmaps, IRNNoBDPFCPackets: more than the largest flow of the
+// workload has packets, so that no flow is ever capped).
+const (
+	IRNGoBackN = "gbn"
+	IRNNoBDPFC = "nobdpfc"
+	// IRNNoBDPFCPackets is above the 2,930 packets of IRN's largest flow
+	// (3 MB in 1 KB packets).
+	IRNNoBDPFCPackets = 4096
+)
+
+// Label is the point's name in CSVs and charts: the scheme, or for a
+// variant of IRN "irn-gbn" and "irn-nobdpfc".
+func (p IRNPoint) Label() string {
+	if p.Variant == "" {
+		return p.Scheme
+	}
+	return p.Scheme + "-" + p.Variant
 }
 
 // IRNLink is IRN's link: 40 Gb/s, 2 µs.
@@ -64,13 +90,27 @@ func IRNConfig(p IRNPoint) FlowRunConfig {
 	if cc != "" {
 		sw.ECN = netsw.DefaultECN()
 	}
+	scheme, params := p.Scheme, IRNSchemeParams()
+	switch p.Variant {
+	case "":
+	case IRNGoBackN:
+		scheme = recovery.GBN
+		params.Knobs = recovery.KnobValues{"gbn.window": strconv.Itoa(params.BDPPackets)}
+		if !p.PFC {
+			conn.Timeout = GBNTimeoutCode
+		}
+	case IRNNoBDPFC:
+		params.BDPPackets = IRNNoBDPFCPackets
+	default:
+		panic("sweep: IRN variant " + p.Variant)
+	}
 	hosts := p.K * p.K * p.K / 4
 	return FlowRunConfig{
 		Network: func(c fabric.Clock) (*fabric.Network, error) {
 			return fabric.FatTree(c, p.K, fabric.TopologyConfig{Link: IRNLink, Switch: sw, Seed: p.Seed})
 		},
 		PathLinks: FatTreeLinks(p.K), Link: IRNLink,
-		Engine: dataplane.Config{Scheme: p.Scheme, SchemeParams: IRNSchemeParams(), CC: cc},
+		Engine: dataplane.Config{Scheme: scheme, SchemeParams: params, CC: cc},
 		Conn:   conn,
 		Flows:  IRNFlows(hosts, p.Load, float64(IRNLink.RateBps), p.Horizon, p.Seed),
 		Drain:  p.Drain,
@@ -105,7 +145,7 @@ type IRNResult struct {
 func RunIRN(p IRNPoint) (IRNResult, error) {
 	r, err := RunFlows(IRNConfig(p))
 	if err != nil {
-		return IRNResult{}, fmt.Errorf("sweep: IRN %s pfc=%v cc=%q seed %d: %w", p.Scheme, p.PFC, p.CC, p.Seed, err)
+		return IRNResult{}, fmt.Errorf("sweep: IRN %s pfc=%v cc=%q seed %d: %w", p.Label(), p.PFC, p.CC, p.Seed, err)
 	}
 	r.Flows = nil // the summaries are what the CSV keeps
 	return IRNResult{p, r}, nil
@@ -132,7 +172,7 @@ func WriteIRNCSV(w io.Writer, rs []IRNResult) error {
 		if r.PFC {
 			pfc = "on"
 		}
-		cw.Write([]string{r.Scheme, pfc, cc, f(r.Load, 2), u(r.Seed), f(r.AvgSlowdown, 3), us(r.AvgFCT), us(r.P99FCT),
+		cw.Write([]string{r.Label(), pfc, cc, f(r.Load, 2), u(r.Seed), f(r.AvgSlowdown, 3), us(r.AvgFCT), us(r.P99FCT),
 			u(r.Drops), u(r.Pauses), u(r.CNPs), u(r.ECNMarks), strconv.Itoa(r.QueueP99Bytes), u(r.Retransmits),
 			strconv.Itoa(r.NFlows), strconv.Itoa(r.Unfinished), strconv.Itoa(r.Failed), strconv.Itoa(r.QPs), strconv.Itoa(r.K),
 			f(r.Horizon.Seconds()*1e3, 3), f(r.SimEnd.Seconds()*1e3, 3), f(r.Wall.Seconds(), 2)})

@@ -35,7 +35,7 @@ func IRN(dir, name, title string, rs []sweep.IRNResult) (string, error) {
 		if r.CC != "" && r.CC != "none" {
 			cc = "+" + r.CC
 		}
-		l := r.Scheme + cc + pfc
+		l := r.Label() + cc + pfc
 		a, ok := by[l]
 		if !ok {
 			a = &agg{label: l}

@@ -1,0 +1,71 @@
+package sweepplot
+
+import (
+	"slices"
+	"sort"
+
+	"gonum.org/v1/plot/plotter"
+
+	"github.com/softnic/softnic/internal/sweep"
+)
+
+// Incast draws IRN's Fig. 9 to path: for each congestion control, the
+// ratio of the mean request completion time of irn without PFC to that
+// of gbn (RoCE) with PFC, against the fan-in M.
+func Incast(path, title string, rs []sweep.IncastResult) error {
+	c := &chart{title: title, xlabel: "fan-in M (senders)", ylabel: "RCT of irn (no PFC) / RCT of gbn (PFC)"}
+	for _, cc := range []string{"none", "timely", "dcqcn"} {
+		pts := IncastRatios(rs, cc)
+		if len(pts) == 0 {
+			continue
+		}
+		c.lines = append(c.lines, line{label: cc, scheme: cc, pts: pts})
+		for _, p := range pts {
+			if !slices.Contains(c.xTicks, p.X) {
+				c.xTicks = append(c.xTicks, p.X)
+			}
+		}
+	}
+	sort.Float64s(c.xTicks)
+	return save(path, c)
+}
+
+// IncastRatios are, for cc, (M, mean RCT of irn without PFC / mean RCT of
+// gbn with PFC) over the seeds, for every M that has both.
+func IncastRatios(rs []sweep.IncastResult, cc string) plotter.XYs {
+	type sum struct {
+		irn, gbn   float64
+		nIRN, nGBN int
+	}
+	by := map[int]*sum{}
+	for _, r := range rs {
+		rcc := r.CC
+		if rcc == "" {
+			rcc = "none"
+		}
+		if rcc != cc {
+			continue
+		}
+		s := by[r.M]
+		if s == nil {
+			s = &sum{}
+			by[r.M] = s
+		}
+		switch {
+		case r.Scheme == "irn" && !r.PFC:
+			s.irn += r.RCT.Seconds()
+			s.nIRN++
+		case r.Scheme == "gbn" && r.PFC:
+			s.gbn += r.RCT.Seconds()
+			s.nGBN++
+		}
+	}
+	var pts plotter.XYs
+	for m, s := range by {
+		if s.nIRN > 0 && s.nGBN > 0 {
+			pts = append(pts, plotter.XY{X: float64(m), Y: (s.irn / float64(s.nIRN)) / (s.gbn / float64(s.nGBN))})
+		}
+	}
+	sort.Slice(pts, func(i, j int) bool { return pts[i].X < pts[j].X })
+	return pts
+}
