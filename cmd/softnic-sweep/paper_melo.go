@@ -171,3 +171,95 @@ func runMeloFig5b(o paperOpts) error {
 	fmt.Fprintf(o.Stdout, " wrote %s and %s\n", path, png)
 	return nil
 }
+
+// MELO Fig. 5a in its paper's setup (issue 23): DCQCN on both schemes,
+// the two servers under one switch that marks ECN, loss at the leaf; and
+// go-back-N at 1% across ACK timeouts, which is what sets its line.
+var meloFig5aTimeouts = []uint8{6, 8, 10, 12} // and the figure's 14
+
+func init() {
+	registerPaper(paperPreset{
+		Name: "melo-fig5a-dcqcn", Paper: "MELO (000)", Figure: "Fig. 5a (with DCQCN)",
+		Summary: "melo-fig5a with DCQCN on both schemes through a leaf switch that marks ECN, as the paper ran it; then go-back-N at 1% loss against its ACK timeout",
+		Params: []paperParam{
+			{"topology", "two servers under one switch, 40 Gb/s links of 4 µs (16 µs base RTT)", "§4: server-to-leaf links of 40 Gb/s, base RTT 16 µs"},
+			{"congestion control", "dcqcn on both NICs (cc's defaults, docs/cc.md); the switch marks ECN (netsw.DefaultECN: Kmin 5 KB, Kmax 200 KB, Pmax 1%)", "§4: MELO and go-back-N run over DCQCN"},
+			{"switch", "240 KB per input port, no PFC", "IRN's; the paper's leaf buffer is not given"},
+			{"loss", "0, 0.001%, 0.01%, 0.1%, 1%, of the frames each host receives (data and ACKs)", "Fig. 5a x axis; the paper drops at the leaf switch"},
+			{"traffic", "64 KiB WRITEs, 32 outstanding, 2000 per point, one QP", "§4.1.1: \"sends traffic at full speed\"; as melo-fig5a"},
+			{"in-flight cap", "1024 packets (MELO's pool), none for go-back-N", "as melo-fig5a"},
+			{"go-back-N's ACK timeout", "67 ms (code 14) in the figure; also codes 6, 8, 10, 12 (262 µs to 16.8 ms) at 0 and 1% loss", "the paper does not give it; it decides go-back-N's line"},
+			{"bits pool", "1 Kb per side", "§4"},
+		},
+		Run:         runMeloFig5aDCQCN,
+		TestbedNote: "fabric only: the switch that marks ECN is the next issue's on real wires",
+	})
+}
+
+func runMeloFig5aDCQCN(o paperOpts) error {
+	losses, iters, timeouts := []float64{0, 1e-5, 1e-4, 1e-3, 1e-2}, 2000, meloFig5aTimeouts
+	if o.Quick {
+		losses, iters, timeouts = []float64{0, 1e-2}, 300, timeouts[:1]
+	}
+	run := func(c sweep.MeloSwitchedConfig) (sweep.MeloSwitchedResult, error) {
+		r, err := sweep.RunMeloSwitched(c)
+		if err == nil {
+			to := c.Timeout
+			if to == 0 {
+				to = 14
+			}
+			fmt.Fprintf(o.Stdout, " %-5s %-6s loss %-7g timeout %2d %8.3f Gb/s  timeouts %4d  retransmits %7d  ecn %5d  cnps %5d  wall %v\n",
+				c.Scheme, c.CC, c.Loss, to, r.Gbps, r.Timeouts, r.Retransmits, r.ECNMarks, r.CNPs, r.Wall.Round(time.Millisecond))
+		}
+		return r, err
+	}
+	var rs []sweep.MeloSwitchedResult
+	for _, s := range []string{recovery.GBN, recovery.MELO} {
+		for _, l := range losses {
+			r, err := run(sweep.MeloSwitchedConfig{Scheme: s, CC: "dcqcn", Loss: l, Size: 64 << 10, Iters: iters, TxDepth: 32, Window: meloFig5aWindow, Seed: 1})
+			if err != nil {
+				return err
+			}
+			rs = append(rs, r)
+		}
+	}
+	var lrs []sweep.LossResult
+	for _, r := range rs {
+		lrs = append(lrs, r.LossResult())
+	}
+	sweep.Relativize(lrs)
+	for _, to := range timeouts {
+		for _, l := range []float64{0, 1e-2} {
+			r, err := run(sweep.MeloSwitchedConfig{Scheme: recovery.GBN, CC: "dcqcn", Loss: l, Size: 64 << 10, Iters: iters, TxDepth: 32, Window: meloFig5aWindow, Seed: 1, Timeout: to})
+			if err != nil {
+				return err
+			}
+			rs = append(rs, r)
+		}
+	}
+	path, err := sweep.SaveMeloSwitched(o.Out, "melo-fig5a-dcqcn", rs)
+	if err != nil {
+		return err
+	}
+	png := filepath.Join(o.Out, "melo-fig5a-dcqcn.png")
+	if err := sweepplot.Loss(png, "MELO Fig. 5a with DCQCN: one connection through a leaf switch, 40 Gb/s, 16 µs RTT, 1 Kb pool", lrs); err != nil {
+		return err
+	}
+	fmt.Fprintf(o.Stdout, " wrote %s and %s\n", path, png)
+	var melo float64
+	for _, r := range rs {
+		if r.Scheme == recovery.MELO && r.Loss == 1e-2 {
+			melo = r.Gbps
+		}
+	}
+	for _, r := range rs {
+		if r.Scheme == recovery.GBN && r.Loss == 1e-2 && r.Gbps > 0 {
+			to := r.Timeout
+			if to == 0 {
+				to = 14
+			}
+			fmt.Fprintf(o.Stdout, " at 1%% loss: melo / gbn (timeout code %d) = %.2fx\n", to, melo/r.Gbps)
+		}
+	}
+	return nil
+}

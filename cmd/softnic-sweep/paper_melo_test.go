@@ -69,3 +69,33 @@ func TestPaperMeloFig5bQuick(t *testing.T) {
 		}
 	}
 }
+
+// TestPaperMeloFig5aDCQCNQuick runs melo-fig5a-dcqcn's smoke run: both
+// schemes with DCQCN through the switch at 0 and 1% loss, then go-back-N
+// with a 262 µs timeout; MELO's 1% point above go-back-N's, and go-back-N
+// with the shorter timeout faster at 1% than with perftest's 67 ms.
+func TestPaperMeloFig5aDCQCNQuick(t *testing.T) {
+	dir := t.TempDir()
+	if err := paperPresets["melo-fig5a-dcqcn"].Run(paperOpts{Out: dir, Quick: true, Stdout: io.Discard}); err != nil {
+		t.Fatal(err)
+	}
+	rows := readCSV(t, filepath.Join(dir, "melo-fig5a-dcqcn.csv"))
+	if len(rows) != 7 || rows[0][0] != "scheme" || rows[0][1] != "cc" {
+		t.Fatalf("csv: %v", rows)
+	}
+	gbps := map[string]float64{}
+	for _, r := range rows[1:] {
+		if r[1] != "dcqcn" {
+			t.Errorf("row without dcqcn: %v", r)
+		}
+		if r[2] == "0.01" {
+			gbps[r[0]+"/"+r[5]], _ = strconv.ParseFloat(r[6], 64)
+		}
+	}
+	if gbps["melo/14"] <= gbps["gbn/14"] || gbps["gbn/6"] <= gbps["gbn/14"] {
+		t.Fatalf("goodput at 1%% (scheme/timeout code): %v", gbps)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "melo-fig5a-dcqcn.png")); err != nil {
+		t.Fatal(err)
+	}
+}
