@@ -320,3 +320,45 @@ func TestIRNVersusGBN(t *testing.T) {
 		}
 	}
 }
+
+// TestWindowFullNoAckReqTimer: the state the incast reached, made by
+// hand: a full window out, none of it asking for an acknowledgement (the
+// stride that asks every ackReqInterval packets was restarted by
+// retransmissions, which ask but lie behind). armRetry must run the ACK
+// timer, and when the window was lost the timeout resends it and the
+// WRITE completes.
+func TestWindowFullNoAckReqTimer(t *testing.T) {
+	for _, c := range []struct {
+		scheme string
+		knobs  recovery.KnobValues
+	}{{recovery.IRN, nil}, {recovery.GBN, recovery.KnobValues{"gbn.window": "16"}}} {
+		t.Run(c.scheme, func(t *testing.T) {
+			dropAll := true
+			link := lossyLink(0)
+			link.Drop = func([]byte) bool { return dropAll }
+			p := newSchemePair(t, c.scheme, recovery.Params{BDPPackets: 16, Knobs: c.knobs}, SimConfig{Seed: 42, AtoB: link, BtoA: lossyLink(0)},
+				ConnParams{MTU: qp.MTU1024, Timeout: 8})
+			src := p.mrA.Bytes()[:64<<10]
+			fillRandom(src, 42)
+			wr := sendWR(1, qp.WRRDMAWrite, sge(p.mrA, 0, 64<<10))
+			wr.RemoteAddr, wr.RKey = p.mrB.Addr+dstOff, p.mrB.RKey
+			p.postSend(wr)
+			q := p.qa
+			for i := 0; i < 100 && q.maxSentPSN.Diff(q.unacked) < 16; i++ {
+				p.sim.Step()
+			}
+			if n := q.maxSentPSN.Diff(q.unacked); n != 16 {
+				t.Fatalf("%d packets out, want a full window of 16", n)
+			}
+			q.ackReqOut = false // none of them asks
+			rc := q.tr.(*rcTransport)
+			rc.armRetry()
+			if !rc.timers.retry.Armed() {
+				t.Fatal("a full window out, none asking: no ACK timer")
+			}
+			dropAll = false
+			wantWC(t, p.waitWCs(p.sim.A, p.cqA, 1, waitLimit)[0], 1, qp.WCSuccess, qp.WCRDMAWrite)
+			mustEqual(t, "WRITE", p.mrB.Bytes()[dstOff:dstOff+64<<10], src)
+		})
+	}
+}

@@ -511,7 +511,13 @@ func (rc *rcTransport) armRetry() {
 	if q.unacked == q.maxSentPSN {
 		return
 	}
-	if !q.ackReqOutstanding() {
+	if win := q.sender.Window(); !q.ackReqOutstanding() && (win == 0 || int(q.maxSentPSN.Diff(q.unacked)) < win) {
+		// Nothing out asks to be answered: the timer waits for the next
+		// request that does. But a full window sends nothing more, so
+		// with packets out and none of them asking it runs regardless:
+		// otherwise, were they all lost (or all arrived in order, which
+		// the responder answers only when asked), the QP would wait for
+		// ever (TestWindowFullTimerArmed).
 		e.wheel.Stop(&rc.timers.retry)
 		return
 	}
