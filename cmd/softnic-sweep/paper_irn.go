@@ -78,7 +78,7 @@ func init() {
 	registerPaper(paperPreset{
 		Name: "irn-fig7", Paper: "IRN (001)", Figure: "Fig. 7",
 		Summary: "IRN's factor analysis: irn, irn with go-back-N loss recovery (BDP-FC kept) and irn without BDP-FC, no PFC, under each congestion control (none, timely, dcqcn), IRN's workload at 70% load in a fat tree",
-		Params: append(irnParams(""),
+		Params: append(irnParams("")[:len(irnParams(""))-1], // all but "congestion control", given below
 			paperParam{"irn-gbn", fmt.Sprintf("go-back-N with gbn.window=%d (BDP-FC), fixed ACK timeout code %d", sweep.IRNSchemeParams().BDPPackets, sweep.GBNTimeoutCode), "§4.3: IRN with go-back-N instead of SACKs"},
 			paperParam{"irn-nobdpfc", fmt.Sprintf("irn with a window (and bitmaps) of %d packets, above the workload's largest flow", sweep.IRNNoBDPFCPackets), "§4.3: IRN with BDP-FC disabled"},
 			paperParam{"congestion control", "none, timely, dcqcn (each with cc's defaults, ECN marking with dcqcn and timely as in Figs. 4-6)", "§4.3: Fig. 7's three groups"}),
