@@ -21,6 +21,8 @@ fuzz: ## fuzz the frame parser and the receive path, 30 s each
 	$(GO) test -run '^$$' -fuzz FuzzParseFrame -fuzztime 30s ./bth/
 	$(GO) test -run '^$$' -fuzz FuzzReceive -fuzztime 30s ./dataplane/
 
+IRN_TITLE = fat tree k = 6, 70% load, arrivals over 2ms, mean of 3 seeds
+
 plots: ## redraw docs/results' PNGs from the committed CSVs (no sweep is rerun)
 	$(GO) run ./cmd/softnic-sweep plot-loss -in docs/results/loss.csv -out docs/results/loss.png
 	$(GO) run ./cmd/softnic-sweep plot-loss -in docs/results/testbed-loss.csv -out docs/results/testbed-loss.png \
@@ -29,6 +31,11 @@ plots: ## redraw docs/results' PNGs from the committed CSVs (no sweep is rerun)
 	$(GO) run ./cmd/softnic-sweep plot-qps -in docs/results/qps_fasr.csv -out docs/results -prefix qps_fasr -note "embedded, SRAM 1400000 B"
 	$(GO) run ./cmd/softnic-sweep plot-qps -in docs/results/testbed-qps.csv -out docs/results -prefix testbed-qps -note "testbed, SRAM 76800 B"
 	$(GO) run ./cmd/softnic-sweep plot-star -in docs/results/star-fig5a.csv -out docs/results
+	$(GO) run ./cmd/softnic-sweep plot-irn -in docs/results/irn-fig1.csv -title "IRN Figs. 1-3 (embedded): fat tree k = 6, 40 Gb/s, 2 µs links, 70% load, arrivals over 2ms, mean of 3 seeds"
+	for cc in dcqcn timely; do $(GO) run ./cmd/softnic-sweep plot-irn -in docs/results/irn-fig4-$$cc.csv -title "IRN with $$cc (embedded): $(IRN_TITLE)" || exit 1; done
+	$(GO) run ./cmd/softnic-sweep plot-irn -in docs/results/irn-fig7.csv -title "IRN Fig. 7 (embedded), no congestion control: $(IRN_TITLE)"
+	for cc in timely dcqcn; do $(GO) run ./cmd/softnic-sweep plot-irn -in docs/results/irn-fig7-$$cc.csv -title "IRN Fig. 7 (embedded), $$cc: $(IRN_TITLE)" || exit 1; done
+	$(GO) run ./cmd/softnic-sweep plot-irn -incast -in docs/results/irn-fig9.csv -title "IRN Fig. 9 (embedded): incast of 150 MB into one host of a fat tree k = 6, mean of 3 seeds"
 	$(GO) run ./cmd/softnic-sweep paper igbn-fig7 -out docs/results
 	$(GO) run ./cmd/softnic-sweep plot-loss -in docs/results/testbed-igbn-fig6a-runs.csv -out docs/results/testbed-igbn-fig6a.png \
 		-title "IGBN Fig. 6a, testbed: 4 MiB WRITEs one at a time, 1.5gbit, ACK timeout 134 ms (paper 100 ms)"

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"flag"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -227,4 +229,46 @@ func runIRNFig9(o paperOpts) error {
 	err = sweepplot.Incast(png, fmt.Sprintf("IRN Fig. 9 (embedded): incast of %d MB into one host of a fat tree k = %d, mean of %d seeds", total/1_000_000, k, len(seeds)), rs)
 	fmt.Fprintln(o.Stdout, " wrote", csvPath, png)
 	return err
+}
+
+// plotIRNCmd is `softnic-sweep plot-irn`: an IRN figure's PNG (Figs. 1-7,
+// or with -incast Fig. 9's) from its CSV, as the preset draws it.
+func plotIRNCmd(args []string) error {
+	fs := flag.NewFlagSet("plot-irn", flag.ContinueOnError)
+	in := fs.String("in", "results/irn-fig1.csv", "an IRN preset's CSV (irn-fig1, irn-fig4-*, irn-fig7*, or irn-fig9 with -incast)")
+	out := fs.String("out", "", "the PNG (default: the CSV's name with .png)")
+	title := fs.String("title", "", "the chart's title")
+	incast := fs.Bool("incast", false, "the CSV is irn-fig9's: draw the RCT ratio against M")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	f, err := os.Open(*in)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	png := *out
+	if png == "" {
+		png = strings.TrimSuffix(*in, filepath.Ext(*in)) + ".png"
+	}
+	if *incast {
+		rs, err := sweep.ReadIncastCSV(f)
+		if err != nil {
+			return err
+		}
+		if err := sweepplot.Incast(png, *title, rs); err != nil {
+			return err
+		}
+	} else {
+		rs, err := sweep.ReadIRNCSV(f)
+		if err != nil {
+			return err
+		}
+		dir, base := filepath.Split(png)
+		if _, err := sweepplot.IRN(filepath.Clean(dir), strings.TrimSuffix(base, ".png"), *title, rs); err != nil {
+			return err
+		}
+	}
+	fmt.Println(" wrote", png)
+	return nil
 }

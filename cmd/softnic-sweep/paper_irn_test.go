@@ -124,3 +124,30 @@ func TestPaperIRNFig9Quick(t *testing.T) {
 		t.Errorf("png: %v", err)
 	}
 }
+
+// TestPlotIRN: `softnic-sweep plot-irn` redraws a preset's PNG from its
+// CSV, the bars' and the incast's, and refuses a CSV without its columns.
+func TestPlotIRN(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"irn-fig7", "irn-fig9"} {
+		if err := paperPresets[name].Run(paperOpts{Out: dir, Quick: true, Stdout: io.Discard}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, args := range [][]string{
+		{"-in", filepath.Join(dir, "irn-fig7.csv"), "-out", filepath.Join(dir, "again7.png"), "-title", "t"},
+		{"-incast", "-in", filepath.Join(dir, "irn-fig9.csv"), "-out", filepath.Join(dir, "again9.png"), "-title", "t"},
+	} {
+		if err := plotIRNCmd(args); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+	}
+	for _, f := range []string{"again7.png", "again9.png"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() < 1000 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	if err := plotIRNCmd([]string{"-incast", "-in", filepath.Join(dir, "irn-fig7.csv"), "-out", filepath.Join(dir, "x.png")}); err == nil || !strings.Contains(err.Error(), `no "m" column`) {
+		t.Errorf("irn-fig7.csv as an incast: %v", err)
+	}
+}

@@ -29,6 +29,7 @@ const sweepUsage = `usage: softnic-sweep <command> [flags] (softnic-sweep <comma
   plot-loss  combine and plot a loss CSV: the testbed's runs
              (scripts/sweep-loss.sh) or a loss.csv written before
   plot-star  plot a StaR Fig. 5a CSV (star-fig5a.csv)
+  plot-irn   plot an IRN preset's CSV (irn-fig1.csv, ...; -incast for irn-fig9.csv)
   plot-qps   plot a QP CSV: the testbed's runs (scripts/sweep-qps.sh) or a
              qps.csv written before`
 
@@ -47,6 +48,8 @@ func sweepCmd(args []string) error {
 		return paperCmd(args[1:])
 	case "plot-star":
 		return plotStarCmd(args[1:])
+	case "plot-irn":
+		return plotIRNCmd(args[1:])
 	case "schemes":
 		for _, n := range recovery.Names() {
 			fmt.Println(n)

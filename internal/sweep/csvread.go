@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/softnic/softnic/qp"
 	"github.com/softnic/softnic/recovery"
@@ -209,6 +210,69 @@ func ReadQPCSV(r io.Reader) ([]QPResult, error) {
 			if s, err := recovery.New(res.Scheme, recovery.Params{}); err == nil {
 				res.SRBytes = SRBytes(s, res.QPs)
 			}
+		}
+		rs = append(rs, res)
+	}
+	return rs, nil
+}
+
+// ReadIRNCSV reads the rows of an IRN figure's CSV (WriteIRNCSV: scheme,
+// pfc, cc, load, seed and the three summaries; by header name), as far
+// as charts need them: a scheme "irn-gbn" is irn's variant "gbn".
+func ReadIRNCSV(r io.Reader) ([]IRNResult, error) {
+	t, err := readTable(r, "scheme", "pfc", "cc", "seed", "avg_slowdown", "avg_fct_us", "p99_fct_us")
+	if err != nil {
+		return nil, err
+	}
+	var rs []IRNResult
+	for i, row := range t.rows {
+		p := parser{t: t, row: row, n: i + 2}
+		var res IRNResult
+		res.Scheme = t.get(row, "scheme")
+		if s, v, ok := strings.Cut(res.Scheme, "-"); ok {
+			res.Scheme, res.Variant = s, v
+		}
+		res.PFC = t.get(row, "pfc") == "on"
+		if res.CC = t.get(row, "cc"); res.CC == "none" {
+			res.CC = ""
+		}
+		res.Load = p.float("load")
+		res.Seed = p.uint("seed")
+		res.K = p.int("k")
+		res.AvgSlowdown = p.float("avg_slowdown")
+		res.AvgFCT = time.Duration(p.float("avg_fct_us") * float64(time.Microsecond))
+		res.P99FCT = time.Duration(p.float("p99_fct_us") * float64(time.Microsecond))
+		if p.err != nil {
+			return nil, p.err
+		}
+		rs = append(rs, res)
+	}
+	return rs, nil
+}
+
+// ReadIncastCSV reads the rows of irn-fig9.csv (WriteIncastCSV; by header
+// name) as far as charts need them.
+func ReadIncastCSV(r io.Reader) ([]IncastResult, error) {
+	t, err := readTable(r, "scheme", "pfc", "cc", "m", "seed", "rct_us")
+	if err != nil {
+		return nil, err
+	}
+	var rs []IncastResult
+	for i, row := range t.rows {
+		p := parser{t: t, row: row, n: i + 2}
+		var res IncastResult
+		res.Scheme = t.get(row, "scheme")
+		res.PFC = t.get(row, "pfc") == "on"
+		if res.CC = t.get(row, "cc"); res.CC == "none" {
+			res.CC = ""
+		}
+		res.M = p.int("m")
+		res.Seed = p.uint("seed")
+		res.K = p.int("k")
+		res.Total = p.int("total_bytes")
+		res.RCT = time.Duration(p.float("rct_us") * float64(time.Microsecond))
+		if p.err != nil {
+			return nil, p.err
 		}
 		rs = append(rs, res)
 	}

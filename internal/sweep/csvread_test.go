@@ -148,3 +148,38 @@ func TestQPMaxMessages(t *testing.T) {
 		t.Fatalf("capped rate %.0f, full %.0f", capped.MsgRate, full.MsgRate)
 	}
 }
+
+// TestReadIRNCSV: an IRN figure's rows and an incast's read back as
+// written, variants and "none" included.
+func TestReadIRNCSV(t *testing.T) {
+	in := []IRNResult{
+		{IRNPoint: IRNPoint{Scheme: "irn", Variant: IRNGoBackN, CC: "dcqcn", Load: 0.7, Seed: 2, K: 6},
+			FlowRunResult: FlowRunResult{AvgSlowdown: 3.25, AvgFCT: 233 * time.Microsecond, P99FCT: 3093 * time.Microsecond}},
+		{IRNPoint: IRNPoint{Scheme: "gbn", PFC: true, Load: 0.7, Seed: 1, K: 6},
+			FlowRunResult: FlowRunResult{AvgSlowdown: 11.5, AvgFCT: 478 * time.Microsecond, P99FCT: 2750 * time.Microsecond}},
+	}
+	var b strings.Builder
+	if err := WriteIRNCSV(&b, in); err != nil {
+		t.Fatal(err)
+	}
+	out, err := ReadIRNCSV(strings.NewReader(b.String()))
+	if err != nil || len(out) != 2 {
+		t.Fatalf("%v, %d rows", err, len(out))
+	}
+	for i := range in {
+		g, w := out[i], in[i]
+		if g.Label() != w.Label() || g.PFC != w.PFC || g.CC != w.CC || g.Seed != w.Seed || g.K != w.K ||
+			g.AvgSlowdown != w.AvgSlowdown || g.AvgFCT != w.AvgFCT || g.P99FCT != w.P99FCT {
+			t.Errorf("row %d: read %+v, wrote %+v", i, g.IRNPoint, w.IRNPoint)
+		}
+	}
+	ic := []IncastResult{{IncastPoint: IncastPoint{Scheme: "irn", CC: "timely", M: 30, Total: IncastTotal, Seed: 3, K: 6}, RCT: 34524 * time.Microsecond}}
+	b.Reset()
+	if err := WriteIncastCSV(&b, ic); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadIncastCSV(strings.NewReader(b.String()))
+	if err != nil || len(got) != 1 || got[0].IncastPoint != ic[0].IncastPoint || got[0].RCT != ic[0].RCT {
+		t.Fatalf("incast: %v, %+v", err, got)
+	}
+}
