@@ -37,6 +37,20 @@ const MaxBDPPackets = 1 << 16
 
 func init() { Register(IRN, func(p Params) Scheme { return irnScheme{p: p} }) }
 
+// irnTimeoutAll is IRN's knob irn.timeout_all. IRN §3.1 enters recovery
+// on a timeout as on a NACK: the cumulative acknowledgement is resent
+// first, and a later packet counts as lost only once a higher one is
+// acknowledged selectively. When the whole tail of a window is lost
+// nothing is ever acknowledged selectively, so each timeout recovers one
+// packet: a flow whose last 30 packets died takes 30 RTO_high (issue 23's
+// incast). With 1 a timeout presumes every packet sent and not
+// acknowledged lost and resends each once, as TCP does after an RTO
+// (RFC 6675 §5.1); RTO_high is above the longest round trip (§4.1), so
+// what it resends has left the network. 0, the default, is §3.1 as
+// written.
+var irnTimeoutAll = IntKnob(IRN, "timeout_all", 0, 0, 1,
+	"1: a timeout resends every unacknowledged packet once (TCP's RTO); 0: the cumulative acknowledgement, then what SACKs show (IRN §3.1)")
+
 type irnScheme struct {
 	NoStats
 	p Params
@@ -51,7 +65,7 @@ func (s irnScheme) NewSender() Sender {
 	w := s.window()
 	b := &sackBitmaps{sacked: newPSNBitmap(w), held: newPSNBitmap(w), resent: newPSNBitmap(w)}
 	return &irnSender{srSender: srSender{rec: b, window: w, rtoLow: s.p.RTOLow, rtoHigh: s.p.RTOHigh,
-		lowThreshold: s.p.RTOLowThreshold}, bits: b}
+		lowThreshold: s.p.RTOLowThreshold}, bits: b, timeoutAll: irnTimeoutAll(s.p) == 1}
 }
 
 func (s irnScheme) NewReceiver() Receiver {
@@ -94,7 +108,8 @@ func onChipBytes(stateBits, bitmaps, window int) int {
 type irnSender struct {
 	NoEvict
 	srSender
-	bits *sackBitmaps // the core's record
+	bits       *sackBitmaps // the core's record
+	timeoutAll bool         // irn.timeout_all
 }
 
 func (s *irnSender) Reset(start qp.PSN) { s.reset(start) }
@@ -134,6 +149,9 @@ func (s *irnSender) onNak(_ Time, psn, sent qp.PSN) Resume {
 func (s *irnSender) OnTimeout(_ Time, unacked, sent qp.PSN) Resume {
 	s.ack(unacked)
 	s.restart(sent)
+	if s.timeoutAll {
+		s.raiseLossEdge(sent) // irn.timeout_all: every packet out is lost
+	}
 	return Resume{}
 }
 

@@ -135,6 +135,30 @@ func TestIRNSenderTimeout(t *testing.T) {
 	}
 }
 
+// TestIRNTimeoutAll: with irn.timeout_all=1 a timeout resends every
+// packet out and not acknowledged, once, selectively acknowledged ones
+// excepted; the next timeout does it again.
+func TestIRNTimeoutAll(t *testing.T) {
+	snd, _ := newIRN(t, Params{Knobs: KnobValues{"irn.timeout_all": "1"}})
+	snd.Reset(0)
+	snd.OnSack(0, 5, 5, Received, 9) // 0-8 out, 5 arrived
+	if got := drain(snd); !samePSNs(got, 0, 1, 2, 3, 4) {
+		t.Fatalf("after the SACK resent %v", got)
+	}
+	snd.OnAck(0, 2) // 0 and 1 arrived; 2-4 lost again, 6-8 lost
+	snd.OnTimeout(0, 2, 9)
+	if got := drain(snd); !samePSNs(got, 2, 3, 4, 6, 7, 8) {
+		t.Fatalf("after the timeout resent %v, want 2-4 and 6-8", got)
+	}
+	if got := drain(snd); len(got) != 0 {
+		t.Fatalf("resent %v twice in a round", got)
+	}
+	snd.OnTimeout(0, 2, 9)
+	if got := drain(snd); !samePSNs(got, 2, 3, 4, 6, 7, 8) {
+		t.Fatalf("after a second timeout resent %v", got)
+	}
+}
+
 // TestIRNTimeoutChoice: RTO_low with at most N in flight, RTO_high
 // otherwise, neither longer than the QP's ACK timeout.
 func TestIRNTimeoutChoice(t *testing.T) {

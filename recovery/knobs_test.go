@@ -31,7 +31,7 @@ func TestKnobValuesSet(t *testing.T) {
 		"melo.=1":              `want scheme.knob=value`,
 		"nope.pool_bits=1":     `no scheme "nope" (have `,
 		"melo.pool=1":          `scheme melo has no knob "pool" (its knobs: pool_bits)`,
-		"irn.x=1":              `scheme irn has no knobs`,
+		"igbn.x=1":             `scheme igbn has no knobs`,
 		"gbn.window=70000":     `gbn.window=70000: out of range 0 to 65536`,
 		"melo.pool_bits=lots":  `melo.pool_bits=lots: not an integer`,
 		"melo.pool_bits=0":     `melo.pool_bits=0: out of range 8 to `,

@@ -179,6 +179,7 @@ func init() {
 			paperParam{"seeds", fmt.Sprint(incastSeeds), "§4.4.3 repeats each M 100 times; softnic: the wall time a 2-core machine allows"},
 			paperParam{"RCT", "when the last stripe completes; a stripe whose QP fails (RETRY_EXC_ERR) is posted again whole", "§4.4.3"},
 			paperParam{"irn, gbn (RoCE), with PFC", "as irn-fig1", "§4.1"},
+			paperParam{"irn-timeoutall", "irn with recovery's irn.timeout_all=1: a timeout resends every packet out, not only the cumulative acknowledgement", "softnic: §3.1 recovers a wholly lost tail one packet per RTO_high (docs/results.md, IRN Fig. 9)"},
 			paperParam{"congestion control", "none, timely, dcqcn (cc's defaults; ECN marking with timely and dcqcn)", "§4.4.3: across the three"}),
 		Run:         runIRNFig9,
 		TestbedNote: "fabric only: a 54-host fat tree with switches, PFC and ECN",
@@ -191,14 +192,14 @@ func runIRNFig9(o paperOpts) error {
 	if o.Quick {
 		k, ms, seeds, total, ccs = 4, []int{4}, seeds[:1], 2_000_000, ccs[:1]
 	}
-	fmt.Fprintf(o.Stdout, " fat tree k = %d, %d B to host %d\n %-6s %-4s %-3s %3s %4s %10s %8s %7s %6s %6s %9s %5s %8v\n", k, total, sweep.IncastDst,
+	fmt.Fprintf(o.Stdout, " fat tree k = %d, %d B to host %d\n %-6s %-14s %-3s %3s %4s %10s %8s %7s %6s %6s %9s %5s %8v\n", k, total, sweep.IncastDst,
 		"cc", "sch", "pfc", "M", "seed", "RCT", "drops", "pauses", "cnps", "ecn", "retx", "fail", "wall")
 	var rs []sweep.IncastResult
 	for _, cc := range ccs {
 		for _, m := range ms {
-			for _, c := range []irnConf{{"irn", "", false}, {"gbn", "", true}} {
+			for _, c := range []irnConf{{"irn", "", false}, {"irn", sweep.IRNTimeoutAll, false}, {"gbn", "", true}} {
 				for _, seed := range seeds {
-					r, err := sweep.RunIncast(sweep.IncastPoint{Scheme: c.scheme, PFC: c.pfc, CC: cc, M: m, Total: total, Seed: seed, K: k})
+					r, err := sweep.RunIncast(sweep.IncastPoint{Scheme: c.scheme, Variant: c.variant, PFC: c.pfc, CC: cc, M: m, Total: total, Seed: seed, K: k})
 					if err != nil {
 						return err
 					}
@@ -209,7 +210,7 @@ func runIRNFig9(o paperOpts) error {
 					if ccName == "" {
 						ccName = "none"
 					}
-					fmt.Fprintf(o.Stdout, " %-6s %-4s %-3s %3d %4d %10v %8d %7d %6d %6d %9d %5d %8v\n", ccName, c.scheme, pfc, m, seed,
+					fmt.Fprintf(o.Stdout, " %-6s %-14s %-3s %3d %4d %10v %8d %7d %6d %6d %9d %5d %8v\n", ccName, r.Label(), pfc, m, seed,
 						r.RCT.Round(time.Microsecond), r.Drops, r.Pauses, r.CNPs, r.ECNMarks, r.Retransmits, r.Failed, r.Wall.Round(time.Millisecond))
 					rs = append(rs, r)
 				}
@@ -221,8 +222,10 @@ func runIRNFig9(o paperOpts) error {
 		return err
 	}
 	for _, cc := range []string{"none", "timely", "dcqcn"} {
-		for _, p := range sweepplot.IncastRatios(rs, cc) {
-			fmt.Fprintf(o.Stdout, " %-6s M = %2.0f: RCT irn (no PFC) / gbn (PFC) = %.3f\n", cc, p.X, p.Y)
+		for _, l := range []string{"irn", "irn-" + sweep.IRNTimeoutAll} {
+			for _, p := range sweepplot.IncastRatios(rs, cc, l) {
+				fmt.Fprintf(o.Stdout, " %-6s M = %2.0f: RCT %s (no PFC) / gbn (PFC) = %.3f\n", cc, p.X, l, p.Y)
+			}
 		}
 	}
 	png := filepath.Join(o.Out, "irn-fig9.png")

@@ -98,8 +98,9 @@ func TestPaperIRNFig7Quick(t *testing.T) {
 }
 
 // TestPaperIRNFig9Quick: `softnic-sweep paper irn-fig9 -quick` runs a
-// 2 MB incast from 4 senders in a k = 4 fat tree: irn without PFC and gbn
-// with PFC, the latter without a drop, and a positive RCT for both.
+// 2 MB incast from 4 senders in a k = 4 fat tree: irn without PFC (as
+// §3.1 and with irn.timeout_all) and gbn with PFC, the latter without a
+// drop, and a positive RCT for all.
 func TestPaperIRNFig9Quick(t *testing.T) {
 	dir := t.TempDir()
 	if err := paperPresets["irn-fig9"].Run(paperOpts{Out: dir, Quick: true, Stdout: io.Discard}); err != nil {
@@ -110,14 +111,14 @@ func TestPaperIRNFig9Quick(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(lines) != 3 || lines[0] != strings.Join([]string{"scheme", "pfc", "cc", "m", "seed", "rct_us", "drops", "pauses", "cnps", "ecn_marks",
+	if len(lines) != 4 || lines[0] != strings.Join([]string{"scheme", "pfc", "cc", "m", "seed", "rct_us", "drops", "pauses", "cnps", "ecn_marks",
 		"queue_p99_bytes", "retransmits", "failed", "qps", "k", "total_bytes", "wall_s"}, ",") {
 		t.Fatalf("csv:\n%s", b)
 	}
-	if !strings.HasPrefix(lines[1], "irn,off,none,4,1,") || !strings.HasPrefix(lines[2], "gbn,on,none,4,1,") {
+	if !strings.HasPrefix(lines[1], "irn,off,none,4,1,") || !strings.HasPrefix(lines[2], "irn-timeoutall,off,none,4,1,") || !strings.HasPrefix(lines[3], "gbn,on,none,4,1,") {
 		t.Errorf("rows:\n%s", b)
 	}
-	if f := strings.Split(lines[2], ","); f[6] != "0" || f[5] == "0.0" {
+	if f := strings.Split(lines[3], ","); f[6] != "0" || f[5] == "0.0" {
 		t.Errorf("gbn with PFC: drops %s, RCT %s", f[6], f[5])
 	}
 	if st, err := os.Stat(filepath.Join(dir, "irn-fig9.png")); err != nil || st.Size() < 1000 {

@@ -262,6 +262,9 @@ func ReadIncastCSV(r io.Reader) ([]IncastResult, error) {
 		p := parser{t: t, row: row, n: i + 2}
 		var res IncastResult
 		res.Scheme = t.get(row, "scheme")
+		if s, v, ok := strings.Cut(res.Scheme, "-"); ok {
+			res.Scheme, res.Variant = s, v
+		}
 		res.PFC = t.get(row, "pfc") == "on"
 		if res.CC = t.get(row, "cc"); res.CC == "none" {
 			res.CC = ""

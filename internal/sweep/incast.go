@@ -14,14 +14,18 @@ import (
 // (RCT) is when the last stripe completes. The network, links, buffers,
 // PFC, ECN and the schemes' parameters are IRNConfig's.
 type IncastPoint struct {
-	Scheme string
-	PFC    bool
-	CC     string // "" or "none", "dcqcn", "timely"
-	M      int    // senders
-	Total  int    // bytes striped over them (IRN: 150 MB)
-	Seed   uint64 // the senders' draw and the switches'
-	K      int    // fat tree's k
+	Scheme  string
+	Variant string // IRNPoint.Variant
+	PFC     bool
+	CC      string // "" or "none", "dcqcn", "timely"
+	M       int    // senders
+	Total   int    // bytes striped over them (IRN: 150 MB)
+	Seed    uint64 // the senders' draw and the switches'
+	K       int    // fat tree's k
 }
+
+// Label is the point's scheme as CSVs write it (IRNPoint.Label).
+func (p IncastPoint) Label() string { return IRNPoint{Scheme: p.Scheme, Variant: p.Variant}.Label() }
 
 // IRN's incast size and destination.
 const (
@@ -40,16 +44,16 @@ type IncastResult struct {
 // again whole on a new QP, as an application would (RunFlows): its RCT
 // then includes the lost work, and Failed counts it.
 func RunIncast(p IncastPoint) (IncastResult, error) {
-	cfg := IRNConfig(IRNPoint{Scheme: p.Scheme, PFC: p.PFC, CC: p.CC, Seed: p.Seed, K: p.K})
+	cfg := IRNConfig(IRNPoint{Scheme: p.Scheme, Variant: p.Variant, PFC: p.PFC, CC: p.CC, Seed: p.Seed, K: p.K})
 	cfg.Flows = IncastFlows(p.K*p.K*p.K/4, p.M, IncastDst, p.Total, p.Seed)
 	// The drain bounds the run: ten times the stripes' time at line rate.
 	cfg.Drain = 10 * time.Duration(float64(p.Total)*8/float64(IRNLink.RateBps)*float64(time.Second))
 	r, err := RunFlows(cfg)
 	if err != nil {
-		return IncastResult{}, fmt.Errorf("sweep: incast %s pfc=%v cc=%q M=%d seed %d: %w", p.Scheme, p.PFC, p.CC, p.M, p.Seed, err)
+		return IncastResult{}, fmt.Errorf("sweep: incast %s pfc=%v cc=%q M=%d seed %d: %w", p.Label(), p.PFC, p.CC, p.M, p.Seed, err)
 	}
 	if r.Unfinished > 0 {
-		return IncastResult{}, fmt.Errorf("sweep: incast %s pfc=%v cc=%q M=%d seed %d: %d stripes unfinished after %v", p.Scheme, p.PFC, p.CC, p.M, p.Seed, r.Unfinished, cfg.Drain)
+		return IncastResult{}, fmt.Errorf("sweep: incast %s pfc=%v cc=%q M=%d seed %d: %d stripes unfinished after %v", p.Label(), p.PFC, p.CC, p.M, p.Seed, r.Unfinished, cfg.Drain)
 	}
 	var rct time.Duration
 	for _, f := range r.Flows {
@@ -77,7 +81,7 @@ func WriteIncastCSV(w io.Writer, rs []IncastResult) error {
 		if r.PFC {
 			pfc = "on"
 		}
-		cw.Write([]string{r.Scheme, pfc, cc, strconv.Itoa(r.M), u(r.Seed), strconv.FormatFloat(float64(r.RCT)/float64(time.Microsecond), 'f', 1, 64),
+		cw.Write([]string{r.Label(), pfc, cc, strconv.Itoa(r.M), u(r.Seed), strconv.FormatFloat(float64(r.RCT)/float64(time.Microsecond), 'f', 1, 64),
 			u(r.Drops), u(r.Pauses), u(r.CNPs), u(r.ECNMarks), strconv.Itoa(r.QueueP99Bytes), u(r.Retransmits), strconv.Itoa(r.Failed),
 			strconv.Itoa(r.QPs), strconv.Itoa(r.K), strconv.Itoa(r.Total), strconv.FormatFloat(r.Wall.Seconds(), 'f', 2, 64)})
 	}

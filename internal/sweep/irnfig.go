@@ -45,6 +45,9 @@ type IRNPoint struct {
 const (
 	IRNGoBackN = "gbn"
 	IRNNoBDPFC = "nobdpfc"
+	// IRNTimeoutAll is IRN with recovery's irn.timeout_all=1: a timeout
+	// resends every packet out (the incast's tail, Fig. 9).
+	IRNTimeoutAll = "timeoutall"
 	// IRNNoBDPFCPackets is above the 2,930 packets of IRN's largest flow
 	// (3 MB in 1 KB packets).
 	IRNNoBDPFCPackets = 4096
@@ -101,6 +104,8 @@ func IRNConfig(p IRNPoint) FlowRunConfig {
 		}
 	case IRNNoBDPFC:
 		params.BDPPackets = IRNNoBDPFCPackets
+	case IRNTimeoutAll:
+		params.Knobs = recovery.KnobValues{"irn.timeout_all": "1"}
 	default:
 		panic("sweep: IRN variant " + p.Variant)
 	}

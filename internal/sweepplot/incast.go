@@ -11,18 +11,31 @@ import (
 
 // Incast draws IRN's Fig. 9 to path: for each congestion control, the
 // ratio of the mean request completion time of irn without PFC to that
-// of gbn (RoCE) with PFC, against the fan-in M.
+// of gbn (RoCE) with PFC, against the fan-in M; a line for each irn
+// label the rows have (irn, irn-timeoutall: a dash of its own).
 func Incast(path, title string, rs []sweep.IncastResult) error {
 	c := &chart{title: title, xlabel: "fan-in M (senders)", ylabel: "RCT of irn (no PFC) / RCT of gbn (PFC)"}
-	for _, cc := range []string{"none", "timely", "dcqcn"} {
-		pts := IncastRatios(rs, cc)
-		if len(pts) == 0 {
-			continue
+	var labels []string
+	for _, r := range rs {
+		if l := r.Label(); r.Scheme == "irn" && !slices.Contains(labels, l) {
+			labels = append(labels, l)
 		}
-		c.lines = append(c.lines, line{label: cc, scheme: cc, pts: pts})
-		for _, p := range pts {
-			if !slices.Contains(c.xTicks, p.X) {
-				c.xTicks = append(c.xTicks, p.X)
+	}
+	for _, cc := range []string{"none", "timely", "dcqcn"} {
+		for v, l := range labels {
+			pts := IncastRatios(rs, cc, l)
+			if len(pts) == 0 {
+				continue
+			}
+			name := cc
+			if l != "irn" {
+				name += ", " + l
+			}
+			c.lines = append(c.lines, line{label: name, scheme: cc, variant: v, pts: pts})
+			for _, p := range pts {
+				if !slices.Contains(c.xTicks, p.X) {
+					c.xTicks = append(c.xTicks, p.X)
+				}
 			}
 		}
 	}
@@ -30,9 +43,9 @@ func Incast(path, title string, rs []sweep.IncastResult) error {
 	return save(path, c)
 }
 
-// IncastRatios are, for cc, (M, mean RCT of irn without PFC / mean RCT of
-// gbn with PFC) over the seeds, for every M that has both.
-func IncastRatios(rs []sweep.IncastResult, cc string) plotter.XYs {
+// IncastRatios are, for cc, (M, mean RCT of label without PFC / mean RCT
+// of gbn with PFC) over the seeds, for every M that has both.
+func IncastRatios(rs []sweep.IncastResult, cc, label string) plotter.XYs {
 	type sum struct {
 		irn, gbn   float64
 		nIRN, nGBN int
@@ -52,7 +65,7 @@ func IncastRatios(rs []sweep.IncastResult, cc string) plotter.XYs {
 			by[r.M] = s
 		}
 		switch {
-		case r.Scheme == "irn" && !r.PFC:
+		case r.Label() == label && !r.PFC:
 			s.irn += r.RCT.Seconds()
 			s.nIRN++
 		case r.Scheme == "gbn" && r.PFC:
