@@ -275,3 +275,62 @@ func plotIRNCmd(args []string) error {
 	fmt.Println(" wrote", png)
 	return nil
 }
+
+// irn-long: two of the comparisons that 2 ms of arrivals leave open, over
+// four times as long: PFC's cost to IRN (Figs. 1-3 (b)) and whether RoCE
+// with DCQCN needs PFC (Fig. 6).
+const (
+	irnLongHorizon = 8 * time.Millisecond
+	irnLongDrain   = 20 * time.Millisecond
+)
+
+func init() {
+	registerPaper(paperPreset{
+		Name: "irn-long", Paper: "IRN (001)", Figure: "Figs. 1-3 (b) and 6, longer",
+		Summary: "irn with and without PFC (no congestion control), and gbn (RoCE) with DCQCN with and without PFC, over 8 ms of arrivals instead of 2",
+		Params: append(irnParams("")[:len(irnParams(""))-1],
+			paperParam{"arrivals", fmt.Sprintf("over %v, then until every flow completes or %v more have passed", irnLongHorizon, irnLongDrain), "softnic: four times irn-fig1's, for the queues' longer-run behaviour"},
+			paperParam{"rows", "irn, irn+PFC (no congestion control); gbn+dcqcn+PFC, gbn+dcqcn", "Figs. 1-3 (b); Fig. 6 (RoCE + DCQCN)"}),
+		Run:         runIRNLong,
+		TestbedNote: "fabric only: a 54-host fat tree with switches, PFC and ECN",
+	})
+}
+
+func runIRNLong(o paperOpts) error {
+	k, horizon, drain, seeds := irnFigK, irnLongHorizon, irnLongDrain, irnFigSeeds
+	if o.Quick {
+		k, horizon, drain, seeds = 4, 50*time.Microsecond, time.Millisecond, seeds[:1]
+	}
+	type conf struct {
+		scheme, cc string
+		pfc        bool
+	}
+	fmt.Fprintf(o.Stdout, " fat tree k = %d, arrivals over %v\n %-4s %-6s %-3s %4s %6s %9s %10s %10s %8s %7s %6s %5s %8s\n", k, horizon,
+		"sch", "cc", "pfc", "seed", "flows", "avg slow", "avg FCT", "p99 FCT", "drops", "pauses", "cnps", "unfin", "wall")
+	var rs []sweep.IRNResult
+	for _, c := range []conf{{"irn", "", false}, {"irn", "", true}, {"gbn", "dcqcn", true}, {"gbn", "dcqcn", false}} {
+		for _, seed := range seeds {
+			r, err := sweep.RunIRN(sweep.IRNPoint{Scheme: c.scheme, PFC: c.pfc, CC: c.cc, Load: 0.7, Seed: seed, K: k, Horizon: horizon, Drain: drain})
+			if err != nil {
+				return err
+			}
+			pfc, cc := "off", c.cc
+			if c.pfc {
+				pfc = "on"
+			}
+			if cc == "" {
+				cc = "none"
+			}
+			fmt.Fprintf(o.Stdout, " %-4s %-6s %-3s %4d %6d %9.2f %10v %10v %8d %7d %6d %5d %8v\n", c.scheme, cc, pfc, seed, r.NFlows, r.AvgSlowdown,
+				r.AvgFCT.Round(time.Microsecond), r.P99FCT.Round(time.Microsecond), r.Drops, r.Pauses, r.CNPs, r.Unfinished, r.Wall.Round(time.Millisecond))
+			rs = append(rs, r)
+		}
+	}
+	csvPath, err := sweep.SaveIRN(o.Out, "irn-long", rs)
+	if err != nil {
+		return err
+	}
+	png, err := sweepplot.IRN(o.Out, "irn-long", fmt.Sprintf("IRN, longer (embedded): fat tree k = %d, 70%% load, arrivals over %v, mean of %d seeds", k, horizon, len(seeds)), rs)
+	fmt.Fprintln(o.Stdout, " wrote", csvPath, png)
+	return err
+}

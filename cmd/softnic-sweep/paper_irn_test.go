@@ -152,3 +152,21 @@ func TestPlotIRN(t *testing.T) {
 		t.Errorf("irn-fig7.csv as an incast: %v", err)
 	}
 }
+
+// TestPaperIRNLongQuick: `softnic-sweep paper irn-long -quick` writes its
+// four rows: irn with and without PFC, gbn with DCQCN with and without.
+func TestPaperIRNLongQuick(t *testing.T) {
+	dir := t.TempDir()
+	if err := paperPresets["irn-long"].Run(paperOpts{Out: dir, Quick: true, Stdout: io.Discard}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "irn-long.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"\nirn,off,none,0.70,1,", "\nirn,on,none,", "\ngbn,on,dcqcn,", "\ngbn,off,dcqcn,"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("no row %q in\n%s", want[1:], b)
+		}
+	}
+}
