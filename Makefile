@@ -35,6 +35,7 @@ plots: ## redraw docs/results' PNGs from the committed CSVs (no sweep is rerun)
 	for cc in dcqcn timely; do $(GO) run ./cmd/softnic-sweep plot-irn -in docs/results/irn-fig4-$$cc.csv -title "IRN with $$cc (embedded): $(IRN_TITLE)" || exit 1; done
 	$(GO) run ./cmd/softnic-sweep plot-irn -in docs/results/irn-fig7.csv -title "IRN Fig. 7 (embedded), no congestion control: $(IRN_TITLE)"
 	for cc in timely dcqcn; do $(GO) run ./cmd/softnic-sweep plot-irn -in docs/results/irn-fig7-$$cc.csv -title "IRN Fig. 7 (embedded), $$cc: $(IRN_TITLE)" || exit 1; done
+	$(GO) run ./cmd/softnic-sweep plot-irn -in docs/results/irn-long.csv -title "IRN, longer (embedded): fat tree k = 6, 70% load, arrivals over 8ms, mean of 3 seeds"
 	$(GO) run ./cmd/softnic-sweep plot-irn -incast -in docs/results/irn-fig9.csv -title "IRN Fig. 9 (embedded): incast of 150 MB into one host of a fat tree k = 6, mean of 3 seeds"
 	$(GO) run ./cmd/softnic-sweep paper igbn-fig7 -out docs/results
 	$(GO) run ./cmd/softnic-sweep plot-loss -in docs/results/testbed-igbn-fig6a-runs.csv -out docs/results/testbed-igbn-fig6a.png \
