@@ -349,6 +349,14 @@ func (q *QP) windowFull() bool {
 	return win > 0 && int(q.curPSN.Diff(q.unacked)) >= win
 }
 
+// windowOut reports whether what is out fills the scheme's in-flight cap:
+// windowFull by the PSNs sent, not by the send cursor, which a go-back
+// moves back and which sendRequest moves on only after the packet.
+func (q *QP) windowOut() bool {
+	win := q.sender.Window()
+	return win > 0 && int(q.maxSentPSN.Diff(q.unacked)) >= win
+}
+
 // seekCursor points the send cursor at psn (unacked <= psn <= nextPSN).
 func (q *QP) seekCursor(psn qp.PSN) {
 	q.curPSN = psn

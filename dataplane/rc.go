@@ -511,7 +511,7 @@ func (rc *rcTransport) armRetry() {
 	if q.unacked == q.maxSentPSN {
 		return
 	}
-	if win := q.sender.Window(); !q.ackReqOutstanding() && (win == 0 || int(q.maxSentPSN.Diff(q.unacked)) < win) {
+	if !q.ackReqOutstanding() && !q.windowOut() {
 		// Nothing out asks to be answered: the timer waits for the next
 		// request that does. But a full window sends nothing more, so
 		// with packets out and none of them asking it runs regardless:
