@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -63,17 +64,22 @@ func irnParams(cc string) []paperParam {
 func init() {
 	registerPaper(paperPreset{
 		Name: "irn-fig1", Paper: "IRN (001)", Figure: "Figs. 1-3",
-		Summary:     "average slowdown, average and 99th-percentile FCT for irn and gbn (RoCE), each with and without PFC, no congestion control, IRN's workload at 70% load in a fat tree",
-		Params:      irnParams(""),
-		Run:         func(o paperOpts) error { return runIRNFig(o, "irn-fig1", "", irnFigConfs) },
+		Summary: "average slowdown, average and 99th-percentile FCT for irn and gbn (RoCE), each with and without PFC, no congestion control, IRN's workload at 70% load in a fat tree",
+		Params:  irnParams(""),
+		Run: func(o paperOpts) error {
+			return runIRNFig(o, irnFig{name: "irn-fig1", confs: irnFigConfs,
+				title: "IRN Figs. 1-3 (embedded): fat tree k = %d, 40 Gb/s, 2 µs links, 70%% load, arrivals over %v, mean of %d seeds"})
+		},
 		TestbedNote: "fabric only: a 54-host fat tree with switches, PFC and ECN",
 	})
 	for _, cc := range []string{"dcqcn", "timely"} {
 		registerPaper(paperPreset{
 			Name: "irn-fig4-" + cc, Paper: "IRN (001)", Figure: "Figs. 4-6 (" + cc + ")",
-			Summary:     "Figs. 1-3's rows with " + cc + " on every QP (ECN marking at the switches)",
-			Params:      irnParams(cc),
-			Run:         func(o paperOpts) error { return runIRNFig(o, "irn-fig4-"+cc, cc, irnFigConfs) },
+			Summary: "Figs. 1-3's rows with " + cc + " on every QP (ECN marking at the switches)",
+			Params:  irnParams(cc),
+			Run: func(o paperOpts) error {
+				return runIRNFig(o, irnFig{name: "irn-fig4-" + cc, confs: withCC(irnFigConfs, cc), title: "IRN with " + cc + " (embedded): " + irnFigTitle})
+			},
 			TestbedNote: "fabric only: a 54-host fat tree with switches, PFC and ECN",
 		})
 	}
@@ -90,25 +96,49 @@ func init() {
 }
 
 // irnConf is one bar of an IRN figure: a scheme (or IRN variant) with
-// or without PFC.
+// or without PFC, with a congestion control ("": none).
 type irnConf struct {
 	scheme, variant string
 	pfc             bool
+	cc              string
 }
 
+// withCC is confs with congestion control cc.
+func withCC(confs []irnConf, cc string) []irnConf {
+	out := slices.Clone(confs)
+	for i := range out {
+		out[i].cc = cc
+	}
+	return out
+}
+
+// irnFig is one run of IRN presets' bars: its CSV and PNG name, its
+// bars, its chart's title (a format of k, the horizon and the number of
+// seeds), its arrivals and drain (0: irnFigHorizon, irnFigDrain), and
+// the drain of its -quick run (0: the drain).
+type irnFig struct {
+	name                       string
+	confs                      []irnConf
+	title                      string
+	horizon, drain, quickDrain time.Duration
+}
+
+// irnFigTitle is the title's common part.
+const irnFigTitle = "fat tree k = %d, 70%% load, arrivals over %v, mean of %d seeds"
+
 // irnFigConfs are Figs. 1-6's bars.
-var irnFigConfs = []irnConf{{"irn", "", false}, {"irn", "", true}, {"gbn", "", true}, {"gbn", "", false}}
+var irnFigConfs = []irnConf{{"irn", "", false, ""}, {"irn", "", true, ""}, {"gbn", "", true, ""}, {"gbn", "", false, ""}}
 
 // irnFig7Confs are Fig. 7's: IRN and its two variants, without PFC.
-var irnFig7Confs = []irnConf{{"irn", "", false}, {"irn", sweep.IRNGoBackN, false}, {"irn", sweep.IRNNoBDPFC, false}}
+var irnFig7Confs = []irnConf{{"irn", "", false, ""}, {"irn", sweep.IRNGoBackN, false, ""}, {"irn", sweep.IRNNoBDPFC, false, ""}}
 
 func runIRNFig7(o paperOpts) error {
 	for _, cc := range []string{"", "timely", "dcqcn"} {
-		name := "irn-fig7"
+		f := irnFig{name: "irn-fig7", confs: withCC(irnFig7Confs, cc), title: "IRN Fig. 7 (embedded), no congestion control: " + irnFigTitle}
 		if cc != "" {
-			name += "-" + cc
+			f.name, f.title = f.name+"-"+cc, "IRN Fig. 7 (embedded), "+cc+": "+irnFigTitle
 		}
-		if err := runIRNFig(o, name, cc, irnFig7Confs); err != nil {
+		if err := runIRNFig(o, f); err != nil {
 			return err
 		}
 		if o.Quick {
@@ -118,45 +148,36 @@ func runIRNFig7(o paperOpts) error {
 	return nil
 }
 
-func runIRNFig(o paperOpts, name, cc string, confs []irnConf) error {
+func runIRNFig(o paperOpts, f irnFig) error {
 	k, horizon, drain, seeds := irnFigK, irnFigHorizon, irnFigDrain, irnFigSeeds
+	if f.horizon != 0 {
+		horizon, drain = f.horizon, f.drain
+	}
 	if o.Quick {
 		k, horizon, seeds = 4, 50*time.Microsecond, seeds[:1]
+		if f.quickDrain != 0 {
+			drain = f.quickDrain
+		}
 	}
-	fmt.Fprintf(o.Stdout, " fat tree k = %d, arrivals over %v, cc %q\n %-11s %-3s %4s %6s %9s %10s %10s %8s %7s %6s %6s %9s %5s %5s %8s\n", k, horizon, cc,
-		"scheme", "pfc", "seed", "flows", "avg slow", "avg FCT", "p99 FCT", "drops", "pauses", "cnps", "ecn", "retx", "unfin", "fail", "wall")
+	fmt.Fprintf(o.Stdout, " fat tree k = %d, arrivals over %v\n %-11s %-6s %-3s %4s %6s %9s %10s %10s %8s %7s %6s %6s %9s %5s %5s %8s\n", k, horizon,
+		"scheme", "cc", "pfc", "seed", "flows", "avg slow", "avg FCT", "p99 FCT", "drops", "pauses", "cnps", "ecn", "retx", "unfin", "fail", "wall")
 	var rs []sweep.IRNResult
-	for _, c := range confs {
+	for _, c := range f.confs {
 		for _, seed := range seeds {
-			r, err := sweep.RunIRN(sweep.IRNPoint{Scheme: c.scheme, Variant: c.variant, PFC: c.pfc, CC: cc, Load: 0.7, Seed: seed, K: k, Horizon: horizon, Drain: drain})
+			r, err := sweep.RunIRN(sweep.IRNPoint{Scheme: c.scheme, Variant: c.variant, PFC: c.pfc, CC: c.cc, Load: 0.7, Seed: seed, K: k, Horizon: horizon, Drain: drain})
 			if err != nil {
 				return err
 			}
-			pfc := "off"
-			if c.pfc {
-				pfc = "on"
-			}
-			fmt.Fprintf(o.Stdout, " %-11s %-3s %4d %6d %9.2f %10v %10v %8d %7d %6d %6d %9d %5d %5d %8v\n", r.Label(), pfc, seed, r.NFlows, r.AvgSlowdown,
+			fmt.Fprintf(o.Stdout, " %-11s %-6s %-3s %4d %6d %9.2f %10v %10v %8d %7d %6d %6d %9d %5d %5d %8v\n", r.Label(), sweep.CCName(r.CC), sweep.PFCName(r.PFC), seed, r.NFlows, r.AvgSlowdown,
 				r.AvgFCT.Round(time.Microsecond), r.P99FCT.Round(time.Microsecond), r.Drops, r.Pauses, r.CNPs, r.ECNMarks, r.Retransmits, r.Unfinished, r.Failed, r.Wall.Round(time.Millisecond))
 			rs = append(rs, r)
 		}
 	}
-	csvPath, err := sweep.SaveIRN(o.Out, name, rs)
+	csvPath, err := sweep.SaveIRN(o.Out, f.name, rs)
 	if err != nil {
 		return err
 	}
-	title := fmt.Sprintf("IRN Figs. 1-3 (embedded): fat tree k = %d, 40 Gb/s, 2 µs links, 70%% load, arrivals over %v, mean of %d seeds", k, horizon, len(seeds))
-	if cc != "" {
-		title = fmt.Sprintf("IRN with %s (embedded): fat tree k = %d, 70%% load, arrivals over %v, mean of %d seeds", cc, k, horizon, len(seeds))
-	}
-	if strings.HasPrefix(name, "irn-fig7") {
-		c := cc
-		if c == "" {
-			c = "no congestion control"
-		}
-		title = fmt.Sprintf("IRN Fig. 7 (embedded), %s: fat tree k = %d, 70%% load, arrivals over %v, mean of %d seeds", c, k, horizon, len(seeds))
-	}
-	png, err := sweepplot.IRN(o.Out, name, title, rs)
+	png, err := sweepplot.IRN(o.Out, f.name, fmt.Sprintf(f.title, k, horizon, len(seeds)), rs)
 	fmt.Fprintln(o.Stdout, " wrote", csvPath, png)
 	return err
 }
@@ -197,20 +218,13 @@ func runIRNFig9(o paperOpts) error {
 	var rs []sweep.IncastResult
 	for _, cc := range ccs {
 		for _, m := range ms {
-			for _, c := range []irnConf{{"irn", "", false}, {"irn", sweep.IRNTimeoutAll, false}, {"gbn", "", true}} {
+			for _, c := range []irnConf{{"irn", "", false, ""}, {"irn", sweep.IRNTimeoutAll, false, ""}, {"gbn", "", true, ""}} {
 				for _, seed := range seeds {
 					r, err := sweep.RunIncast(sweep.IncastPoint{Scheme: c.scheme, Variant: c.variant, PFC: c.pfc, CC: cc, M: m, Total: total, Seed: seed, K: k})
 					if err != nil {
 						return err
 					}
-					pfc, ccName := "off", cc
-					if c.pfc {
-						pfc = "on"
-					}
-					if ccName == "" {
-						ccName = "none"
-					}
-					fmt.Fprintf(o.Stdout, " %-6s %-14s %-3s %3d %4d %10v %8d %7d %6d %6d %9d %5d %8v\n", ccName, r.Label(), pfc, m, seed,
+					fmt.Fprintf(o.Stdout, " %-6s %-14s %-3s %3d %4d %10v %8d %7d %6d %6d %9d %5d %8v\n", sweep.CCName(cc), r.Label(), sweep.PFCName(c.pfc), m, seed,
 						r.RCT.Round(time.Microsecond), r.Drops, r.Pauses, r.CNPs, r.ECNMarks, r.Retransmits, r.Failed, r.Wall.Round(time.Millisecond))
 					rs = append(rs, r)
 				}
@@ -297,40 +311,7 @@ func init() {
 }
 
 func runIRNLong(o paperOpts) error {
-	k, horizon, drain, seeds := irnFigK, irnLongHorizon, irnLongDrain, irnFigSeeds
-	if o.Quick {
-		k, horizon, drain, seeds = 4, 50*time.Microsecond, time.Millisecond, seeds[:1]
-	}
-	type conf struct {
-		scheme, cc string
-		pfc        bool
-	}
-	fmt.Fprintf(o.Stdout, " fat tree k = %d, arrivals over %v\n %-4s %-6s %-3s %4s %6s %9s %10s %10s %8s %7s %6s %5s %8s\n", k, horizon,
-		"sch", "cc", "pfc", "seed", "flows", "avg slow", "avg FCT", "p99 FCT", "drops", "pauses", "cnps", "unfin", "wall")
-	var rs []sweep.IRNResult
-	for _, c := range []conf{{"irn", "", false}, {"irn", "", true}, {"gbn", "dcqcn", true}, {"gbn", "dcqcn", false}} {
-		for _, seed := range seeds {
-			r, err := sweep.RunIRN(sweep.IRNPoint{Scheme: c.scheme, PFC: c.pfc, CC: c.cc, Load: 0.7, Seed: seed, K: k, Horizon: horizon, Drain: drain})
-			if err != nil {
-				return err
-			}
-			pfc, cc := "off", c.cc
-			if c.pfc {
-				pfc = "on"
-			}
-			if cc == "" {
-				cc = "none"
-			}
-			fmt.Fprintf(o.Stdout, " %-4s %-6s %-3s %4d %6d %9.2f %10v %10v %8d %7d %6d %5d %8v\n", c.scheme, cc, pfc, seed, r.NFlows, r.AvgSlowdown,
-				r.AvgFCT.Round(time.Microsecond), r.P99FCT.Round(time.Microsecond), r.Drops, r.Pauses, r.CNPs, r.Unfinished, r.Wall.Round(time.Millisecond))
-			rs = append(rs, r)
-		}
-	}
-	csvPath, err := sweep.SaveIRN(o.Out, "irn-long", rs)
-	if err != nil {
-		return err
-	}
-	png, err := sweepplot.IRN(o.Out, "irn-long", fmt.Sprintf("IRN, longer (embedded): fat tree k = %d, 70%% load, arrivals over %v, mean of %d seeds", k, horizon, len(seeds)), rs)
-	fmt.Fprintln(o.Stdout, " wrote", csvPath, png)
-	return err
+	return runIRNFig(o, irnFig{name: "irn-long", horizon: irnLongHorizon, drain: irnLongDrain, quickDrain: time.Millisecond,
+		confs: []irnConf{{"irn", "", false, ""}, {"irn", "", true, ""}, {"gbn", "", true, "dcqcn"}, {"gbn", "", false, "dcqcn"}},
+		title: "IRN, longer (embedded): " + irnFigTitle})
 }

@@ -204,12 +204,8 @@ func runMeloFig5aDCQCN(o paperOpts) error {
 	run := func(c sweep.MeloSwitchedConfig) (sweep.MeloSwitchedResult, error) {
 		r, err := sweep.RunMeloSwitched(c)
 		if err == nil {
-			to := c.Timeout
-			if to == 0 {
-				to = 14
-			}
 			fmt.Fprintf(o.Stdout, " %-5s %-6s loss %-7g timeout %2d %8.3f Gb/s  timeouts %4d  retransmits %7d  ecn %5d  cnps %5d  wall %v\n",
-				c.Scheme, c.CC, c.Loss, to, r.Gbps, r.Timeouts, r.Retransmits, r.ECNMarks, r.CNPs, r.Wall.Round(time.Millisecond))
+				c.Scheme, c.CC, c.Loss, c.TimeoutCode(), r.Gbps, r.Timeouts, r.Retransmits, r.ECNMarks, r.CNPs, r.Wall.Round(time.Millisecond))
 		}
 		return r, err
 	}
@@ -254,11 +250,7 @@ func runMeloFig5aDCQCN(o paperOpts) error {
 	}
 	for _, r := range rs {
 		if r.Scheme == recovery.GBN && r.Loss == 1e-2 && r.Gbps > 0 {
-			to := r.Timeout
-			if to == 0 {
-				to = 14
-			}
-			fmt.Fprintf(o.Stdout, " at 1%% loss: melo / gbn (timeout code %d) = %.2fx\n", to, melo/r.Gbps)
+			fmt.Fprintf(o.Stdout, " at 1%% loss: melo / gbn (timeout code %d) = %.2fx\n", r.TimeoutCode(), melo/r.Gbps)
 		}
 	}
 	return nil

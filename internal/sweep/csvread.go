@@ -90,6 +90,11 @@ func (p *parser) float(name string) float64 {
 
 func (p *parser) int(name string) int { return int(p.float(name)) }
 
+// micros parses a column of microseconds.
+func (p *parser) micros(name string) time.Duration {
+	return time.Duration(p.float(name) * float64(time.Microsecond))
+}
+
 func (p *parser) uint(name string) uint64 {
 	v := p.float(name)
 	if v < 0 {
@@ -216,6 +221,17 @@ func ReadQPCSV(r io.Reader) ([]QPResult, error) {
 	return rs, nil
 }
 
+// irnColumns reads the columns IRN's CSVs begin with, as IRNPoint.Label,
+// PFCName and CCName write them: the scheme (and an IRN variant after a
+// '-'), PFC and the congestion control ("" for none).
+func (t *table) irnColumns(row []string) (scheme, variant string, pfc bool, cc string) {
+	scheme, variant, _ = strings.Cut(t.get(row, "scheme"), "-")
+	if cc = t.get(row, "cc"); cc == "none" {
+		cc = ""
+	}
+	return scheme, variant, t.get(row, "pfc") == "on", cc
+}
+
 // ReadIRNCSV reads the rows of an IRN figure's CSV (WriteIRNCSV: scheme,
 // pfc, cc, load, seed and the three summaries; by header name), as far
 // as charts need them: a scheme "irn-gbn" is irn's variant "gbn".
@@ -228,20 +244,13 @@ func ReadIRNCSV(r io.Reader) ([]IRNResult, error) {
 	for i, row := range t.rows {
 		p := parser{t: t, row: row, n: i + 2}
 		var res IRNResult
-		res.Scheme = t.get(row, "scheme")
-		if s, v, ok := strings.Cut(res.Scheme, "-"); ok {
-			res.Scheme, res.Variant = s, v
-		}
-		res.PFC = t.get(row, "pfc") == "on"
-		if res.CC = t.get(row, "cc"); res.CC == "none" {
-			res.CC = ""
-		}
+		res.Scheme, res.Variant, res.PFC, res.CC = t.irnColumns(row)
 		res.Load = p.float("load")
 		res.Seed = p.uint("seed")
 		res.K = p.int("k")
 		res.AvgSlowdown = p.float("avg_slowdown")
-		res.AvgFCT = time.Duration(p.float("avg_fct_us") * float64(time.Microsecond))
-		res.P99FCT = time.Duration(p.float("p99_fct_us") * float64(time.Microsecond))
+		res.AvgFCT = p.micros("avg_fct_us")
+		res.P99FCT = p.micros("p99_fct_us")
 		if p.err != nil {
 			return nil, p.err
 		}
@@ -261,19 +270,12 @@ func ReadIncastCSV(r io.Reader) ([]IncastResult, error) {
 	for i, row := range t.rows {
 		p := parser{t: t, row: row, n: i + 2}
 		var res IncastResult
-		res.Scheme = t.get(row, "scheme")
-		if s, v, ok := strings.Cut(res.Scheme, "-"); ok {
-			res.Scheme, res.Variant = s, v
-		}
-		res.PFC = t.get(row, "pfc") == "on"
-		if res.CC = t.get(row, "cc"); res.CC == "none" {
-			res.CC = ""
-		}
+		res.Scheme, res.Variant, res.PFC, res.CC = t.irnColumns(row)
 		res.M = p.int("m")
 		res.Seed = p.uint("seed")
 		res.K = p.int("k")
 		res.Total = p.int("total_bytes")
-		res.RCT = time.Duration(p.float("rct_us") * float64(time.Microsecond))
+		res.RCT = p.micros("rct_us")
 		if p.err != nil {
 			return nil, p.err
 		}

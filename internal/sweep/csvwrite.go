@@ -30,6 +30,23 @@ func SaveQPs(dir, prefix string, rs []QPResult) (string, error) {
 	return saveCSV(dir, prefix+".csv", func(w io.Writer) error { return WriteQPCSV(w, rs) })
 }
 
+// CCName is a congestion control as the CSVs and tables write it:
+// "none" for none ("").
+func CCName(cc string) string {
+	if cc == "" {
+		return "none"
+	}
+	return cc
+}
+
+// PFCName is PFC on or off as the CSVs and tables write it.
+func PFCName(on bool) string {
+	if on {
+		return "on"
+	}
+	return "off"
+}
+
 // saveCSV creates dir and writes name in it with write.
 func saveCSV(dir, name string, write func(io.Writer) error) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -57,8 +57,6 @@ type FlowRunResult struct {
 	DroppedBy      [5]uint64 // Drops by netsw.DropReason
 	CNPs           uint64    // np_cnp_sent, summed over the hosts
 	Retransmits    uint64    // retransmitted_pkts, summed
-	Timeouts       uint64    // local_ack_timeout_err, summed
-	Duplicates     uint64    // duplicate_request, summed: resent packets that had arrived
 	// QueueP99Bytes is the largest, over the switches' egress ports, of
 	// the port's 99th-percentile queue as arriving frames found it
 	// (netsw's histogram); QueueMaxBytes the largest queue any port held.
@@ -301,8 +299,6 @@ func RunFlows(cfg FlowRunConfig) (FlowRunResult, error) {
 		c := e.Counters()
 		res.CNPs += c.NPCNPSent
 		res.Retransmits += c.Retransmits
-		res.Timeouts += c.LocalAckTimeout
-		res.Duplicates += c.DuplicateRequest
 	}
 	res.summarize()
 	for _, sw := range s.Network.Switches() {

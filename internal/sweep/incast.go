@@ -73,15 +73,7 @@ func WriteIncastCSV(w io.Writer, rs []IncastResult) error {
 	cw.Write(IncastCSVHeader)
 	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
 	for _, r := range rs {
-		cc := r.CC
-		if cc == "" {
-			cc = "none"
-		}
-		pfc := "off"
-		if r.PFC {
-			pfc = "on"
-		}
-		cw.Write([]string{r.Label(), pfc, cc, strconv.Itoa(r.M), u(r.Seed), strconv.FormatFloat(float64(r.RCT)/float64(time.Microsecond), 'f', 1, 64),
+		cw.Write([]string{r.Label(), PFCName(r.PFC), CCName(r.CC), strconv.Itoa(r.M), u(r.Seed), strconv.FormatFloat(float64(r.RCT)/float64(time.Microsecond), 'f', 1, 64),
 			u(r.Drops), u(r.Pauses), u(r.CNPs), u(r.ECNMarks), strconv.Itoa(r.QueueP99Bytes), u(r.Retransmits), strconv.Itoa(r.Failed),
 			strconv.Itoa(r.QPs), strconv.Itoa(r.K), strconv.Itoa(r.Total), strconv.FormatFloat(r.Wall.Seconds(), 'f', 2, 64)})
 	}

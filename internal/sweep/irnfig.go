@@ -169,15 +169,7 @@ func WriteIRNCSV(w io.Writer, rs []IRNResult) error {
 	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
 	us := func(d time.Duration) string { return f(float64(d)/float64(time.Microsecond), 1) }
 	for _, r := range rs {
-		cc := r.CC
-		if cc == "" {
-			cc = "none"
-		}
-		pfc := "off"
-		if r.PFC {
-			pfc = "on"
-		}
-		cw.Write([]string{r.Label(), pfc, cc, f(r.Load, 2), u(r.Seed), f(r.AvgSlowdown, 3), us(r.AvgFCT), us(r.P99FCT),
+		cw.Write([]string{r.Label(), PFCName(r.PFC), CCName(r.CC), f(r.Load, 2), u(r.Seed), f(r.AvgSlowdown, 3), us(r.AvgFCT), us(r.P99FCT),
 			u(r.Drops), u(r.Pauses), u(r.CNPs), u(r.ECNMarks), strconv.Itoa(r.QueueP99Bytes), u(r.Retransmits),
 			strconv.Itoa(r.NFlows), strconv.Itoa(r.Unfinished), strconv.Itoa(r.Failed), strconv.Itoa(r.QPs), strconv.Itoa(r.K),
 			f(r.Horizon.Seconds()*1e3, 3), f(r.SimEnd.Seconds()*1e3, 3), f(r.Wall.Seconds(), 2)})

@@ -35,6 +35,11 @@ type MeloSwitchedConfig struct {
 	Seed    uint64
 }
 
+// TimeoutCode is the QP's local ACK timeout code, Timeout or its default.
+func (c MeloSwitchedConfig) TimeoutCode() uint8 {
+	return dataplane.ConnParams{Timeout: c.Timeout}.WithDefaults().Timeout
+}
+
 // MeloSwitchedResult is one point: goodput and what the network and the
 // congestion control did.
 type MeloSwitchedResult struct {
@@ -170,23 +175,11 @@ func SaveMeloSwitched(dir, name string, rs []MeloSwitchedResult) (string, error)
 					rel = strconv.FormatFloat(r.Gbps/b.Gbps, 'f', 4, 64)
 				}
 			}
-			to := r.Timeout
-			if to == 0 {
-				to = 14
-			}
-			cw.Write([]string{r.Scheme, ccName(r.CC), strconv.FormatFloat(r.Loss, 'g', -1, 64), strconv.Itoa(r.Size), strconv.Itoa(r.Iters),
-				strconv.Itoa(int(to)), strconv.FormatFloat(r.Gbps, 'f', 3, 64), rel, u(r.Retransmits), u(r.Timeouts),
+			cw.Write([]string{r.Scheme, CCName(r.CC), strconv.FormatFloat(r.Loss, 'g', -1, 64), strconv.Itoa(r.Size), strconv.Itoa(r.Iters),
+				strconv.Itoa(int(r.TimeoutCode())), strconv.FormatFloat(r.Gbps, 'f', 3, 64), rel, u(r.Retransmits), u(r.Timeouts),
 				u(r.ECNMarks), u(r.CNPs), u(r.CNPsRP), u(r.Drops)})
 		}
 		cw.Flush()
 		return cw.Error()
 	})
-}
-
-// ccName is cc as CSVs write it: "none" for none.
-func ccName(cc string) string {
-	if cc == "" {
-		return "none"
-	}
-	return cc
 }

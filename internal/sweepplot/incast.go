@@ -52,11 +52,7 @@ func IncastRatios(rs []sweep.IncastResult, cc, label string) plotter.XYs {
 	}
 	by := map[int]*sum{}
 	for _, r := range rs {
-		rcc := r.CC
-		if rcc == "" {
-			rcc = "none"
-		}
-		if rcc != cc {
+		if sweep.CCName(r.CC) != cc {
 			continue
 		}
 		s := by[r.M]
