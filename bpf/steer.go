@@ -41,6 +41,11 @@ type Options struct {
 	// zero: every RoCEv2 frame is steered, whatever its destination.
 	LocalIPv4 netip.Addr
 	LocalIPv6 netip.Addr
+	// SteerPause also redirects MAC Control frames (EtherType 0x8808:
+	// 802.3x PAUSE and 802.1Qbb PFC), whatever their destination, for a
+	// daemon that honours pauses and for softnic's switch. Off, they go
+	// to the kernel (counted as NotIP), which drops them.
+	SteerPause bool
 }
 
 // Steer is the loaded program and its maps. It is not attached to any
@@ -107,7 +112,10 @@ func Load(opts Options) (*Steer, error) {
 
 // configure writes opts into the object's .rodata variables.
 func configure(vars *steerVariableSpecs, opts Options) error {
-	var filter uint32
+	var filter, pause uint32
+	if opts.SteerPause {
+		pause = 1
+	}
 	var ip4 [4]byte
 	var ip6 [16]byte
 	if opts.LocalIPv4.IsValid() {
@@ -137,6 +145,7 @@ func configure(vars *steerVariableSpecs, opts Options) error {
 		{vars.FilterDst, filter},
 		{vars.LocalIp4, ip4},
 		{vars.LocalIp6, ip6},
+		{vars.SteerPause, pause},
 	} {
 		if err := set.v.Set(set.val); err != nil {
 			return fmt.Errorf("bpf: configure: %w", err)
@@ -173,6 +182,9 @@ type Counters struct {
 	Truncated uint64
 	// Malformed: inconsistent IP headers (version, IHL, lengths).
 	Malformed uint64
+	// PauseSteered: MAC Control (pause) frames redirected to an AF_XDP
+	// socket (Options.SteerPause).
+	PauseSteered uint64
 }
 
 // field returns the Counters field for a C counter index, keeping the one
@@ -197,21 +209,24 @@ func (c *Counters) field(idx steerCounter) *uint64 {
 		return &c.Truncated
 	case steerCounterCOUNTER_MALFORMED:
 		return &c.Malformed
+	case steerCounterCOUNTER_PAUSE_STEERED:
+		return &c.PauseSteered
 	}
 	return nil
 }
 
 // counterNames are the metric names, indexed like the C enum.
 var counterNames = [steerCounterCOUNTER_MAX]string{
-	steerCounterCOUNTER_STEERED:    "steered",
-	steerCounterCOUNTER_NO_SOCKET:  "pass_no_socket",
-	steerCounterCOUNTER_NOT_IP:     "pass_not_ip",
-	steerCounterCOUNTER_NOT_UDP:    "pass_not_udp",
-	steerCounterCOUNTER_OTHER_PORT: "pass_other_port",
-	steerCounterCOUNTER_OTHER_DST:  "pass_other_dst",
-	steerCounterCOUNTER_FRAGMENT:   "pass_fragment",
-	steerCounterCOUNTER_TRUNCATED:  "pass_truncated",
-	steerCounterCOUNTER_MALFORMED:  "pass_malformed",
+	steerCounterCOUNTER_STEERED:       "steered",
+	steerCounterCOUNTER_NO_SOCKET:     "pass_no_socket",
+	steerCounterCOUNTER_NOT_IP:        "pass_not_ip",
+	steerCounterCOUNTER_NOT_UDP:       "pass_not_udp",
+	steerCounterCOUNTER_OTHER_PORT:    "pass_other_port",
+	steerCounterCOUNTER_OTHER_DST:     "pass_other_dst",
+	steerCounterCOUNTER_FRAGMENT:      "pass_fragment",
+	steerCounterCOUNTER_TRUNCATED:     "pass_truncated",
+	steerCounterCOUNTER_MALFORMED:     "pass_malformed",
+	steerCounterCOUNTER_PAUSE_STEERED: "pause_steered",
 }
 
 // All yields every counter as (metric name, value), in a fixed order, for
@@ -230,7 +245,7 @@ func (c Counters) All() iter.Seq2[string, uint64] {
 func (c Counters) Passed() uint64 {
 	var n uint64
 	for name, v := range c.All() {
-		if name != counterNames[steerCounterCOUNTER_STEERED] {
+		if name != counterNames[steerCounterCOUNTER_STEERED] && name != counterNames[steerCounterCOUNTER_PAUSE_STEERED] {
 			n += v
 		}
 	}

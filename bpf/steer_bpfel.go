@@ -15,16 +15,17 @@ import (
 type steerCounter uint32
 
 const (
-	steerCounterCOUNTER_STEERED    steerCounter = 0
-	steerCounterCOUNTER_NO_SOCKET  steerCounter = 1
-	steerCounterCOUNTER_NOT_IP     steerCounter = 2
-	steerCounterCOUNTER_NOT_UDP    steerCounter = 3
-	steerCounterCOUNTER_OTHER_PORT steerCounter = 4
-	steerCounterCOUNTER_OTHER_DST  steerCounter = 5
-	steerCounterCOUNTER_FRAGMENT   steerCounter = 6
-	steerCounterCOUNTER_TRUNCATED  steerCounter = 7
-	steerCounterCOUNTER_MALFORMED  steerCounter = 8
-	steerCounterCOUNTER_MAX        steerCounter = 9
+	steerCounterCOUNTER_STEERED       steerCounter = 0
+	steerCounterCOUNTER_NO_SOCKET     steerCounter = 1
+	steerCounterCOUNTER_NOT_IP        steerCounter = 2
+	steerCounterCOUNTER_NOT_UDP       steerCounter = 3
+	steerCounterCOUNTER_OTHER_PORT    steerCounter = 4
+	steerCounterCOUNTER_OTHER_DST     steerCounter = 5
+	steerCounterCOUNTER_FRAGMENT      steerCounter = 6
+	steerCounterCOUNTER_TRUNCATED     steerCounter = 7
+	steerCounterCOUNTER_MALFORMED     steerCounter = 8
+	steerCounterCOUNTER_PAUSE_STEERED steerCounter = 9
+	steerCounterCOUNTER_MAX           steerCounter = 10
 )
 
 // Names of all BPF objects in the ELF.
@@ -38,6 +39,7 @@ const (
 	steerVarFilterDst  = "filter_dst"
 	steerVarLocalIp4   = "local_ip4"
 	steerVarLocalIp6   = "local_ip6"
+	steerVarSteerPause = "steer_pause"
 )
 
 // loadSteer returns the embedded CollectionSpec for steer.
@@ -101,6 +103,7 @@ type steerVariableSpecs struct {
 	FilterDst  *ebpf.VariableSpec `ebpf:"filter_dst"`
 	LocalIp4   *ebpf.VariableSpec `ebpf:"local_ip4"`
 	LocalIp6   *ebpf.VariableSpec `ebpf:"local_ip6"`
+	SteerPause *ebpf.VariableSpec `ebpf:"steer_pause"`
 }
 
 // steerObjects contains all objects after they have been loaded into the kernel.
@@ -142,6 +145,7 @@ type steerVariables struct {
 	FilterDst  *ebpf.Variable `ebpf:"filter_dst"`
 	LocalIp4   *ebpf.Variable `ebpf:"local_ip4"`
 	LocalIp6   *ebpf.Variable `ebpf:"local_ip6"`
+	SteerPause *ebpf.Variable `ebpf:"steer_pause"`
 }
 
 // steerPrograms contains all programs after they have been loaded into the kernel.

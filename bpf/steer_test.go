@@ -306,18 +306,18 @@ func TestLoadOptions(t *testing.T) {
 }
 
 func TestCounters(t *testing.T) {
-	c := Counters{Steered: 1, NoSocket: 2, NotIP: 3, NotUDP: 4, OtherPort: 5, OtherDst: 6, Fragment: 7, Truncated: 8, Malformed: 9}
+	c := Counters{Steered: 1, NoSocket: 2, NotIP: 3, NotUDP: 4, OtherPort: 5, OtherDst: 6, Fragment: 7, Truncated: 8, Malformed: 9, PauseSteered: 10}
 	got := maps.Collect(c.All())
 	if len(got) != int(steerCounterCOUNTER_MAX) {
 		t.Fatalf("All yields %d names, want %d: %v", len(got), steerCounterCOUNTER_MAX, got)
 	}
 	// Each field appears under exactly one name: the values are distinct.
 	values := slices.Sorted(maps.Values(got))
-	if !slices.Equal(values, []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9}) {
+	if !slices.Equal(values, []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}) {
 		t.Errorf("All values %v, want each field once", values)
 	}
-	if got["steered"] != 1 || c.Passed() != 44 {
-		t.Errorf("steered %d passed %d, want 1 and 44", got["steered"], c.Passed())
+	if got["steered"] != 1 || got["pause_steered"] != 10 || c.Passed() != 44 {
+		t.Errorf("steered %d pause_steered %d passed %d, want 1, 10 and 44", got["steered"], got["pause_steered"], c.Passed())
 	}
 }
 

@@ -74,6 +74,9 @@ enum counter {
 	// Headers present but inconsistent (IP version, IHL < 5, lengths
 	// shorter than the UDP header).
 	COUNTER_MALFORMED,
+	// MAC Control frame (EtherType 0x8808: 802.3x PAUSE, 802.1Qbb PFC)
+	// redirected to the queue's AF_XDP socket; only with steer_pause.
+	COUNTER_PAUSE_STEERED,
 	COUNTER_MAX,
 };
 
@@ -108,6 +111,15 @@ volatile const __u32 filter_dst = 0;
 // Network byte order.
 volatile const __be32 local_ip4 = 0;
 volatile const __be32 local_ip6[4] = {0, 0, 0, 0};
+// steer_pause: when non-zero, MAC Control frames (EtherType 0x8808, the
+// 802.3x PAUSE and 802.1Qbb PFC frames) are redirected too, so that a
+// daemon can honour a pause and softnic's switch can see one. A frame on a
+// queue without a socket still goes to the kernel (which drops it).
+volatile const __u32 steer_pause = 0;
+
+// ETH_P_MAC_CONTROL is 802.3's MAC Control EtherType (linux/if_ether.h
+// names it ETH_P_PAUSE).
+#define ETH_P_MAC_CONTROL 0x8808
 
 // count adds one to the per-CPU counter for reason. The lookup cannot fail
 // for reason < COUNTER_MAX, but the verifier needs the NULL check.
@@ -258,6 +270,13 @@ int xdp_steer(struct xdp_md *ctx)
 		return pass(COUNTER_TRUNCATED);
 	proto = eth->h_proto;
 	l3 = eth + 1;
+
+	// Pause frames are never tagged (802.1Qbb sends them untagged).
+	if (steer_pause && proto == bpf_htons(ETH_P_MAC_CONTROL)) {
+		action = bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
+		count(action == XDP_REDIRECT ? COUNTER_PAUSE_STEERED : COUNTER_NO_SOCKET);
+		return action;
+	}
 
 	// One 802.1Q (or 802.1ad) tag. NICs usually strip the tag into
 	// metadata before XDP; veth and VLAN-unaware drivers do not.

@@ -208,6 +208,7 @@ var metricSpecs = map[string]metricSpec{
 
 	// The XDP steering program (xdp_*): frames passed to the kernel, by reason.
 	"xdp_steered":         counterSpec("xdp_steered", "Frames the XDP program steered to an AF_XDP socket."),
+	"xdp_pause_steered":   counterSpec("xdp_pause_steered", "MAC Control (PFC, PAUSE) frames the XDP program steered to an AF_XDP socket."),
 	"xdp_pass_no_socket":  labelled(counterSpec("xdp_passed", xdpPassedHelp), "reason", "no_socket"),
 	"xdp_pass_not_ip":     labelled(counterSpec("xdp_passed", xdpPassedHelp), "reason", "not_ip"),
 	"xdp_pass_not_udp":    labelled(counterSpec("xdp_passed", xdpPassedHelp), "reason", "not_udp"),
