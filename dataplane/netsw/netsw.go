@@ -558,6 +558,15 @@ func (s *Switch) OccupancyQuantile(port int, q float64) int {
 	return s.ports[port].hist.quantile(q)
 }
 
+// ResetOccupancy empties every port's occupancy histogram, so that
+// OccupancyQuantile describes only the frames that arrive from now on
+// (the queue after a flow has converged, say). The other counters stay.
+func (s *Switch) ResetOccupancy() {
+	for i := range s.ports {
+		s.ports[i].hist = histogram{}
+	}
+}
+
 func (p *port) push(e entry) {
 	if p.n == len(p.ring) {
 		grown := make([]entry, max(64, 2*len(p.ring)))

@@ -480,6 +480,19 @@ func TestOccupancyQuantile(t *testing.T) {
 	if st := s.Stats(1); st.MaxQueueBytes != 100_000 || st.EnqueuedBytes != 100_000 {
 		t.Fatalf("stats %+v", st)
 	}
+	// After ResetOccupancy only later arrivals count: one that finds
+	// 100 000 bytes.
+	s.ResetOccupancy()
+	if got := s.OccupancyQuantile(1, 0.99); got != 0 {
+		t.Fatalf("after reset: %d", got)
+	}
+	s.Enqueue(0, rawFrame(1000), 0, 0, 1)
+	if got := s.OccupancyQuantile(1, 0.5); got < 100_000 || got > 100_000*17/16 {
+		t.Fatalf("after reset, one arrival at 100000: %d", got)
+	}
+	if st := s.Stats(1); st.EnqueuedBytes != 101_000 {
+		t.Fatalf("reset touched the counters: %+v", st)
+	}
 }
 
 // TestSteadyStateDoesNotAllocate: enqueue (with marking and PFC) and
