@@ -23,6 +23,8 @@ const sweepUsage = `usage: softnic-sweep <command> [flags] (softnic-sweep <comma
   loss       goodput against loss rate, every scheme, embedded fabric (CSV + PNG)
   star       StaR Fig. 5a: the stateful NIC vs StaR's stateless server, 1-5000
              connections, embedded fabric (CSV + PNG)
+  incast     N-1 hosts' write_bw into one through a switch, DCQCN+ECN+PFC and
+             none, embedded twin of scripts/testbed-incast.sh (table, CSV rows)
   paper      a paper's figure with the paper's own workload (softnic-sweep paper
              lists the presets)
   schemes    print the registered recovery schemes, one a line (for scripts)
@@ -46,6 +48,8 @@ func sweepCmd(args []string) error {
 		return starSweepCmd(args[1:])
 	case "paper":
 		return paperCmd(args[1:])
+	case "incast":
+		return incastCmd(args[1:], os.Stdout)
 	case "plot-star":
 		return plotStarCmd(args[1:])
 	case "plot-irn":
