@@ -22,9 +22,9 @@ import (
 // Measure. It is the embedded twin of scripts/testbed-incast.sh, which
 // runs the same on the N-host testbed with softnic's switch.
 type SteadyIncastConfig struct {
-	Hosts   int // >= 2: Hosts-1 senders into host Hosts-1
-	Scheme  string
-	CC      string // "none", "dcqcn", "timely"
+	Hosts  int // >= 2: Hosts-1 senders into host Hosts-1
+	Scheme string
+	CC     string // "none", "dcqcn", "timely"
 	// CCKnobs are the algorithm's knobs ({"dcqcn.rai": "5Mbit"}); its
 	// line rate is the link's.
 	CCKnobs cc.KnobValues
