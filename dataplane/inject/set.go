@@ -1,0 +1,210 @@
+package inject
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/softnic/softnic/bth"
+)
+
+// DefaultTraceCap is a Set's trace capacity with TraceCap 0: a million
+// packets.
+const DefaultTraceCap = 1 << 20
+
+// maxEventPrealloc bounds the event log allocated up front; past it the log
+// grows (a rule file whose counts add up to more than this applies its
+// actions rarely enough that growing costs nothing that matters).
+const maxEventPrealloc = 4096
+
+// Set is a rule file's rules with their state at one switch: each rule's
+// count of the packets it matched (for nth), its ISN and its target PSN's
+// arrivals (for psn_offset), the log of every application (Events) and the
+// trace of every RoCEv2 packet the switch saw (Trace).
+//
+// A Set is not safe for concurrent use: a switch decides its packets one
+// at a time, in arrival order, which is what nth and iteration count.
+type Set struct {
+	// TraceCap bounds the trace in records (0: DefaultTraceCap). The
+	// trace is allocated at the first Decide at this capacity; past it,
+	// records are counted (TraceDropped) and not kept. Set it before the
+	// first Decide.
+	TraceCap int
+
+	rules        []Rule
+	state        []ruleState
+	ready        bool
+	seq          uint64
+	events       []Event
+	trace        []Record
+	traceDropped uint64
+}
+
+// ruleState is what a rule has seen.
+type ruleState struct {
+	matched  uint64 // packets that matched (nth counts these)
+	haveISN  bool
+	target   uint32 // ISN + PSNOffset, mod 2^24
+	arrivals uint64 // arrivals of the target PSN (iteration counts these)
+}
+
+// Decision is what Decide did or asks the caller to do with a packet.
+type Decision struct {
+	Action Action        // ActNone: forward it as it is
+	Delay  time.Duration // ActDelay: forward it this much later
+	Rule   int           // the rule that acted, -1 if none
+}
+
+// NewSet returns a Set of rules built in code, checked as Parse checks a
+// file's. A rule's zero Match.Kind matches every kind (as KindAny).
+func NewSet(rules []Rule) (*Set, error) {
+	for i := range rules {
+		if err := rules[i].validate(); err != nil {
+			return nil, fmt.Errorf("rule %d%s: %v", i, quoteName(rules[i].Name), err)
+		}
+	}
+	return &Set{rules: slices.Clone(rules), state: make([]ruleState, len(rules))}, nil
+}
+
+// Rules returns a copy of the set's rules.
+func (s *Set) Rules() []Rule { return slices.Clone(s.rules) }
+
+// Events returns the log of every action applied, in order. The slice is
+// the Set's: it is valid until the next Decide.
+func (s *Set) Events() []Event { return s.events }
+
+// Trace returns the record of every RoCEv2 packet decided on, up to
+// TraceCap, in arrival order. The slice is the Set's.
+func (s *Set) Trace() []Record { return s.trace }
+
+// TraceDropped counts the packets past TraceCap, not kept in the trace.
+func (s *Set) TraceDropped() uint64 { return s.traceDropped }
+
+// prepare allocates the trace and the event log, once.
+func (s *Set) prepare() {
+	c := s.TraceCap
+	if c <= 0 {
+		c = DefaultTraceCap
+	}
+	s.trace = make([]Record, 0, c)
+	total := 0
+	for i := range s.rules {
+		total = min(total+s.rules[i].Count, maxEventPrealloc)
+	}
+	s.events = make([]Event, 0, total)
+	s.ready = true
+}
+
+// Decide is a switch's injection step for one arriving frame: it
+// classifies the frame (Classify), counts it for every rule that matches
+// it, and if a rule hits it, the first such rule acts. An ecn or corrupt
+// action is applied here, in place on frame; drop, delay and duplicate are
+// the caller's to carry out as the Decision says. Either way the action
+// is logged (Events). A rule that also hits the packet after the first
+// one counts it but does not act on it (one action per packet). Every
+// RoCEv2 frame (Kind not KindOther) is appended to the trace with the
+// action taken; other frames are neither traced nor matched.
+//
+// now is the switch's clock and inPort the port the frame arrived on,
+// both only recorded. Decide does not allocate after the first call.
+func (s *Set) Decide(now time.Duration, inPort int, frame []byte) Decision {
+	d := Decision{Rule: -1}
+	sum, f, ok := classify(frame)
+	if !ok {
+		return d
+	}
+	if !s.ready {
+		s.prepare()
+	}
+	seq := s.seq
+	s.seq++
+	for i := range s.rules {
+		r := &s.rules[i]
+		if !r.Match.matches(&sum) || !s.state[i].hit(r, sum.PSN) || d.Rule >= 0 {
+			continue
+		}
+		d = Decision{Action: r.Action, Delay: r.Delay, Rule: i}
+	}
+	if d.Rule >= 0 {
+		switch d.Action {
+		case ActMark:
+			forceCE(f.Buf, f.L3Off, f.IPv6)
+		case ActCorrupt:
+			corrupt(&f.Pkt)
+		}
+		s.events = append(s.events, Event{At: now, Rule: d.Rule, Name: s.rules[d.Rule].Name, Action: d.Action, Pkt: sum, Seq: seq})
+	}
+	if len(s.trace) < cap(s.trace) {
+		s.trace = append(s.trace, Record{Seq: seq, At: now, InPort: inPort, Pkt: sum, Action: d.Action, Rule: d.Rule})
+	} else {
+		s.traceDropped++
+	}
+	return d
+}
+
+// hit counts a packet r matched, of PSN psn, and reports whether r's
+// position names it: the nth..nth+count-1 matching packet, or the
+// iteration..iteration+count-1 arrival of the target PSN.
+func (st *ruleState) hit(r *Rule, psn uint32) bool {
+	count := uint64(r.Count)
+	if n := uint64(r.Packet.Nth); n > 0 {
+		st.matched++
+		return st.matched >= n && st.matched-n < count
+	}
+	if !st.haveISN {
+		st.haveISN = true
+		st.target = (psn + r.Packet.PSNOffset) & (psnMod - 1)
+	}
+	if psn != st.target {
+		return false
+	}
+	st.arrivals++
+	it := uint64(r.Packet.Iteration)
+	return st.arrivals >= it && st.arrivals-it < count
+}
+
+// ForceCE sets a RoCEv2 frame's IP ECN field to CE (11) whatever it was
+// (netsw.MarkCE marks only ECN-capable frames, as a router does; an
+// injected mark is the experimenter's), fixing the IPv4 header checksum
+// incrementally (RFC 1624 eqn. 3). It reports false, leaving the frame
+// alone, if the frame is not RoCEv2.
+func ForceCE(frame []byte) bool {
+	f, err := bth.ParseFrame(frame)
+	if err != nil {
+		return false
+	}
+	forceCE(f.Buf, f.L3Off, f.IPv6)
+	return true
+}
+
+func forceCE(frame []byte, l3 int, ipv6 bool) {
+	if ipv6 {
+		// Traffic class: the low nibble of byte 0, the high one of byte 1;
+		// ECN is its low two bits. IPv6 has no header checksum.
+		frame[l3+1] |= ecnCE << 4
+		return
+	}
+	old := binary.BigEndian.Uint16(frame[l3:])
+	frame[l3+1] |= ecnCE
+	updated := binary.BigEndian.Uint16(frame[l3:])
+	hc := binary.BigEndian.Uint16(frame[l3+10:])
+	// HC' = ~(~HC + ~m + m'), in one's complement arithmetic.
+	sum := uint32(^hc) + uint32(^old) + uint32(updated)
+	sum = sum>>16 + sum&0xffff
+	sum = sum>>16 + sum&0xffff
+	binary.BigEndian.PutUint16(frame[l3+10:], ^uint16(sum))
+}
+
+// corrupt flips one byte the ICRC covers, so the receiver drops the packet
+// as rcvd_icrc_err: the first payload byte, or, for a packet without
+// payload, the seven reserved bits of BTH byte 8 (beside AckReq; the ICRC
+// masks only byte 4, IBA Annex A17.4), which keeps every field a receiver
+// reads before its ICRC check.
+func corrupt(p *bth.Packet) {
+	if pl := p.Payload(); len(pl) > 0 {
+		pl[0] ^= 0xff
+		return
+	}
+	p.Buf[8] ^= 0x7f
+}
