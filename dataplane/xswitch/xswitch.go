@@ -93,12 +93,6 @@ type Route struct {
 // frame (no_neighbour); the function may start resolving addr meanwhile.
 type NeighbourFunc func(port int, addr netip.Addr) ([6]byte, bool)
 
-// Injector is package inject's rule set as the switch applies it: it sees
-// every IP frame as it arrived, on inPort at now, may change it in place
-// (ActMark, ActCorrupt) and says what else to do with it. The command
-// adapts inject.Set.Decide to it.
-type Injector func(now time.Duration, inPort int, frame []byte) (inject.Action, time.Duration)
-
 // Config configures a Switch.
 type Config struct {
 	Ports  []PortConfig
@@ -115,8 +109,12 @@ type Config struct {
 	Priority int
 	// Neighbour resolves the next hops of routes without a fixed MAC.
 	Neighbour NeighbourFunc
-	// Inject, if set, applies event-injection rules to every IP frame.
-	Inject Injector
+	// Inject, if set, applies its event-injection rules (package inject)
+	// to every IP frame as it arrived, before routing: it may change the
+	// frame in place (ecn, corrupt) or have the switch drop, delay or
+	// duplicate it. It is the switch's while it runs (Poll calls Decide);
+	// read its Events and Trace once the loop has stopped.
+	Inject *inject.Set
 	// Capture, if set, returns the current capture tap (nil: none); it is
 	// read once per Poll and sees every received frame as it arrived.
 	Capture func() dataplane.CaptureFunc
@@ -130,7 +128,7 @@ type Switch struct {
 	routes   []Route // longest prefix first
 	q        *netsw.Switch
 	neigh    NeighbourFunc
-	inj      Injector
+	inj      *inject.Set
 	capture  func() dataplane.CaptureFunc
 	priority int
 	maxFrame int
@@ -336,8 +334,8 @@ func (s *Switch) receive(now time.Duration, in int, f []byte) {
 	dup := false
 	var hold time.Duration
 	if s.inj != nil {
-		act, d := s.inj(now, in, buf)
-		switch act {
+		d := s.inj.Decide(now, in, buf)
+		switch d.Action {
 		case inject.ActDrop:
 			p.c.injDropped++
 			s.putFrame(h)
@@ -348,7 +346,7 @@ func (s *Switch) receive(now time.Duration, in int, f []byte) {
 			p.c.injCorrupted++
 		case inject.ActDelay:
 			p.c.injDelayed++
-			hold = max(d, 0)
+			hold = max(d.Delay, 0)
 		case inject.ActDuplicate:
 			p.c.injDuplicated++
 			dup = true

@@ -513,37 +513,38 @@ func TestECNMarking(t *testing.T) {
 	}
 }
 
-func TestInjectHook(t *testing.T) {
-	var calls int
-	r := newRig(t, 2, bigBuffer(), []uint64{0, 0}, func(c *Config) {
-		c.Inject = func(now time.Duration, in int, f []byte) (inject.Action, time.Duration) {
-			calls++
-			switch calls {
-			case 1:
-				return inject.ActDrop, 0
-			case 2:
-				return inject.ActDuplicate, 0
-			case 3:
-				return inject.ActDelay, 10 * time.Microsecond
-			}
-			return inject.ActNone, 0
-		}
+func TestInject(t *testing.T) {
+	set, err := inject.NewSet([]inject.Rule{
+		{Name: "drop", Packet: inject.Position{Nth: 1}, Action: inject.ActDrop, Count: 1},
+		{Name: "dup", Packet: inject.Position{Nth: 2}, Action: inject.ActDuplicate, Count: 1},
+		{Name: "late", Packet: inject.Position{Nth: 3}, Action: inject.ActDelay, Delay: 10 * time.Microsecond, Count: 1},
+		{Name: "ce", Packet: inject.Position{Nth: 4}, Action: inject.ActMark, Count: 1},
 	})
-	for range 3 {
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRig(t, 2, bigBuffer(), []uint64{0, 0}, func(c *Config) { c.Inject = set })
+	for range 4 {
 		r.ports[0].rx = append(r.ports[0].rx, roceFrame(t, hostA, hostB, 10, 0, 64))
 	}
 	next := r.sw.Poll(0)
-	if len(r.ports[1].tx) != 2 || next != 10*time.Microsecond {
-		t.Fatalf("sent %d, next %v: want the duplicate pair, then 10µs", len(r.ports[1].tx), next)
+	if len(r.ports[1].tx) != 3 || next != 10*time.Microsecond {
+		t.Fatalf("sent %d, next %v: want the duplicate pair and the marked one, then 10µs", len(r.ports[1].tx), next)
+	}
+	if ecn := r.ports[1].tx[2][15] & 3; ecn != 3 || !ipv4ChecksumOK(r.ports[1].tx[2]) {
+		t.Errorf("4th frame: ECN %d, checksum ok %v", ecn, ipv4ChecksumOK(r.ports[1].tx[2]))
 	}
 	r.now = next
 	r.sw.Poll(r.now)
-	if len(r.ports[1].tx) != 3 || r.ports[1].txTimes[2] != 10*time.Microsecond {
+	if len(r.ports[1].tx) != 4 || r.ports[1].txTimes[3] != 10*time.Microsecond {
 		t.Errorf("delayed frame not sent at 10µs")
 	}
 	c := r.sw.Snapshot().Total
-	if c.InjectDropped != 1 || c.InjectDuplicated != 1 || c.InjectDelayed != 1 {
+	if c.InjectDropped != 1 || c.InjectDuplicated != 1 || c.InjectDelayed != 1 || c.InjectMarked != 1 {
 		t.Errorf("counters %+v", c)
+	}
+	if len(set.Events()) != 4 || len(set.Trace()) != 4 || set.Trace()[0].InPort != 0 {
+		t.Errorf("events %d, trace %d", len(set.Events()), len(set.Trace()))
 	}
 }
 
