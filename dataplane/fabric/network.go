@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/softnic/softnic/dataplane/inject"
 	"github.com/softnic/softnic/dataplane/netsw"
 )
 
@@ -412,6 +413,9 @@ type Switch struct {
 	routes   [][]int // by destination host: the equal-cost ports
 	hashSeed uint64  // ECMP's, this switch's own (no polarization)
 	noRoute  uint64
+	// inject, if set, decides every arriving frame first (Inject).
+	inject   *inject.Set
+	injected InjectCounts
 	// A refresh event is pending at refreshAt.
 	refreshAt  time.Duration
 	refreshSet bool
@@ -432,6 +436,26 @@ func (s *Switch) Queues() *netsw.Switch { return s.q }
 // NoRoute counts frames the switch dropped because it has no route to
 // their destination.
 func (s *Switch) NoRoute() uint64 { return s.noRoute }
+
+// Inject installs set's rules at s, or removes them if set is nil: every
+// frame that arrives at s is decided on (inject.Set.Decide, at the
+// network's time, with the port it came in on) before it is routed. A
+// frame the set drops is dropped as a frame without a route is (the Tap
+// sees TapDrop) but counted in Injected, not NoRoute; a delayed one is
+// routed and queued Delay later, without being decided again; a
+// duplicated one is routed and queued twice, back to back, the copy in
+// its own buffer. ecn and corrupt are done to the frame in place. The set
+// is s's: not shared with another switch (its counts are this switch's
+// arrivals).
+func (s *Switch) Inject(set *inject.Set) { s.inject = set }
+
+// InjectCounts counts the actions a switch's rules took, by action.
+type InjectCounts struct {
+	Dropped, Marked, Corrupted, Delayed, Duplicated uint64
+}
+
+// Injected returns the counts of the actions s's rules took.
+func (s *Switch) Injected() InjectCounts { return s.injected }
 
 // Routes returns the ports on a shortest path from s to host dst.
 func (s *Switch) Routes(dst int) []int { return s.routes[dst] }
@@ -637,6 +661,7 @@ const (
 	evPFC                  // a PFC frame of quanta reached the wire's sender
 	evKick                 // the wire's pause may have expired: try to send
 	evRefresh              // switch's pauses may be due again
+	evForward              // a frame an injected delay held: route and queue it now
 )
 
 type event struct {
@@ -645,7 +670,8 @@ type event struct {
 	kind   uint8
 	quanta uint16
 	frame  int32
-	obj    int32 // the wire's index, or the switch's for evRefresh
+	obj    int32 // the wire's index, or the switch's for evRefresh and evForward
+	port   int32 // evForward: the port the frame arrived on
 }
 
 func (n *Network) process(e event) {
@@ -707,6 +733,8 @@ func (n *Network) process(e event) {
 			n.sendPFC(s, a, e.at)
 		}
 		n.scheduleRefresh(s)
+	case evForward:
+		n.forward(n.switches[e.obj], int(e.port), e.frame, e.at)
 	}
 }
 
@@ -749,9 +777,43 @@ func (n *Network) tryStart(w *wire, t time.Duration) {
 	n.push(event{at: satAdd(end, w.delay), kind: evArrive, frame: f, obj: w.index})
 }
 
-// arrive takes frame f, arrived at s on port in at t: routed, queued (or
-// dropped) and sent on when its port is free.
+// arrive takes frame f, arrived at s on port in at t: decided on by s's
+// injection rules if it has any, then forwarded.
 func (n *Network) arrive(s *Switch, in int, f int32, t time.Duration) {
+	if s.inject == nil {
+		n.forward(s, in, f, t)
+		return
+	}
+	d := s.inject.Decide(t, in, n.bufs[f][:n.lens[f]])
+	switch d.Action {
+	case inject.ActDrop:
+		s.injected.Dropped++
+		n.drop(s, in, f, t)
+		return
+	case inject.ActDelay:
+		s.injected.Delayed++
+		n.push(event{at: satAdd(t, d.Delay), kind: evForward, frame: f, obj: int32(s.index), port: int32(in)})
+		return
+	case inject.ActDuplicate:
+		s.injected.Duplicated++
+		c := n.getFrame()
+		size := n.lens[f]
+		copy(n.bufs[c][:size], n.bufs[f][:size])
+		n.lens[c], n.dst[c] = size, n.dst[f]
+		n.forward(s, in, f, t)
+		n.forward(s, in, c, t)
+		return
+	case inject.ActMark:
+		s.injected.Marked++
+	case inject.ActCorrupt:
+		s.injected.Corrupted++
+	}
+	n.forward(s, in, f, t)
+}
+
+// forward takes frame f, arrived at s on port in, at t: routed, queued (or
+// dropped) and sent on when its port is free.
+func (n *Network) forward(s *Switch, in int, f int32, t time.Duration) {
 	d := n.dst[f]
 	var ports []int
 	if d >= 0 {
