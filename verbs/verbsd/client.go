@@ -418,7 +418,10 @@ func (s *Server) hello(c *client, a proto.HelloArgs) (any, reply, error) {
 }
 
 func (s *Server) stats() proto.StatsResult {
-	res := proto.StatsResult{Counters: protoconv.CountersOf(s.e)}
+	var res proto.StatsResult
+	if !s.o.CountersOnly {
+		res.Counters = protoconv.CountersOf(s.e)
+	}
 	if s.o.Counters != nil {
 		s.o.Counters(func(name string, v uint64) {
 			res.Counters = append(res.Counters, proto.Counter{Name: name, Value: v})

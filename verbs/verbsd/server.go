@@ -77,6 +77,11 @@ type Options struct {
 	// Counters, if set, adds counters after the engine's in the stats RPC
 	// (the daemon's port and XDP counters).
 	Counters func(yield func(name string, v uint64))
+	// CountersOnly leaves the engine's own counters out of the stats
+	// RPC: a server whose engine carries no traffic (softnic switch,
+	// which serves its counters and captures this way) reports Counters
+	// alone.
+	CountersOnly bool
 	// Limits bound what one client may hold (zero fields: defaults).
 	Limits Limits
 }
