@@ -12,3 +12,12 @@ func (e *Engine) SetCapture(fn CaptureFunc) {
 
 // MaxFrame is the largest frame the engine's port carries.
 func (e *Engine) MaxFrame() int { return e.port.MaxFrame() }
+
+// Capture returns the capture tap SetCapture installed (nil: none), for a
+// poll loop outside the engine that feeds the engine's capture sessions
+// (softnic switch: its ingress frames). It takes the engine's lock.
+func (e *Engine) Capture() CaptureFunc {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.capture
+}
