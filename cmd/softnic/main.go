@@ -49,6 +49,8 @@ func main() {
 			fmt.Fprintln(os.Stderr, "softnic demo:", err)
 			os.Exit(1)
 		}
+	case "rules":
+		err = rulesCmd(os.Args[2:], os.Stdout, os.Stderr)
 	case "version", "--version", "-version":
 		err = versionCmd(os.Args[2:], os.Stdout)
 	case "-h", "--help", "help":
@@ -131,6 +133,8 @@ commands:
           (goodput vs loss rate, every scheme), softnic sweep star (StaR
           Fig. 5a), softnic sweep plot-loss|plot-qps (plots from CSVs),
           softnic sweep schemes
+  rules   check a switch's event-injection rule file and print it in
+          canonical form: softnic rules FILE
   version the version, commit and Go toolchain of this build (also --version)`)
 }
 
