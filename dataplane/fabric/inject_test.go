@@ -334,3 +334,55 @@ func TestInjectNoHitChangesNothing(t *testing.T) {
 	}
 	r.sw.Inject(nil)
 }
+
+// TestInjectDoesNotAllocate: frames through a switch whose rules delay,
+// then duplicate, then pass them, once the trace, the event log and the
+// frame pool are allocated, allocate nothing.
+func TestInjectDoesNotAllocate(t *testing.T) {
+	var clock fabric.FakeClock
+	n, err := fabric.Star(&clock, 2, fabric.TopologyConfig{Link: fabric.LinkParams{RateBps: 10e9, Delay: time.Microsecond},
+		Switch: fabric.SwitchConfig{Buffer: netsw.DefaultBuffer()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := inject.Parse([]byte(`{"rules": [
+		{"name": "hold", "match": {"kind": "data"}, "packet": {"nth": 1}, "action": "delay", "delay": "3us", "count": 2000},
+		{"name": "twice", "match": {"kind": "data"}, "packet": {"nth": 2001}, "action": "duplicate", "count": 2000}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set.TraceCap = 1 << 14
+	n.Switches()[0].Inject(set)
+	frame := make([]byte, 1024)
+	frames := make([][]byte, 64)
+	seq := 0
+	cycle := func() {
+		sent, got := 0, 0
+		for sent < 64 || got < 64 {
+			h := n.Hosts()[0]
+			for sent < 64 {
+				buf := h.TxBuffer()
+				if buf == nil {
+					break
+				}
+				copy(buf, frameTo(t, frame, 0, 1, 7, uint32(seq), 1024))
+				h.Transmit(1024)
+				sent++
+				seq++
+			}
+			got += n.Hosts()[1].Receive(frames)
+			if next, ok := n.NextEvent(); ok && next > clock.Now() {
+				clock.Set(next)
+			}
+		}
+	}
+	for range 50 {
+		cycle()
+	}
+	if allocs := testing.AllocsPerRun(100, cycle); allocs != 0 {
+		t.Fatalf("%v allocations per 64-frame cycle", allocs)
+	}
+	if got := n.Switches()[0].Injected(); got != (fabric.InjectCounts{Delayed: 2000, Duplicated: 2000}) {
+		t.Fatalf("injected %+v", got)
+	}
+}

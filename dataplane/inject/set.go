@@ -71,7 +71,7 @@ func NewSet(rules []Rule) (*Set, error) {
 func (s *Set) Rules() []Rule { return slices.Clone(s.rules) }
 
 // Events returns the log of every action applied, in order. The slice is
-// the Set's: it is valid until the next Decide.
+// the Set's, not a copy; a later Decide may append to the log.
 func (s *Set) Events() []Event { return s.events }
 
 // Trace returns the record of every RoCEv2 packet decided on, up to
