@@ -109,6 +109,22 @@ type Config struct {
 	// connection, not per-connection state. 0: DefaultStarEgressFrames;
 	// negative: none (every such answer is dropped).
 	StarEgressFrames int
+	// PFC makes the NIC honour 802.1Qbb priority flow control (pfc.go):
+	// a PFC frame received whose priority-enable vector has PFCPriority's
+	// bit stops the NIC from starting any frame for that priority's time
+	// (quanta of 512 bit times), 0 resumes it, and every frame replaces
+	// the pause in force; the frames wait, none is dropped. softnic's
+	// frames are untagged, so PFCPriority (0-7) is the priority the switch
+	// puts them in (RoCE's is usually 3). Off, the default, every MAC
+	// Control frame is counted in rx_pause_ignored and changes nothing;
+	// the embedded fabric never delivers one (its switch pauses the host
+	// port itself).
+	PFC         bool
+	PFCPriority int
+	// PFCRate is the port speed, bits/s, pause quanta are counted at when
+	// LinkRate is 0 (with LinkRate set, the emulated link's rate is the
+	// port's). 0: DefaultPFCRate, 10 Gb/s.
+	PFCRate uint64
 }
 
 // DefaultStarEgressFrames is the default depth of a StaR server's egress

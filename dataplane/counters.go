@@ -36,17 +36,24 @@ type Counters struct {
 	LinkPaced           uint64 // link_paced: transmit rounds the emulated link rate ended (Config.LinkRate), not counted in tx_ring_full
 	LinkPacedNs         uint64 // link_paced_ns: time packets waited for the emulated link's bucket
 	LinkDelayDrops      uint64 // link_delay_drops: the older name of impair_drops, kept for scripts that read it
-	TxWireBytes         uint64 // tx_wire_bytes: wire time of the frames sent, bytes: padded to 64, with FCS, preamble and gap (WireBytes)
-	RDMASends           uint64 // rdma_sends: SEND work requests completed, with or without immediate, in error too but not flushed (rxe's)
-	RDMARecvs           uint64 // rdma_recvs: receive work requests completed successfully, by a SEND or a WRITE with immediate (rxe's)
-	ReqRemoteAccess     uint64 // req_remote_access_errors: REM_ACCESS NAKs received
-	RespRemoteAccess    uint64 // resp_remote_access_errors: REM_ACCESS NAKs sent
-	ReqRemoteInvalid    uint64 // req_remote_invalid_request
-	RespInvalidReq      uint64 // resp_remote_invalid_request: INV_REQ NAKs sent
-	RespLocalLength     uint64 // resp_local_length_error
-	SeqNakSent          uint64 // seq_nak_sent: PSN sequence error NAKs sent
-	AcksSent            uint64 // acks_sent
-	Retransmits         uint64 // retransmitted_pkts
+	// 802.1Qbb pauses received (Config.PFC; pfc.go), named as mlx5's
+	// ethtool counters rx_prio<N>_pause and rx_prio<N>_pause_duration,
+	// for the one priority the NIC honours.
+	RxPrioPause           uint64 // rx_prio_pause: PFC frames for the honoured priority with a time above 0 (each starts or replaces a pause)
+	RxPrioPauseResume     uint64 // rx_prio_pause_resume: PFC frames for the honoured priority with time 0 (XON)
+	RxPrioPauseDurationNs uint64 // rx_prio_pause_duration_ns: time the pauses held the port, each to its end or to the frame that replaced it
+	RxPauseIgnored        uint64 // rx_pause_ignored: MAC Control frames that paused nothing: PFC without the honoured priority's bit, 802.3x PAUSE, other opcodes, truncated, or PFC off
+	TxWireBytes           uint64 // tx_wire_bytes: wire time of the frames sent, bytes: padded to 64, with FCS, preamble and gap (WireBytes)
+	RDMASends             uint64 // rdma_sends: SEND work requests completed, with or without immediate, in error too but not flushed (rxe's)
+	RDMARecvs             uint64 // rdma_recvs: receive work requests completed successfully, by a SEND or a WRITE with immediate (rxe's)
+	ReqRemoteAccess       uint64 // req_remote_access_errors: REM_ACCESS NAKs received
+	RespRemoteAccess      uint64 // resp_remote_access_errors: REM_ACCESS NAKs sent
+	ReqRemoteInvalid      uint64 // req_remote_invalid_request
+	RespInvalidReq        uint64 // resp_remote_invalid_request: INV_REQ NAKs sent
+	RespLocalLength       uint64 // resp_local_length_error
+	SeqNakSent            uint64 // seq_nak_sent: PSN sequence error NAKs sent
+	AcksSent              uint64 // acks_sent
+	Retransmits           uint64 // retransmitted_pkts
 
 	// The receive stage (Config.LinkDelay, Config.Netem; rx_impair.go,
 	// package impair): netem's impairments, named as netem's.
@@ -181,6 +188,8 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"st_copy_skipped", c.STCopySkipped},
 		{"go_back_free", c.GoBackFree}, {"resp_abandoned", c.RespAbandoned},
 		{"tx_ring_full", c.TxRingFull}, {"link_paced", c.LinkPaced}, {"link_paced_ns", c.LinkPacedNs}, {"link_delay_drops", c.LinkDelayDrops},
+		{"rx_prio_pause", c.RxPrioPause}, {"rx_prio_pause_resume", c.RxPrioPauseResume},
+		{"rx_prio_pause_duration_ns", c.RxPrioPauseDurationNs}, {"rx_pause_ignored", c.RxPauseIgnored},
 		{"impair_frames", c.ImpairFrames}, {"impair_lost", c.ImpairLost}, {"impair_ge_bad", c.ImpairGEBad},
 		{"impair_duplicated", c.ImpairDuplicated}, {"impair_reordered", c.ImpairReordered}, {"impair_held", c.ImpairHeld},
 		{"impair_corrupted", c.ImpairCorrupted}, {"impair_delayed", c.ImpairDelayed}, {"impair_drops", c.ImpairDrops},

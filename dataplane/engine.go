@@ -136,6 +136,12 @@ func NewEngine(cfg Config, port Port) (*Engine, error) {
 	case cfg.LinkDelaySlots == 0:
 		cfg.LinkDelaySlots = max(DefaultLinkDelaySlots, cfg.Netem.Limit)
 	}
+	switch {
+	case cfg.PFCPriority < 0 || cfg.PFCPriority > 7:
+		return nil, fmt.Errorf("dataplane: PFC priority %d is not in [0, 7]", cfg.PFCPriority)
+	case cfg.PFCRate > maxLinkRate:
+		return nil, fmt.Errorf("dataplane: PFC rate %d bit/s is above %g", cfg.PFCRate, float64(maxLinkRate))
+	}
 	if err := cfg.Netem.Validate(); err != nil {
 		return nil, fmt.Errorf("dataplane: %w", err)
 	}
@@ -150,7 +156,7 @@ func NewEngine(cfg Config, port Port) (*Engine, error) {
 	e := &Engine{
 		cache:     qp.NewCache(cfg.SRAMBytes, shared, cfg.FetchPenalty),
 		cfg:       cfg,
-		txPath:    txPath{port: port, link: newLinkBucket(cfg.LinkRate, cfg.LinkBurst)},
+		txPath:    txPath{port: port, link: newLinkBucket(cfg.LinkRate, cfg.LinkBurst), pause: newPFCPause(&cfg)},
 		scheme:    scheme,
 		host:      host,
 		schemes:   map[string]recovery.Scheme{},
@@ -234,6 +240,7 @@ func (e *Engine) Counters() Counters {
 	s := e.cache.Stats()
 	c.QPCHits, c.QPCMisses, c.QPCEvictions, c.QPCWriteBacks = s.Hits, s.Misses, s.Evictions, s.WriteBacks
 	c.QPCStallNs = uint64(s.StallTime)
+	c.RxPrioPauseDurationNs = e.pause.held(e.now)
 	acc, stall := e.host.Stats()
 	c.HostAccesses, c.HostStallNs = acc, uint64(stall)
 	c.QPCResident, c.QPCResidentPeak = uint64(s.Resident), uint64(s.PeakResident)
@@ -358,18 +365,23 @@ func (e *Engine) NextDeadline() (time.Duration, bool) {
 	return d, ok
 }
 
-// pacedUntil is when the link's bucket opens, if packets wait on it.
+// pacedUntil is when the link's bucket opens and a PFC pause ends, if
+// packets wait on them.
 func (e *Engine) pacedUntil() (time.Duration, bool) {
-	if e.readyLen() == 0 && e.egress.n == 0 || e.link.open(e.now) {
+	if e.readyLen() == 0 && e.egress.n == 0 || e.wireOpen(e.now) {
 		return 0, false
 	}
-	return e.link.openAt(), true
+	return e.wireOpenAt(), true
 }
 
 // receive checks one frame in the fixed order of rxe_recv.c and hands it on.
 func (e *Engine) receive(frame []byte) {
 	if e.capture != nil {
 		e.capture(CaptureRX, e.now, frame)
+	}
+	if isMACControl(frame) { // PFC or PAUSE from the link partner (pfc.go)
+		e.macControl(frame)
+		return
 	}
 	f := &e.rxFrame // not on the stack: the transport is an interface
 	var err error

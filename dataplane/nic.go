@@ -22,6 +22,7 @@ type readyList struct {
 type txPath struct {
 	port      Port
 	link      linkBucket     // the emulated link (Config.LinkRate)
+	pause     pfcPause       // a PFC pause received (Config.PFC; pfc.go)
 	txStall   bool           // the port's transmit ring was full, or the link's bucket empty, this round
 	egress    egressQueue    // a StaR server's answers that wait for the link (Config.StarEgressFrames)
 	pacing    bool           // packets wait on the link's bucket since pacedFrom
@@ -70,9 +71,14 @@ type txPacket struct {
 }
 
 // linkOpen reports whether the emulated link takes a frame now; if not,
-// the round ends (counted once per round in link_paced).
+// the round ends (counted once per round in link_paced). A PFC pause
+// (pfc.go) ends it too, counted in the pause's own counters.
 func (p *txPath) linkOpen() bool {
 	if p.link.open(*p.clock) {
+		if p.pause.holds(*p.clock) {
+			p.txStall = true
+			return false
+		}
 		return true
 	}
 	if !p.txStall {
@@ -141,14 +147,14 @@ func writeTx(t *txPacket, buf []byte, h *bth.FrameHeader, destQPN uint32, op bth
 
 // beginTxFrame is beginTx for a frame that belongs to no QP, StaR's RA
 // and SDP (star.go): its addressing h and destination QP come from the
-// frame it answers. It goes to the port when the link's bucket and the
-// transmit ring take it and nothing waits before it; otherwise into the
-// port's egress queue (Config.StarEgressFrames), which transmit drains
-// first, in order. When the queue is full it returns false, and the
+// frame it answers. It goes to the port when the link's bucket (and no
+// PFC pause) and the transmit ring take it and nothing waits before it;
+// otherwise into the port's egress queue (Config.StarEgressFrames), which
+// transmit drains first, in order. When the queue is full it returns false, and the
 // caller drops the frame (a stateless server keeps nothing of its own to
 // send later) and counts it in star_tx_drops.
 func (p *txPath) beginTxFrame(t *txPacket, h *bth.FrameHeader, destQPN uint32, op bth.Opcode, psn qp.PSN, payloadLen int) bool {
-	if p.egress.n == 0 && p.link.open(*p.clock) {
+	if p.egress.n == 0 && p.wireOpen(*p.clock) {
 		if buf := p.port.TxBuffer(); buf != nil {
 			writeTx(t, buf, h, destQPN, op, psn, false, payloadLen)
 			t.queued = false

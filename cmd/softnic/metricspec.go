@@ -99,6 +99,12 @@ var metricSpecs = map[string]metricSpec{
 	"seq_nak_sent":                 counterSpec("seq_nak_sent", "PSN sequence error NAKs sent."),
 	"acks_sent":                    counterSpec("acks_sent", "ACKs sent."),
 	"retransmitted_pkts":           counterSpec("retransmitted_pkts", "Request packets sent again."),
+	// 802.1Qbb pauses received (--pfc), mlx5's rx_prio<N>_pause names
+	// for the one priority the NIC honours.
+	"rx_prio_pause":             counterSpec("rx_prio_pause", "PFC frames received for the honoured priority (--pfc-priority) with a pause time above 0: each starts or replaces a pause (mlx5 rx_prio<N>_pause)."),
+	"rx_prio_pause_resume":      counterSpec("rx_prio_pause_resume", "PFC frames received for the honoured priority with time 0, which end a pause at once (XON)."),
+	"rx_prio_pause_duration_ns": nsCounterSpec("rx_prio_pause_duration", "Time PFC pauses held the port: no frame started (mlx5 rx_prio<N>_pause_duration)."),
+	"rx_pause_ignored":          counterSpec("rx_pause_ignored", "MAC Control frames that paused nothing: PFC without the honoured priority's bit, 802.3x PAUSE, other opcodes, truncated."),
 	// The receive-side impairment (--netem, --link-delay), named as netem's.
 	"impair_frames":     counterSpec("impair_frames", "Received frames the impairment stage decided on (--netem set)."),
 	"impair_lost":       counterSpec("impair_lost", "Received frames dropped by netem loss, random or gemodel."),

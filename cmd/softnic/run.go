@@ -78,6 +78,11 @@ type options struct {
 	limits verbsd.Limits
 	// starServer is dataplane.Config.StarServer.
 	starServer bool
+	// pfc and pfcPriority are dataplane.Config.PFC and PFCPriority; with
+	// pfc the XDP program steers MAC Control frames to the NIC
+	// (bpf.Options.SteerPause).
+	pfc         bool
+	pfcPriority int
 
 	// The control socket's group (--socket-group; socketGID is it
 	// resolved, 0: the daemon's own) and mode (--socket-mode).
@@ -176,6 +181,8 @@ func runFlags(o *options) *flag.FlagSet {
 	fs.Int64Var(&o.limits.RingBytes, "max-ring-bytes", verbsd.DefaultRingBytes, "bytes of QP and CQ rings the daemon allocates per verbs connection: ring files and the engine's own queues behind them (-1: no limit)")
 	fs.Int64Var(&o.limits.RingBytesPerUID, "max-ring-bytes-per-uid", verbsd.DefaultRingBytesPerUID, "bytes of QP and CQ rings (as --max-ring-bytes counts them) all verbs connections of one uid may hold together (-1: no limit)")
 	fs.BoolVar(&o.starServer, "star-server", false, "serve StaR's stateless data packets (RDP -> RA, GD -> SDPs) with no per-connection state, checked against the memory regions' keys, bounds and access only, with no protection domain: the NIC trusts its StaR clients' security tables (StaR §3.2; docs/star.md; counters star_*)")
+	fs.BoolVar(&o.pfc, "pfc", true, "honour 802.1Qbb priority flow control: the XDP program steers MAC Control frames to the NIC, and a PFC frame for --pfc-priority stops it from starting any frame for that priority's pause time (quanta of 512 bit times at --link-rate, else at the interface's speed from /sys/class/net/IF/speed, else 10 Gb/s), 0 resumes; frames wait, none is dropped (counters rx_prio_pause, rx_prio_pause_resume, rx_prio_pause_duration_ns, rx_pause_ignored). Off: MAC Control frames go to the kernel, which drops them. --port afxdp only")
+	fs.IntVar(&o.pfcPriority, "pfc-priority", 3, "the 802.1p priority (0-7) whose pauses the NIC honours: a PFC frame whose priority-enable vector has this priority's bit pauses it for that priority's time; others, and 802.3x PAUSE, are ignored (rx_pause_ignored). softnic's frames are untagged, so this is the priority the switch puts them in: RoCE's is usually 3")
 	fs.Int64Var(&o.limits.MRBytes, "max-mr-bytes", verbsd.DefaultMRBytes, "bytes of client memory the daemon maps for one verbs connection's memory regions (-1: no limit)")
 	fs.String("config", "", "config file: one `key = value` per line with the keys of these flags; flags override it")
 	return fs
@@ -210,6 +217,8 @@ func parseRun(args []string) (options, error) {
 		return o, usagef("run: --socket is required")
 	case o.modelRate != 0 && o.linkRate == 0:
 		return o, usagef("run: --model-rate needs --link-rate: the scale is model-rate/link-rate")
+	case o.pfcPriority < 0 || o.pfcPriority > 7:
+		return o, usagef("run: --pfc-priority %d: want 0 to 7", o.pfcPriority)
 	}
 	if o.socketGroup != "" {
 		gid, err := lookupGroup(o.socketGroup)
@@ -437,7 +446,8 @@ func start(o options, log *slog.Logger) (d *daemon, err error) {
 		log.Info("UDP port open", "addr", netip.AddrPortFrom(d.addr, 4791), "max_frame", p.MaxFrame())
 	}
 	if d.engine, err = dataplane.NewEngine(dataplane.Config{MAC: mac, Addr: d.addr, Scheme: o.scheme, SchemeParams: o.params, SRAMBytes: o.sram, FetchPenalty: fetchPenalty(scaled(o.penalty, o.emulationScale())), RTOBackoff: o.backoff, RTO: o.rto, RTOMin: o.rtoMin,
-		LinkRate: uint64(o.linkRate), LinkBurst: int(o.linkBurst), LinkDelay: o.linkDelay, Netem: o.netem, StarServer: o.starServer, CC: o.cc, CCParams: o.ccParams}, d.port); err != nil {
+		LinkRate: uint64(o.linkRate), LinkBurst: int(o.linkBurst), LinkDelay: o.linkDelay, Netem: o.netem, StarServer: o.starServer, CC: o.cc, CCParams: o.ccParams,
+		PFC: o.pfc && o.port == "afxdp", PFCPriority: o.pfcPriority, PFCRate: ifaceSpeed(o.iface)}, d.port); err != nil {
 		return d, err
 	}
 	// Fields are set only from values known not to be nil, so that
@@ -460,7 +470,7 @@ func start(o options, log *slog.Logger) (d *daemon, err error) {
 	}
 	log.Info("softnic running", "iface", o.iface, "mac", d.ifi.HardwareAddr.String(), "gid", d.addr,
 		"port", o.port, "mtu", o.mtu, "scheme", o.scheme, "rto", o.rto.String(), "sram", o.sram, "fetch_penalty", scaled(o.penalty, o.emulationScale()),
-		"link_rate", o.linkRate.String(), "link_delay", o.linkDelay, "netem", o.netem.String(), "model_rate", o.modelRate.String(), "emulation_scale", o.emulationScale(), "socket", o.socket, "socket_mode", o.socketMode.String(), "socket_group", o.socketGroup, "metrics", o.metrics, "pprof", o.pprof)
+		"link_rate", o.linkRate.String(), "link_delay", o.linkDelay, "netem", o.netem.String(), "model_rate", o.modelRate.String(), "emulation_scale", o.emulationScale(), "pfc", o.pfc && o.port == "afxdp", "pfc_priority", o.pfcPriority, "socket", o.socket, "socket_mode", o.socketMode.String(), "socket_group", o.socketGroup, "metrics", o.metrics, "pprof", o.pprof)
 	return d, nil
 }
 
@@ -603,7 +613,7 @@ func (d *daemon) attachXDP() (err error) {
 	if n > 0 {
 		d.log.Info("removed a stale softnic XDP program", "iface", d.ifi.Name, "count", n)
 	}
-	var opts bpf.Options
+	opts := bpf.Options{SteerPause: d.opts.pfc}
 	if d.addr.Is4() {
 		opts.LocalIPv4 = d.addr
 	} else {
@@ -617,6 +627,22 @@ func (d *daemon) attachXDP() (err error) {
 	}
 	d.log.Info("XDP steering program attached", "iface", d.ifi.Name, "mode", d.link.Mode.String())
 	return nil
+}
+
+// ifaceSpeed is the interface's speed in bits/s as the kernel reports it
+// (/sys/class/net/IF/speed, in Mb/s), the rate PFC pause quanta count at
+// without --link-rate; 0 when unknown (no link, a virtual device that
+// reports -1): the engine then takes dataplane.DefaultPFCRate, 10 Gb/s.
+func ifaceSpeed(iface string) uint64 {
+	b, err := os.ReadFile(filepath.Join("/sys/class/net", iface, "speed"))
+	if err != nil {
+		return 0
+	}
+	mbps, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil || mbps <= 0 || mbps > 1e9 {
+		return 0
+	}
+	return uint64(mbps) * 1e6
 }
 
 // errNeedsRoot is the one-line answer to a missing capability.
