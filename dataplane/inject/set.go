@@ -9,9 +9,10 @@ import (
 	"github.com/softnic/softnic/bth"
 )
 
-// DefaultTraceCap is a Set's trace capacity with TraceCap 0: a million
-// packets.
-const DefaultTraceCap = 1 << 20
+// DefaultTraceCap is a Set's trace capacity with TraceCap 0: 262,144
+// packets, about 34 MB of records (a conformance case needs hundreds; a
+// longer capture sets TraceCap).
+const DefaultTraceCap = 1 << 18
 
 // maxEventPrealloc bounds the event log allocated up front; past it the log
 // grows (a rule file whose counts add up to more than this applies its
