@@ -2,6 +2,7 @@
 //
 //	softnic run     the daemon: one software RoCEv2 NIC on an interface
 //	softnic stats   print a running daemon's counters
+//	softnic switch  a RoCEv2-aware switch over AF_XDP between interfaces
 //	softnic netem   show or change a running daemon's receive impairment
 //	softnic demo    RDMA WRITE bandwidth on the embedded in-memory fabric
 //	softnic sweep   runs softnic-sweep, the sweeps and their plots, which
@@ -34,6 +35,8 @@ func main() {
 		err = runCmd(os.Args[2:])
 	case "stats":
 		err = statsCmd(os.Args[2:])
+	case "switch":
+		err = switchCmd(os.Args[2:])
 	case "netem":
 		err = netemCmd(os.Args[2:])
 	case "capture":
@@ -120,6 +123,10 @@ commands:
           AF_XDP sockets (or a UDP socket) and run one softnic NIC; see
           softnic run -h
   stats   print a running daemon's counters (softnic stats [--socket PATH])
+  switch  a RoCEv2-aware switch over AF_XDP between interfaces: routing,
+          ECN marking, PFC, pacing, event injection (softnic switch
+          --port IF --port IF [...]; softnic switch -h); softnic stats
+          --socket /run/softnic/switch.sock reads its counters
   netem   show or change a running daemon's receive impairment, in netem's
           words: softnic netem [--socket PATH] ["SPEC" | clear]
   capture tcpdump for a running daemon's NIC: softnic capture [-i SOCKET]
