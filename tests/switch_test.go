@@ -58,7 +58,27 @@ func TestSwitch(t *testing.T) {
 		}
 	}
 
+	// softnic capture reads the switch's ingress frames through its
+	// control socket, as a daemon's.
+	pcap := filepath.Join(t.TempDir(), "switch.pcap")
+	capture := startChild(t, exec.Command(softnicBinary(t), "capture", "-i", sw.socket, "-c", "100", "-w", pcap), "capture output")
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(capture.out.String(), "listening on"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("softnic capture on the switch did not start: %s", capture.out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
 	runPair(t, tb, a, b, e2eSteps, "--sizes", e2eSizes, "--seed", "1")
+
+	select {
+	case <-capture.exited:
+		if fi, err := os.Stat(pcap); capture.err != nil || err != nil || fi.Size() < 100*60 {
+			t.Errorf("softnic capture on the switch: %v, %v, %s", capture.err, err, capture.out.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Errorf("softnic capture on the switch did not get 100 frames: %s", capture.out.String())
+	}
 
 	out := mustStats(t, sw.socket)
 	fwd := statValue(t, out, "forwarded")
