@@ -7,13 +7,19 @@
 # Callers set: scheme, mtu (path MTU the daemons must carry). Daemons get
 # SOFTNIC_DAEMON_FLAGS (word-split), SOFTNIC_BUSY_POLL and, when set,
 # SOFTNIC_NETEM as `--netem SPEC` (impairment inside the daemon, e.g.
-# "loss 1% delay 100us 20us reorder 2%").
+# "loss 1% delay 100us 20us reorder 2%"). SOFTNIC_HOSTS (default 2) is
+# how many hosts the testbed has (testbed_hosts); the daemons run on a
+# and b.
 
 # shellcheck source=scripts/bench-lib.sh
 source scripts/bench-lib.sh
 # shellcheck source=scripts/testbed-lib.sh
 source scripts/testbed-lib.sh
 tb=scripts/testbed.sh
+# The testbed's host count (testbed-lib.sh's testbed_hosts): testbed.sh
+# up makes SOFTNIC_HOSTS hosts; this script uses a and b.
+SOFTNIC_HOSTS=$(testbed_hosts) || exit 2
+export SOFTNIC_HOSTS
 export SOFTNIC_NS_PREFIX=${SOFTNIC_NS_PREFIX:-sndemo}
 nsA=${SOFTNIC_NS_PREFIX}-a
 nsB=${SOFTNIC_NS_PREFIX}-b

@@ -12,6 +12,9 @@
 #   SOFTNIC_NS_PREFIX         testbed namespaces (default snsweep: snsweep-a,
 #                             snsweep-sw, snsweep-b)
 #   SOFTNIC_SWEEP_DAEMON_ARGS more `softnic run` flags for both daemons
+#   SOFTNIC_HOSTS             hosts the testbed is brought up with (2-26,
+#                             default 2: testbed-lib.sh's testbed_hosts);
+#                             the sweeps run between hosts a and b
 # and may set daemon_args_a / daemon_args_b: flags for one host's daemon
 # only, after all the others (the last of a repeated flag wins).
 
@@ -20,6 +23,10 @@ source scripts/bench-lib.sh
 # shellcheck source=scripts/testbed-lib.sh
 source scripts/testbed-lib.sh
 tb=scripts/testbed.sh
+# The testbed's host count (testbed-lib.sh's testbed_hosts): testbed.sh
+# up makes SOFTNIC_HOSTS hosts; this script uses a and b.
+SOFTNIC_HOSTS=$(testbed_hosts) || exit 2
+export SOFTNIC_HOSTS
 export SOFTNIC_NS_PREFIX=${SOFTNIC_NS_PREFIX:-snsweep}
 nsA=${SOFTNIC_NS_PREFIX}-a
 nsB=${SOFTNIC_NS_PREFIX}-b

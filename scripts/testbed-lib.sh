@@ -10,6 +10,13 @@
 # caller will set) is not 0, a way for testbed.sh to drop frames on the
 # switch (sch_netem, else nftables).
 #
+# testbed_hosts: prints the number of hosts the testbed is brought up
+# with, SOFTNIC_HOSTS (2-26; testbed.sh up reads the same variable), 2
+# when unset; a bad value is reported and returns 2. lib.sh and
+# sweep-lib.sh export it, so a script takes a host count from its caller
+# and passes it to testbed.sh; the scripts that run today use hosts a and
+# b only, whatever the count.
+#
 # no_embedded WHY: call it where a script is about to run its embedded
 # counterpart instead of the testbed. With SOFTNIC_NO_EMBEDDED=1 it
 # prints WHY and exits 1: the Go tests that run a script set it, so that
@@ -53,4 +60,13 @@ no_embedded() {
 		echo "${me:-testbed}: $1; not running the embedded fallback (SOFTNIC_NO_EMBEDDED=1)" >&2
 		exit 1
 	fi
+}
+
+testbed_hosts() {
+	local n=${SOFTNIC_HOSTS:-2}
+	if ! [[ $n =~ ^[0-9]+$ ]] || ((10#$n < 2 || 10#$n > 26)); then
+		echo "${me:-testbed}: SOFTNIC_HOSTS must be 2..26, got '$n'" >&2
+		return 2
+	fi
+	echo $((10#$n))
 }

@@ -76,8 +76,10 @@ func TestDaemonHonoursPFC(t *testing.T) {
 			if got("rcvd_malformed") != 0 {
 				t.Errorf("rcvd_malformed %d: pause frames taken for RoCE", got("rcvd_malformed"))
 			}
-			if ns := got("rx_prio_pause_duration_ns"); ns == 0 || ns > 51200 {
-				t.Errorf("rx_prio_pause_duration_ns %d, want in (0, 51200]: the pause, ended by the resume or its time", ns)
+			// The resume may come in the same poll as the pause: 0 is
+			// fine, more than the pause's 51.2 µs is not.
+			if ns := got("rx_prio_pause_duration_ns"); ns > 51200 {
+				t.Errorf("rx_prio_pause_duration_ns %d, want at most 51200: the pause, ended by the resume or its time", ns)
 			}
 			break
 		}

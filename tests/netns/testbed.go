@@ -46,9 +46,13 @@ type Testbed struct {
 	SwitchA, SwitchB Host
 	// MTU is the veth MTU.
 	MTU int
+	// Hosts are every host, A and B first, as `testbed.sh hosts` lists
+	// them: more than two with NewTestbedHosts.
+	Hosts []Host
 
 	tb     testing.TB
 	script string
+	hosts  int // SOFTNIC_HOSTS
 }
 
 // Hosts by the names testbed.sh's exec command takes.
@@ -65,13 +69,20 @@ var testbedSeq atomic.Uint32
 
 // stalePrefix matches the namespaces NewTestbed makes: "sn" + the test
 // process id in hex + "g" + a sequence number in hex, then the host.
-var stalePrefix = regexp.MustCompile(`^(sn([0-9a-f]+)g[0-9a-f]+)-(a|sw|b)$`)
+var stalePrefix = regexp.MustCompile(`^(sn([0-9a-f]+)g[0-9a-f]+)-([a-z]|sw)$`)
 
 // NewTestbed brings up a testbed with a prefix unique to this process and
 // call, and removes it in tb.Cleanup, also when the test fails. Namespaces
 // left by an earlier test process that was killed (its pid is gone) are
 // removed first. Skips (see RequireRoot) without root or iproute2.
 func NewTestbed(tb testing.TB) *Testbed {
+	tb.Helper()
+	return NewTestbedHosts(tb, 2)
+}
+
+// NewTestbedHosts is NewTestbed with n hosts (testbed.sh up N): A, B,
+// then c, d, ... in Hosts, each named by its letter for Exec, Do and NS.
+func NewTestbedHosts(tb testing.TB, n int) *Testbed {
 	tb.Helper()
 	RequireRoot(tb)
 	RequireIP(tb)
@@ -93,6 +104,7 @@ func NewTestbed(tb testing.TB) *Testbed {
 		MTU:     DefaultMTU,
 		tb:      tb,
 		script:  script,
+		hosts:   n,
 	}
 	if v := os.Getenv("SOFTNIC_MTU"); v != "" {
 		if t.MTU, err = strconv.Atoi(v); err != nil {
@@ -106,6 +118,24 @@ func NewTestbed(tb testing.TB) *Testbed {
 		tb.Fatalf("testbed up: %v\n%s", err, out)
 	}
 	tb.Logf("%s", strings.TrimSpace(out))
+	if out, err = t.run("hosts"); err != nil {
+		tb.Fatalf("testbed hosts: %v\n%s", err, out)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var name, ns, iface, v4, v6 string
+		if _, err := fmt.Sscan(line, &name, &ns, &iface, &v4, &v6); err != nil {
+			tb.Fatalf("testbed hosts: line %q: %v", line, err)
+		}
+		a4, err4 := netip.ParseAddr(v4)
+		a6, err6 := netip.ParseAddr(v6)
+		if err4 != nil || err6 != nil {
+			tb.Fatalf("testbed hosts: line %q: addresses %v, %v", line, err4, err6)
+		}
+		t.Hosts = append(t.Hosts, Host{NS: ns, Iface: iface, IPv4: a4, IPv6: a6})
+	}
+	if len(t.Hosts) != n || t.Hosts[0] != t.A || t.Hosts[1] != t.B {
+		tb.Fatalf("testbed hosts lists %+v; want %d hosts, A %+v and B %+v first", t.Hosts, n, t.A, t.B)
+	}
 	return t
 }
 
@@ -160,8 +190,12 @@ func sweepStale(tb testing.TB, script string) {
 }
 
 func runScript(script, prefix string, args ...string) (string, error) {
+	return runScriptEnv(script, prefix, nil, args...)
+}
+
+func runScriptEnv(script, prefix string, env []string, args ...string) (string, error) {
 	cmd := exec.Command("bash", append([]string{script}, args...)...)
-	cmd.Env = append(os.Environ(), "SOFTNIC_NS_PREFIX="+prefix)
+	cmd.Env = append(append(os.Environ(), "SOFTNIC_NS_PREFIX="+prefix), env...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
@@ -169,7 +203,7 @@ func runScript(script, prefix string, args ...string) (string, error) {
 }
 
 func (t *Testbed) run(args ...string) (string, error) {
-	return runScript(t.script, t.Prefix, args...)
+	return runScriptEnv(t.script, t.Prefix, []string{"SOFTNIC_HOSTS=" + strconv.Itoa(t.hosts), "SOFTNIC_SWITCH=kernel"}, args...)
 }
 
 // down removes the testbed and checks that nothing is left.
@@ -185,13 +219,18 @@ func (t *Testbed) down() {
 	}
 }
 
-// Namespaces returns the three namespace names.
+// Namespaces returns the namespace names: A's, the switch's, B's, then
+// the other hosts'.
 func (t *Testbed) Namespaces() []string {
-	return []string{t.A.NS, t.SwitchA.NS, t.B.NS}
+	ns := []string{t.A.NS, t.SwitchA.NS, t.B.NS}
+	for _, h := range t.Hosts[min(2, len(t.Hosts)):] {
+		ns = append(ns, h.NS)
+	}
+	return ns
 }
 
-// NS returns the namespace of host "a", "sw" or "b" (or a namespace name);
-// it panics on anything else.
+// NS returns the namespace of host "a", "sw", "b", "c", ... (or a
+// namespace name); it panics on anything else.
 func (t *Testbed) NS(host string) string {
 	switch host {
 	case HostA, t.A.NS:
@@ -201,8 +240,13 @@ func (t *Testbed) NS(host string) string {
 	case HostB, t.B.NS:
 		return t.B.NS
 	}
+	for _, h := range t.Hosts {
+		if host == h.NS || t.Prefix+"-"+host == h.NS {
+			return h.NS
+		}
+	}
 	// A typo in a test, not a condition to handle.
-	panic(fmt.Sprintf("netns: unknown testbed host %q (a, sw or b)", host))
+	panic(fmt.Sprintf("netns: unknown testbed host %q (a, sw, b, ...)", host))
 }
 
 // Exec runs a command in host's namespace (`ip netns exec`) and returns
