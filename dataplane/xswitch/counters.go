@@ -19,6 +19,7 @@ type portCounters struct {
 	noRoute          uint64
 	noNeighbour      uint64
 	ttlExpired       uint64
+	tooBig           uint64 // longer than the egress port's largest frame (DF: no fragmenting)
 	// Event injection (ingress port).
 	injDropped, injMarked, injCorrupted, injDelayed, injDuplicated uint64
 	// Egress.
@@ -33,6 +34,7 @@ type PortCounters struct {
 	Malformed, NotIP, MACControlOther    uint64
 	PFCOtherPriority                     uint64
 	NoRoute, NoNeighbour, TTLExpired     uint64
+	TooBig                               uint64
 	InjectDropped, InjectMarked          uint64
 	InjectCorrupted, InjectDelayed       uint64
 	InjectDuplicated                     uint64
@@ -59,7 +61,7 @@ func (s *Switch) Snapshot() Counters {
 			RxFrames: pc.rxFrames, RxBytes: pc.rxBytes, TxFrames: pc.txFrames, TxBytes: pc.txBytes,
 			Malformed: pc.malformed, NotIP: pc.notIP, MACControlOther: pc.macControlOther,
 			PFCOtherPriority: pc.pfcOtherPriority,
-			NoRoute:          pc.noRoute, NoNeighbour: pc.noNeighbour, TTLExpired: pc.ttlExpired,
+			NoRoute:          pc.noRoute, NoNeighbour: pc.noNeighbour, TTLExpired: pc.ttlExpired, TooBig: pc.tooBig,
 			InjectDropped: pc.injDropped, InjectMarked: pc.injMarked, InjectCorrupted: pc.injCorrupted,
 			InjectDelayed: pc.injDelayed, InjectDuplicated: pc.injDuplicated,
 			PFCTxFrames: pc.pfcTxFrames, TxRingFull: pc.txRingFull,
@@ -99,7 +101,7 @@ func (t *PortCounters) add(p *PortCounters) {
 var coreNames = [...]string{
 	"rx_frames", "rx_bytes", "tx_frames", "tx_bytes",
 	"malformed", "not_ip", "mac_control_other", "pfc_other_priority",
-	"no_route", "no_neighbour", "ttl_expired",
+	"no_route", "no_neighbour", "ttl_expired", "too_big",
 	"inject_dropped", "inject_marked", "inject_corrupted", "inject_delayed", "inject_duplicated",
 	"pfc_tx_frames", "tx_ring_full",
 }
@@ -108,7 +110,7 @@ func (p *PortCounters) values() [len(coreNames)]uint64 {
 	return [...]uint64{
 		p.RxFrames, p.RxBytes, p.TxFrames, p.TxBytes,
 		p.Malformed, p.NotIP, p.MACControlOther, p.PFCOtherPriority,
-		p.NoRoute, p.NoNeighbour, p.TTLExpired,
+		p.NoRoute, p.NoNeighbour, p.TTLExpired, p.TooBig,
 		p.InjectDropped, p.InjectMarked, p.InjectCorrupted, p.InjectDelayed, p.InjectDuplicated,
 		p.PFCTxFrames, p.TxRingFull,
 	}
@@ -118,7 +120,7 @@ func (p *PortCounters) field(i int) *uint64 {
 	return [...]*uint64{
 		&p.RxFrames, &p.RxBytes, &p.TxFrames, &p.TxBytes,
 		&p.Malformed, &p.NotIP, &p.MACControlOther, &p.PFCOtherPriority,
-		&p.NoRoute, &p.NoNeighbour, &p.TTLExpired,
+		&p.NoRoute, &p.NoNeighbour, &p.TTLExpired, &p.TooBig,
 		&p.InjectDropped, &p.InjectMarked, &p.InjectCorrupted, &p.InjectDelayed, &p.InjectDuplicated,
 		&p.PFCTxFrames, &p.TxRingFull,
 	}[i]

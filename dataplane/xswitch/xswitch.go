@@ -401,6 +401,12 @@ func (s *Switch) forward(in int, f []byte) (int, bool) {
 		p.c.ttlExpired++
 		return 0, false
 	}
+	if len(f) > s.ports[r.Port].Port.MaxFrame() {
+		// RoCEv2 sets DF; a router would answer ICMP Fragmentation
+		// Needed, this switch only counts it.
+		p.c.tooBig++
+		return 0, false
+	}
 	mac := r.MAC
 	if !r.HasMAC {
 		hop := r.Via

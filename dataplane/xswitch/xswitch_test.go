@@ -276,8 +276,10 @@ func TestDropsByReason(t *testing.T) {
 	send([]byte{1, 2, 3})                                                    // malformed
 	send(append(make([]byte, 12), 0x08, 0x06, 0, 1, 8, 0, 6, 4, 0, 1))       // ARP: not IP
 	send(append(make([]byte, 12), 0x88, 0x08, 0x00, 0x01, 0, 0, 0xff, 0xff)) // 802.3x PAUSE
+	r.ports[1].maxFrame = 100
+	send(roceFrame(t, hostA, hostB, 100, 0, 64)) // too big for port 1
 	c := r.sw.Snapshot().Ports[0]
-	if c.TTLExpired != 1 || c.NoNeighbour != 1 || c.Malformed != 1 || c.NotIP != 1 || c.MACControlOther != 1 {
+	if c.TooBig != 1 || c.TTLExpired != 1 || c.NoNeighbour != 1 || c.Malformed != 1 || c.NotIP != 1 || c.MACControlOther != 1 {
 		t.Errorf("counters %+v", c)
 	}
 	if len(r.ports[1].tx) != 1 {
