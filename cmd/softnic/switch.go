@@ -44,6 +44,8 @@ type switchOptions struct {
 	ecn      string
 	pfc      string
 	buffer   int
+	charge   string
+	occAfter time.Duration
 	rules    string
 	trace    string
 	socket   string
@@ -71,7 +73,9 @@ func switchFlags(o *switchOptions) *flag.FlagSet {
 	fs.Var(&o.routes, "route", "`PREFIX=IFACE[@NEXTHOP]`: send PREFIX out of IFACE to NEXTHOP (an IP address, resolved in the kernel's neighbour table, or a MAC); without @, the destination is on IFACE's link. Repeatable (default: each port's own connected prefixes)")
 	fs.StringVar(&o.ecn, "ecn", "on", "RED ECN marking on each egress queue (DCQCN's congestion point): on, off, or a `spec` kmin=BYTES,kmax=BYTES,pmax=P, any of them (defaults 5000, 200000, 0.01)")
 	fs.StringVar(&o.pfc, "pfc", "on", "802.1Qbb PFC: on, off, or a `spec` xoff=BYTES,xon=BYTES,headroom=BYTES,quanta=N,priority=P, any of them (defaults 220000, 200000, 20000, 65535, 3): an ingress port past XOFF pauses its link partner, at XON it resumes it; PFC frames received for the priority pause the port's egress")
-	fs.IntVar(&o.buffer, "buffer", netsw.DefaultPortBytes, "packet buffer per port, `bytes`, charged to the ingress port (IRN's 240 KB)")
+	fs.IntVar(&o.buffer, "buffer", netsw.DefaultPortBytes, "packet buffer per port, `bytes`, charged as --buffer-charge says (IRN's 240 KB)")
+	fs.StringVar(&o.charge, "buffer-charge", "ingress", "what a port's --buffer limits without PFC: ingress (the bytes queued that came in on it, IRN's switch) or egress (its own output queue, a shallow output-queued switch)")
+	fs.DurationVar(&o.occAfter, "occupancy-after", 0, "count the queues' occupancy percentiles (queue_p50_bytes, queue_p99_bytes) only from this long after the first frame was queued: the queue after convergence (0: from the start)")
 	fs.StringVar(&o.rules, "rules", "", "event-injection rule `file` (JSON, package inject): drop, mark, corrupt, delay or duplicate chosen RoCEv2 packets")
 	fs.StringVar(&o.trace, "trace", "", "on exit, write the injection trace (every RoCEv2 packet seen) and the rules' events to this `file`, one JSON object a line")
 	fs.StringVar(&o.socket, "socket", defaultSwitchSocket, "control socket: softnic stats --socket and softnic capture -i read the switch through it")
@@ -98,6 +102,9 @@ func parseSwitch(args []string) (switchOptions, error) {
 			return o, usagef("switch: --port %s twice", p)
 		}
 		seen[p] = true
+	}
+	if o.charge != "ingress" && o.charge != "egress" {
+		return o, usagef("switch: --buffer-charge %q: want ingress or egress", o.charge)
 	}
 	if o.buffer <= 0 {
 		return o, usagef("switch: --buffer %d: want a positive number of bytes", o.buffer)
@@ -383,7 +390,8 @@ func startSwitch(o switchOptions, log *slog.Logger) (d *switchd, err error) {
 		log.Warn("net.ipv4.ip_forward is off: the kernel will not forward what the switch leaves to it (ARP is answered, but ICMP, TCP and non-RoCE UDP between the ports are dropped)")
 	}
 	cfg := xswitch.Config{Routes: routes, Priority: o.priority, Inject: o.set,
-		Queues: netsw.Config{Buffer: netsw.Buffer{PortBytes: o.buffer, Ingress: true}, ECN: o.ecnCfg, PFC: o.pfcCfg, Seed: uint64(time.Now().UnixNano())}}
+		OccupancyAfter: o.occAfter,
+		Queues:         netsw.Config{Buffer: netsw.Buffer{PortBytes: o.buffer, Ingress: o.charge == "ingress"}, ECN: o.ecnCfg, PFC: o.pfcCfg, Seed: uint64(time.Now().UnixNano())}}
 	ifindex := make([]int, len(ifis))
 	for i, ifi := range ifis {
 		ifindex[i] = ifi.Index

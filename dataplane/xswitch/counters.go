@@ -40,6 +40,10 @@ type PortCounters struct {
 	InjectDuplicated                     uint64
 	PFCTxFrames, TxRingFull              uint64
 	Queue                                netsw.PortStats
+	// The egress queue's occupancy as arriving frames found it, 50th
+	// and 99th percentiles (netsw.OccupancyQuantile; since
+	// Config.OccupancyAfter if set). Total has the largest port's.
+	QueueP50Bytes, QueueP99Bytes int
 }
 
 // Counters are the switch's counters: per port, and Total, their sum
@@ -65,7 +69,9 @@ func (s *Switch) Snapshot() Counters {
 			InjectDropped: pc.injDropped, InjectMarked: pc.injMarked, InjectCorrupted: pc.injCorrupted,
 			InjectDelayed: pc.injDelayed, InjectDuplicated: pc.injDuplicated,
 			PFCTxFrames: pc.pfcTxFrames, TxRingFull: pc.txRingFull,
-			Queue: s.q.Stats(i),
+			Queue:         s.q.Stats(i),
+			QueueP50Bytes: s.q.OccupancyQuantile(i, 0.5),
+			QueueP99Bytes: s.q.OccupancyQuantile(i, 0.99),
 		}
 		c.Total.add(&c.Ports[i])
 	}
@@ -95,6 +101,8 @@ func (t *PortCounters) add(p *PortCounters) {
 	q.QueueBytes += pq.QueueBytes
 	q.MaxQueueBytes = max(q.MaxQueueBytes, pq.MaxQueueBytes)
 	q.IngressBytes += pq.IngressBytes
+	t.QueueP50Bytes = max(t.QueueP50Bytes, p.QueueP50Bytes)
+	t.QueueP99Bytes = max(t.QueueP99Bytes, p.QueueP99Bytes)
 }
 
 // coreNames name the core's own counters, in the order of values.
@@ -128,8 +136,8 @@ func (p *PortCounters) field(i int) *uint64 {
 
 // All yields the port's counters as (name, value) in a fixed order: the
 // core's, then its queue's with netsw's names (forwarded is what the
-// queue took, dropped_<reason> what it refused; queue_bytes and
-// max_queue_bytes are gauges).
+// queue took, dropped_<reason> what it refused; queue_bytes,
+// max_queue_bytes and queue_p50_bytes, queue_p99_bytes are gauges).
 func (p *PortCounters) All() iter.Seq2[string, uint64] {
 	return func(yield func(string, uint64) bool) {
 		for i, v := range p.values() {
@@ -153,6 +161,7 @@ func (p *PortCounters) All() iter.Seq2[string, uint64] {
 			{"pauses_sent", q.PausesSent}, {"resumes_sent", q.ResumesSent},
 			{"pauses_received", q.PausesReceived}, {"resumes_received", q.ResumesReceived},
 			{"queue_bytes", uint64(q.QueueBytes)}, {"max_queue_bytes", uint64(q.MaxQueueBytes)},
+			{"queue_p50_bytes", uint64(p.QueueP50Bytes)}, {"queue_p99_bytes", uint64(p.QueueP99Bytes)},
 		} {
 			if !yield(c.name, c.v) {
 				return

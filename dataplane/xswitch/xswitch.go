@@ -118,6 +118,11 @@ type Config struct {
 	// Capture, if set, returns the current capture tap (nil: none); it is
 	// read once per Poll and sees every received frame as it arrived.
 	Capture func() dataplane.CaptureFunc
+	// OccupancyAfter, if positive, empties the queues' occupancy
+	// histograms (netsw.ResetOccupancy) once, this long after the first
+	// frame was queued: the queue_p<q>_bytes counters then describe the
+	// queues after the flows have converged, not their start.
+	OccupancyAfter time.Duration
 }
 
 // Switch forwards frames between its ports. Poll and the other frame-path
@@ -139,6 +144,11 @@ type Switch struct {
 	free  []int32
 	delay []delayed // frames an injection rule holds, by time
 	txAny []bool    // ports that transmitted this Poll: flushed at its end
+	// Config.OccupancyAfter: the reset is due at occAt once the first
+	// frame was queued (occArmed); occDone once it happened.
+	occAfter          time.Duration
+	occAt             time.Duration
+	occArmed, occDone bool
 }
 
 type swPort struct {
@@ -176,7 +186,7 @@ func New(cfg Config) (*Switch, error) {
 	qc := cfg.Queues
 	qc.Ports = make([]netsw.PortConfig, len(cfg.Ports))
 	s := &Switch{ports: make([]swPort, len(cfg.Ports)), neigh: cfg.Neighbour, inj: cfg.Inject,
-		capture: cfg.Capture, priority: cfg.Priority, txAny: make([]bool, len(cfg.Ports))}
+		capture: cfg.Capture, priority: cfg.Priority, txAny: make([]bool, len(cfg.Ports)), occAfter: cfg.OccupancyAfter}
 	if s.priority < 0 || s.priority > 7 {
 		return nil, fmt.Errorf("xswitch: PFC priority %d outside 0-7", s.priority)
 	}
@@ -229,6 +239,11 @@ func (s *Switch) Poll(now time.Duration) time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	next := Never
+	if s.occArmed && !s.occDone && now >= s.occAt {
+		// Before this Poll's arrivals, which count after the reset.
+		s.q.ResetOccupancy()
+		s.occDone = true
+	}
 	var tap dataplane.CaptureFunc
 	if s.capture != nil {
 		tap = s.capture()
@@ -245,6 +260,9 @@ func (s *Switch) Poll(now time.Duration) time.Duration {
 		if n == len(s.rx) {
 			next = now // more may be waiting
 		}
+	}
+	if !s.occArmed && s.occAfter > 0 && s.q.UsedBytes() > 0 {
+		s.occAt, s.occArmed = now+s.occAfter, true
 	}
 	for len(s.delay) > 0 && s.delay[0].at <= now {
 		d := s.delay[0]

@@ -640,3 +640,29 @@ func BenchmarkForward(b *testing.B) {
 		r.sw.Poll(r.now)
 	}
 }
+
+// TestOccupancyAfter: the queue percentiles count only the frames that
+// arrive OccupancyAfter after the first was queued. Five frames queued at
+// once find 0..4 frames ahead (p99 about 4 frames); after the reset, two
+// frames into an empty queue find 0 and 1 frame.
+func TestOccupancyAfter(t *testing.T) {
+	r := newRig(t, 2, bigBuffer(), []uint64{0, 1_000_000_000}, func(c *Config) { c.OccupancyAfter = time.Millisecond })
+	for range 5 {
+		r.ports[0].rx = append(r.ports[0].rx, roceFrame(t, hostA, hostB, 1000, 0, 64))
+	}
+	r.run(time.Second)
+	before := r.sw.Snapshot().Ports[1].QueueP99Bytes
+	if before < 4*1000 {
+		t.Fatalf("p99 before the reset %d B, want 4 frames or more", before)
+	}
+	r.now = 2 * time.Millisecond
+	r.ports[0].rx = append(r.ports[0].rx, roceFrame(t, hostA, hostB, 1000, 0, 64), roceFrame(t, hostA, hostB, 1000, 0, 64))
+	r.run(time.Second)
+	c := r.sw.Snapshot()
+	if got := c.Ports[1].QueueP99Bytes; got < 1000 || got >= 2000 {
+		t.Errorf("p99 after the reset %d B, want one frame's bytes (two frames into an empty queue)", got)
+	}
+	if c.Ports[1].Queue.Enqueued != 7 {
+		t.Errorf("forwarded %d, want 7: the reset must not touch the counters", c.Ports[1].Queue.Enqueued)
+	}
+}
