@@ -156,7 +156,9 @@ type Report struct {
 // retransmission is F's first packet with PSN p after the loss:
 // retransmission latency = its arrival - the arrival of the first signal
 // that was not itself dropped or corrupted, or, when no such signal came
-// before it, - t_d, and the row counts as a timeout firing.
+// before it, - t_d, and the row counts as a timeout firing (for a READ
+// response, whose signal is the repeated request, latency from that
+// request, and a timeout firing when no trigger came before it).
 // The retransmitted range starts at that packet, or earlier at the first
 // of the run of re-arrivals just before it (after the loss), and ends
 // before the first PSN beyond the highest F sent before it; the penalty is
@@ -435,8 +437,11 @@ func (a *analysis) dataLoss(row *Row, i int, p *inject.Summary) {
 		for heard >= 0 && a.lost(heard) {
 			heard = a.find(heard, isSignal)
 		}
+		// A READ response is asked for again by the requester: on its
+		// timer unless a later response revealed the gap first.
+		timer := readResp && (trig < 0 || (heard >= 0 && heard < trig))
 		if heard >= 0 && heard < retx {
-			row.RetxLatency = ns(a.at(retx) - a.at(heard))
+			row.RetxLatency, row.Timeout = ns(a.at(retx)-a.at(heard)), timer
 		} else {
 			row.RetxLatency, row.Timeout = ns(a.at(retx)-a.at(i)), true
 		}
