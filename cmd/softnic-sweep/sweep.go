@@ -27,6 +27,8 @@ const sweepUsage = `usage: softnic-sweep <command> [flags] (softnic-sweep <comma
              none, embedded twin of scripts/testbed-incast.sh (table, CSV rows)
   paper      a paper's figure with the paper's own workload (softnic-sweep paper
              lists the presets)
+  conform    the conformance suite: one packet dropped, marked or corrupted per
+             case, every scheme judged against IBA and docs/recovery.md
   schemes    print the registered recovery schemes, one a line (for scripts)
   plot-loss  combine and plot a loss CSV: the testbed's runs
              (scripts/sweep-loss.sh) or a loss.csv written before
@@ -48,6 +50,8 @@ func sweepCmd(args []string) error {
 		return starSweepCmd(args[1:])
 	case "paper":
 		return paperCmd(args[1:])
+	case "conform":
+		return conformCmd(args[1:])
 	case "incast":
 		return incastCmd(args[1:], os.Stdout)
 	case "plot-star":

@@ -246,7 +246,7 @@ func classify(name string) (schemeClass, error) {
 	return c, nil
 }
 
-func hostAddr(i int) netip.Addr { return [...]netip.Addr{hostA, hostB}[i] }
+func hostAddr(i int) netip.Addr { return fabric.HostAddr(i) }
 
 // WriteTables writes one table per scheme: case, check, PASS or FAIL,
 // what was measured; then the totals.

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/softnic/softnic/internal/conform"
+	"github.com/softnic/softnic/recovery"
+)
+
+const conformUsage = `usage: softnic-sweep conform [-scheme NAME|all] [-case NAME] [-json FILE] [-seed N] [-report]
+       softnic-sweep conform -trace FILE [-json FILE]
+
+Runs the conformance suite on the embedded fabric: each case is one
+workload on one QP through a switch that drops, ECN-marks or corrupts
+exactly one packet (package dataplane/inject), judged per scheme against
+IBA and docs/recovery.md. Prints one table per scheme (case, check,
+pass/FAIL, what was measured) and the failed checks; a failed check is a
+finding about the scheme and exits 0. -report adds each case's
+micro-behaviour report (latencies at the switch). With -trace, analyses
+a switch's trace file (JSON lines: conform.WriteTrace's format, softnic
+switch --trace) and prints its report instead.
+
+Cases: `
+
+// conformCmd is `softnic-sweep conform`.
+func conformCmd(args []string) error {
+	fs := flag.NewFlagSet("sweep conform", flag.ContinueOnError)
+	var names []string
+	for _, c := range conform.Cases() {
+		names = append(names, c.Name)
+	}
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), conformUsage+strings.Join(names, ", "))
+		fs.PrintDefaults()
+	}
+	scheme := fs.String("scheme", "all", "recovery scheme, or all: "+strings.Join(recovery.Names(), ", "))
+	caseName := fs.String("case", "", "run only this case (default: every case)")
+	jsonOut := fs.String("json", "", "also write the results (or the trace's report) as JSON to this file")
+	seed := fs.Uint64("seed", 1, "the fabric's and the data's seed")
+	report := fs.Bool("report", false, "print each case's micro-behaviour report too")
+	trace := fs.String("trace", "", "analyse this trace file instead of running the suite")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("conform: unexpected argument %q", fs.Arg(0))
+	}
+	if *trace != "" {
+		return conformTrace(*trace, *jsonOut, os.Stdout)
+	}
+	opt := conform.SuiteOptions{Case: *caseName, Seed: *seed}
+	if *scheme != "all" {
+		if !slices.Contains(recovery.Names(), *scheme) {
+			return usagef("conform: unknown scheme %q (want all or one of %s)", *scheme, strings.Join(recovery.Names(), ", "))
+		}
+		opt.Schemes = []string{*scheme}
+	}
+	if *caseName != "" && !slices.Contains(names, *caseName) {
+		return usagef("conform: unknown case %q (want one of %s)", *caseName, strings.Join(names, ", "))
+	}
+	res, err := conform.RunSuite(opt)
+	if err != nil {
+		return err
+	}
+	if *report {
+		for _, s := range res.Schemes {
+			for _, c := range s.Cases {
+				fmt.Printf("\n %s, %s: %s\n", s.Scheme, c.Case, c.Doc)
+				if err := c.Report.WriteTable(os.Stdout); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if err := res.WriteTables(os.Stdout); err != nil {
+		return err
+	}
+	if *jsonOut != "" {
+		return writeJSONFile(*jsonOut, res.WriteJSON)
+	}
+	return nil
+}
+
+// conformTrace prints the report of a trace file.
+func conformTrace(path, jsonOut string, w io.Writer) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	records, events, err := conform.ReadTrace(f)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	rep := conform.Analyze(records, events, conform.Options{})
+	if err := rep.WriteTable(w); err != nil {
+		return err
+	}
+	if jsonOut != "" {
+		return writeJSONFile(jsonOut, func(w io.Writer) error {
+			enc := json.NewEncoder(w)
+			enc.SetIndent("", "  ")
+			return enc.Encode(rep)
+		})
+	}
+	return nil
+}
+
+func writeJSONFile(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
