@@ -103,7 +103,8 @@ type Row struct {
 	NextReplyLatency *int64 `json:"next_reply_latency_ns"`
 }
 
-// Spacing is the intervals between consecutive packets, in nanoseconds.
+// Spacing is the intervals between consecutive packets, in nanoseconds;
+// with an even count the median is the upper of the two middle ones.
 type Spacing struct {
 	Count  int   `json:"count"` // intervals
 	Min    int64 `json:"min_ns"`
