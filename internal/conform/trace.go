@@ -77,26 +77,49 @@ func (t *tracePacket) summary() (inject.Summary, error) {
 		PSN: t.PSN, AckReq: t.AckReq, Syndrome: t.Syndrome, MSN: t.MSN, ECN: t.ECN, Len: t.Len}, nil
 }
 
+// TraceWriter writes a trace file line by line, for a switch that
+// streams its trace as it goes (WriteTrace writes one at once).
+type TraceWriter struct {
+	bw  *bufio.Writer
+	enc *json.Encoder
+}
+
+// NewTraceWriter returns a TraceWriter on w; Flush when done.
+func NewTraceWriter(w io.Writer) *TraceWriter {
+	bw := bufio.NewWriter(w)
+	return &TraceWriter{bw: bw, enc: json.NewEncoder(bw)}
+}
+
+// Record writes one record line.
+func (t *TraceWriter) Record(r *inject.Record) error {
+	return t.enc.Encode(&traceLine{Type: "record", Seq: r.Seq, At: int64(r.At), InPort: r.InPort, Rule: r.Rule,
+		Action: actionName(r.Action), Pkt: packetLine(&r.Pkt)})
+}
+
+// Event writes one event line.
+func (t *TraceWriter) Event(e *inject.Event) error {
+	return t.enc.Encode(&traceLine{Type: "event", Seq: e.Seq, At: int64(e.At), Rule: e.Rule, Name: e.Name,
+		Action: actionName(e.Action), Pkt: packetLine(&e.Pkt)})
+}
+
+// Flush writes out what is buffered.
+func (t *TraceWriter) Flush() error { return t.bw.Flush() }
+
 // WriteTrace writes records and events in the trace file format (above),
 // the records first.
 func WriteTrace(w io.Writer, records []inject.Record, events []inject.Event) error {
-	bw := bufio.NewWriter(w)
-	enc := json.NewEncoder(bw)
+	t := NewTraceWriter(w)
 	for i := range records {
-		r := &records[i]
-		l := traceLine{Type: "record", Seq: r.Seq, At: int64(r.At), InPort: r.InPort, Rule: r.Rule, Action: actionName(r.Action), Pkt: packetLine(&r.Pkt)}
-		if err := enc.Encode(&l); err != nil {
+		if err := t.Record(&records[i]); err != nil {
 			return err
 		}
 	}
 	for i := range events {
-		e := &events[i]
-		l := traceLine{Type: "event", Seq: e.Seq, At: int64(e.At), Rule: e.Rule, Name: e.Name, Action: actionName(e.Action), Pkt: packetLine(&e.Pkt)}
-		if err := enc.Encode(&l); err != nil {
+		if err := t.Event(&events[i]); err != nil {
 			return err
 		}
 	}
-	return bw.Flush()
+	return t.Flush()
 }
 
 // ReadTrace reads a trace file (above): its records and events, each in
