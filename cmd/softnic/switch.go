@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -25,6 +23,7 @@ import (
 	"github.com/softnic/softnic/dataplane/inject"
 	"github.com/softnic/softnic/dataplane/netsw"
 	"github.com/softnic/softnic/dataplane/xswitch"
+	"github.com/softnic/softnic/internal/conform"
 	"github.com/softnic/softnic/verbs/verbsd"
 )
 
@@ -77,7 +76,7 @@ func switchFlags(o *switchOptions) *flag.FlagSet {
 	fs.StringVar(&o.charge, "buffer-charge", "ingress", "what a port's --buffer limits without PFC: ingress (the bytes queued that came in on it, IRN's switch) or egress (its own output queue, a shallow output-queued switch)")
 	fs.DurationVar(&o.occAfter, "occupancy-after", 0, "count the queues' occupancy percentiles (queue_p50_bytes, queue_p99_bytes) only from this long after the first frame was queued: the queue after convergence (0: from the start)")
 	fs.StringVar(&o.rules, "rules", "", "event-injection rule `file` (JSON, package inject): drop, mark, corrupt, delay or duplicate chosen RoCEv2 packets")
-	fs.StringVar(&o.trace, "trace", "", "on exit, write the injection trace (every RoCEv2 packet seen) and the rules' events to this `file`, one JSON object a line")
+	fs.StringVar(&o.trace, "trace", "", "on exit, write the trace (every RoCEv2 packet seen, with its time at ingress) and the rules' events to this `file` as JSON lines, the format `softnic-sweep conform -trace` reports on (docs/conform.md); without --rules too")
 	fs.StringVar(&o.socket, "socket", defaultSwitchSocket, "control socket: softnic stats --socket and softnic capture -i read the switch through it")
 	fs.StringVar(&o.metrics, "metrics", "", `Prometheus /metrics listen address, e.g. 127.0.0.1:9480 ("": off)`)
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -129,6 +128,9 @@ func parseSwitch(args []string) (switchOptions, error) {
 		if o.set, err = inject.LoadFile(o.rules); err != nil {
 			return o, usageError{err}
 		}
+	} else if o.trace != "" {
+		// A trace without rules: every RoCEv2 packet, nothing changed.
+		o.set, _ = inject.NewSet(nil)
 	}
 	return o, nil
 }
@@ -607,62 +609,15 @@ func (d *switchd) shutdown() error {
 	return errors.Join(errs...)
 }
 
-// traceLine is one line of --trace: a packet the switch saw ("packet") or
-// a rule's action on one ("event").
-type traceLine struct {
-	Type   string `json:"type"`
-	Seq    uint64 `json:"seq"`
-	AtNs   int64  `json:"at_ns"`
-	InPort *int   `json:"in_port,omitempty"`
-	Rule   int    `json:"rule"`
-	Name   string `json:"name,omitempty"`
-	Action string `json:"action"`
-	Kind   string `json:"kind"`
-	Opcode uint8  `json:"opcode"`
-	Src    string `json:"src"`
-	Dst    string `json:"dst"`
-	SrcUDP uint16 `json:"src_port"`
-	DstQPN uint32 `json:"dst_qpn"`
-	PSN    uint32 `json:"psn"`
-	AckReq bool   `json:"ack_req,omitempty"`
-	Synd   uint8  `json:"syndrome,omitempty"`
-	MSN    uint32 `json:"msn,omitempty"`
-	ECN    uint8  `json:"ecn"`
-	Len    int    `json:"len"`
-}
-
-func summaryLine(t string, seq uint64, at time.Duration, rule int, a inject.Action, s inject.Summary) traceLine {
-	return traceLine{Type: t, Seq: seq, AtNs: int64(at), Rule: rule, Action: a.String(), Kind: s.Kind.String(), Opcode: s.Opcode,
-		Src: s.Src.String(), Dst: s.Dst.String(), SrcUDP: s.SrcPort, DstQPN: s.DstQPN, PSN: s.PSN, AckReq: s.AckReq,
-		Synd: s.Syndrome, MSN: s.MSN, ECN: s.ECN, Len: s.Len}
-}
-
-// writeTrace writes set's trace, then its events, as JSON lines.
+// writeTrace writes set's trace and events to path in the trace file
+// format of package conform (JSON lines), which `softnic-sweep conform
+// -trace` reports on.
 func writeTrace(path string, set *inject.Set) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	w := bufio.NewWriter(f)
-	enc := json.NewEncoder(w)
-	for _, r := range set.Trace() {
-		l := summaryLine("packet", r.Seq, r.At, r.Rule, r.Action, r.Pkt)
-		in := r.InPort
-		l.InPort = &in
-		if err := enc.Encode(l); err != nil {
-			f.Close()
-			return err
-		}
-	}
-	for _, e := range set.Events() {
-		l := summaryLine("event", e.Seq, e.At, e.Rule, e.Action, e.Pkt)
-		l.Name = e.Name
-		if err := enc.Encode(l); err != nil {
-			f.Close()
-			return err
-		}
-	}
-	if err := w.Flush(); err != nil {
+	if err := conform.WriteTrace(f, set.Trace(), set.Events()); err != nil {
 		f.Close()
 		return err
 	}
