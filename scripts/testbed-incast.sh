@@ -107,7 +107,7 @@ bits=$((rate * 1000000))
 # One frame's worth of headroom over the link's round trip and a pause
 # frame (netsw.HeadroomFor at a 100 µs path: the daemons are slower than
 # wires), at least 20 KB.
-headroom=$((bits / 8 * 200 / 1000000 + 60 + 2 * 4096))
+headroom=$((bits / 8 * 2000 / 1000000 + 60 + 2 * 4096))
 ((headroom >= 20000)) || headroom=20000
 rai_kbit=$((40 * rate / 40)) rhai_kbit=$((200 * rate / 40))
 dcqcn=("dcqcn.rai=${rai_kbit}kbit" "dcqcn.rhai=${rhai_kbit}kbit" dcqcn.rate_timer=300us dcqcn.alpha_timer=300us dcqcn.cnp_interval=300us)

@@ -164,6 +164,7 @@ type swPort struct {
 	// the next one starts at the line's exact end, not at the (late)
 	// time the loop got round to it.
 	backlog bool
+	catchUp time.Duration // see minCatchUp
 	c       portCounters
 }
 
@@ -198,7 +199,7 @@ func New(cfg Config) (*Switch, error) {
 		if pc.RateBps == 0 {
 			qc.Ports[i].RateBps = pauseRate
 		}
-		s.ports[i] = swPort{PortConfig: pc, pending: -1}
+		s.ports[i] = swPort{PortConfig: pc, pending: -1, catchUp: catchUp(pc.RateBps)}
 		s.maxFrame = max(s.maxFrame, pc.Port.MaxFrame())
 	}
 	q, err := netsw.New(qc)
@@ -546,11 +547,27 @@ func (s *Switch) flushControl(now time.Duration, o int) bool {
 	return true
 }
 
-// maxCatchUp bounds how far in the past a backlogged port's next frame may
-// start: a poll loop that woke late sends what the line would have sent
-// meanwhile back to back, up to this much, so that the rate holds; beyond
-// it the time is lost (as a real line's would be while it had nothing).
-const maxCatchUp = 50 * time.Microsecond
+// A poll loop that woke late sends what a backlogged line would have sent
+// meanwhile back to back, so that the rate holds; catchUp bounds how far
+// in the past its next frame may start, and beyond it the time is lost
+// (as a real line's would be while it had nothing). The bound is the
+// longer of minCatchUp and catchUpFrames full frames at the port's rate:
+// a burst of at most 64 frames into the next hop's receive ring, and on a
+// slow port (200 Mbit/s: 3.9 ms) a loop that a busy 2-core host
+// descheduled for milliseconds does not lose the line's time.
+const (
+	minCatchUp    = 50 * time.Microsecond
+	catchUpFrames = 64
+)
+
+// catchUp is the bound for a port of rateBps (see minCatchUp).
+func catchUp(rateBps uint64) time.Duration {
+	if rateBps == 0 {
+		return minCatchUp
+	}
+	frames := time.Duration(uint64(catchUpFrames*dataplane.WireBytes(1514)) * 8 * uint64(time.Second) / rateBps)
+	return max(minCatchUp, frames)
+}
 
 // transmit sends what port o may send at now and returns when it next
 // needs a Poll for transmission (Never: when a frame is queued for it).
@@ -607,7 +624,7 @@ func (s *Switch) transmit(now time.Duration, o int) time.Duration {
 		if p.RateBps > 0 {
 			start := now
 			if p.backlog {
-				start = max(p.ser.freeAt(), now-maxCatchUp)
+				start = max(p.ser.freeAt(), now-p.catchUp)
 			}
 			p.ser.charge(start, dataplane.WireBytes(n), p.RateBps)
 		}

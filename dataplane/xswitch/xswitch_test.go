@@ -350,7 +350,7 @@ func TestPacingRate(t *testing.T) {
 }
 
 // TestPacingLateLoop: a loop that wakes late still sends at the rate
-// (it catches up back to back), as long as it is within maxCatchUp.
+// (it catches up back to back), as long as it is within catchUp.
 func TestPacingLateLoop(t *testing.T) {
 	const rate = 10_000_000_000
 	r := newRig(t, 2, bigBuffer(), []uint64{0, rate}, nil)
@@ -664,5 +664,33 @@ func TestOccupancyAfter(t *testing.T) {
 	}
 	if c.Ports[1].Queue.Enqueued != 7 {
 		t.Errorf("forwarded %d, want 7: the reset must not touch the counters", c.Ports[1].Queue.Enqueued)
+	}
+}
+
+// TestCatchUpBound: a late loop catches up at most 64 full frames' time
+// (or 50 µs on a fast port): at 200 Mbit/s 64 frames of 1538 wire bytes
+// take 3.93728 ms; at 100 Gbit/s 7.9 µs, so 50 µs.
+func TestCatchUpBound(t *testing.T) {
+	if got, want := catchUp(200_000_000), 3937280*time.Nanosecond; got != want {
+		t.Errorf("200 Mbit/s: %v, want %v", got, want)
+	}
+	if got := catchUp(100_000_000_000); got != minCatchUp {
+		t.Errorf("100 Gbit/s: %v, want %v", got, minCatchUp)
+	}
+	// A loop asleep 2 ms on a backlogged 200 Mbit/s port loses nothing.
+	const rate = 200_000_000
+	r := newRig(t, 2, bigBuffer(), []uint64{0, rate}, nil)
+	var bits uint64
+	for range 100 {
+		f := roceFrame(t, hostA, hostB, 1000, 0, 64)
+		r.ports[0].rx = append(r.ports[0].rx, f)
+		bits += uint64(dataplane.WireBytes(len(f))) * 8
+	}
+	for r.sw.Poll(r.now) != Never {
+		r.now += 2 * time.Millisecond
+	}
+	end := time.Duration(bits * 1e9 / rate)
+	if r.now > end+2*time.Millisecond {
+		t.Errorf("100 frames polled every 2 ms took %v, the line %v", r.now, end)
 	}
 }
