@@ -150,12 +150,7 @@ func RunCase(setup Setup, w Workload, rules string) (*Run, error) {
 		return nil, err
 	}
 	r.Trace, r.Events = slices.Clone(set.Trace()), slices.Clone(set.Events())
-	for _, rec := range r.Trace {
-		if rec.Pkt.Kind == inject.KindData && rec.Pkt.Src == r.Requester {
-			r.ISN = rec.Pkt.PSN
-			break
-		}
-	}
+	r.ISN = isnOf(r.Trace, r.Requester)
 	r.Report = Analyze(r.Trace, r.Events, Options{})
 	return r, nil
 }
@@ -268,14 +263,4 @@ func (r *Run) run(s *sim.Net) error {
 }
 
 // Succeeded reports whether every work request completed with SUCCESS.
-func (r *Run) Succeeded() bool {
-	if !r.Completed {
-		return false
-	}
-	for _, st := range r.Statuses {
-		if st != qp.WCSuccess {
-			return false
-		}
-	}
-	return true
-}
+func (r *Run) Succeeded() bool { return r.Observation().Succeeded() }

@@ -193,7 +193,7 @@ func RunSuite(opt SuiteOptions) (*SuiteResult, error) {
 				return nil, fmt.Errorf("conform: %s, case %s: %w", name, c.Name, err)
 			}
 			cr := CaseResult{Case: c.Name, Doc: c.Doc, Rules: run.Rules, Report: run.Report, Run: run}
-			cr.Checks = judge(class, c, run)
+			cr.Checks = judge(class, c, run.Observation())
 			for _, ch := range cr.Checks {
 				if ch.Pass {
 					sr.Passed++
@@ -296,7 +296,7 @@ func (r *SuiteResult) WriteJSON(w io.Writer) error {
 type judgement struct {
 	class  schemeClass
 	c      Case
-	run    *Run
+	o      *Observation
 	checks []Check
 }
 
@@ -328,8 +328,8 @@ const (
 	docCC      = "docs/cc.md; cc/dcqcn.go (DCQCN §3)"
 )
 
-func judge(class schemeClass, c Case, run *Run) []Check {
-	j := &judgement{class: class, c: c, run: run}
+func judge(class schemeClass, c Case, o *Observation) []Check {
+	j := &judgement{class: class, c: c, o: o}
 	j.completes()
 	switch c.kind {
 	case caseLoss, caseCorrupt:
@@ -347,7 +347,7 @@ func judge(class schemeClass, c Case, run *Run) []Check {
 }
 
 func (j *judgement) completes() {
-	r := j.run
+	r := j.o
 	j.add("completes", "IBA 9.7 (RC): every message completes with SUCCESS, in posting order, the data byte-exact",
 		r.Succeeded() && r.InOrder && r.DataOK, "completed %v, statuses %v, in order %v, data exact %v, in %s",
 		r.Completed, r.Statuses, r.InOrder, r.DataOK, us(r.Elapsed))
@@ -355,8 +355,8 @@ func (j *judgement) completes() {
 
 // lossRow is the report's row of the case's loss.
 func (j *judgement) lossRow() (Row, bool) {
-	want := (j.run.ISN + j.c.LostOffset) & qp.PSNMask
-	for _, row := range j.run.Report.Rows {
+	want := (j.o.ISN + j.c.LostOffset) & qp.PSNMask
+	for _, row := range j.o.Report.Rows {
 		if (row.Action == "drop" || row.Action == "corrupt") && row.PSN == want && (row.Kind == "data" || row.Kind == "read_resp") {
 			return row, true
 		}
@@ -368,7 +368,7 @@ func (j *judgement) lossRow() (Row, bool) {
 // the switch before its first retransmission.
 func (j *judgement) highSent(row Row) uint32 {
 	high := qp.PSN(row.PSN)
-	for _, rec := range j.run.Trace {
+	for _, rec := range j.o.Trace {
 		if flowOf(&rec.Pkt) != row.Flow {
 			continue
 		}
@@ -394,7 +394,7 @@ func rangesString(rs []PSNRange) string {
 }
 
 func (j *judgement) loss() {
-	r, class := j.run, j.class
+	r, class := j.o, j.class
 	row, ok := j.lossRow()
 	if !ok {
 		j.add("lost", "the rule dropped the packet", false, "no event for PSN offset %d", j.c.LostOffset)
@@ -430,20 +430,34 @@ func (j *judgement) loss() {
 			j.add("signal-kind", j.signalDoc(), row.Signal == class.signal, "%s", orDash(row.Signal))
 		}
 	}
-	if sig, trig, ok := j.signalRecords(row); ok {
+	const signalDoc = "the responder answers the packet that reveals the gap at once (" + docIface + ": Receiver.OnOutOfSequence)"
+	if sig, trig, ok := j.signalRecords(row); ok && r.Wire != nil {
 		want := j.turnaround(trig, sig)
-		j.add("signal-at-once", "the responder answers the packet that reveals the gap at once ("+docIface+": Receiver.OnOutOfSequence; the simulated NIC takes no time): signal latency = the trigger's wait and serialization at the switch, the link's delay, the signal's serialization and delay",
+		j.add("signal-at-once", signalDoc+"; on the fabric, where the simulated NIC takes no time, signal latency = the trigger's wait and serialization at the switch, the link's delay, the signal's serialization and delay",
 			row.SignalLatency != nil && time.Duration(*row.SignalLatency) == want, "%s, wire time %s", usp(row.SignalLatency), us(want))
+	} else if ok {
+		// Real wires: a NIC's time is not known in advance, but an
+		// answer "at once" comes before anything a timer sends.
+		retx := j.firstRearrival(row)
+		j.add("signal-at-once", signalDoc+"; on real wires: the signal came, and before any timeout fired (before the flow's first retransmission at the switch)",
+			retx < 0 || sig < retx, "%s after the trigger, %s", usp(row.SignalLatency), rearrivalString(sig, retx))
 	}
 	// The retransmission.
 	if rt, heard, ok := j.retxRecords(row); ok {
-		want := j.turnaround(heard, rt)
-		doc := "the requester resends at once on the signal (" + docIface + ": OnFeedback): retransmission latency = the signal's and the resent packet's time on the wire"
-		if class.name == recovery.SRNIC {
-			doc += " (srnic's stall for collecting the PSN from the host bitmap delays the frames behind it, not it: " + docSRNIC + ")"
+		doc := "the requester resends at once on the signal (" + docIface + ": OnFeedback)"
+		if r.Wire != nil {
+			want := j.turnaround(heard, rt)
+			doc += "; on the fabric: retransmission latency = the signal's and the resent packet's time on the wire"
+			if class.name == recovery.SRNIC {
+				doc += " (srnic's stall for collecting the PSN from the host bitmap delays the frames behind it, not it: " + docSRNIC + ")"
+			}
+			j.add("resend-at-once", doc, !row.Timeout && time.Duration(*row.RetxLatency) == want, "%s (timeout %v), wire time %s",
+				usp(row.RetxLatency), row.Timeout, us(want))
+		} else {
+			j.add("resend-at-once", doc+"; on real wires: the retransmission followed the signal and no timeout fired (local_ack_timeout_err 0)",
+				!row.Timeout && r.ReqCounters.LocalAckTimeout == 0, "%s after the signal (timeout %v), local_ack_timeout %d",
+				usp(row.RetxLatency), row.Timeout, r.ReqCounters.LocalAckTimeout)
 		}
-		j.add("resend-at-once", doc, !row.Timeout && time.Duration(*row.RetxLatency) == want, "%s (timeout %v), wire time %s",
-			usp(row.RetxLatency), row.Timeout, us(want))
 		if !read {
 			j.ackOnFill(row, rt)
 		}
@@ -520,8 +534,8 @@ func (j *judgement) ackOnFill(row Row, retx int) {
 		return
 	}
 	ack := -1
-	for i := retx + 1; i < len(j.run.Trace); i++ {
-		q := &j.run.Trace[i].Pkt
+	for i := retx + 1; i < len(j.o.Trace); i++ {
+		q := &j.o.Trace[i].Pkt
 		if t, ok := ackedThrough(q); ok && isACK(q) && q.Src == row.Flow.Dst && !t.Before(qp.PSN(row.PSN)) {
 			ack = i
 			break
@@ -531,9 +545,23 @@ func (j *judgement) ackOnFill(row Row, retx int) {
 		j.add("ack-on-fill", doc, false, "no ACK of the filled hole")
 		return
 	}
+	got := j.o.Trace[ack].At - j.o.Trace[retx].At
+	if j.o.Wire == nil {
+		// Real wires: at once is before anything else of the flow and
+		// before any timeout.
+		between := 0
+		for i := retx + 1; i < ack; i++ {
+			if flowOf(&j.o.Trace[i].Pkt) == row.Flow {
+				between++
+			}
+		}
+		j.add("ack-on-fill", doc+"; on real wires: the ACK came with no other request of the flow before it and no timeout fired",
+			between == 0 && j.o.ReqCounters.LocalAckTimeout == 0, "ACK %d after %s, %d requests between, local_ack_timeout %d",
+			j.o.Trace[ack].Pkt.PSN, us(got), between, j.o.ReqCounters.LocalAckTimeout)
+		return
+	}
 	want := j.turnaround(retx, ack) + stall
-	got := j.run.Trace[ack].At - j.run.Trace[retx].At
-	j.add("ack-on-fill", doc, got == want, "ACK %d after %s, wire time%s %s", j.run.Trace[ack].Pkt.PSN, us(got), map[bool]string{true: " + stall", false: ""}[stall > 0], us(want))
+	j.add("ack-on-fill", doc, got == want, "ACK %d after %s, wire time%s %s", j.o.Trace[ack].Pkt.PSN, us(got), map[bool]string{true: " + stall", false: ""}[stall > 0], us(want))
 }
 
 // signalRecords returns the trace indices of a loss's signal and
@@ -542,7 +570,7 @@ func (j *judgement) signalRecords(row Row) (sig, trig int, ok bool) {
 	if row.TriggerAt == nil || row.SignalLatency == nil {
 		return 0, 0, false
 	}
-	a := newAnalysis(j.run.Trace)
+	a := newAnalysis(j.o.Trace)
 	trig = j.index(a, time.Duration(*row.TriggerAt), func(q *inject.Summary) bool { return flowOf(q) == row.Flow })
 	sig = j.index(a, time.Duration(*row.TriggerAt+*row.SignalLatency), func(q *inject.Summary) bool {
 		return q.Src == row.Flow.Dst && (signalName(q) != "" || bth.Opcode(q.Opcode) == bth.RCReadRequest)
@@ -556,9 +584,9 @@ func (j *judgement) retxRecords(row Row) (retx, heard int, ok bool) {
 	if row.RetxLatency == nil || row.Timeout {
 		return 0, 0, false
 	}
-	a := newAnalysis(j.run.Trace)
+	a := newAnalysis(j.o.Trace)
 	retx = -1
-	for i, rec := range j.run.Trace {
+	for i, rec := range j.o.Trace {
 		if flowOf(&rec.Pkt) == row.Flow && rec.Pkt.PSN == row.PSN && rec.At > time.Duration(row.At) {
 			retx = i
 			break
@@ -567,7 +595,7 @@ func (j *judgement) retxRecords(row Row) (retx, heard int, ok bool) {
 	if retx < 0 {
 		return 0, 0, false
 	}
-	heard = j.index(a, j.run.Trace[retx].At-time.Duration(*row.RetxLatency), func(q *inject.Summary) bool {
+	heard = j.index(a, j.o.Trace[retx].At-time.Duration(*row.RetxLatency), func(q *inject.Summary) bool {
 		return q.Src == row.Flow.Dst && (signalName(q) != "" || bth.Opcode(q.Opcode) == bth.RCReadRequest)
 	})
 	return retx, heard, heard >= 0
@@ -590,10 +618,10 @@ func (j *judgement) index(a *analysis, at time.Duration, ok func(*inject.Summary
 // take the port), its serialization, the link's delay, k's serialization
 // and the delay back.
 func (j *judgement) turnaround(i, k int) time.Duration {
-	tr := j.run.Trace
-	link := j.run.Setup.Requester
-	if tr[i].Pkt.Dst == j.run.Responder {
-		link = j.run.Setup.Responder
+	tr := j.o.Trace
+	link := j.o.Wire.Requester
+	if tr[i].Pkt.Dst == j.o.Responder {
+		link = j.o.Wire.Responder
 	}
 	ser := func(n int) time.Duration { return serTime(link, n) }
 	var free time.Duration // the switch's port towards the host
@@ -611,7 +639,7 @@ func (j *judgement) turnaround(i, k int) time.Duration {
 // lastLost judges the loss of a message's last packet, which no later
 // packet reveals.
 func (j *judgement) lastLost(row Row, read bool) {
-	r, class := j.run, j.class
+	r, class := j.o, j.class
 	c := r.ReqCounters
 	isn, p := r.ISN, row.PSN
 	switch {
@@ -621,10 +649,10 @@ func (j *judgement) lastLost(row Row, read bool) {
 		j.add("second-copy", docGBN+": ST sends the last packet of every message twice, so its loss costs no timeout",
 			c.LocalAckTimeout == 0 && row.RetxLatency != nil, "local_ack_timeout %d, re-arrival after %s", c.LocalAckTimeout, usp(row.RetxLatency))
 	case class.goBackN && !read:
-		ackTO := ackTimeout(r.Setup.Timeout)
+		ackTO := r.AckTimeout
 		j.add("ack-timeout", docGBN+", Timeouts by reason: the ACK timer fires (reason 1, local_ack_timeout_last_lost) and the requester goes back to the oldest unacknowledged PSN ("+docIface+": OnTimeout)",
-			c.LocalAckTimeout == 1 && c.AckTimeoutLastLost == 1 && rangesString(row.Resent) == rangesString([]PSNRange{{isn, p}}),
-			"local_ack_timeout %d (last_lost %d), retx %s (ACK timeout %s), resent %s", c.LocalAckTimeout, c.AckTimeoutLastLost,
+			c.LocalAckTimeout == 1 && j.reason(c.AckTimeoutLastLost, row.Timeout) && rangesString(row.Resent) == rangesString([]PSNRange{{isn, p}}),
+			"local_ack_timeout %d (%s), retx %s (ACK timeout %s), resent %s", c.LocalAckTimeout, j.reasonString("last_lost", c.AckTimeoutLastLost, row.Timeout),
 			usp(row.RetxLatency), us(ackTO), rangesString(row.Resent))
 	case class.goBackN && read:
 		j.add("ack-timeout", docGBN+": the ACK timer fires and the requester asks again for the missing response",
@@ -656,7 +684,7 @@ func (j *judgement) lastLost(row Row, read bool) {
 // stRead: igbn and gbn-st send a READ request twice, so the responder
 // sends the whole response twice and the second stream fills the hole.
 func (j *judgement) stRead(row Row) {
-	r := j.run
+	r := j.o
 	responses := 0
 	for _, rec := range r.Trace {
 		if rec.Pkt.Kind == inject.KindReadResp {
@@ -672,7 +700,7 @@ func (j *judgement) stRead(row Row) {
 func ackTimeout(code uint8) time.Duration { return 4096 * time.Nanosecond << code }
 
 func (j *judgement) ackLost() {
-	r, class := j.run, j.class
+	r, class := j.o, j.class
 	c := r.ReqCounters
 	var row Row
 	for _, rr := range r.Report.Rows {
@@ -681,15 +709,19 @@ func (j *judgement) ackLost() {
 		}
 	}
 	switch {
-	case class.st:
-		want := serTime(r.Setup.Requester, suiteLastLen(r))
-		j.add("second-copy-acked", docGBN+": the last packet's second copy is a duplicate the responder ACKs again (IBA 9.7.5.1.1), covering the lost ACK without a timeout",
+	case class.st && r.Wire != nil:
+		want := serTime(r.Wire.Requester, suiteLastLen(r))
+		j.add("second-copy-acked", docGBN+": the last packet's second copy is a duplicate the responder ACKs again (IBA 9.7.5.1.1), covering the lost ACK without a timeout; on the fabric one packet's serialization after the lost ACK",
 			c.LocalAckTimeout == 0 && row.RecoveryLatency != nil && time.Duration(*row.RecoveryLatency) == want,
 			"local_ack_timeout %d, covered after %s (one packet's serialization %s)", c.LocalAckTimeout, usp(row.RecoveryLatency), us(want))
+	case class.st:
+		j.add("second-copy-acked", docGBN+": the last packet's second copy is a duplicate the responder ACKs again (IBA 9.7.5.1.1), covering the lost ACK without a timeout; on real wires: an ACK covered it and no timeout fired",
+			c.LocalAckTimeout == 0 && row.RecoveryLatency != nil && row.Followed == "ACK" && !row.Timeout,
+			"local_ack_timeout %d, covered by %s after %s", c.LocalAckTimeout, orDash(row.Followed), usp(row.RecoveryLatency))
 	case class.goBackN:
 		j.add("ack-timeout", docGBN+", Timeouts by reason: the ACK timer fires (reason 2, local_ack_timeout_ack_lost), the requester goes back and the responder ACKs the duplicates (IBA 9.7.5.1.1)",
-			c.LocalAckTimeout == 1 && c.AckTimeoutAckLost == 1 && row.Timeout && row.Followed == "ACK",
-			"local_ack_timeout %d (ack_lost %d), retx %s, next ACK after %s, resent %d", c.LocalAckTimeout, c.AckTimeoutAckLost,
+			c.LocalAckTimeout == 1 && j.reason(c.AckTimeoutAckLost, row.Timeout) && row.Timeout && row.Followed == "ACK",
+			"local_ack_timeout %d (%s), retx %s, next ACK after %s, resent %d", c.LocalAckTimeout, j.reasonString("ack_lost", c.AckTimeoutAckLost, row.Timeout),
 			usp(row.RetxLatency), usp(row.RecoveryLatency), c.Retransmits)
 	case class.name == recovery.FaSR:
 		j.add("timeout-go-back", docFaSR+", Sender: a timeout with lost-cnt 0 goes back to UNACK; the duplicates are ACKed",
@@ -703,7 +735,7 @@ func (j *judgement) ackLost() {
 }
 
 // suiteLastLen is the frame length of the workload's last request.
-func suiteLastLen(r *Run) int {
+func suiteLastLen(r *Observation) int {
 	n := 0
 	for _, rec := range r.Trace {
 		if rec.Pkt.Kind == inject.KindData && rec.Pkt.Src == r.Requester {
@@ -729,7 +761,7 @@ func serTime(link fabric.LinkParams, n int) time.Duration {
 }
 
 func (j *judgement) signalLost() {
-	r, class := j.run, j.class
+	r, class := j.o, j.class
 	c := r.ReqCounters
 	row, _ := j.lossRow()
 	switch {
@@ -744,13 +776,20 @@ func (j *judgement) signalLost() {
 		if len(naks) >= 2 {
 			gap = naks[1] - naks[0]
 		}
-		j.add("ce-repeats-nak", docGBN+": CE repeats the NAK for the same expected PSN each NAK interval, so a lost NAK costs no timeout",
-			c.LocalAckTimeout == 0 && gap == class.params.NakInterval, "local_ack_timeout %d, NAKs %d, second NAK %s after the first (NAK interval %s)",
+		doc := docGBN + ": CE repeats the NAK for the same expected PSN each NAK interval, so a lost NAK costs no timeout"
+		repeated := gap == class.params.NakInterval
+		if r.Wire == nil {
+			// A real timer fires late, never early, and the repeat
+			// must come before the ACK timer would.
+			doc += "; on real wires: the second NAK came at least a NAK interval after the first and before the ACK timeout"
+			repeated = gap >= class.params.NakInterval && gap < r.AckTimeout
+		}
+		j.add("ce-repeats-nak", doc, c.LocalAckTimeout == 0 && repeated, "local_ack_timeout %d, NAKs %d, second NAK %s after the first (NAK interval %s)",
 			c.LocalAckTimeout, len(naks), us(gap), us(class.params.NakInterval))
 	case class.goBackN:
 		j.add("ack-timeout", docGBN+", Timeouts by reason: the responder NAKed once and the NAK was lost, so the ACK timer fires (reason 3, local_ack_timeout_nak_lost)",
-			c.LocalAckTimeout == 1 && c.AckTimeoutNakLost == 1, "local_ack_timeout %d (nak_lost %d), retx %s, resent %s",
-			c.LocalAckTimeout, c.AckTimeoutNakLost, usp(row.RetxLatency), rangesString(row.Resent))
+			c.LocalAckTimeout == 1 && j.reason(c.AckTimeoutNakLost, row.Timeout && j.signalDropped()), "local_ack_timeout %d (%s), retx %s, resent %s",
+			c.LocalAckTimeout, j.reasonString("nak_lost", c.AckTimeoutNakLost, row.Timeout && j.signalDropped()), usp(row.RetxLatency), rangesString(row.Resent))
 	case class.name == recovery.MELO:
 		j.add("one-timeout", docMELO+": a NACK goes only with a new hole, so a lost one is found by the timer, which restarts the round (MELO: all packets starting from the front of the bitmap are retransmitted): one timeout resends the hole",
 			c.LocalAckTimeout == 1 && row.Retransmitted(row.PSN), "local_ack_timeout %d, retx %s after the loss, resent %s (penalty %s)",
@@ -773,7 +812,7 @@ func (row Row) Retransmitted(psn uint32) bool {
 }
 
 func (j *judgement) retxLost() {
-	r, class := j.run, j.class
+	r, class := j.o, j.class
 	c := r.ReqCounters
 	var second Row
 	for _, rr := range r.Report.Rows {
@@ -786,7 +825,8 @@ func (j *judgement) retxLost() {
 			c.LocalAckTimeout, orDash(second.Signal), usp(second.RetxLatency))
 	case class.goBackN:
 		j.add("ack-timeout", docGBN+", Timeouts by reason: the NAKed packet was resent and lost again, the NAK is not repeated within the NAK interval, the ACK timer fires (reason 4, local_ack_timeout_lost_twice)",
-			c.LocalAckTimeout == 1 && c.AckTimeoutLostTwice == 1, "local_ack_timeout %d (lost_twice %d), retx %s", c.LocalAckTimeout, c.AckTimeoutLostTwice, usp(second.RetxLatency))
+			c.LocalAckTimeout == 1 && j.reason(c.AckTimeoutLostTwice, second.Timeout), "local_ack_timeout %d (%s), retx %s", c.LocalAckTimeout,
+			j.reasonString("lost_twice", c.AckTimeoutLostTwice, second.Timeout), usp(second.RetxLatency))
 	default:
 		d := docIRNSend + ", Loss rule: a retransmission that is lost again is found by the timer"
 		switch class.name {
@@ -799,7 +839,7 @@ func (j *judgement) retxLost() {
 }
 
 func (j *judgement) ecn() {
-	r := j.run
+	r := j.o
 	var row Row
 	for _, rr := range r.Report.Rows {
 		if rr.Action == "ecn" {
@@ -821,9 +861,26 @@ func (j *judgement) ecn() {
 		j.add("cnp", docCC+": the NP answers a CE-marked packet with a CNP", false, "mark %d, CNP %d", mark, cnp)
 		return
 	}
-	want := j.turnaround(mark, cnp)
-	j.add("cnp-at-once", docCC+": a CE-marked packet gets a CNP at once unless the QP sent one within the CNP interval (50 µs): CNP latency = the wire time",
-		row.CNPLatency != nil && time.Duration(*row.CNPLatency) == want && want <= interval, "%s, wire time %s", usp(row.CNPLatency), us(want))
+	const cnpDoc = docCC + ": a CE-marked packet gets a CNP at once unless the QP sent one within the CNP interval (50 µs)"
+	if r.Wire != nil {
+		want := j.turnaround(mark, cnp)
+		j.add("cnp-at-once", cnpDoc+"; on the fabric: CNP latency = the wire time",
+			row.CNPLatency != nil && time.Duration(*row.CNPLatency) == want && want <= interval, "%s, wire time %s", usp(row.CNPLatency), us(want))
+	} else {
+		// Real wires: the NP answers the marked packet before the
+		// packets after it, so its CNP comes before any reply that
+		// acknowledges a later PSN.
+		later := -1
+		for i := mark + 1; i < len(r.Trace); i++ {
+			q := &r.Trace[i].Pkt
+			if t, ok := ackedThrough(q); ok && q.Src == r.Responder && t.After(qp.PSN(r.Trace[mark].Pkt.PSN)) {
+				later = i
+				break
+			}
+		}
+		j.add("cnp-at-once", cnpDoc+"; on real wires: the CNP came before any reply acknowledging a packet after the marked one",
+			row.CNPLatency != nil && (later < 0 || cnp < later), "%s after the mark, %s", usp(row.CNPLatency), rearrivalString(cnp, later))
+	}
 	j.add("one-cnp", docCC+": one mark, one CNP, which the requester's reaction point handles (np_cnp_sent, rp_cnp_handled)",
 		r.Report.Summary.CNPs == 1 && r.RespCounters.NPCNPSent == 1 && r.ReqCounters.RPCNPHandled == 1,
 		"CNPs %d, np_cnp_sent %d, rp_cnp_handled %d, rate before/after %s/%s Gb/s", r.Report.Summary.CNPs, r.RespCounters.NPCNPSent,
