@@ -9,12 +9,14 @@
 # emulated link (--link-rate) is RATE too, so the receiver's port is
 # (N-1) times oversubscribed. Each mode runs every scheme:
 #   dcqcn+pfc  daemons --cc dcqcn; the switch marks ECN (RED, kmin 5 KB,
-#              kmax 20 KB, pmax 1%) and sends PFC (XOFF 100 KB per ingress
-#              port, headroom for the link); DCQCN's rate steps scaled to
-#              RATE (dcqcn.rai, dcqcn.rhai: 40 and 200 Mbit/s at 40 Gbit/s)
-#              and its timers and CNP interval at 300 µs (ConnectX's rate
-#              timer; the paper's 55 µs is a third of one round trip of
-#              daemons here, and cuts each flow every few packets)
+#              kmax 20 KB, pmax 1%) and sends PFC (XOFF 150 KB per ingress
+#              port, headroom for 2 ms of the daemons' reaction); DCQCN's
+#              rate steps scaled to RATE as at 40 Gbit/s (dcqcn.rai,
+#              dcqcn.rhai: 40 and 200 Mbit/s there, 0.1% and 0.5% of the
+#              line) and its timers and CNP interval at 1 ms, above the
+#              loaded testbed's round trip (the paper's 55 µs is a fraction
+#              of one round trip of daemons here, and cuts each flow every
+#              few packets)
 #   none       no congestion control, no marking, no PFC: the receiver's
 #              queue (a 300 KB buffer per egress port) overflows and drops
 # Goodput is what each client's softnic-bench reports (BW average, Gb/s)
@@ -28,11 +30,14 @@
 #         (softnic-sweep incast at the same rate)
 # Environment:
 #   SOFTNIC_HOSTS   hosts (default 4: a 3:1 incast)
-#   INCAST_RATE     every link's rate in Mbit/s (default 500)
+#   INCAST_RATE     every link's rate in Mbit/s (default 200: what this
+#                   2-core host sustains with 4 daemons and the switch)
 #   INCAST_SECONDS  write_bw -D (default 10)
 #   INCAST_SCHEMES  recovery schemes (default "gbn irn fasr")
 #   INCAST_MODES    (default "dcqcn+pfc none")
 #   INCAST_REPEAT   runs per point (default 1)
+#   INCAST_DCQCN    the daemons' (and the embedded NICs') DCQCN knobs
+#                   (default above), space-separated
 set -euo pipefail
 cd "$(dirname "$0")/.."
 me=testbed-incast
@@ -40,7 +45,7 @@ me=testbed-incast
 source scripts/testbed-lib.sh
 
 hosts=${SOFTNIC_HOSTS:-4}
-rate=${INCAST_RATE:-500}
+rate=${INCAST_RATE:-200}
 secs=${INCAST_SECONDS:-10}
 schemes=${INCAST_SCHEMES:-gbn irn fasr}
 modes=${INCAST_MODES:-dcqcn+pfc none}
@@ -104,13 +109,13 @@ for i in "${!ips[@]}"; do
 done
 
 bits=$((rate * 1000000))
-# One frame's worth of headroom over the link's round trip and a pause
-# frame (netsw.HeadroomFor at a 100 µs path: the daemons are slower than
-# wires), at least 20 KB.
+# PFC headroom: 2 ms of the line (what a loaded daemon takes to see a
+# pause and stop; netsw.HeadroomFor for a wire would be microseconds),
+# two frames and the pause frame, at least 20 KB.
 headroom=$((bits / 8 * 2000 / 1000000 + 60 + 2 * 4096))
 ((headroom >= 20000)) || headroom=20000
 rai_kbit=$((40 * rate / 40)) rhai_kbit=$((200 * rate / 40))
-dcqcn=("dcqcn.rai=${rai_kbit}kbit" "dcqcn.rhai=${rhai_kbit}kbit" dcqcn.rate_timer=300us dcqcn.alpha_timer=300us dcqcn.cnp_interval=300us)
+read -r -a dcqcn <<<"${INCAST_DCQCN:-dcqcn.rai=${rai_kbit}kbit dcqcn.rhai=${rhai_kbit}kbit dcqcn.rate_timer=1ms dcqcn.alpha_timer=1ms dcqcn.cnp_interval=1ms}"
 
 switch_args() { # MODE
 	local ports=() i
@@ -118,7 +123,7 @@ switch_args() { # MODE
 	printf '%s\n' "${ports[@]}" --rate "${rate}mbit" --occupancy-after 2s
 	case $1 in
 	none) printf '%s\n' --ecn off --pfc off --buffer 300000 --buffer-charge egress ;;
-	*) printf '%s\n' --ecn kmin=5000,kmax=20000,pmax=0.01 --pfc "xoff=100000,xon=$((100000 - headroom)),headroom=$headroom" --buffer 300000 --buffer-charge egress ;;
+	*) printf '%s\n' --ecn kmin=5000,kmax=20000,pmax=0.01 --pfc "xoff=150000,xon=$((150000 - headroom)),headroom=$headroom" --buffer 300000 --buffer-charge egress ;;
 	esac
 }
 

@@ -66,7 +66,7 @@ type SteadyIncastResult struct {
 // link delay: buffer, ECN and PFC thresholds in one place for the two
 // twins (the testbed's `softnic switch` flags print from it): a shallow
 // buffer of 300 KB per egress queue (2.4 ms at 1 Gbit/s), PFC's XOFF at
-// 100 KB per ingress port with HeadroomFor the link above it, and ECN
+// 150 KB per ingress port with HeadroomFor the link above it, and ECN
 // marking from 5 KB to 20 KB, well below XOFF, so that with DCQCN the
 // queue settles under the PFC threshold. DCQCN's 200 KB Kmax is for
 // 40 Gbit/s; at 1 Gbit/s it lets the queue swing to PFC.
@@ -78,7 +78,7 @@ func SteadyIncastSwitch(rateBps uint64, delay time.Duration, pfc, ecn bool) fabr
 		c.ECN = netsw.ECN{Enabled: true, KminBytes: 5_000, KmaxBytes: 20_000, Pmax: 0.01}
 	}
 	if pfc {
-		xoff := 100_000
+		xoff := 150_000
 		c.PFC = netsw.PFC{Enabled: true, XOFFBytes: xoff, XONBytes: xoff - max(head, 20_000), HeadroomBytes: head, Quanta: netsw.DefaultQuanta}
 	}
 	return c
