@@ -43,8 +43,13 @@ type Observation struct {
 	Elapsed   time.Duration // from the post to the last completion
 	// The requester's and the responder's NIC counters.
 	ReqCounters, RespCounters dataplane.Counters
-	// AckTimeout is the QPs' local ACK timeout.
-	AckTimeout time.Duration
+	// SwitchDrops are a real-wire switch's own drops, by counter (not
+	// the rules'): frames the run lost besides the case's.
+	SwitchDrops map[string]uint64 `json:",omitempty"`
+	// AckTimeout is the QPs' local ACK timeout, NakInterval the
+	// go-back-N NAK interval (0: recovery.DefaultNakInterval).
+	AckTimeout  time.Duration
+	NakInterval time.Duration
 	// Wire is the fabric's links, nil on real wires.
 	Wire *Wire
 	// ReasonsCounted: the requester's local_ack_timeout_{last_lost,

@@ -782,7 +782,11 @@ func (j *judgement) signalLost() {
 			// A real timer fires late, never early, and the repeat
 			// must come before the ACK timer would.
 			doc += "; on real wires: the second NAK came at least a NAK interval after the first and before the ACK timeout"
-			repeated = gap >= class.params.NakInterval && gap < r.AckTimeout
+			interval := class.params.NakInterval
+			if r.NakInterval > 0 {
+				interval = r.NakInterval
+			}
+			repeated = gap >= interval && gap < r.AckTimeout
 		}
 		j.add("ce-repeats-nak", doc, c.LocalAckTimeout == 0 && repeated, "local_ack_timeout %d, NAKs %d, second NAK %s after the first (NAK interval %s)",
 			c.LocalAckTimeout, len(naks), us(gap), us(class.params.NakInterval))
