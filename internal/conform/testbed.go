@@ -112,7 +112,7 @@ type TestbedRunner struct {
 	// the host. The scaling keeps the timers' order (NAK interval < ACK
 	// timeout, RTO_low < RTO_high), which is all the checks rely on.
 	TimerShift uint8
-	Log     io.Writer // each run's outline (nil: none)
+	Log        io.Writer // each run's outline (nil: none)
 	// DaemonArgs are more flags for both daemons (after daemonArgs').
 	DaemonArgs []string
 
