@@ -26,8 +26,9 @@
 #
 # Usage (as root): scripts/testbed-incast.sh [CSV]
 #   CSV   rows are written there (default docs/results/testbed-incast.csv,
-#         replaced), the testbed's and then the embedded switch's
-#         (softnic-sweep incast at the same rate)
+#         replaced), the testbed's as they are measured and then the
+#         embedded switch's (softnic-sweep incast at the same rate); the
+#         last column, status, is ok or how the flow failed
 # Environment:
 #   SOFTNIC_HOSTS   hosts (default 4: a 3:1 incast)
 #   INCAST_RATE     every link's rate in Mbit/s (default 200: what this
@@ -169,8 +170,10 @@ run_point() {
 			--csv "$work/client$i.csv" --socket "$work/${names[$i]}.sock" "$dstip" >"$work/client$i.out" 2>&1 &
 		cpids+=($!)
 	done
-	local rc=0
-	for p in "${cpids[@]}"; do wait "$p" || rc=1; done
+	local rc=0 st=()
+	for p in "${cpids[@]}"; do
+		if wait "$p"; then st+=(ok); else st+=(failed); rc=1; fi
+	done
 	"$work/softnic" stats --socket "$work/sw.sock" >"$work/sw.stats" 2>/dev/null || : >"$work/sw.stats"
 	"$work/softnic" stats --socket "$work/${names[$last]}.sock" >"$work/dst.stats" 2>/dev/null || : >"$work/dst.stats"
 	stop_all
@@ -187,12 +190,15 @@ run_point() {
 	cnps=$(c np_cnp_sent "$work/dst.stats")
 	for ((i = 0; i < last; i++)); do
 		gbps=$(awk -F, 'NR == 1 { for (k = 1; k <= NF; k++) if ($k == "bw_avg") c = k; next } { v = $c } END { print v }' "$work/client$i.csv" 2>/dev/null || true)
-		echo "testbed,$hosts,$sch,$cc,$pfc,${names[$i]},${gbps:-0},${drops:-0},${pauses:-0},${cnps:-0},${marks:-0},${qp99:-0}" >>"$work/rows.csv"
+		echo "testbed,$hosts,$sch,$cc,$pfc,${names[$i]},${gbps:-0},${drops:-0},${pauses:-0},${cnps:-0},${marks:-0},${qp99:-0},${st[$i]}" >>"$csv"
 		say "$mode $sch ${names[$i]}: ${gbps:-?} Gb/s (drops ${drops:-?} pauses ${pauses:-?} cnps ${cnps:-?} marks ${marks:-?} q p99 ${qp99:-?} B)"
 	done
 }
 
-echo "network,hosts,scheme,cc,pfc,flow,goodput_gbps,drops,pauses,cnps,ecn_marks,queue_p99_bytes" >"$work/rows.csv"
+# The testbed's rows go to the CSV as they are measured, so that a later
+# failure keeps them.
+mkdir -p "$(dirname "$csv")"
+echo "network,hosts,scheme,cc,pfc,flow,goodput_gbps,drops,pauses,cnps,ecn_marks,queue_p99_bytes,status" >"$csv"
 for mode in $modes; do
 	for sch in $schemes; do
 		for ((r = 0; r < repeat; r++)); do
@@ -203,8 +209,6 @@ done
 say "the embedded switch at ${rate} Mbit/s"
 "$work/softnic-sweep" incast -hosts "$hosts" -measure 200ms -warmup 50ms -rate-mbps "$rate" -schemes "${schemes// /,}" -modes "${modes// /,}" \
 	$(printf -- '-cc-param %s ' "${dcqcn[@]}") -csv - | tail -n +2 >"$work/embedded.csv.tmp"
-grep '^embedded,' "$work/embedded.csv.tmp" >>"$work/rows.csv"
+grep '^embedded,' "$work/embedded.csv.tmp" >>"$csv"
 grep -v '^embedded,' "$work/embedded.csv.tmp" >&2 || true
-mkdir -p "$(dirname "$csv")"
-cp "$work/rows.csv" "$csv"
 say "wrote $csv"

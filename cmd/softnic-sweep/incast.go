@@ -11,6 +11,7 @@ import (
 	"github.com/softnic/softnic/cc"
 	"github.com/softnic/softnic/dataplane/fabric"
 	"github.com/softnic/softnic/internal/sweep"
+	"github.com/softnic/softnic/qp"
 )
 
 // incastCmd is `softnic-sweep incast`: the embedded twin of
@@ -58,10 +59,19 @@ func incastCmd(args []string, stdout io.Writer) error {
 			}
 			var per []string
 			for _, f := range r.Flows {
-				per = append(per, fmt.Sprintf("%.3f", f.Gbps))
+				g := fmt.Sprintf("%.3f", f.Gbps)
+				if f.Status != qp.WCSuccess {
+					g += "!" // the QP failed: the note below
+				}
+				per = append(per, g)
 			}
 			fmt.Fprintf(stdout, " %-6s %-6s %-3s %-30s %5.3f %7d %7d %7d %7d %9d %6v\n", sch, cc, sweep.PFCName(ok), strings.Join(per, " "), r.Jain,
 				r.Drops, r.Pauses, r.CNPs, r.ECNMarks, r.QueueP99Bytes, r.Wall.Round(time.Millisecond))
+			for _, f := range r.Flows {
+				if f.Status != qp.WCSuccess {
+					fmt.Fprintf(stdout, "   ! %s's QP failed with %v and stopped (perftest would exit)\n", sweep.HostLetter(f.Src), f.Status)
+				}
+			}
 			rs = append(rs, r)
 		}
 	}

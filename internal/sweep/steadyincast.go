@@ -38,10 +38,13 @@ type SteadyIncastConfig struct {
 	Seed    uint64
 }
 
-// SteadyIncastFlow is one sender's goodput.
+// SteadyIncastFlow is one sender's goodput, and how its QP ended: a QP
+// that fails (RETRY_EXC_ERR: its retries spent without progress) stops
+// there, as perftest would, and its goodput counts what it completed.
 type SteadyIncastFlow struct {
-	Src  int
-	Gbps float64
+	Src    int
+	Gbps   float64
+	Status qp.WCStatus
 }
 
 // SteadyIncastResult is one run: per-flow goodput and the switch's and
@@ -121,6 +124,7 @@ func RunSteadyIncast(c SteadyIncastConfig) (SteadyIncastResult, error) {
 		src, to      *dataplane.MR
 		posted, done int
 		bytes        int64 // completed during Measure
+		failed       qp.WCStatus
 	}
 	ss := make([]sender, dst)
 	for i := range ss {
@@ -149,7 +153,7 @@ func RunSteadyIncast(c SteadyIncastConfig) (SteadyIncastResult, error) {
 		ss[i] = snd
 	}
 	post := func(snd *sender) error {
-		for snd.posted-snd.done < c.TxDepth {
+		for snd.failed == qp.WCSuccess && snd.posted-snd.done < c.TxDepth {
 			slot := snd.posted % c.TxDepth
 			w := qp.SendWR{WRID: uint64(snd.posted), Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled, NumSGE: 1,
 				RemoteAddr: snd.to.Addr + uint64(slot*c.Size), RKey: snd.to.RKey}
@@ -187,8 +191,10 @@ func RunSteadyIncast(c SteadyIncastConfig) (SteadyIncastResult, error) {
 				}
 				for _, wc := range wcs[:n] {
 					if wc.Status != qp.WCSuccess {
-						runErr = fmt.Errorf("sweep: incast %s/%s: host %d WRITE %d: %v", c.Scheme, c.CC, i, wc.WRID, wc.Status)
-						return true
+						if snd.failed == qp.WCSuccess {
+							snd.failed = wc.Status
+						}
+						continue
 					}
 					snd.done++
 					if now > warm && now <= end {
@@ -212,7 +218,7 @@ func RunSteadyIncast(c SteadyIncastConfig) (SteadyIncastResult, error) {
 	}
 	r := SteadyIncastResult{SteadyIncastConfig: c}
 	for i := range ss {
-		r.Flows = append(r.Flows, SteadyIncastFlow{Src: i, Gbps: float64(ss[i].bytes) * 8 / c.Measure.Seconds() / 1e9})
+		r.Flows = append(r.Flows, SteadyIncastFlow{Src: i, Gbps: float64(ss[i].bytes) * 8 / c.Measure.Seconds() / 1e9, Status: ss[i].failed})
 	}
 	r.Jain = JainIndex(r.Flows)
 	tot := s.Network.Totals()
@@ -248,8 +254,9 @@ func JainIndex(fs []SteadyIncastFlow) float64 {
 }
 
 // TestbedIncastCSVHeader is docs/results/testbed-incast.csv's header: the
-// issue's columns after `network` (testbed or embedded).
-var TestbedIncastCSVHeader = []string{"network", "hosts", "scheme", "cc", "pfc", "flow", "goodput_gbps", "drops", "pauses", "cnps", "ecn_marks", "queue_p99_bytes"}
+// issue's columns after `network` (testbed or embedded), and the flow's
+// status last (ok, or how its QP or client failed).
+var TestbedIncastCSVHeader = []string{"network", "hosts", "scheme", "cc", "pfc", "flow", "goodput_gbps", "drops", "pauses", "cnps", "ecn_marks", "queue_p99_bytes", "status"}
 
 // WriteSteadyIncastCSV writes rs, one row per flow, network "embedded",
 // with the header if header is set.
@@ -268,7 +275,7 @@ func WriteSteadyIncastCSV(w io.Writer, rs []SteadyIncastResult, header bool) err
 		for _, f := range r.Flows {
 			row := []string{"embedded", strconv.Itoa(r.Hosts), r.Scheme, CCName(r.CC), pfc, HostLetter(f.Src),
 				strconv.FormatFloat(f.Gbps, 'f', 4, 64), strconv.FormatUint(r.Drops, 10), strconv.FormatUint(r.Pauses, 10),
-				strconv.FormatUint(r.CNPs, 10), strconv.FormatUint(r.ECNMarks, 10), strconv.Itoa(r.QueueP99Bytes)}
+				strconv.FormatUint(r.CNPs, 10), strconv.FormatUint(r.ECNMarks, 10), strconv.Itoa(r.QueueP99Bytes), flowStatus(f.Status)}
 			if err := cw.Write(row); err != nil {
 				return err
 			}
@@ -284,4 +291,12 @@ func HostLetter(i int) string {
 		return string(rune('a' + i))
 	}
 	return "h" + strconv.Itoa(i)
+}
+
+// flowStatus is a flow's status as the CSV writes it.
+func flowStatus(s qp.WCStatus) string {
+	if s == qp.WCSuccess {
+		return "ok"
+	}
+	return s.String()
 }
