@@ -15,6 +15,7 @@ import (
 
 const conformUsage = `usage: softnic-sweep conform [-scheme NAME|all] [-case NAME] [-json FILE] [-seed N] [-report]
        softnic-sweep conform -trace FILE [-json FILE]
+       softnic-sweep conform -testbed [-scheme NAME|all] [-case NAME] [-reps N] [-reps-for SCHEMES:CASES=N]... [-timer-shift K] [-softnic BIN] [-json FILE]
 
 Runs the conformance suite on the embedded fabric: each case is one
 workload on one QP through a switch that drops, ECN-marks or corrupts
@@ -25,6 +26,14 @@ finding about the scheme and exits 0. -report adds each case's
 micro-behaviour report (latencies at the switch). With -trace, analyses
 a switch's trace file (JSON lines: conform.WriteTrace's format, softnic
 switch --trace) and prints its report instead.
+
+With -testbed (root), runs the suite on the two-host namespace testbed
+(scripts/testbed.sh): per run, softnic switch with the case's rules and
+a trace, two softnic daemons with the fabric's timers times 2^K, the
+workload through package verbs; judged by the same checks (their
+real-wire forms where the fabric's compares a latency with the wire
+time), each case -reps times, beside the fabric's verdict and latencies
+(docs/conform.md).
 
 Cases: `
 
@@ -45,6 +54,12 @@ func conformCmd(args []string) error {
 	seed := fs.Uint64("seed", 1, "the fabric's and the data's seed")
 	report := fs.Bool("report", false, "print each case's micro-behaviour report too")
 	trace := fs.String("trace", "", "analyse this trace file instead of running the suite")
+	testbed := fs.Bool("testbed", false, "run the suite on the namespace testbed (root) beside the fabric's")
+	reps := fs.Int("reps", 20, "with -testbed: runs of each scheme and case")
+	var more repsFor
+	fs.Var(&more, "reps-for", "with -testbed: SCHEMES:CASES=N runs for those (comma lists or all; repeatable, the last that matches wins)")
+	shift := fs.Uint("timer-shift", 5, "with -testbed: the fabric's timers (ACK timeout, RTO_low, RTO_high, NAK interval) times 2^K on the daemons; 0 is the fabric's own")
+	softnicBin := fs.String("softnic", "", "with -testbed: the softnic binary (default: beside this program, on $PATH, or built with go build)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -63,6 +78,12 @@ func conformCmd(args []string) error {
 	}
 	if *caseName != "" && !slices.Contains(names, *caseName) {
 		return usagef("conform: unknown case %q (want one of %s)", *caseName, strings.Join(names, ", "))
+	}
+	if *testbed {
+		if *reps < 1 || *shift > 16 {
+			return usagef("conform: -reps %d, -timer-shift %d: want 1 or more, and at most 16", *reps, *shift)
+		}
+		return conformTestbed(opt.Schemes, *caseName, *reps, more, *shift, *softnicBin, *jsonOut, *seed)
 	}
 	res, err := conform.RunSuite(opt)
 	if err != nil {

@@ -507,8 +507,27 @@ func isExecutable(p string) bool {
 	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
 }
 
-// errNoCase is RunTestbed's error for a case name it does not know.
-var errNoCase = errors.New("conform: no such case")
+// TestbedScript finds scripts/testbed.sh: $SOFTNIC_TESTBED_SCRIPT, else
+// in the working directory or a parent of it.
+func TestbedScript() (string, error) {
+	if p := os.Getenv("SOFTNIC_TESTBED_SCRIPT"); p != "" {
+		return p, nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		if p := filepath.Join(dir, "scripts", "testbed.sh"); isExecutable(p) || fileExists(p) {
+			return p, nil
+		}
+		if filepath.Dir(dir) == dir {
+			return "", errors.New("scripts/testbed.sh not found from the working directory (run in the checkout, or set SOFTNIC_TESTBED_SCRIPT)")
+		}
+	}
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 // switchDrops are the switch's drops other than the rules': frames it
 // could not forward (no route, no neighbour, ...), by counter, the
