@@ -137,7 +137,8 @@ type Switch struct {
 	capture  func() dataplane.CaptureFunc
 	priority int
 	maxFrame int
-	rx       [][]byte
+	rx       [][][]byte // per port: its last Receive's frames
+	rxN      []int
 	// The frame pool: bufs[h][:lens[h]] is frame h; free is its free list.
 	bufs  [][]byte
 	lens  []int32
@@ -149,6 +150,7 @@ type Switch struct {
 	occAfter          time.Duration
 	occAt             time.Duration
 	occArmed, occDone bool
+	rxFirst           int // the port Poll reads first
 }
 
 type swPort struct {
@@ -224,7 +226,10 @@ func New(cfg Config) (*Switch, error) {
 			s.routes[j], s.routes[j-1] = s.routes[j-1], s.routes[j]
 		}
 	}
-	s.rx = make([][]byte, RxBatch)
+	s.rx, s.rxN = make([][][]byte, len(s.ports)), make([]int, len(s.ports))
+	for i := range s.rx {
+		s.rx[i] = make([][]byte, RxBatch)
+	}
 	return s, nil
 }
 
@@ -232,7 +237,8 @@ func New(cfg Config) (*Switch, error) {
 // belongs to the poll loop's goroutine.
 func (s *Switch) Queues() *netsw.Switch { return s.q }
 
-// Poll receives what every port has (up to RxBatch frames each), carries
+// Poll receives what every port has (up to RxBatch frames each, taken in
+// turn one frame of each port at a time), carries
 // out what is due at now (delayed frames, pause refreshes, transmissions)
 // and returns when it next needs to run: at or before now if there is
 // more to do at once, Never if nothing is due until a frame arrives.
@@ -249,17 +255,32 @@ func (s *Switch) Poll(now time.Duration) time.Duration {
 	if s.capture != nil {
 		tap = s.capture()
 	}
+	// Every port's batch is received first, then the frames are taken
+	// one port at a time in turn (the k-th of each port, then the
+	// k+1-th), from a port that turns every Poll: as frames that came in
+	// on several ports at once interleave in a switch, rather than one
+	// port's batch always finding the shorter queue (fewer ECN marks,
+	// fewer tail drops) than the next port's.
+	more := 0
 	for in := range s.ports {
-		p := &s.ports[in]
-		n := p.Port.Receive(s.rx)
-		for _, f := range s.rx[:n] {
+		s.rxN[in] = s.ports[in].Port.Receive(s.rx[in])
+		more = max(more, s.rxN[in])
+		if s.rxN[in] == RxBatch {
+			next = now // more may be waiting
+		}
+	}
+	s.rxFirst = (s.rxFirst + 1) % len(s.ports)
+	for k := range more {
+		for j := range s.ports {
+			in := (s.rxFirst + j) % len(s.ports)
+			if k >= s.rxN[in] {
+				continue
+			}
+			f := s.rx[in][k]
 			if tap != nil {
 				tap(dataplane.CaptureRX, now, f)
 			}
 			s.receive(now, in, f)
-		}
-		if n == len(s.rx) {
-			next = now // more may be waiting
 		}
 	}
 	if !s.occArmed && s.occAfter > 0 && s.q.UsedBytes() > 0 {

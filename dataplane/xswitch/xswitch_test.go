@@ -694,3 +694,37 @@ func TestCatchUpBound(t *testing.T) {
 		t.Errorf("100 frames polled every 2 ms took %v, the line %v", r.now, end)
 	}
 }
+
+// TestRxOrderTurns: frames that several ports hold at one Poll are
+// queued one port's at a time in turn, from a port that turns every Poll,
+// so that no port's frames always find the shorter queue. Ports 0 and 2
+// each hold two frames for B (port 1) per Poll (10 and 200 bytes of
+// payload); at port 1 they interleave, and which of the two comes first
+// is not always the same.
+func TestRxOrderTurns(t *testing.T) {
+	r := newRig(t, 3, bigBuffer(), nil, nil)
+	firsts := map[int]int{}
+	for range 6 {
+		for range 2 {
+			r.ports[0].rx = append(r.ports[0].rx, roceFrame(t, hostA, hostB, 10, 0, 64))
+			r.ports[2].rx = append(r.ports[2].rx, roceFrame(t, hostA, hostB, 200, 0, 64))
+		}
+		before := len(r.ports[1].tx)
+		r.sw.Poll(r.now)
+		var order []int
+		for _, f := range r.ports[1].tx[before:] {
+			if len(f) < 100 { // the 10-byte payload came in on port 0
+				order = append(order, 0)
+			} else {
+				order = append(order, 2)
+			}
+		}
+		if len(order) != 4 || order[0] == order[1] || order[1] == order[2] || order[2] == order[3] {
+			t.Fatalf("one Poll queued %v: want the two ports interleaved", order)
+		}
+		firsts[order[0]]++
+	}
+	if firsts[0] == 0 || firsts[2] == 0 {
+		t.Errorf("the same port came first in every Poll: %v", firsts)
+	}
+}
