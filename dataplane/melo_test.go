@@ -2,7 +2,9 @@ package dataplane
 
 import (
 	"testing"
+	"time"
 
+	"github.com/softnic/softnic/bth"
 	"github.com/softnic/softnic/dataplane/fabric"
 	"github.com/softnic/softnic/qp"
 	"github.com/softnic/softnic/recovery"
@@ -243,6 +245,67 @@ func TestSRLostReadRequest(t *testing.T) {
 			if a.Retransmits != 1 || a.LocalAckTimeout != 0 || b.DuplicateRequest != 0 {
 				t.Fatalf("resent %d READ requests, %d timeouts, %d duplicates executed: want 1, 0, 0", a.Retransmits, a.LocalAckTimeout, b.DuplicateRequest)
 			}
+		})
+	}
+}
+
+// TestMELOTimeoutResendsFromFront: a timeout resends "all packets starting
+// from the front of the bitmap" (MELO §3.2.3), not only the cumulative
+// acknowledgement's. An 8-packet WRITE (coalesced ACKs: only its last
+// packet asks for one) loses packet 4 and the holes NACK that reports it,
+// or loses its last packet: the sender has no selective acknowledgement,
+// and one timeout (RTO_high: 8 in flight) recovers the lost packet. Under
+// IRN's rule (the cumulative acknowledgement, then only holes below a
+// selective acknowledgement) each took two timeouts.
+func TestMELOTimeoutResendsFromFront(t *testing.T) {
+	const start = 0xFFFFFC // across the PSN wrap
+	at := func(k uint32) qp.PSN { return qp.PSN(start).Add(k) }
+	firstHoles := func() func([]byte) bool {
+		dropped := false
+		return func(frame []byte) bool {
+			f, err := bth.ParseFrame(frame)
+			if err != nil || dropped || f.Pkt.Opcode() != bth.RCAcknowledgeHoles {
+				return false
+			}
+			dropped = true
+			return true
+		}
+	}
+	for _, tc := range []struct {
+		name      string
+		lost      qp.PSN
+		dropNACK  bool
+		wantHoles uint64 // holes NACKs the responder sends
+	}{
+		{"nack-lost", at(4), true, 1},
+		{"last-lost", at(7), false, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ab, ba := quietLink(), quietLink()
+			ab.Drop = srDrop(0, map[qp.PSN]int{tc.lost: 1})
+			if tc.dropNACK {
+				ba.Drop = firstHoles()
+			}
+			p := newSchemePair(t, recovery.MELO, recovery.Params{}, SimConfig{Seed: 52, AtoB: ab, BtoA: ba},
+				ConnParams{MTU: qp.MTU1024, PSNA: start, Timeout: 14})
+			begin := p.sim.Now()
+			p.checkWrite(1, 8<<10, false)
+			took := p.sim.Now() - begin
+			p.settle()
+			a, b := p.sim.A.Counters(), p.sim.B.Counters()
+			t.Logf("took %v, %d timeouts, %d resent, %d holes NACKs", took, a.LocalAckTimeout, a.Retransmits, b.HolesNakSent)
+			switch {
+			case b.HolesNakSent != tc.wantHoles || a.RcvdHolesNak != 0:
+				t.Fatalf("holes NACKs sent %d, received %d: want %d and none", b.HolesNakSent, a.RcvdHolesNak, tc.wantHoles)
+			case a.LocalAckTimeout != 1:
+				t.Fatalf("%d timeouts, took %v: want one", a.LocalAckTimeout, took)
+			case took > recovery.DefaultRTOHigh+50*time.Microsecond:
+				t.Fatalf("took %v: want one RTO_high (%v)", took, recovery.DefaultRTOHigh)
+			case a.Retransmits > 8:
+				t.Fatalf("resent %d packets of 8", a.Retransmits)
+			}
+			poolsIdle(t, "A", p.sim.A)
+			poolsIdle(t, "B", p.sim.B)
 		})
 	}
 }

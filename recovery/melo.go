@@ -156,12 +156,18 @@ func (m *meloSender) onNak(now Time, psn, sent qp.PSN) Resume {
 	return Resume{GoBack: true, GoBackTo: psn}
 }
 
-// OnTimeout: a retransmission was lost, or the tail of the window; all
-// packets from the front of the bitmap that are missing go again (§3.2.3).
+// OnTimeout: a retransmission was lost, or the tail of the window, or a
+// NACK. "All packets starting from the front of the bitmap will be
+// retransmitted again" (§3.2.3): the round restarts at the cumulative
+// acknowledgement and every packet sent and not acknowledged is lost,
+// resent once, not only the holes below a selective acknowledgement (a
+// lost NACK or a lost last packet leaves none; IRN's rule would recover
+// one packet per timeout, docs/recovery.md).
 func (m *meloSender) OnTimeout(now Time, unacked, sent qp.PSN) Resume {
 	m.tick(now, sent)
 	m.ack(unacked)
 	m.restart(sent)
+	m.raiseLossEdge(sent)
 	return Resume{}
 }
 

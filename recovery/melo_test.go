@@ -297,7 +297,8 @@ func TestMELOReceiverEvict(t *testing.T) {
 
 // TestMELOSender: the NACK's ranges rebuild the receiver's bitmap in the
 // sender's pool, only the holes are resent, once per round; a timeout
-// restarts the round; a go-back-N NAK goes back.
+// restarts the round and resends every packet not acknowledged; a
+// go-back-N NAK goes back.
 func TestMELOSender(t *testing.T) {
 	s := newMeloScheme(t, Params{})
 	snd := meloTx(s)
@@ -334,8 +335,15 @@ func TestMELOSender(t *testing.T) {
 	if r := snd.OnTimeout(0, start.Add(6), sent); r.GoBack {
 		t.Fatalf("timeout went back: %+v", r)
 	}
-	if got := drain(snd); !samePSNs(got, start.Add(6), start.Add(10), start.Add(11)) {
+	// The timeout resends every packet from the front not acknowledged
+	// (§3.2.3): the holes 6, 10 and 11 and 16-19, sent and never
+	// acknowledged.
+	if got := drain(snd); !samePSNs(got, start.Add(6), start.Add(10), start.Add(11),
+		start.Add(16), start.Add(17), start.Add(18), start.Add(19)) {
 		t.Fatalf("after the timeout resent %x", got)
+	}
+	if got := drain(snd); len(got) != 0 {
+		t.Fatalf("resent %x twice in a round", got)
 	}
 	if got := snd.OnAck(0, start.Add(7)); got != start.Add(10) {
 		t.Fatalf("cumulative %#x", got)
@@ -351,6 +359,36 @@ func TestMELOSender(t *testing.T) {
 	}
 	if r := snd.OnFeedback(0, Feedback{Kind: ReplySeqNak, Cum: sent.Add(3), Sent: sent.Add(9)}); !r.GoBack || r.GoBackTo != sent.Add(3) {
 		t.Fatalf("OnNak: %+v", r)
+	}
+}
+
+// TestMELOSenderTimeoutFromFront: with no selective acknowledgement at
+// all (the holes NACK was lost, or the lost packet was the last) a
+// timeout resends every packet from the cumulative acknowledgement to the
+// highest sent, once (§3.2.3: "all packets starting from the front of the
+// bitmap will be retransmitted again"), not the cumulative
+// acknowledgement's alone; the next timeout does it again.
+func TestMELOSenderTimeoutFromFront(t *testing.T) {
+	s := newMeloScheme(t, Params{})
+	snd := meloTx(s)
+	const start = qp.PSN(0xFFFFFC)
+	snd.Reset(start)
+	sent := start.Add(8) // 0-7 out, nothing acknowledged
+	all := []qp.PSN{start, start.Add(1), start.Add(2), start.Add(3), start.Add(4), start.Add(5), start.Add(6), start.Add(7)}
+	if r := snd.OnTimeout(0, start, sent); r.GoBack {
+		t.Fatalf("timeout went back: %+v", r)
+	}
+	if got := drain(snd); !samePSNs(got, all...) {
+		t.Fatalf("after the timeout resent %x, want 0-7", got)
+	}
+	// The duplicate of 0 draws the ACK of 0-3: nothing more goes in this round.
+	snd.OnAck(0, start.Add(4))
+	if got := drain(snd); len(got) != 0 {
+		t.Fatalf("resent %x twice in a round", got)
+	}
+	snd.OnTimeout(0, start.Add(4), sent)
+	if got := drain(snd); !samePSNs(got, all[4:]...) {
+		t.Fatalf("after a second timeout resent %x, want 4-7", got)
 	}
 }
 
