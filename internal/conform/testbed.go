@@ -120,6 +120,9 @@ type TestbedRunner struct {
 	seq        int
 }
 
+// recvSettle is how long the runner waits after posting a receive.
+const recvSettle = 20 * time.Millisecond
+
 // runLimitWall bounds a workload on real wires.
 const runLimitWall = 5 * time.Second
 
@@ -420,6 +423,10 @@ func (t *TestbedRunner) workload(sockA, sockB string, c Case) (*Observation, err
 		if err := b.qp.PostRecv(rw); err != nil {
 			return nil, err
 		}
+		// The daemon takes the receive from the shared ring in its
+		// own time; a SEND arriving before it would meet no receive
+		// (RNR), which the fabric's synchronous post never sees.
+		time.Sleep(recvSettle)
 	}
 	op := map[Op]verbs.WROpcode{OpWrite: verbs.WRRDMAWrite, OpRead: verbs.WRRDMARead, OpSend: verbs.WRSend}[w.Op]
 	wr := verbs.SendWR{WRID: 0, Opcode: op, Flags: verbs.SendSignaled, NumSGE: 1, RemoteAddr: b.mr.Addr, RKey: b.mr.RKey}
