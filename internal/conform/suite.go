@@ -668,16 +668,29 @@ func (j *judgement) lastLost(row Row, read bool) {
 		// packets in flight, RTO_high otherwise; a timeout resends the
 		// first unacknowledged packet, and a lost tail costs one
 		// timeout per packet.
-		doc := docIRNSend + ", Timeouts and irn.timeout_all: a lost tail is recovered one packet per timeout, so one lost last packet costs one timeout and only it is resent"
-		if read {
-			doc = docIRNRead + ": a missing response is asked for again at the timeout, exactly that packet"
+		detail := func() (string, []any) {
+			return "local_ack_timeout %d, recovered %s after the loss, resent %s (penalty %s), RTO_low %s, RTO_high %s", []any{c.LocalAckTimeout,
+				usp(row.RecoveryLatency), rangesString(row.Resent), pstr(row.Penalty), us(class.params.RTOLow), us(class.params.RTOHigh)}
 		}
-		if class.name == recovery.MELO {
-			doc = docMELO + ", Sender: a timeout restarts the round (MELO: all packets starting from the front of the bitmap are retransmitted), so one timeout recovers the lost last packet"
+		f, args := detail()
+		switch {
+		case read:
+			j.add("one-timeout", docIRNRead+": a missing response is asked for again at the timeout, exactly that packet",
+				c.LocalAckTimeout == 1 && rangesString(row.Resent) == rangesString([]PSNRange{{p, p}}), f, args...)
+		case class.name == recovery.MELO:
+			// MELO §3.2.3: the timeout resends every packet from the
+			// front of the bitmap that it does not show held; with no
+			// ACK before the lost last packet, the whole message.
+			j.add("one-timeout", docMELO+", Sender: a timeout resends every unacknowledged packet from the front of the bitmap (MELO §3.2.3), so one timeout recovers the lost last packet, with the packets before it that no ACK covered",
+				c.LocalAckTimeout == 1 && rangesString(row.Resent) == rangesString([]PSNRange{{isn, p}}), f, args...)
+		default:
+			// IRN §3.1 with softnic's coalesced ACKs: the first timeout
+			// resends the cumulative acknowledgement's packet, whose
+			// duplicate draws the ACK of all before the lost one; the
+			// second (RTO_low) resends the lost one.
+			j.add("two-timeouts", docIRNSend+", A lost last packet takes two timeouts: the first resends the cumulative acknowledgement's packet (IRN §3.1), whose duplicate is ACKed, the second the lost one",
+				c.LocalAckTimeout == 2 && rangesString(row.Resent) == rangesString([]PSNRange{{isn, isn}, {p, p}}), f, args...)
 		}
-		j.add("one-timeout", doc, c.LocalAckTimeout == 1 && rangesString(row.Resent) == rangesString([]PSNRange{{p, p}}),
-			"local_ack_timeout %d, recovered %s after the loss, resent %s (penalty %s), RTO_low %s, RTO_high %s", c.LocalAckTimeout,
-			usp(row.RecoveryLatency), rangesString(row.Resent), pstr(row.Penalty), us(class.params.RTOLow), us(class.params.RTOHigh))
 	}
 }
 
@@ -739,6 +752,10 @@ func (j *judgement) ackLost() {
 		j.add("timeout-go-back", docFaSR+", Sender: a timeout with lost-cnt 0 goes back to UNACK; the duplicates are ACKed",
 			c.LocalAckTimeout == 1 && c.Retransmits == suitePackets && row.Followed == "ACK",
 			"local_ack_timeout %d, resent %d packets, next ACK after %s", c.LocalAckTimeout, c.Retransmits, usp(row.RecoveryLatency))
+	case class.name == recovery.MELO:
+		j.add("one-timeout", docMELO+", Sender: a timeout resends every unacknowledged packet from the front of the bitmap (MELO §3.2.3); with the last ACK lost that is the whole message, whose duplicates the responder ACKs",
+			c.LocalAckTimeout == 1 && c.Retransmits == suitePackets && row.Followed == "ACK",
+			"local_ack_timeout %d, resent %d packets, retx %s, next ACK after %s", c.LocalAckTimeout, c.Retransmits, usp(row.RetxLatency), usp(row.RecoveryLatency))
 	default:
 		j.add("one-timeout", docIRNSend+", Timeouts and Loss rule: the timer resends the cumulative acknowledgement's packet, whose duplicate the responder ACKs",
 			c.LocalAckTimeout == 1 && c.Retransmits == 1 && row.Followed == "ACK",
@@ -851,7 +868,17 @@ func (j *judgement) retxLost() {
 		case recovery.MELO, recovery.FaSR:
 			d = docLostRtx + ": the rule needs a packet sent after the retransmission to be acknowledged; with none, the timer finds it"
 		}
-		j.add("timer-finds-it", d+", and resends it alone", c.LocalAckTimeout == 1 && second.Timeout && rangesString(second.Resent) == rangesString([]PSNRange{{second.PSN, second.PSN}}),
+		alone := rangesString(second.Resent) == rangesString([]PSNRange{{second.PSN, second.PSN}})
+		if class.name == recovery.MELO {
+			// MELO §3.2.3: from the front of the bitmap (the lost
+			// packet, the cumulative acknowledgement) every packet the
+			// bitmap does not show held.
+			d += ", and resends from the front of the bitmap (the lost packet) what it does not show held (docs/recovery.md, melo, Sender)"
+			alone = len(second.Resent) > 0 && second.Resent[0].First == second.PSN
+		} else {
+			d += ", and resends it alone"
+		}
+		j.add("timer-finds-it", d, c.LocalAckTimeout == 1 && second.Timeout && alone,
 			"local_ack_timeout %d, retx %s after the second loss, resent %s", c.LocalAckTimeout, usp(second.RetxLatency), rangesString(second.Resent))
 	}
 }
