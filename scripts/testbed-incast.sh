@@ -207,7 +207,7 @@ for mode in $modes; do
 	done
 done
 say "the embedded switch at ${rate} Mbit/s"
-"$work/softnic-sweep" incast -hosts "$hosts" -measure 200ms -warmup 50ms -rate-mbps "$rate" -schemes "${schemes// /,}" -modes "${modes// /,}" \
+"$work/softnic-sweep" incast -hosts "$hosts" -measure 10s -warmup 2s -rate-mbps "$rate" -schemes "${schemes// /,}" -modes "${modes// /,}" \
 	$(printf -- '-cc-param %s ' "${dcqcn[@]}") -csv - | tail -n +2 >"$work/embedded.csv.tmp"
 grep '^embedded,' "$work/embedded.csv.tmp" >>"$csv"
 grep -v '^embedded,' "$work/embedded.csv.tmp" >&2 || true
