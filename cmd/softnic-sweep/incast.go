@@ -27,7 +27,7 @@ func incastCmd(args []string, stdout io.Writer) error {
 	schemes := fs.String("schemes", "gbn,irn,fasr", "recovery schemes")
 	ccs := fs.String("modes", "dcqcn+pfc,none", "modes: dcqcn+pfc (DCQCN, ECN marking and PFC on) and none (all three off); also timely+pfc, dcqcn, none+pfc")
 	size := fs.Int("s", 65536, "write_bw message size, bytes")
-	depth := fs.Int("t", 16, "write_bw WRITEs outstanding per sender")
+	depth := fs.Int("t", 128, "write_bw WRITEs outstanding per sender (perftest's default, as the testbed's softnic-bench)")
 	warm := fs.Duration("warmup", 20*time.Millisecond, "simulated time before goodput is counted")
 	measure := fs.Duration("measure", 100*time.Millisecond, "simulated time goodput is counted over")
 	seed := fs.Uint64("seed", 1, "seed of the switch's marking draws")
