@@ -115,16 +115,7 @@ daemons_alive() {
 # stop_daemons: SIGTERM, then SIGKILL after 5 s; waits, so that the next
 # pair can attach XDP to the same interfaces.
 stop_daemons() {
-	local p
-	for p in "${daemon_pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-	for p in "${daemon_pids[@]}"; do
-		for _ in $(seq 100); do
-			kill -0 "$p" 2>/dev/null || break
-			sleep 0.05
-		done
-		kill -KILL "$p" 2>/dev/null || true
-		wait "$p" 2>/dev/null || true
-	done
+	stop_pids "${daemon_pids[@]}"
 	daemon_pids=()
 }
 

@@ -66,16 +66,7 @@ fi
 work=$(mktemp -d /tmp/softnic-incast.XXXXXX)
 pids=()
 stop_all() {
-	local p
-	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-	for p in "${pids[@]}"; do
-		for _ in $(seq 100); do
-			kill -0 "$p" 2>/dev/null || break
-			sleep 0.05
-		done
-		kill -KILL "$p" 2>/dev/null || true
-		wait "$p" 2>/dev/null || true
-	done
+	stop_pids "${pids[@]}"
 	pids=()
 }
 cleanup() {

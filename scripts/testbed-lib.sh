@@ -1,7 +1,8 @@
 # shellcheck shell=bash
-# testbed-lib.sh: what every script on the two-host testbed checks before
-# it starts. Sourced, not run, and without side effects: lib.sh and
-# sweep-lib.sh source it, demo.sh before lib.sh.
+# testbed-lib.sh: what every script on the namespace testbed checks before
+# it starts, and how it stops what it started. Sourced, not run, and
+# without side effects: lib.sh and sweep-lib.sh source it, demo.sh before
+# lib.sh, testbed-incast.sh and switch-cost.sh on their own.
 #
 # no_testbed [PCT...]: prints why the testbed cannot run here (nothing
 # when it can), naming the Debian package to install: root, iproute2's
@@ -69,4 +70,19 @@ testbed_hosts() {
 		return 2
 	fi
 	echo $((10#$n))
+}
+
+# stop_pids PID...: SIGTERM, then SIGKILL after 5 s; waits for each, so
+# that the next daemons can attach XDP to the same interfaces.
+stop_pids() {
+	local p
+	for p in "$@"; do kill -TERM "$p" 2>/dev/null || true; done
+	for p in "$@"; do
+		for _ in $(seq 100); do
+			kill -0 "$p" 2>/dev/null || break
+			sleep 0.05
+		done
+		kill -KILL "$p" 2>/dev/null || true
+		wait "$p" 2>/dev/null || true
+	done
 }

@@ -256,29 +256,38 @@ func runCmd(args []string) error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: o.level}))
-	// One P: the NIC is one poll-mode goroutine and the control plane is
-	// light; a second P keeps a runtime thread spinning for work, which
-	// on a host with few cores takes a core from the application or the
-	// peer (write_lat 8 B on the testbed: t_typical 16-20 µs with two Ps
-	// in daemon and bench, 14-16 µs with one). The poll loop lets the
-	// control plane's goroutines run between polls (Engine.Run). A
-	// GOMAXPROCS in the environment wins.
-	if os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(1)
-	}
+	oneP()
 	d, err := start(o, log)
 	if err != nil {
 		return err
 	}
+	untilSignal(d.run)
+	return d.shutdown()
+}
+
+// oneP runs the process on one P unless GOMAXPROCS is in the environment:
+// the NIC (or switch) is one poll-mode goroutine and the control plane is
+// light; a second P keeps a runtime thread spinning for work, which on a
+// host with few cores takes a core from the application or the peer
+// (write_lat 8 B on the testbed: t_typical 16-20 µs with two Ps in daemon
+// and bench, 14-16 µs with one). The poll loop lets the control plane's
+// goroutines run between polls (Engine.Run).
+func oneP() {
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(1)
+	}
+}
+
+// untilSignal runs run until SIGINT or SIGTERM cancels its context; a
+// second signal then gets the default action, so that a stuck shutdown
+// can still be interrupted.
+func untilSignal(run func(context.Context)) {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	go func() {
 		<-ctx.Done()
-		// A second signal now gets the default action: a stuck
-		// shutdown can still be interrupted.
 		stop()
 	}()
-	d.run(ctx)
-	return d.shutdown()
+	run(ctx)
 }
 
 // controlPlane serves local processes on the control socket and moves

@@ -10,11 +10,9 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"os/signal"
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/softnic/softnic/bpf"
@@ -323,20 +321,12 @@ func switchCmd(args []string) error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: o.level}))
-	// One P, as the daemon: the poll loop and a light control plane.
-	if os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(1)
-	}
+	oneP() // as the daemon: the poll loop and a light control plane
 	d, err := startSwitch(o, log)
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	go func() {
-		<-ctx.Done()
-		stop() // a second signal gets the default action
-	}()
-	d.run(ctx)
+	untilSignal(d.run)
 	return d.shutdown()
 }
 
