@@ -427,7 +427,9 @@ func (rc *rcTransport) onRetryTimeout(now time.Duration) {
 	e.cnt.LocalAckTimeout++
 	rc.timeoutReason()
 	rc.rttTimedOut()
-	if !rc.countRetry() {
+	if !rc.spendsRetry(now) {
+		e.cnt.CompleterRetry++ // a retransmission round all the same
+	} else if !rc.countRetry() {
 		return
 	}
 	q.impliedAt = 0
@@ -436,6 +438,26 @@ func (rc *rcTransport) onRetryTimeout(now time.Duration) {
 		rc.startRound()
 	}
 	e.schedule(q)
+}
+
+// spendsRetry reports whether the retransmission timer that fired at now
+// spends one of retry_cnt. IBA §9.7.6.1.3 counts a retry each time the
+// transport timer, the negotiated local ACK timeout, expires without
+// progress. In fixed mode every timeout counts, as it always has. An
+// adaptive timeout shorter than the ACK timeout is softnic's own (IRN
+// §3.1's RTO_low and RTO_high, scaled to the path): it resends, but
+// spends a retry only once the timer has run the ACK timeout, which
+// Karn's backoff reaches after a few timeouts without a sample
+// (karnBackoff). So the adaptive timer never fails a QP that the
+// negotiated one would keep: behind a 12 ms queue a 320 µs RTO, backed
+// off to 16x at most, had spent all seven retries in 41 ms.
+func (rc *rcTransport) spendsRetry(now time.Duration) bool {
+	e, q := rc.e, rc.q
+	if e.cfg.RTO != RTOAdaptive {
+		return true
+	}
+	base, ok := ackTimeout(q.timeoutCode)
+	return !ok || now-q.retryStart >= base
 }
 
 // countRetry spends one retry or, when none are left, fails the oldest

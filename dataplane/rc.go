@@ -538,6 +538,9 @@ func (rc *rcTransport) armRetry() {
 		shift = max(shift, q.retryCnt-q.retryLeft)
 	}
 	rto <<= min(shift, maxRTOBackoffShift)
+	if e.cfg.RTO == RTOAdaptive {
+		rto = karnBackoff(rto, base, q.rttBackoff)
+	}
 	at := q.retryStart + rto
 	if !rc.timers.retry.Armed() || rc.timers.retry.Deadline() != at {
 		e.wheel.Schedule(&rc.timers.retry, at)
@@ -728,9 +731,26 @@ func (rc *rcTransport) rttAcked() {
 // every timed packet would time out, be resent and lose its sample.
 func (rc *rcTransport) rttTimedOut() {
 	e, q := rc.e, rc.q
-	if e.cfg.RTO == RTOAdaptive && q.rttBackoff < maxRTOBackoffShift {
+	if e.cfg.RTO == RTOAdaptive && q.rttBackoff < maxKarnShift {
 		q.rttBackoff++
 	}
+}
+
+// karnBackoff goes on doubling an adaptive timeout past the 16x of
+// maxRTOBackoffShift, one doubling per timeout since the last sample
+// (shift), while it is below the negotiated local ACK timeout base, and
+// never past base: rto comes backed off by up to 16x already. RFC 6298
+// §5.5 bounds the doubling only by its maximum RTO (§2.5, at least 60 s);
+// an RNIC's is the ACK timeout the two ends agreed (IBA §9.7.6.1.3).
+// Stopped at 16x, a QP behind a queue longer than 16 of its timeouts
+// timed out before every acknowledgement, never took a sample (Karn) and
+// resent its window every timeout, and each timeout spent a retry. A
+// timeout already at base or above (go-back-N's) keeps the 16x cap.
+func karnBackoff(rto, base time.Duration, shift uint8) time.Duration {
+	for i := uint8(maxRTOBackoffShift); i < shift && rto < base; i++ {
+		rto = min(2*rto, base)
+	}
+	return rto
 }
 
 // noteRTO keeps the engine's smallest and largest retransmission timeout
@@ -744,6 +764,12 @@ func (rc *rcTransport) noteRTO(rto time.Duration) {
 	e.cnt.RTOMaxNs = max(e.cnt.RTOMaxNs, v)
 }
 
-// maxRTOBackoffShift caps Config.RTOBackoff, and Karn's backoff of an
-// adaptive RTO, at 16 times the timeout.
+// maxRTOBackoffShift caps Config.RTOBackoff at 16 times the timeout, and
+// Karn's backoff of an adaptive RTO there too unless it is still below
+// the ACK timeout (karnBackoff).
 const maxRTOBackoffShift = 4
+
+// maxKarnShift bounds Karn's count of timeouts since the last sample (5
+// bits of the context's flag-and-backoff byte): 31 doublings take G, the
+// least adaptive timeout, past the longest ACK timeout, 4.096 µs·2^31.
+const maxKarnShift = 31

@@ -286,3 +286,83 @@ func TestRetryTimerWaitsForReadResponses(t *testing.T) {
 		})
 	}
 }
+
+// TestRTTQueueOutlastsBackoff: a path whose delay jumps far above the
+// adaptive timeout, data delayed and never lost. An RNIC with the
+// negotiated local ACK timeout (14: 67 ms) keeps such a QP, so softnic's
+// adaptive timer must too: Karn's backoff goes on doubling up to the ACK
+// timeout (karnBackoff), and only timeouts that waited the ACK timeout
+// spend retry_cnt (spendsRetry). With the backoff stopped at 16x
+// (RTO_high 264 µs: 4.2 ms), eight timeouts in 21 ms spent every retry
+// and the QP failed RETRY_EXC_ERR behind a 50 ms round trip; with only
+// the backoff raised, behind a 200 ms one (longer than the ACK timeout,
+// as a negotiated timer would retry twice and go on).
+func TestRTTQueueOutlastsBackoff(t *testing.T) {
+	for _, scheme := range []string{recovery.IRN, recovery.MELO, recovery.FaSR} {
+		for _, oneWay := range []time.Duration{25 * time.Millisecond, 100 * time.Millisecond} {
+			t.Run(scheme+"/"+(2*oneWay).String(), func(t *testing.T) { rttQueueOutlastsBackoff(t, scheme, oneWay) })
+		}
+	}
+}
+
+func rttQueueOutlastsBackoff(t *testing.T, scheme string, oneWay time.Duration) {
+	base, _ := ackTimeout(14)
+	p := newRTTPair(t, scheme, RTOAdaptive, 10*time.Microsecond, 14)
+	for i := range uint64(10) {
+		p.checkWrite(i+1, 32<<10, false) // RTO_high while they are out
+	}
+	p.sim.Fabric.SetLink(fabric.AtoB, delayLink(oneWay))
+	p.sim.Fabric.SetLink(fabric.BtoA, delayLink(oneWay))
+	before := p.sim.A.Counters()
+	for i := range uint64(6) {
+		p.checkWrite(100+i, 100+int(i%2)*(32<<10-100), false) // fails the test on RETRY_EXC_ERR
+	}
+	a := p.sim.A.Counters()
+	r := p.sim.A.QPRTT(p.qa)
+	t.Logf("%d timeouts, %d samples, %d skipped by Karn; %+v", a.LocalAckTimeout-before.LocalAckTimeout, a.RTTSamples-before.RTTSamples, a.RTTKarnSkipped-before.RTTKarnSkipped, r)
+	if a.LocalAckTimeout == before.LocalAckTimeout || a.RetryExceededErr != 0 {
+		t.Fatalf("%d timeouts, retry_exceeded_err %d: want some, and none", a.LocalAckTimeout-before.LocalAckTimeout, a.RetryExceededErr)
+	}
+	if rtt := 2 * oneWay; rtt < base {
+		// Below the ACK timeout the backoff outgrew the round trip, so
+		// packets sent once were acknowledged and measured: the estimate
+		// follows the path and times out no more. (Above it every timeout
+		// is the ACK timeout, as an RNIC's, and Karn's rule takes no
+		// sample.)
+		if a.RTTSamples == before.RTTSamples || r.SRTT < rtt/4 {
+			t.Fatalf("SRTT %v after the jump to %v, want it following", r.SRTT, rtt)
+		}
+		conv := p.sim.A.Counters()
+		p.checkWrite(200, 32<<10, false)
+		if n := p.sim.A.Counters().LocalAckTimeout - conv.LocalAckTimeout; n != 0 {
+			t.Fatalf("%d timeouts after convergence", n)
+		}
+	}
+}
+
+// TestRTTDeadPathStillFails: an adaptive timeout below the ACK timeout
+// spends no retry, but Karn's backoff takes it to the ACK timeout, so a
+// dead path still fails the QP: after the ramp, retry_cnt+1 timeouts of
+// the negotiated ACK timeout, as an RNIC's (IBA §9.7.6.1.3), and no
+// sooner. Before, irn gave up after 6.6 ms. (go-back-N's adaptive timeout
+// is never below the ACK timeout: every timeout spends a retry, as before.)
+func TestRTTDeadPathStillFails(t *testing.T) {
+	for _, scheme := range []string{recovery.IRN, recovery.FaSR} {
+		t.Run(scheme, func(t *testing.T) {
+			base, _ := ackTimeout(14)
+			p := newRTTPair(t, scheme, RTOAdaptive, 10*time.Microsecond, 14)
+			for i := range uint64(10) {
+				p.checkWrite(i+1, 100, false)
+			}
+			p.sim.Fabric.SetLink(fabric.AtoB, fabric.LinkConfig{Delay: 10 * time.Microsecond, Loss: 1})
+			start := p.sim.Now()
+			p.postSend(sendWR(50, qp.WRRDMAWrite, sge(p.mrA, 0, 100)))
+			wantWC(t, p.waitWCs(p.sim.A, p.cqA, 1, 10*time.Second)[0], 50, qp.WCRetryExcErr, qp.WCRDMAWrite)
+			// The ramp below the ACK timeout doubles from RTO_high's
+			// 264 µs: together about one or two ACK timeouts more.
+			if took := p.sim.Now() - start; took < 8*base || took > 10*base {
+				t.Fatalf("gave up after %v, want 8 ACK timeouts of %v and the ramp to them", took, base)
+			}
+		})
+	}
+}
