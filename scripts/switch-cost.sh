@@ -52,7 +52,9 @@ run() {
 	ip netns exec "$P-a" timeout $((secs + 20)) "$work/softnic-bench" raw --iface a-sw --dst-mac "$mac" \
 		--src-ip 198.18.0.1 --dst-ip 198.18.1.1 -D "$secs" 198.18.1.1 >"$work/cli.out" 2>&1
 	wait "$srv" || true
-	awk '$1 == "received" { print $4; exit }' "$work/srv.out"
+	# The summary row (received, frames, seconds, frames/s, Mpps, Gb/s), not
+	# the per-second lines before it.
+	awk '$1 == "received" && NF == 6 { v = $4 } END { print v }' "$work/srv.out"
 }
 
 echo "pair,forwarder,frames_per_s"
