@@ -290,6 +290,23 @@ func untilSignal(run func(context.Context)) {
 	run(ctx)
 }
 
+// teardown runs the steps of a shutdown: each runs whatever the others
+// did, a step's panic is an error like any other, and err joins them all.
+type teardown struct{ errs []error }
+
+func (t *teardown) step(what string, f func() error) {
+	defer func() {
+		if r := recover(); r != nil {
+			t.errs = append(t.errs, fmt.Errorf("%s: panic: %v", what, r))
+		}
+	}()
+	if err := f(); err != nil {
+		t.errs = append(t.errs, fmt.Errorf("%s: %w", what, err))
+	}
+}
+
+func (t *teardown) err() error { return errors.Join(t.errs...) }
+
 // controlPlane serves local processes on the control socket and moves
 // their work into the engine from the poll loop: the verbs server
 // (package verbs/verbsd), which also answers `softnic stats`.
@@ -515,17 +532,8 @@ func idlePolls(busyPoll time.Duration) int {
 // by panicking, does not keep the later ones (the XDP program's detachment
 // above all) from running.
 func (d *daemon) shutdown() error {
-	var errs []error
-	step := func(what string, f func() error) {
-		defer func() {
-			if r := recover(); r != nil {
-				errs = append(errs, fmt.Errorf("%s: panic: %v", what, r))
-			}
-		}()
-		if err := f(); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", what, err))
-		}
-	}
+	var t teardown
+	step := t.step
 	if d.cp != nil {
 		step("control socket", d.cp.Close)
 	}
@@ -554,7 +562,7 @@ func (d *daemon) shutdown() error {
 		step("XDP program", d.steer.Close)
 	}
 	*d = daemon{opts: d.opts, log: d.log}
-	return errors.Join(errs...)
+	return t.err()
 }
 
 // logCounters logs the counters that are not zero, once, at exit.

@@ -543,17 +543,8 @@ func (d *switchd) counters() []counter {
 // shutdown undoes startSwitch in reverse; each step runs whatever the
 // others did, the XDP detachment above all.
 func (d *switchd) shutdown() error {
-	var errs []error
-	step := func(what string, f func() error) {
-		defer func() {
-			if r := recover(); r != nil {
-				errs = append(errs, fmt.Errorf("%s: panic: %v", what, r))
-			}
-		}()
-		if err := f(); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", what, err))
-		}
-	}
+	var t teardown
+	step := t.step
 	if d.cp != nil {
 		step("control socket", d.cp.Close)
 	}
@@ -596,7 +587,7 @@ func (d *switchd) shutdown() error {
 		}
 	}
 	*d = switchd{opts: d.opts, log: d.log}
-	return errors.Join(errs...)
+	return t.err()
 }
 
 // writeTrace writes set's trace and events to path in the trace file
