@@ -147,8 +147,5 @@ func classify(frame []byte) (Summary, bth.Frame, bool) {
 	return s, f, true
 }
 
-// The IP ECN field (RFC 3168 §5).
-const (
-	ecnMask = 0b11
-	ecnCE   = 0b11
-)
+// ecnMask is the IP ECN field in the traffic class (RFC 3168 §5).
+const ecnMask = 0b11

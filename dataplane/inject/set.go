@@ -1,12 +1,12 @@
 package inject
 
 import (
-	"encoding/binary"
 	"fmt"
 	"slices"
 	"time"
 
 	"github.com/softnic/softnic/bth"
+	"github.com/softnic/softnic/dataplane/netsw"
 )
 
 // DefaultTraceCap is a Set's trace capacity with TraceCap 0: 262,144
@@ -130,7 +130,7 @@ func (s *Set) Decide(now time.Duration, inPort int, frame []byte) Decision {
 	if d.Rule >= 0 {
 		switch d.Action {
 		case ActMark:
-			forceCE(f.Buf, f.L3Off, f.IPv6)
+			netsw.SetCE(f.Buf)
 		case ActCorrupt:
 			corrupt(&f.Pkt)
 		}
@@ -171,30 +171,10 @@ func (st *ruleState) hit(r *Rule, psn uint32) bool {
 // incrementally (RFC 1624 eqn. 3). It reports false, leaving the frame
 // alone, if the frame is not RoCEv2.
 func ForceCE(frame []byte) bool {
-	f, err := bth.ParseFrame(frame)
-	if err != nil {
+	if _, err := bth.ParseFrame(frame); err != nil {
 		return false
 	}
-	forceCE(f.Buf, f.L3Off, f.IPv6)
-	return true
-}
-
-func forceCE(frame []byte, l3 int, ipv6 bool) {
-	if ipv6 {
-		// Traffic class: the low nibble of byte 0, the high one of byte 1;
-		// ECN is its low two bits. IPv6 has no header checksum.
-		frame[l3+1] |= ecnCE << 4
-		return
-	}
-	old := binary.BigEndian.Uint16(frame[l3:])
-	frame[l3+1] |= ecnCE
-	updated := binary.BigEndian.Uint16(frame[l3:])
-	hc := binary.BigEndian.Uint16(frame[l3+10:])
-	// HC' = ~(~HC + ~m + m'), in one's complement arithmetic.
-	sum := uint32(^hc) + uint32(^old) + uint32(updated)
-	sum = sum>>16 + sum&0xffff
-	sum = sum>>16 + sum&0xffff
-	binary.BigEndian.PutUint16(frame[l3+10:], ^uint16(sum))
+	return netsw.SetCE(frame)
 }
 
 // corrupt flips one byte the ICRC covers, so the receiver drops the packet

@@ -118,26 +118,50 @@ func MarkCE(frame []byte) bool {
 	if !ok {
 		return false
 	}
-	if v6 {
-		e := frame[off+1] >> 4 & 0b11
-		if e != ECNECT0 && e != ECNECT1 {
-			return false
-		}
-		frame[off+1] |= ECNCE << 4
-		return true
-	}
 	e := frame[off+1] & 0b11
+	if v6 {
+		e = frame[off+1] >> 4 & 0b11
+	}
 	if e != ECNECT0 && e != ECNECT1 {
 		return false
 	}
+	setCE(frame, off, v6)
+	return true
+}
+
+// SetCE sets an IP frame's ECN field to CE whatever it was, as MarkCE does
+// for an ECN-capable one (an experimenter's injected mark, package
+// inject), and reports false, leaving the frame alone, if it is not IP.
+func SetCE(frame []byte) bool {
+	off, v6, ok := ipOffset(frame)
+	if ok {
+		setCE(frame, off, v6)
+	}
+	return ok
+}
+
+// setCE sets the ECN field of the IP header at off to CE, fixing the
+// IPv4 header checksum.
+func setCE(frame []byte, off int, v6 bool) {
+	if v6 {
+		// Traffic class: the low nibble of byte 0, the high one of
+		// byte 1; ECN is its low two bits.
+		frame[off+1] |= ECNCE << 4
+		return
+	}
 	old := binary.BigEndian.Uint16(frame[off:])
 	frame[off+1] |= ECNCE
-	updated := binary.BigEndian.Uint16(frame[off:])
 	hc := binary.BigEndian.Uint16(frame[off+10:])
-	// HC' = ~(~HC + ~m + m'), in one's complement arithmetic.
-	sum := uint32(^hc) + uint32(^old) + uint32(updated)
-	sum = sum>>16 + sum&0xffff
-	sum = sum>>16 + sum&0xffff
-	binary.BigEndian.PutUint16(frame[off+10:], ^uint16(sum))
-	return true
+	binary.BigEndian.PutUint16(frame[off+10:], ChecksumUpdate(hc, old, binary.BigEndian.Uint16(frame[off:])))
+}
+
+// ChecksumUpdate is the Internet checksum sum after one 16-bit word of
+// the data it covers changed from old to new: RFC 1624 eqn. 3,
+// HC' = ~(~HC + ~m + m'), which unlike eqn. 2 never yields 0x0000 for a
+// header whose sum is not all zeros.
+func ChecksumUpdate(sum, old, new uint16) uint16 {
+	x := uint32(^sum) + uint32(^old) + uint32(new)
+	x = x&0xffff + x>>16
+	x = x&0xffff + x>>16
+	return ^uint16(x)
 }

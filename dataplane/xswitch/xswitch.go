@@ -468,7 +468,7 @@ func (s *Switch) forward(in int, f []byte) (int, bool) {
 		old := binary.BigEndian.Uint16(f[ttlOff:])
 		f[ttlOff]--
 		sum := binary.BigEndian.Uint16(f[ipv4Checksum:])
-		binary.BigEndian.PutUint16(f[ipv4Checksum:], ChecksumUpdate(sum, old, binary.BigEndian.Uint16(f[ttlOff:])))
+		binary.BigEndian.PutUint16(f[ipv4Checksum:], netsw.ChecksumUpdate(sum, old, binary.BigEndian.Uint16(f[ttlOff:])))
 	}
 	return r.Port, true
 }
@@ -481,17 +481,6 @@ func (s *Switch) lookup(dst netip.Addr) *Route {
 		}
 	}
 	return nil
-}
-
-// ChecksumUpdate is the Internet checksum sum after one 16-bit word of
-// the data it covers changed from old to new: RFC 1624 eqn. 3,
-// HC' = ~(~HC + ~m + m'), which unlike eqn. 2 never yields 0x0000 for a
-// header whose sum is not all zeros.
-func ChecksumUpdate(sum, old, new uint16) uint16 {
-	x := uint32(^sum) + uint32(^old) + uint32(new)
-	x = x&0xffff + x>>16
-	x = x&0xffff + x>>16
-	return ^uint16(x)
 }
 
 // enqueue offers frame h to out's queue; a drop frees it.

@@ -299,7 +299,7 @@ func TestChecksumUpdate(t *testing.T) {
 			ip := f[14:34]
 			old := binary.BigEndian.Uint16(ip[8:])
 			ip[8]--
-			sum := ChecksumUpdate(binary.BigEndian.Uint16(ip[10:]), old, binary.BigEndian.Uint16(ip[8:]))
+			sum := netsw.ChecksumUpdate(binary.BigEndian.Uint16(ip[10:]), old, binary.BigEndian.Uint16(ip[8:]))
 			binary.BigEndian.PutUint16(ip[10:], 0)
 			var full uint32
 			for i := 0; i < 20; i += 2 {
