@@ -387,18 +387,16 @@ type NetworkTotals struct {
 // Totals returns the switches' counters summed.
 func (n *Network) Totals() NetworkTotals {
 	var t NetworkTotals
+	var sum netsw.PortStats
 	for _, s := range n.switches {
 		t.NoRoute += s.noRoute
 		for i := range s.ports {
 			st := s.q.Stats(i)
-			t.Enqueued += st.Enqueued
-			t.Dequeued += st.Dequeued
-			t.Dropped += st.Dropped
-			t.ECNMarked += st.ECNMarked
-			t.PausesSent += st.PausesSent
-			t.ResumesSent += st.ResumesSent
+			sum.Add(&st)
 		}
 	}
+	t.Enqueued, t.Dequeued, t.Dropped, t.ECNMarked = sum.Enqueued, sum.Dequeued, sum.Dropped, sum.ECNMarked
+	t.PausesSent, t.ResumesSent = sum.PausesSent, sum.ResumesSent
 	return t
 }
 

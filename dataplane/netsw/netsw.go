@@ -296,6 +296,30 @@ type PortStats struct {
 	IngressBytes                    int // bytes queued anywhere that came in here
 }
 
+// Add adds o's counters to s: the gauges summed as well (QueueBytes,
+// IngressBytes), but MaxQueueBytes the larger of the two, so that a sum
+// over ports has the largest port's.
+func (s *PortStats) Add(o *PortStats) {
+	s.Enqueued += o.Enqueued
+	s.EnqueuedBytes += o.EnqueuedBytes
+	s.Dequeued += o.Dequeued
+	s.DequeuedBytes += o.DequeuedBytes
+	s.Dropped += o.Dropped
+	s.DroppedBytes += o.DroppedBytes
+	for r := range s.DroppedBy {
+		s.DroppedBy[r] += o.DroppedBy[r]
+	}
+	s.ECNMarked += o.ECNMarked
+	s.NotECT += o.NotECT
+	s.PausesSent += o.PausesSent
+	s.ResumesSent += o.ResumesSent
+	s.PausesReceived += o.PausesReceived
+	s.ResumesReceived += o.ResumesReceived
+	s.QueueBytes += o.QueueBytes
+	s.MaxQueueBytes = max(s.MaxQueueBytes, o.MaxQueueBytes)
+	s.IngressBytes += o.IngressBytes
+}
+
 // Switch is the queueing state of one switch.
 type Switch struct {
 	ports    []port

@@ -82,25 +82,7 @@ func (t *PortCounters) add(p *PortCounters) {
 	for i, v := range p.values() {
 		*t.field(i) += v
 	}
-	q, pq := &t.Queue, &p.Queue
-	q.Enqueued += pq.Enqueued
-	q.EnqueuedBytes += pq.EnqueuedBytes
-	q.Dequeued += pq.Dequeued
-	q.DequeuedBytes += pq.DequeuedBytes
-	q.Dropped += pq.Dropped
-	q.DroppedBytes += pq.DroppedBytes
-	for r := range q.DroppedBy {
-		q.DroppedBy[r] += pq.DroppedBy[r]
-	}
-	q.ECNMarked += pq.ECNMarked
-	q.NotECT += pq.NotECT
-	q.PausesSent += pq.PausesSent
-	q.ResumesSent += pq.ResumesSent
-	q.PausesReceived += pq.PausesReceived
-	q.ResumesReceived += pq.ResumesReceived
-	q.QueueBytes += pq.QueueBytes
-	q.MaxQueueBytes = max(q.MaxQueueBytes, pq.MaxQueueBytes)
-	q.IngressBytes += pq.IngressBytes
+	t.Queue.Add(&p.Queue)
 	t.QueueP50Bytes = max(t.QueueP50Bytes, p.QueueP50Bytes)
 	t.QueueP99Bytes = max(t.QueueP99Bytes, p.QueueP99Bytes)
 }
