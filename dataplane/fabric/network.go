@@ -448,9 +448,7 @@ func (s *Switch) NoRoute() uint64 { return s.noRoute }
 func (s *Switch) Inject(set *inject.Set) { s.inject = set }
 
 // InjectCounts counts the actions a switch's rules took, by action.
-type InjectCounts struct {
-	Dropped, Marked, Corrupted, Delayed, Duplicated uint64
-}
+type InjectCounts = inject.Counts
 
 // Injected returns the counts of the actions s's rules took.
 func (s *Switch) Injected() InjectCounts { return s.injected }
@@ -783,17 +781,15 @@ func (n *Network) arrive(s *Switch, in int, f int32, t time.Duration) {
 		return
 	}
 	d := s.inject.Decide(t, in, n.bufs[f][:n.lens[f]])
+	s.injected.Count(d.Action)
 	switch d.Action {
 	case inject.ActDrop:
-		s.injected.Dropped++
 		n.drop(s, in, f, t)
 		return
 	case inject.ActDelay:
-		s.injected.Delayed++
 		n.push(event{at: satAdd(t, d.Delay), kind: evForward, frame: f, obj: int32(s.index), port: int32(in)})
 		return
 	case inject.ActDuplicate:
-		s.injected.Duplicated++
 		c := n.getFrame()
 		size := n.lens[f]
 		copy(n.bufs[c][:size], n.bufs[f][:size])
@@ -801,10 +797,6 @@ func (n *Network) arrive(s *Switch, in int, f int32, t time.Duration) {
 		n.forward(s, in, f, t)
 		n.forward(s, in, c, t)
 		return
-	case inject.ActMark:
-		s.injected.Marked++
-	case inject.ActCorrupt:
-		s.injected.Corrupted++
 	}
 	n.forward(s, in, f, t)
 }

@@ -46,6 +46,27 @@ const (
 	ActDuplicate        // the packet is forwarded twice, back to back
 )
 
+// Counts counts the actions a switch's rules took, by action.
+type Counts struct {
+	Dropped, Marked, Corrupted, Delayed, Duplicated uint64
+}
+
+// Count counts one action a rule took (ActNone counts nothing).
+func (c *Counts) Count(a Action) {
+	switch a {
+	case ActDrop:
+		c.Dropped++
+	case ActMark:
+		c.Marked++
+	case ActCorrupt:
+		c.Corrupted++
+	case ActDelay:
+		c.Delayed++
+	case ActDuplicate:
+		c.Duplicated++
+	}
+}
+
 // Event is one application of a rule, as the switch logs it.
 type Event struct {
 	At     time.Duration // the switch's clock when the packet arrived

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"iter"
 
+	"github.com/softnic/softnic/dataplane/inject"
 	"github.com/softnic/softnic/dataplane/netsw"
 )
 
@@ -21,7 +22,7 @@ type portCounters struct {
 	ttlExpired       uint64
 	tooBig           uint64 // longer than the egress port's largest frame (DF: no fragmenting)
 	// Event injection (ingress port).
-	injDropped, injMarked, injCorrupted, injDelayed, injDuplicated uint64
+	inj inject.Counts
 	// Egress.
 	pfcTxFrames uint64 // PFC frames sent (pauses, refreshes, resumes)
 	txRingFull  uint64 // a frame (or PFC frame) found the transmit ring full
@@ -66,8 +67,8 @@ func (s *Switch) Snapshot() Counters {
 			Malformed: pc.malformed, NotIP: pc.notIP, MACControlOther: pc.macControlOther,
 			PFCOtherPriority: pc.pfcOtherPriority,
 			NoRoute:          pc.noRoute, NoNeighbour: pc.noNeighbour, TTLExpired: pc.ttlExpired, TooBig: pc.tooBig,
-			InjectDropped: pc.injDropped, InjectMarked: pc.injMarked, InjectCorrupted: pc.injCorrupted,
-			InjectDelayed: pc.injDelayed, InjectDuplicated: pc.injDuplicated,
+			InjectDropped: pc.inj.Dropped, InjectMarked: pc.inj.Marked, InjectCorrupted: pc.inj.Corrupted,
+			InjectDelayed: pc.inj.Delayed, InjectDuplicated: pc.inj.Duplicated,
 			PFCTxFrames: pc.pfcTxFrames, TxRingFull: pc.txRingFull,
 			Queue:         s.q.Stats(i),
 			QueueP50Bytes: s.q.OccupancyQuantile(i, 0.5),

@@ -375,20 +375,14 @@ func (s *Switch) receive(now time.Duration, in int, f []byte) {
 	var hold time.Duration
 	if s.inj != nil {
 		d := s.inj.Decide(now, in, buf)
+		p.c.inj.Count(d.Action)
 		switch d.Action {
 		case inject.ActDrop:
-			p.c.injDropped++
 			s.putFrame(h)
 			return
-		case inject.ActMark:
-			p.c.injMarked++
-		case inject.ActCorrupt:
-			p.c.injCorrupted++
 		case inject.ActDelay:
-			p.c.injDelayed++
 			hold = max(d.Delay, 0)
 		case inject.ActDuplicate:
-			p.c.injDuplicated++
 			dup = true
 		}
 	}
