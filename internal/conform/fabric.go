@@ -80,28 +80,14 @@ type Workload struct {
 	Messages int
 }
 
-// Run is one workload under one rule file, and what came of it.
+// Run is one workload under one rule file, and what came of it: the
+// Observation the judge reads (the requester is host 0, the responder
+// host 1; the fabric knows its links and the timeouts' reasons).
 type Run struct {
 	Setup    Setup
 	Workload Workload
 	Rules    string
-	// Addresses of the requester (host 0) and the responder (host 1).
-	Requester, Responder netip.Addr
-	Trace                []inject.Record
-	Events               []inject.Event
-	Report               Report
-	// ISN is the requester's first PSN (the first request in the trace).
-	ISN uint32
-	// Statuses are the work completions of the requester's work requests
-	// (and for SEND the responder's receives after them), in the order
-	// they came; Completed says whether every one came.
-	Statuses  []qp.WCStatus
-	InOrder   bool // the requester's completions came in posting order
-	Completed bool
-	DataOK    bool // every destination byte is the source's
-	// Counters of the requester's NIC (host 0) and the responder's.
-	ReqCounters, RespCounters dataplane.Counters
-	Elapsed                   time.Duration // from the first post to the last completion
+	Observation
 }
 
 // runLimit bounds a run in simulated time.
@@ -145,7 +131,12 @@ func RunCase(setup Setup, w Workload, rules string) (*Run, error) {
 		return nil, err
 	}
 	s.Network.Switches()[0].Inject(set)
-	r := &Run{Setup: setup, Workload: w, Rules: rules, Requester: fabric.HostAddr(0), Responder: fabric.HostAddr(1)}
+	r := &Run{Setup: setup, Workload: w, Rules: rules, Observation: Observation{
+		Requester: fabric.HostAddr(0), Responder: fabric.HostAddr(1),
+		AckTimeout:     ackTimeout(setup.Timeout),
+		Wire:           &Wire{Requester: setup.Requester, Responder: setup.Responder},
+		ReasonsCounted: true,
+	}}
 	if err := r.run(s); err != nil {
 		return nil, err
 	}
@@ -261,6 +252,3 @@ func (r *Run) run(s *sim.Net) error {
 	r.ReqCounters, r.RespCounters = a.Counters(), b.Counters()
 	return nil
 }
-
-// Succeeded reports whether every work request completed with SUCCESS.
-func (r *Run) Succeeded() bool { return r.Observation().Succeeded() }

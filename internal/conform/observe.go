@@ -14,7 +14,7 @@ import (
 // Observation is what one run of a case leaves to judge, in a form both
 // worlds have: the switch's trace and events and their report, the
 // workload's completions and data check, and the two NICs' counters.
-// The embedded fabric fills it (Run.Observation), and so does the
+// The embedded fabric fills it (a Run's Observation), and so does the
 // testbed runner (testbed.go) from softnic switch's trace file and the
 // daemons' `softnic stats`.
 //
@@ -74,19 +74,6 @@ func (o *Observation) Succeeded() bool {
 		}
 	}
 	return true
-}
-
-// Observation is the run as the judge sees it.
-func (r *Run) Observation() *Observation {
-	return &Observation{
-		Requester: r.Requester, Responder: r.Responder,
-		Trace: r.Trace, Events: r.Events, Report: r.Report, ISN: r.ISN,
-		Statuses: r.Statuses, Completed: r.Completed, InOrder: r.InOrder, DataOK: r.DataOK, Elapsed: r.Elapsed,
-		ReqCounters: r.ReqCounters, RespCounters: r.RespCounters,
-		AckTimeout:     ackTimeout(r.Setup.Timeout),
-		Wire:           &Wire{Requester: r.Setup.Requester, Responder: r.Setup.Responder},
-		ReasonsCounted: true,
-	}
 }
 
 // Judge judges an observation of case c run with scheme: the same checks

@@ -193,7 +193,7 @@ func RunSuite(opt SuiteOptions) (*SuiteResult, error) {
 				return nil, fmt.Errorf("conform: %s, case %s: %w", name, c.Name, err)
 			}
 			cr := CaseResult{Case: c.Name, Doc: c.Doc, Rules: run.Rules, Report: run.Report, Run: run}
-			cr.Checks = judge(class, c, run.Observation())
+			cr.Checks = judge(class, c, &run.Observation)
 			for _, ch := range cr.Checks {
 				if ch.Pass {
 					sr.Passed++

@@ -89,7 +89,7 @@ func RunTestbedSuite(r *TestbedRunner, plan []TestbedPlan, seed uint64) (*Testbe
 		if err != nil {
 			return nil, fmt.Errorf("conform: fabric: %s, case %s: %w", p.Scheme, p.Case.Name, err)
 		}
-		fab := run.Observation()
+		fab := &run.Observation
 		tc := TestbedCase{Case: p.Case.Name, Reps: p.Reps}
 		for _, ch := range judge(class, p.Case, fab) {
 			pass := ch.Pass
