@@ -387,11 +387,16 @@ func (rc *rcTransport) duplicateStream(pkt *bth.Packet, psn qp.PSN) {
 		if reth.VA() != r.va+uint64(off) || reth.DMALen() != r.length-off || reth.RKey() != r.rkey {
 			return
 		}
-		r.start, r.next = psn, psn // re-read memory from psn (a duplicate READ is executed again)
-		if !r.queued {
-			rc.abandonAfter(psn)
-			rc.queueRead(i)
+		rc.abandonAfter(psn)
+		if r.queued {
+			// As rxe does: the stream queued or in progress ends first,
+			// then the duplicate is executed again from its PSN. One
+			// replay at most: later duplicates move it.
+			r.replay = psn + 1
+			return
 		}
+		r.start, r.next = psn, psn // re-read memory from psn (a duplicate READ is executed again)
+		rc.queueRead(i)
 		return
 	}
 }
@@ -629,7 +634,7 @@ func (rc *rcTransport) sendReadResponse(it *respItem) bool {
 	}
 	src, ok := e.mem.remoteSlice(q.pd, r.rkey, r.va+uint64(off), n, qp.AccessRemoteRead)
 	if !ok { // region deregistered while the response streams
-		r.queued = false
+		r.queued, r.replay = false, 0
 		q.respQ.Pop()
 		e.cnt.RespRemoteAccess++
 		rc.classC(r.next, bth.NakRemoteAccessError)
@@ -644,10 +649,16 @@ func (rc *rcTransport) sendReadResponse(it *respItem) bool {
 	}
 	copy(t.payload, src)
 	e.endTx(q, &t, 1)
-	if r.next == r.lastPSN {
+	switch {
+	case r.next == r.lastPSN && r.replay != 0:
+		// A duplicate came while this stream was queued: it is answered
+		// now, from the head of the queue, before any later stream.
+		r.start, r.next, r.replay = r.replay-1, r.replay-1, 0
+		e.cnt.RespReplayed++
+	case r.next == r.lastPSN:
 		r.queued = false
 		q.respQ.Pop()
-	} else {
+	default:
 		r.next = r.next.Next()
 	}
 	return true
