@@ -15,7 +15,7 @@ import (
 
 const conformUsage = `usage: softnic-sweep conform [-scheme NAME|all] [-case NAME] [-json FILE] [-seed N] [-report]
        softnic-sweep conform -trace FILE [-json FILE]
-       softnic-sweep conform -testbed [-scheme NAME|all] [-case NAME] [-reps N] [-reps-for SCHEMES:CASES=N]... [-timer-shift K] [-softnic BIN] [-json FILE]
+       softnic-sweep conform -testbed [-scheme NAME|all] [-case NAME] [-reps N] [-reps-for SCHEMES:CASES=N]... [-timer-shift K] [-softnic BIN] [-keep-failed DIR] [-json FILE]
 
 Runs the conformance suite on the embedded fabric: each case is one
 workload on one QP through a switch that drops, ECN-marks or corrupts
@@ -33,7 +33,8 @@ a trace, two softnic daemons with the fabric's timers times 2^K, the
 workload through package verbs; judged by the same checks (their
 real-wire forms where the fabric's compares a latency with the wire
 time), each case -reps times, beside the fabric's verdict and latencies
-(docs/conform.md).
+(docs/conform.md). -keep-failed DIR keeps each failing run's trace and
+counters, to read why.
 
 Cases: `
 
@@ -60,6 +61,7 @@ func conformCmd(args []string) error {
 	fs.Var(&more, "reps-for", "with -testbed: SCHEMES:CASES=N runs for those (comma lists or all; repeatable, the last that matches wins)")
 	shift := fs.Uint("timer-shift", 5, "with -testbed: the fabric's timers (ACK timeout, RTO_low, RTO_high, NAK interval) times 2^K on the daemons; 0 is the fabric's own")
 	softnicBin := fs.String("softnic", "", "with -testbed: the softnic binary (default: beside this program, on $PATH, or built with go build)")
+	keep := fs.String("keep-failed", "", "with -testbed: write each run that fails a check to this directory: its switch trace (read it with -trace) and its failed checks and NIC counters (JSON)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -83,7 +85,7 @@ func conformCmd(args []string) error {
 		if *reps < 1 || *shift > 16 {
 			return usagef("conform: -reps %d, -timer-shift %d: want 1 or more, and at most 16", *reps, *shift)
 		}
-		return conformTestbed(opt.Schemes, *caseName, *reps, more, *shift, *softnicBin, *jsonOut, *seed)
+		return conformTestbed(opt.Schemes, *caseName, *reps, more, *shift, *softnicBin, *keep, *jsonOut, *seed)
 	}
 	res, err := conform.RunSuite(opt)
 	if err != nil {

@@ -50,7 +50,7 @@ func (r repsFor) reps(scheme, c string, def int) int {
 // conformTestbed is softnic-sweep conform -testbed: the suite on the
 // two-host namespace testbed through softnic switch, judged by the same
 // checks as on the fabric, each case repeated.
-func conformTestbed(schemes []string, caseName string, reps int, more repsFor, shift uint, softnic, jsonOut string, seed uint64) error {
+func conformTestbed(schemes []string, caseName string, reps int, more repsFor, shift uint, softnic, keep, jsonOut string, seed uint64) error {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("conform -testbed: needs root (network namespaces, XDP, AF_XDP)")
 	}
@@ -101,7 +101,7 @@ func conformTestbed(schemes []string, caseName string, reps int, more repsFor, s
 		runs += p.Reps
 	}
 	fmt.Fprintf(os.Stderr, "%d schemes, %d scheme-cases, %d runs\n", len(schemes), len(plan), runs)
-	r := &conform.TestbedRunner{Hosts: hosts, Softnic: bin, Dir: dir, TimerShift: uint8(shift), Log: os.Stderr}
+	r := &conform.TestbedRunner{Hosts: hosts, Softnic: bin, Dir: dir, TimerShift: uint8(shift), Log: os.Stderr, KeepFailed: keep}
 	res, err := conform.RunTestbedSuite(r, plan, seed)
 	if err != nil {
 		return err

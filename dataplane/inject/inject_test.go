@@ -3,6 +3,7 @@ package inject
 import (
 	"encoding/binary"
 	"net/netip"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -481,6 +482,29 @@ func TestDecideDoesNotAllocate(t *testing.T) {
 	}
 	if len(s.Events()) != 201 {
 		t.Errorf("%d events, want 201", len(s.Events()))
+	}
+}
+
+// TestPrepareBeforeFirstPacket: after Prepare (a switch calls it before
+// it serves), even the first Decide allocates nothing: on real wires the
+// first packet once waited for the whole trace's page faults.
+func TestPrepareBeforeFirstPacket(t *testing.T) {
+	s := mustParse(t, `{"rules": [{"match": {"dst_qpn": 17}, "packet": {"nth": 1}, "action": "drop"}]}`)
+	s.TraceCap = 1 << 12
+	s.Prepare()
+	if len(s.Trace()) != 0 || cap(s.Trace()) != 1<<12 {
+		t.Fatalf("after Prepare: trace %d records (cap %d), want 0 (cap %d)", len(s.Trace()), cap(s.Trace()), 1<<12)
+	}
+	hit := writes(t, 1)[0]
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	d := s.Decide(0, 0, hit)
+	runtime.ReadMemStats(&after)
+	if n := after.Mallocs - before.Mallocs; n != 0 {
+		t.Errorf("first Decide after Prepare: %d allocations", n)
+	}
+	if d.Action != ActDrop || len(s.Trace()) != 1 || s.Trace()[0].Seq != 0 || len(s.Events()) != 1 {
+		t.Errorf("decision %+v, trace %+v, events %d", d, s.Trace(), len(s.Events()))
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"time"
+	"unsafe"
 
 	"github.com/softnic/softnic/bth"
 	"github.com/softnic/softnic/dataplane/netsw"
@@ -28,9 +29,9 @@ const maxEventPrealloc = 4096
 // at a time, in arrival order, which is what nth and iteration count.
 type Set struct {
 	// TraceCap bounds the trace in records (0: DefaultTraceCap). The
-	// trace is allocated at the first Decide at this capacity; past it,
-	// records are counted (TraceDropped) and not kept. Set it before the
-	// first Decide.
+	// trace is allocated at this capacity by Prepare or the first Decide;
+	// past it, records are counted (TraceDropped) and not kept. Set it
+	// before either.
 	TraceCap int
 
 	rules        []Rule
@@ -82,13 +83,29 @@ func (s *Set) Trace() []Record { return s.trace }
 // TraceDropped counts the packets past TraceCap, not kept in the trace.
 func (s *Set) TraceDropped() uint64 { return s.traceDropped }
 
-// prepare allocates the trace and the event log, once.
-func (s *Set) prepare() {
+// Prepare allocates the trace and the event log, and touches every page
+// of the trace, so that the first packets do not pay for them; a switch
+// calls it before it serves. Without it the first Decide prepares, and
+// on real wires that first packet then waits for the page faults of the
+// whole trace: 34 MB at DefaultTraceCap, about 30 ms on the two-core
+// testbed, during which the switch forwarded nothing and every timer of
+// a conformance case kept running (docs/conform.md). Later calls do
+// nothing.
+func (s *Set) Prepare() {
+	if s.ready {
+		return
+	}
 	c := s.TraceCap
 	if c <= 0 {
 		c = DefaultTraceCap
 	}
-	s.trace = make([]Record, 0, c)
+	s.trace = make([]Record, c)
+	step := max(1, pageSize/int(unsafe.Sizeof(Record{})))
+	for i := 0; i < c; i += step {
+		s.trace[i].Seq = 1 // a write faults the page in; make's zeroing may not have
+	}
+	clear(s.trace)
+	s.trace = s.trace[:0]
 	total := 0
 	for i := range s.rules {
 		total = min(total+s.rules[i].Count, maxEventPrealloc)
@@ -96,6 +113,8 @@ func (s *Set) prepare() {
 	s.events = make([]Event, 0, total)
 	s.ready = true
 }
+
+const pageSize = 4096
 
 // Decide is a switch's injection step for one arriving frame: it
 // classifies the frame (Classify), counts it for every rule that matches
@@ -108,7 +127,8 @@ func (s *Set) prepare() {
 // action taken; other frames are neither traced nor matched.
 //
 // now is the switch's clock and inPort the port the frame arrived on,
-// both only recorded. Decide does not allocate after the first call.
+// both only recorded. Decide does not allocate after Prepare (or the
+// first call, which prepares).
 func (s *Set) Decide(now time.Duration, inPort int, frame []byte) Decision {
 	d := Decision{Rule: -1}
 	sum, f, ok := classify(frame)
@@ -116,7 +136,7 @@ func (s *Set) Decide(now time.Duration, inPort int, frame []byte) Decision {
 		return d
 	}
 	if !s.ready {
-		s.prepare()
+		s.Prepare()
 	}
 	seq := s.seq
 	s.seq++

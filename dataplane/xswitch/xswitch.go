@@ -193,6 +193,9 @@ func New(cfg Config) (*Switch, error) {
 	if s.priority < 0 || s.priority > 7 {
 		return nil, fmt.Errorf("xswitch: PFC priority %d outside 0-7", s.priority)
 	}
+	if s.inj != nil {
+		s.inj.Prepare() // now, not in the first packet's Poll
+	}
 	for i, pc := range cfg.Ports {
 		if pc.Port == nil {
 			return nil, fmt.Errorf("xswitch: port %d has no Port", i)

@@ -115,6 +115,11 @@ type TestbedRunner struct {
 	Log        io.Writer // each run's outline (nil: none)
 	// DaemonArgs are more flags for both daemons (after daemonArgs').
 	DaemonArgs []string
+	// KeepFailed, if set, is a directory where RunTestbedSuite writes each
+	// run that fails a check: its switch trace (SCHEME-CASE-RUN.trace,
+	// which `softnic-sweep conform -trace` reads) and what it observed
+	// (SCHEME-CASE-RUN.json: the failing checks, both NICs' counters).
+	KeepFailed string
 
 	macA, macB [6]byte // the switch's ports: the hosts' next hops
 	seq        int

@@ -3,13 +3,18 @@
 package conform
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"text/tabwriter"
 	"time"
+
+	"github.com/softnic/softnic/dataplane"
 )
 
 // TestbedPlan is one scheme and case to run Reps times on the testbed.
@@ -101,7 +106,7 @@ func RunTestbedSuite(r *TestbedRunner, plan []TestbedPlan, seed uint64) (*Testbe
 		for _, m := range fabLat {
 			order = append(order, m.name)
 		}
-		for range p.Reps {
+		for rep := range p.Reps {
 			o, err := r.RunCase(p.Scheme, p.Case)
 			res.Runs++
 			if err != nil {
@@ -111,7 +116,11 @@ func RunTestbedSuite(r *TestbedRunner, plan []TestbedPlan, seed uint64) (*Testbe
 			if len(o.SwitchDrops) > 0 {
 				tc.RunsWithSwitchDrops++
 			}
-			for _, ch := range judge(class, p.Case, o) {
+			checks := judge(class, p.Case, o)
+			if err := r.keepFailed(p.Scheme, p.Case.Name, rep+1, o, checks); err != nil {
+				return nil, err
+			}
+			for _, ch := range checks {
 				i := slices.IndexFunc(tc.Checks, func(c TestbedCheck) bool { return c.Name == ch.Name })
 				if i < 0 {
 					tc.Checks = append(tc.Checks, TestbedCheck{Name: ch.Name, Doc: ch.Doc})
@@ -159,6 +168,53 @@ func RunTestbedSuite(r *TestbedRunner, plan []TestbedPlan, seed uint64) (*Testbe
 	}
 	res.Took = time.Since(began).Round(time.Second).String()
 	return res, nil
+}
+
+// keepFailed writes a run that failed a check to r.KeepFailed.
+func (r *TestbedRunner) keepFailed(scheme, name string, run int, o *Observation, checks []Check) error {
+	var failed []Check
+	for _, ch := range checks {
+		if !ch.Pass {
+			failed = append(failed, ch)
+		}
+	}
+	if r.KeepFailed == "" || len(failed) == 0 {
+		return nil
+	}
+	if err := os.MkdirAll(r.KeepFailed, 0o755); err != nil {
+		return err
+	}
+	base := filepath.Join(r.KeepFailed, fmt.Sprintf("%s-%s-%d", scheme, name, run))
+	var tr bytes.Buffer
+	if err := WriteTrace(&tr, o.Trace, o.Events); err != nil {
+		return err
+	}
+	if err := os.WriteFile(base+".trace", tr.Bytes(), 0o644); err != nil {
+		return err
+	}
+	js, err := json.MarshalIndent(struct {
+		Failed                    []Check
+		Elapsed                   time.Duration
+		SwitchDrops               map[string]uint64
+		ReqCounters, RespCounters map[string]uint64
+	}{failed, o.Elapsed, o.SwitchDrops, nonZero(&o.ReqCounters), nonZero(&o.RespCounters)}, "", "  ")
+	if err != nil {
+		return err
+	}
+	if r.Log != nil {
+		fmt.Fprintf(r.Log, "  kept %s.{trace,json}: %s %s\n", base, failed[0].Name, failed[0].Measured)
+	}
+	return os.WriteFile(base+".json", append(js, '\n'), 0o644)
+}
+
+func nonZero(c *dataplane.Counters) map[string]uint64 {
+	m := map[string]uint64{}
+	c.Each(func(name string, v uint64) {
+		if v != 0 {
+			m[name] = v
+		}
+	})
+	return m
 }
 
 func verdict(p *bool) string {
