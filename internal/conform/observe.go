@@ -132,19 +132,26 @@ func CountersFromStats(stats map[string]uint64) (dataplane.Counters, error) {
 
 // firstRearrival is the trace index of the first packet of the lost
 // packet's flow, after the loss, with a PSN that had arrived before (a
-// retransmission), -1 if none.
+// retransmission), -1 if none. Under ST the second copy of a message's
+// last packet is not one: it is the first repeat of the flow's packet
+// just before it. The fabric sends the copies back to back, at one
+// instant; a daemon whose transmit ring filled between them sends the
+// copy later.
 func (j *judgement) firstRearrival(row Row) int {
-	var high qp.PSN
-	seen := false
+	var high, prev qp.PSN
+	seen, prevFirst := false, false
 	for i, rec := range j.o.Trace {
 		if flowOf(&rec.Pkt) != row.Flow {
 			continue
 		}
 		p := qp.PSN(rec.Pkt.PSN)
-		if seen && !p.After(high) && rec.At > time.Duration(row.At) {
+		stCopy := j.class.st && seen && p == prev && prevFirst
+		if seen && !p.After(high) && rec.At > time.Duration(row.At) && !stCopy {
 			return i
 		}
-		if !seen || p.After(high) {
+		prevFirst = !seen || p.After(high)
+		prev = p
+		if prevFirst {
 			high, seen = p, true
 		}
 	}
