@@ -7,7 +7,8 @@
 # hosts (an 8-byte UDP ping-pong) as the baseline. Root and XDP needed.
 # Output: the tables, CSV rows in ${SOFTNIC_FIGURES_CSV:-figures.csv}, and
 # the latency summary (test, t_typical, p99, p99_9 in µs; rows write_lat,
-# read_lat, send_lat, udp, udp_blocking) in
+# read_lat, send_lat, udp, udp_blocking, and ib_write_lat: Debian's
+# perftest over the drop-in libibverbs.so.1, when it can be built) in
 # ${SOFTNIC_LATENCY_CSV:-testbed-latency.csv}. "udp" polls its socket as
 # softnic's loops poll (the same waiting policy; the stricter baseline
 # here), "udp_blocking" blocks in recv.
@@ -56,6 +57,26 @@ for t in write_lat read_lat send_lat; do
 	echo "== $t 8 B"
 	bench "$t" -s 8 -n "$iters" --csv "$csv"
 done
+# Debian's ib_write_lat over the drop-in libibverbs.so.1, same daemons,
+# same run (the issue-25 row; needs perftest, gcc and libibverbs-dev).
+iblat=""
+if command -v ib_write_lat >/dev/null && [ -f /usr/include/infiniband/verbs.h ]; then
+	echo "== ib_write_lat 8 B over the drop-in libibverbs.so.1"
+	mkdir -p "$work/lib"
+	CGO_ENABLED=1 go build -tags ibverbs -buildmode=c-shared \
+		-ldflags "-extldflags '-Wl,--version-script=$PWD/ibverbs/libibverbs.map'" -o "$work/lib/libibverbs.so.1" ./ibverbs/
+	ip netns exec "$nsB" env LD_LIBRARY_PATH="$work/lib" SOFTNIC_SOCKET="$work/b.sock" \
+		ib_write_lat -s 8 -n "$iters" -F -p 18610 >"$work/iblat.server" 2>&1 &
+	ls=$!
+	sleep 0.5
+	ip netns exec "$nsA" env LD_LIBRARY_PATH="$work/lib" SOFTNIC_SOCKET="$work/a.sock" \
+		ib_write_lat -s 8 -n "$iters" -F -p 18610 198.18.1.1 | tee "$work/iblat.client"
+	wait "$ls" || true
+	# perftest's row: #bytes #iterations t_min t_max t_typical t_avg t_stdev 99% 99.9%
+	iblat=$(awk '$1 == 8 && NF >= 9 { print "ib_write_lat," $5 "," $8 "," $9; exit }' "$work/iblat.client")
+else
+	echo "== ib_write_lat skipped: needs perftest's ib_write_lat and rdma-core's headers (libibverbs-dev)"
+fi
 go build -o "$work/udplat" ./scripts/udplat
 for busy in true false; do
 	echo "== kernel path baseline, same hosts and switch: 8-byte UDP ping-pong ($([ $busy = true ] && echo "recv polled" || echo "blocking recv"))"
@@ -71,5 +92,6 @@ awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
 	END { print "test,t_typical,p99,p99_9"
 		n = split("write_lat read_lat send_lat udp udp_blocking", order, " ")
 		for (i = 1; i <= n; i++) if (order[i] in row) print order[i] "," row[order[i]] }' "$csv" >"$latcsv"
+[ -z "$iblat" ] || echo "$iblat" >>"$latcsv"
 echo "== latency summary (µs), $latcsv"
 tr , "\t" <"$latcsv"
