@@ -352,10 +352,6 @@ func snic_go_destroy_qp(h C.uintptr_t) C.int {
 // MAC at modify-to-RTR.
 const macTimeout = 3 * time.Second
 
-// routedHopLimit is the hop limit of a routed RoCEv2 path, the kernel's
-// default (ip4_dst_hoplimit).
-const routedHopLimit = 64
-
 //export snic_go_modify_qp
 func snic_go_modify_qp(h C.uintptr_t, a *C.struct_snic_qp_attr, mask C.uint32_t) C.int {
 	q := value[*qpObj](h)
@@ -376,15 +372,13 @@ func snic_go_modify_qp(h C.uintptr_t, a *C.struct_snic_qp_attr, mask C.uint32_t)
 		dgid := netip.AddrFrom16(gid).Unmap()
 		mac, hops := q.ctx.dev.MAC, uint8(a.hop_limit)
 		if dgid != q.ctx.dev.GID.Unmap() {
-			m, routed, err := cm.ResolveMAC(dgid, macTimeout)
+			m, hl, err := cm.ResolveMAC(dgid, macTimeout)
 			if err != nil {
 				return errno("modify qp: resolve the destination's MAC", err)
 			}
-			// As the kernel does for a RoCE NIC: a routed path gets
-			// the route's hop limit.
-			if mac = m; routed && hops < routedHopLimit {
-				hops = routedHopLimit
-			}
+			// As the kernel does for a RoCE NIC: the path's hop limit,
+			// whatever the program asked for, on-link or routed.
+			mac, hops = m, hl
 		}
 		attr.AV = verbs.AHAttr{DGID: dgid, DMAC: mac, TrafficClass: uint8(a.traffic_class),
 			HopLimit: hops, FlowLabel: uint32(a.flow_label)}

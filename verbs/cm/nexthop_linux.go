@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -36,27 +39,56 @@ func NextHopMAC(dst netip.Addr, peerMAC [6]byte, timeout time.Duration) ([6]byte
 	return waitNeighbor(gw, dst, oif, timeout)
 }
 
-// ResolveMAC is NextHopMAC for a caller that knows no MAC of the peer,
-// such as an ibverbs program, whose connection exchange carries GIDs
-// only (the kernel resolves the MAC for a hardware RoCE NIC): the MAC of
-// the gateway on a routed path, else dst's own, from the neighbor table,
-// prompting the kernel to resolve it as NextHopMAC does. routed says
-// whether the path goes through a gateway: the kernel then raises a
-// RoCEv2 address vector's hop limit to the route's (64), as
-// rdma_addr_find_l2_eth_by_grh does, since programs such as
-// ibv_rc_pingpong ask for a hop limit of 1.
-func ResolveMAC(dst netip.Addr, timeout time.Duration) (mac [6]byte, routed bool, err error) {
+// ResolveMAC returns the Ethernet address frames to dst must carry when
+// the caller knows no MAC for dst at all, such as an ibverbs program,
+// whose connection exchange carries GIDs only (the kernel resolves the
+// MAC for a hardware RoCE NIC): the MAC of the gateway on a routed path,
+// else dst's own, from the neighbor table, prompting the kernel to
+// resolve it as NextHopMAC does. hopLimit is the hop limit the kernel
+// gives the path, which it writes into a RoCEv2 address vector whatever
+// the program asked for (rdma_addr_find_l2_eth_by_grh, then
+// ib_resolve_unicast_gid_dmac: grh.hop_limit = the route's), on-link or
+// routed: ibv_rc_pingpong asks for 1. It is the network namespace's
+// net.ipv4.ip_default_ttl for IPv4, the outgoing device's IPv6 hop_limit
+// for IPv6 (64 by default, and 64 if they cannot be read); a route's own
+// hoplimit metric is not read.
+func ResolveMAC(dst netip.Addr, timeout time.Duration) (mac [6]byte, hopLimit uint8, err error) {
 	dst = dst.Unmap()
 	gw, oif, err := routeTo(dst)
 	if err != nil {
-		return [6]byte{}, false, err
+		return [6]byte{}, 0, err
 	}
 	next := dst
 	if gw.IsValid() {
 		next = gw
 	}
 	mac, err = waitNeighbor(next, dst, oif, timeout)
-	return mac, gw.IsValid(), err
+	return mac, pathHopLimit(dst, oif), err
+}
+
+// defaultHopLimit is the kernel's default TTL and IPv6 hop limit.
+const defaultHopLimit = 64
+
+// pathHopLimit is the hop limit the kernel uses towards dst out of
+// interface oif (ip4_dst_hoplimit, ip6_dst_hoplimit without a route
+// metric): the calling thread's namespace's sysctl.
+func pathHopLimit(dst netip.Addr, oif int) uint8 {
+	path := "/proc/sys/net/ipv4/ip_default_ttl"
+	if dst.Is6() {
+		path = "/proc/sys/net/ipv6/conf/default/hop_limit"
+		if ifi, err := net.InterfaceByIndex(oif); err == nil {
+			path = "/proc/sys/net/ipv6/conf/" + ifi.Name + "/hop_limit"
+		}
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return defaultHopLimit
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || n < 1 || n > 255 {
+		return defaultHopLimit
+	}
+	return uint8(n)
 }
 
 // waitNeighbor waits up to timeout for the kernel's link-layer address of

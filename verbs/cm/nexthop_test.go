@@ -5,6 +5,7 @@ package cm
 import (
 	"net"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -77,9 +78,12 @@ func TestNextHopTestbed(t *testing.T) {
 }
 
 // TestResolveMACTestbed: with no MAC from the peer (an ibverbs program's
-// exchange), A resolves B's addresses to the switch's port and says the
-// path is routed, and the switch's own address to the switch's MAC from
-// the neighbor table, on-link. Needs root.
+// exchange), A resolves B's addresses to the switch's port, and the
+// switch's own address to the switch's MAC from the neighbor table,
+// on-link; the hop limit is the namespace's (set here to 77 for IPv4 and
+// 66 for IPv6 on A's interface, to tell it from the default of 64), on
+// a routed path and on-link alike, as the kernel gives a RoCEv2 address
+// vector. Needs root.
 func TestResolveMACTestbed(t *testing.T) {
 	tb := netns.NewTestbed(t)
 	ifi, err := netnsIface(tb, netns.HostSwitch, tb.SwitchA.Iface)
@@ -87,21 +91,24 @@ func TestResolveMACTestbed(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = tb.Do(netns.HostA, func() error {
-		for _, dst := range []netip.Addr{tb.B.IPv4, netip.AddrFrom16(tb.B.IPv4.As16()), tb.B.IPv6} {
-			mac, routed, err := ResolveMAC(dst, 3*time.Second)
+		if err := os.WriteFile("/proc/sys/net/ipv4/ip_default_ttl", []byte("77\n"), 0); err != nil {
+			return err
+		}
+		if err := os.WriteFile("/proc/sys/net/ipv6/conf/"+tb.A.Iface+"/hop_limit", []byte("66\n"), 0); err != nil {
+			return err
+		}
+		for _, dst := range []netip.Addr{tb.B.IPv4, netip.AddrFrom16(tb.B.IPv4.As16()), tb.B.IPv6, tb.SwitchA.IPv4} {
+			mac, hl, err := ResolveMAC(dst, 3*time.Second)
 			if err != nil {
 				return err
 			}
-			if mac != ifi || !routed {
-				t.Errorf("%v: %x routed=%v, want the switch's %x, routed", dst, mac, routed, ifi)
+			want := uint8(77)
+			if dst.Is6() && !dst.Is4In6() {
+				want = 66
 			}
-		}
-		mac, routed, err := ResolveMAC(tb.SwitchA.IPv4, 3*time.Second)
-		if err != nil {
-			return err
-		}
-		if mac != ifi || routed {
-			t.Errorf("on-link switch address: %x routed=%v, want %x, on-link", mac, routed, ifi)
+			if mac != ifi || hl != want {
+				t.Errorf("%v: %x hop limit %d, want the switch's %x, hop limit %d", dst, mac, hl, ifi, want)
+			}
 		}
 		return nil
 	})
