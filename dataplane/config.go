@@ -32,6 +32,13 @@ type Config struct {
 	// algorithm's knobs (docs/cc.md).
 	CC       string
 	CCParams cc.Params
+	// MaxUnackedPSNs bounds the PSNs a QP has sent and not yet seen
+	// acknowledged (QPInitAttr.MaxUnackedPSNs overrides it per QP); 0
+	// means no bound beyond the scheme's own window. rxe stops at 128
+	// (RXE_MAX_UNACKED_PSNS): with a bound, go-back-N resends at most
+	// that many packets per go-back, where without one it resends every
+	// PSN of the send queue (docs/transport.md, "Unacknowledged PSNs").
+	MaxUnackedPSNs int
 	// RxBatch is how many frames one Poll reads (default 64).
 	RxBatch int
 	// TxBurst is how many packets a QP sends before the next QP's turn

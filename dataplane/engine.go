@@ -102,6 +102,9 @@ func NewEngine(cfg Config, port Port) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dataplane: %w", err)
 	}
+	if cfg.MaxUnackedPSNs < 0 || cfg.MaxUnackedPSNs > MaxUnackedLimit {
+		return nil, ErrMaxUnacked
+	}
 	if cfg.RxBatch <= 0 {
 		cfg.RxBatch = defaultRxBatch
 	}

@@ -66,7 +66,19 @@ type QPInitAttr struct {
 	// Star is the QP's part in StaR's stateless mode (starqp.go,
 	// docs/star.md "Roles"); the zero value is an ordinary RC QP.
 	Star StarRole
+	// MaxUnackedPSNs bounds the QP's unacknowledged PSNs (0: the
+	// engine's Config.MaxUnackedPSNs; at most MaxUnackedLimit). A
+	// softnic extension, like Scheme: rxe's bound is the constant 128.
+	MaxUnackedPSNs int
 }
+
+// MaxUnackedLimit is the largest bound on unacknowledged PSNs: half the
+// PSN space less one, beyond which a responder could not tell a new PSN
+// from a duplicate (IBA 9.7.5.1.1).
+const MaxUnackedLimit = 1<<23 - 1
+
+// ErrMaxUnacked is a bound on unacknowledged PSNs out of range.
+var ErrMaxUnacked = fmt.Errorf("dataplane: max unacknowledged PSNs must be 0 to %d", MaxUnackedLimit)
 
 // Limits of one QP.
 const (
@@ -84,7 +96,9 @@ type QP struct {
 	recvCQ *CQ
 	sigAll bool
 	queued bool // on the engine's ready list
-	av     AddressVector
+	// maxUnacked bounds the unacknowledged PSNs (0: none).
+	maxUnacked int
+	av         AddressVector
 
 	// hwContext is the per-packet transport state: what an RNIC keeps in
 	// on-chip SRAM. When the context cache evicts this QP it is written
@@ -345,15 +359,25 @@ func (q *QP) packets(w *sendWQE) uint32 {
 // windowFull applies the scheme's in-flight cap (IRN BDP-FC, §3.2): a new
 // packet goes out only while fewer than Window are unacknowledged.
 func (q *QP) windowFull() bool {
-	win := q.sender.Window()
+	win := q.window()
 	return win > 0 && int(q.curPSN.Diff(q.unacked)) >= win
+}
+
+// window is the QP's in-flight cap in PSNs, 0 for none: the scheme's
+// (Sender.Window) or the QP's bound on unacknowledged PSNs, the smaller.
+func (q *QP) window() int {
+	win := q.sender.Window()
+	if m := q.maxUnacked; m > 0 && (win == 0 || m < win) {
+		win = m
+	}
+	return win
 }
 
 // windowOut reports whether what is out fills the scheme's in-flight cap:
 // windowFull by the PSNs sent, not by the send cursor, which a go-back
 // moves back and which sendRequest moves on only after the packet.
 func (q *QP) windowOut() bool {
-	win := q.sender.Window()
+	win := q.window()
 	return win > 0 && int(q.maxSentPSN.Diff(q.unacked)) >= win
 }
 

@@ -73,18 +73,26 @@ func (e *Engine) CreateQP(pd uint32, attr QPInitAttr) (*QP, error) {
 	if err != nil {
 		return nil, err
 	}
+	maxUnacked := attr.MaxUnackedPSNs
+	if maxUnacked == 0 {
+		maxUnacked = e.cfg.MaxUnackedPSNs
+	}
+	if maxUnacked < 0 || maxUnacked > MaxUnackedLimit {
+		return nil, ErrMaxUnacked
+	}
 	for e.qps[e.nextQP] != nil || e.nextQP < 0x10 {
 		e.nextQP = (e.nextQP + 1) & qp.PSNMask
 	}
 	q := &QP{
-		qpn:    e.nextQP,
-		pd:     pd,
-		sendCQ: attr.SendCQ,
-		recvCQ: attr.RecvCQ,
-		sigAll: attr.SigAll,
-		star:   attr.Star,
-		sq:     qp.NewRing[sendWQE](attr.MaxSendWR),
-		rq:     qp.NewRing[recvWQE](attr.MaxRecvWR),
+		qpn:        e.nextQP,
+		pd:         pd,
+		sendCQ:     attr.SendCQ,
+		recvCQ:     attr.RecvCQ,
+		sigAll:     attr.SigAll,
+		star:       attr.Star,
+		maxUnacked: maxUnacked,
+		sq:         qp.NewRing[sendWQE](attr.MaxSendWR),
+		rq:         qp.NewRing[recvWQE](attr.MaxRecvWR),
 	}
 	if q.tr, err = newTransport(onNIC{e, q}, q.star); err != nil {
 		return nil, err

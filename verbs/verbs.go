@@ -415,6 +415,11 @@ type QPInitAttr struct {
 	// fasr, srnic). Like Scheme, a softnic extension; package cm agrees
 	// on it with the peer (a server pairs only with a client).
 	Star StarRole
+	// MaxUnackedPSNs bounds the QP's unacknowledged PSNs: what go-back-N
+	// resends at most per go-back (0: the device's, softnic run
+	// --max-unacked-psns; rxe's is the constant 128). A softnic
+	// extension, like Scheme.
+	MaxUnackedPSNs int
 }
 
 // QP is a reliable-connected queue pair (struct ibv_qp).

@@ -56,10 +56,12 @@ type options struct {
 	sram     int
 	penalty  time.Duration
 	busyPoll time.Duration
-	backoff  bool
-	rto      dataplane.RTOMode
-	rtoMin   time.Duration
-	params   recovery.Params // the schemes' knobs (0: the papers' defaults)
+	// maxUnacked is the QPs' bound on unacknowledged PSNs (0: none).
+	maxUnacked int
+	backoff    bool
+	rto        dataplane.RTOMode
+	rtoMin     time.Duration
+	params     recovery.Params // the schemes' knobs (0: the papers' defaults)
 	// The emulated link (dataplane.Config.LinkRate, LinkBurst).
 	linkRate  linkRate
 	linkBurst byteCount
@@ -151,6 +153,7 @@ func runFlags(o *options) *flag.FlagSet {
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.IntVar(&o.sram, "sram", qp.DefaultCacheBudget, "on-chip SRAM for QP contexts and the scheme's shared pools, bytes (default: 300 contexts of 256 B, StaR's RNIC; 0 = unlimited)")
 	fs.DurationVar(&o.penalty, "fetch-penalty", qp.DefaultFetchPenalty, "pipeline stall of a QP-context cache miss, a PCIe read (0 disables it)")
+	fs.IntVar(&o.maxUnacked, "max-unacked-psns", 0, "bound each QP's unacknowledged PSNs (what go-back-N resends at most per go-back; rxe's is 128, RXE_MAX_UNACKED_PSNS); 0: no bound beyond the scheme's window")
 	fs.DurationVar(&o.busyPoll, "busy-poll", daemonBusyPoll, "keep polling this long after the last work before blocking, yielding the CPU between empty polls (0: block after 32 empty polls)")
 	o.rto = dataplane.RTOAdaptive
 	fs.Var(&o.rto, "rto", "retransmission timeouts: adaptive (from each QP's measured round trip, RFC 6298 and IRN's rule; --rto-low/--rto-high until its first sample, go-back-N never below the QP's ACK timeout) or fixed (--rto-low/--rto-high, go-back-N the QP's ACK timeout)")
@@ -471,7 +474,7 @@ func start(o options, log *slog.Logger) (d *daemon, err error) {
 		d.portStats = func() []counter { return collect(p.Stats().All()) }
 		log.Info("UDP port open", "addr", netip.AddrPortFrom(d.addr, 4791), "max_frame", p.MaxFrame())
 	}
-	if d.engine, err = dataplane.NewEngine(dataplane.Config{MAC: mac, Addr: d.addr, Scheme: o.scheme, SchemeParams: o.params, SRAMBytes: o.sram, FetchPenalty: fetchPenalty(scaled(o.penalty, o.emulationScale())), RTOBackoff: o.backoff, RTO: o.rto, RTOMin: o.rtoMin,
+	if d.engine, err = dataplane.NewEngine(dataplane.Config{MAC: mac, Addr: d.addr, MaxUnackedPSNs: o.maxUnacked, Scheme: o.scheme, SchemeParams: o.params, SRAMBytes: o.sram, FetchPenalty: fetchPenalty(scaled(o.penalty, o.emulationScale())), RTOBackoff: o.backoff, RTO: o.rto, RTOMin: o.rtoMin,
 		LinkRate: uint64(o.linkRate), LinkBurst: int(o.linkBurst), LinkDelay: o.linkDelay, Netem: o.netem, StarServer: o.starServer, CC: o.cc, CCParams: o.ccParams,
 		PFC: o.pfc && o.port == "afxdp", PFCPriority: o.pfcPriority, PFCRate: ifaceSpeed(o.iface)}, d.port); err != nil {
 		return d, err

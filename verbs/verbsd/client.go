@@ -697,7 +697,8 @@ func (s *Server) createQP(c *client, a proto.CreateQPArgs) (any, reply, error) {
 	var eq *dataplane.QP
 	if err == nil {
 		eq, err = s.e.CreateQP(pd.id, dataplane.QPInitAttr{SendCQ: scq.ecq, RecvCQ: rcq.ecq,
-			MaxSendWR: a.MaxSendWR, MaxRecvWR: a.MaxRecvWR, SigAll: a.SigAll, Scheme: a.Scheme, CC: a.CC, Star: dataplane.StarRole(a.Star)})
+			MaxSendWR: a.MaxSendWR, MaxRecvWR: a.MaxRecvWR, SigAll: a.SigAll, Scheme: a.Scheme, CC: a.CC, Star: dataplane.StarRole(a.Star),
+			MaxUnackedPSNs: a.MaxUnackedPSNs})
 	}
 	if err != nil && cost > 0 {
 		s.releaseRings(c, cost)

@@ -204,6 +204,10 @@ type CreateQPArgs struct {
 	// Star is the QP's StaR role (dataplane.StarRole: 0 none, 1 server, 2
 	// client; version 5, a softnic extension like Scheme).
 	Star uint8 `json:"star,omitempty"`
+	// MaxUnackedPSNs bounds the QP's unacknowledged PSNs (0: the
+	// daemon's, softnic run --max-unacked-psns); a softnic extension like
+	// Scheme, which a daemon that predates it ignores.
+	MaxUnackedPSNs int `json:"max_unacked_psns,omitempty"`
 }
 
 // StarRegion is one entry of a StaR server's memory table
