@@ -37,13 +37,23 @@ import (
 
 func main() {}
 
-// The library runs its goroutines (the daemon connection's) on one P, as
-// softnic-bench does: with more, the runtime keeps a thread spinning for
-// work, which on a small host takes the core the daemon needs. A
-// GOMAXPROCS in the environment wins.
+// The library's Go runtime runs on two Ps (a GOMAXPROCS in the
+// environment wins). Every verb is a call from the program's C thread
+// into Go, which needs a P; between calls the thread holds its P in a
+// system-call state. With one P, once the program stays in C for more
+// than 20 µs (ib_write_lat spins on its buffer for a whole round trip)
+// the runtime's sysmon sees no idle P and hands that one to a new
+// thread, and the next verb waits until that thread gets a core and
+// gives the P back: milliseconds on a host whose cores the program, its
+// peer and the daemons all want. With a second P idle, sysmon leaves the
+// first with its thread. ib_write_lat over the library on the testbed,
+// 2026-11-29: t_typical 26-31 µs with two Ps, 58 µs with one, in the
+// same run (docs/ibverbs.md, "ib_write_lat's tail"); ib_write_bw 189-229
+// MB/s against 175-187. No goroutine of the library runs on the data
+// path, so the second P leaves no runtime thread spinning for work there.
 func init() {
 	if os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(1)
+		runtime.GOMAXPROCS(2)
 	}
 }
 
