@@ -22,7 +22,6 @@ type Counters struct {
 	LocalAckTimeout  uint64 // local_ack_timeout_err
 	ImpliedNakSeqErr uint64 // implied_nak_seq_err
 	RespAbandoned    uint64 // resp_abandoned: READ response streams and atomic responses dropped from the response queue for a duplicate before them
-	RespReplayed     uint64 // resp_replayed: READ response streams sent again, for a duplicate that came while the stream was queued, once it ended
 	// ACK timeouts by the Improved go-back-N paper's four reasons (its
 	// Fig. 3; timeoutReason). The classification reads the peer's
 	// responder state, which only the embedded fabric can (SetTimeoutPeer);
@@ -187,7 +186,7 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"local_ack_timeout_last_lost", c.AckTimeoutLastLost}, {"local_ack_timeout_ack_lost", c.AckTimeoutAckLost},
 		{"local_ack_timeout_nak_lost", c.AckTimeoutNakLost}, {"local_ack_timeout_lost_twice", c.AckTimeoutLostTwice},
 		{"st_copy_skipped", c.STCopySkipped},
-		{"go_back_free", c.GoBackFree}, {"resp_abandoned", c.RespAbandoned}, {"resp_replayed", c.RespReplayed},
+		{"go_back_free", c.GoBackFree}, {"resp_abandoned", c.RespAbandoned},
 		{"tx_ring_full", c.TxRingFull}, {"link_paced", c.LinkPaced}, {"link_paced_ns", c.LinkPacedNs}, {"link_delay_drops", c.LinkDelayDrops},
 		{"rx_prio_pause", c.RxPrioPause}, {"rx_prio_pause_resume", c.RxPrioPauseResume},
 		{"rx_prio_pause_duration_ns", c.RxPrioPauseDurationNs}, {"rx_pause_ignored", c.RxPauseIgnored},

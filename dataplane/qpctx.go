@@ -465,7 +465,6 @@ type resource struct {
 	orig              uint64 // atomic: the value returned, kept for duplicates
 	gen               uint32 // bumped when the slot is reused; stale queue items are skipped
 	start, next       qp.PSN // READ: where the current response stream began and its next PSN
-	replay            qp.PSN // READ: 1 + the PSN a duplicate asked from while the stream was queued, answered when it ends; 0: none
 	queued            bool
 }
 

@@ -387,16 +387,11 @@ func (rc *rcTransport) duplicateStream(pkt *bth.Packet, psn qp.PSN) {
 		if reth.VA() != r.va+uint64(off) || reth.DMALen() != r.length-off || reth.RKey() != r.rkey {
 			return
 		}
-		rc.abandonAfter(psn)
-		if r.queued {
-			// As rxe does: the stream queued or in progress ends first,
-			// then the duplicate is executed again from its PSN. One
-			// replay at most: later duplicates move it.
-			r.replay = psn + 1
-			return
-		}
 		r.start, r.next = psn, psn // re-read memory from psn (a duplicate READ is executed again)
-		rc.queueRead(i)
+		if !r.queued {
+			rc.abandonAfter(psn)
+			rc.queueRead(i)
+		}
 		return
 	}
 }
@@ -634,7 +629,7 @@ func (rc *rcTransport) sendReadResponse(it *respItem) bool {
 	}
 	src, ok := e.mem.remoteSlice(q.pd, r.rkey, r.va+uint64(off), n, qp.AccessRemoteRead)
 	if !ok { // region deregistered while the response streams
-		r.queued, r.replay = false, 0
+		r.queued = false
 		q.respQ.Pop()
 		e.cnt.RespRemoteAccess++
 		rc.classC(r.next, bth.NakRemoteAccessError)
@@ -648,17 +643,19 @@ func (rc *rcTransport) sendReadResponse(it *respItem) bool {
 		bth.AETH(t.roce[t.info.AETHOff:]).Encode(&bth.AETHFields{Syndrome: bth.AckSyndrome(bth.CreditCode(q.rq.Len())), MSN: uint32(q.msn)})
 	}
 	copy(t.payload, src)
-	e.endTx(q, &t, 1)
-	switch {
-	case r.next == r.lastPSN && r.replay != 0:
-		// A duplicate came while this stream was queued: it is answered
-		// now, from the head of the queue, before any later stream.
-		r.start, r.next, r.replay = r.replay-1, r.replay-1, 0
-		e.cnt.RespReplayed++
-	case r.next == r.lastPSN:
+	copies := 1
+	if r.next == r.lastPSN {
+		// ST (Improved go-back-N): the last packet of every message goes
+		// twice, and a READ response is a message the responder sends;
+		// its copy covers the loss of the response's tail, which no
+		// later packet would reveal (docs/recovery.md, gbn and igbn).
+		copies = q.sender.Copies(true)
+	}
+	e.endTx(q, &t, copies)
+	if r.next == r.lastPSN {
 		r.queued = false
 		q.respQ.Pop()
-	default:
+	} else {
 		r.next = r.next.Next()
 	}
 	return true

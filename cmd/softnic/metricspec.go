@@ -91,7 +91,6 @@ var metricSpecs = map[string]metricSpec{
 	"st_copy_skipped":              counterSpec("st_copy_skipped", "ST second copies not sent because the packet was acknowledged while the copy waited for ring space."),
 	"go_back_free":                 counterSpec("go_back_free", "Go-backs on an implied or sequence NAK inside a go-back round still working, which spent no retry."),
 	"resp_abandoned":               counterSpec("resp_abandoned", "READ response streams and atomic responses dropped from the response queue for a duplicate before them."),
-	"resp_replayed":                counterSpec("resp_replayed", "READ response streams sent again once they ended, for a duplicate READ request that came while they were queued."),
 	"tx_ring_full":                 counterSpec("tx_ring_full", "Packets that waited because the port's transmit ring was full."),
 	"link_paced":                   counterSpec("link_paced", "Transmit rounds the emulated link rate ended (--link-rate), not counted in tx_ring_full."),
 	"link_paced_ns":                nsCounterSpec("link_paced", "Time packets waited for the emulated link's token bucket."),

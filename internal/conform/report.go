@@ -420,6 +420,13 @@ func (a *analysis) dataLoss(row *Row, i int, p *inject.Summary) {
 		return signalName(q) != ""
 	}
 	sig := a.find(from, isSignal)
+	// A signal the switch received in the same batch as the loss (one
+	// timestamp on real wires) left its sender before the lost packet,
+	// or any packet after it, could have reached that sender: an answer
+	// to earlier packets, not to the loss.
+	for sig >= 0 && a.at(sig) == a.at(i) {
+		sig = a.find(sig, isSignal)
+	}
 	if sig >= 0 {
 		q := &a.trace[sig].Pkt
 		row.Signal, row.SignalPSN = signalName(q), num(int64(q.PSN))

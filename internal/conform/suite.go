@@ -694,8 +694,13 @@ func (j *judgement) lastLost(row Row, read bool) {
 	}
 }
 
-// stRead: igbn and gbn-st send a READ request twice, so the responder
-// sends the whole response twice and the second stream fills the hole.
+// stRead: igbn and gbn-st send a READ request twice and the response's
+// last packet twice (docs/recovery.md, gbn and igbn, Departure). On the
+// fabric the copy reaches the responder after the first response has
+// left, and it sends a second; on real wires it often comes while the
+// first still streams, which the responder rewinds to it (IBA 9.7.5.1.3,
+// docs/transport.md, Duplicates): fewer than two whole responses, the
+// hole filled all the same, by the stream or by the last packet's copy.
 func (j *judgement) stRead(row Row) {
 	r := j.o
 	responses := 0
@@ -704,10 +709,18 @@ func (j *judgement) stRead(row Row) {
 			responses++
 		}
 	}
-	// The copy may reach the responder while the first response still
-	// streams; it is answered once that ends (docs/transport.md,
-	// Duplicates), on the fabric and on real wires alike.
 	const doc = docGBN + ", Departure: ST on every message: the READ request's second copy makes the responder send the response again, which fills the hole without a timeout"
+	if r.Wire == nil {
+		// On real wires the copy may reach the responder while it is
+		// still sending the first response, which it then rewinds to
+		// the copy's PSN: fewer than two whole responses, the hole
+		// filled all the same.
+		j.add("st-read", doc+"; on real wires: the lost response came again, and no timeout fired",
+			r.ReqCounters.LocalAckTimeout == 0 && row.RetxLatency != nil && row.Retransmitted(row.PSN),
+			"local_ack_timeout %d, %d READ responses for %d, hole filled after %s, resent %s", r.ReqCounters.LocalAckTimeout, responses,
+			suitePackets, usp(row.RetxLatency), rangesString(row.Resent))
+		return
+	}
 	j.add("st-read", doc,
 		r.ReqCounters.LocalAckTimeout == 0 && row.RetxLatency != nil && responses >= 2*suitePackets,
 		"local_ack_timeout %d, %d READ responses for %d, hole filled after %s, resent %s", r.ReqCounters.LocalAckTimeout, responses,
