@@ -78,6 +78,9 @@ type Config struct {
 	Netem impair.Spec
 	// CC is both NICs' congestion control (dataplane.Config.CC; "" none).
 	CC string
+	// MaxUnackedPSNs is both engines' bound on a QP's unacknowledged PSNs
+	// (dataplane.Config.MaxUnackedPSNs; 0: none).
+	MaxUnackedPSNs int
 }
 
 // Addresses of the simulated hosts, from the benchmarking range.
@@ -106,7 +109,7 @@ func New(cfg Config) (*Sim, error) {
 		addrA, addrB = Addr6A, Addr6B
 	}
 	a, err := dataplane.NewEngine(dataplane.Config{MAC: MACA, Addr: addrA, Scheme: cfg.SchemeA, SchemeParams: cfg.SchemeParams, SRAMBytes: cfg.SRAMBytes, FetchPenalty: cfg.FetchPenalty, RTOBackoff: cfg.RTOBackoff, RTO: cfg.RTO, TxBurst: cfg.TxBurst,
-		LinkRate: cfg.LinkRate, LinkBurst: cfg.LinkBurst, LinkDelay: cfg.LinkDelay, LinkDelaySlots: cfg.LinkDelaySlots, Netem: cfg.Netem, CC: cfg.CC}, f.A())
+		LinkRate: cfg.LinkRate, LinkBurst: cfg.LinkBurst, LinkDelay: cfg.LinkDelay, LinkDelaySlots: cfg.LinkDelaySlots, Netem: cfg.Netem, CC: cfg.CC, MaxUnackedPSNs: cfg.MaxUnackedPSNs}, f.A())
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +118,7 @@ func New(cfg Config) (*Sim, error) {
 		sramB = cfg.SRAMBytesB
 	}
 	b, err := dataplane.NewEngine(dataplane.Config{MAC: MACB, Addr: addrB, Scheme: cfg.SchemeB, SchemeParams: cfg.SchemeParams, SRAMBytes: sramB, StarServer: cfg.StarServerB, FetchPenalty: cfg.FetchPenalty, RTOBackoff: cfg.RTOBackoff, RTO: cfg.RTO, TxBurst: cfg.TxBurst,
-		LinkRate: cfg.LinkRate, LinkBurst: cfg.LinkBurst, LinkDelay: cfg.LinkDelay, LinkDelaySlots: cfg.LinkDelaySlots, Netem: netemB, CC: cfg.CC}, f.B())
+		LinkRate: cfg.LinkRate, LinkBurst: cfg.LinkBurst, LinkDelay: cfg.LinkDelay, LinkDelaySlots: cfg.LinkDelaySlots, Netem: netemB, CC: cfg.CC, MaxUnackedPSNs: cfg.MaxUnackedPSNs}, f.B())
 	if err != nil {
 		return nil, err
 	}
