@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"time"
-	"unsafe"
 
 	"github.com/softnic/softnic/bth"
 	"github.com/softnic/softnic/dataplane/netsw"
@@ -100,11 +99,7 @@ func (s *Set) Prepare() {
 		c = DefaultTraceCap
 	}
 	s.trace = make([]Record, c)
-	step := max(1, pageSize/int(unsafe.Sizeof(Record{})))
-	for i := 0; i < c; i += step {
-		s.trace[i].Seq = 1 // a write faults the page in; make's zeroing may not have
-	}
-	clear(s.trace)
+	clear(s.trace) // writing faults every page in; make's fresh pages are not yet
 	s.trace = s.trace[:0]
 	total := 0
 	for i := range s.rules {
@@ -113,8 +108,6 @@ func (s *Set) Prepare() {
 	s.events = make([]Event, 0, total)
 	s.ready = true
 }
-
-const pageSize = 4096
 
 // Decide is a switch's injection step for one arriving frame: it
 // classifies the frame (Classify), counts it for every rule that matches
