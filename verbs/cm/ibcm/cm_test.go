@@ -726,3 +726,69 @@ func TestSIDR(t *testing.T) {
 	nw.runFor(time.Minute)
 	wantTypes(t, "A", a, EventSIDRREQError)
 }
+
+func TestDuplicateREQInTimewaitGetsStaleREJ(t *testing.T) {
+	nw, a, b := pair(t)
+	id := mustConnect(t, nw, a, b, 0x11)
+	nw.runFor(time.Second)
+	if err := a.cm.Disconnect(nw.now, id, nil); err != nil {
+		t.Fatal(err)
+	}
+	nw.runFor(time.Millisecond) // both in timewait
+	bid := b.events[0].ID
+	if b.cm.State(bid) != StateTimewait {
+		t.Fatalf("B %v", b.cm.State(bid))
+	}
+	sent := len(nw.sent)
+	b.cm.HandleMAD(nw.now, a.peer(), nw.sent[0].mad) // the old REQ again
+	if len(nw.sent) != sent+1 {
+		t.Fatalf("%d MADs sent for the stale REQ", len(nw.sent)-sent)
+	}
+	var rej REJ
+	if _, err := Unmarshal(nw.sent[sent].mad, &rej); err != nil || rej.Reason != RejStaleConn ||
+		rej.RemoteCommID != id || rej.LocalCommID != bid {
+		t.Fatalf("%+v %v", rej, err)
+	}
+	if b.cm.Conns() != 1 || b.cm.Counters().RxDuplicates[AttrIndex(AttrREQ)] != 1 {
+		t.Fatal("stale REQ made a connection")
+	}
+}
+
+func TestActiveRejectsREP(t *testing.T) {
+	nw, a, b := pair(t)
+	a.rtu = false
+	id := mustConnect(t, nw, a, b, 0x11)
+	nw.runFor(time.Millisecond)
+	wantTypes(t, "A", a, EventREPReceived)
+	if err := a.cm.Reject(nw.now, id, RejConsumerDefined, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	nw.runFor(time.Second)
+	wantTypes(t, "B", b, EventREQReceived, EventREJReceived)
+	if r := b.events[1].REJ; r.MessageRejected != MsgREP || r.Reason != RejConsumerDefined || r.LocalCommID != id {
+		t.Fatalf("REJ %+v", r)
+	}
+	if a.cm.Conns() != 0 || b.cm.Conns() != 0 || nw.sentOf(b, AttrREP) != 1 {
+		t.Fatalf("conns %d %d, REPs %d", a.cm.Conns(), b.cm.Conns(), nw.sentOf(b, AttrREP))
+	}
+}
+
+func TestDestroyForgets(t *testing.T) {
+	nw, a, b := pair(t)
+	id := mustConnect(t, nw, a, b, 0x11)
+	if err := a.cm.Destroy(id); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := a.cm.NextDeadline(); ok || a.cm.Conns() != 0 {
+		t.Fatal("destroyed connection keeps a timer or an entry")
+	}
+	if err := a.cm.Destroy(id); err == nil {
+		t.Fatal("destroyed twice")
+	}
+	nw.runFor(time.Second)
+	// B's REP (first and retries) and its timeout REJ find no connection
+	// on A: counted, dropped.
+	if a.cm.Counters().RxUnmatched != testRetries+2 || len(a.events) != 0 {
+		t.Fatalf("A %+v events %v", a.cm.Counters(), a.eventTypes())
+	}
+}
