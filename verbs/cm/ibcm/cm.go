@@ -131,6 +131,7 @@ type Counters struct {
 	TxErrors          uint64 // tx_errors: Transport.SendMAD failed
 	RejInvalidService uint64 // rej_invalid_service_id: REQs for a service nobody listens on
 	StaleDREQ         uint64 // stale_dreq: DREQs for no connection, answered with DREP
+	RejStaleConn      uint64 // rej_stale_conn: new REQs from the QP of a live connection
 }
 
 // AttrIndex is the index of a CM attribute in the Counters arrays.
@@ -200,6 +201,14 @@ type remoteKey struct {
 	addr   netip.Addr
 }
 
+// qpnKey names the peer's QP of a passive connection, to find a stale
+// connection when a new REQ comes from the same QP (cm_insert_remote_qpn).
+type qpnKey struct {
+	qpn  uint32
+	guid uint64
+	addr netip.Addr
+}
+
 type listener struct {
 	serviceID, mask uint64
 }
@@ -211,6 +220,7 @@ type CM struct {
 	wheel     *timer.Wheel
 	conns     map[uint32]*conn
 	remote    map[remoteKey]*conn
+	remoteQPN map[qpnKey]*conn
 	listeners []listener
 	sidr      map[uint32]*sidrReq
 	sidrIn    map[uint32]*sidrIn
@@ -240,7 +250,8 @@ func New(cfg Config, tr Transport) *CM {
 	}
 	r := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
 	return &CM{cfg: cfg, tr: tr, wheel: timer.NewWheel(0),
-		conns: map[uint32]*conn{}, remote: map[remoteKey]*conn{}, sidr: map[uint32]*sidrReq{},
+		conns: map[uint32]*conn{}, remote: map[remoteKey]*conn{}, remoteQPN: map[qpnKey]*conn{},
+		sidr:   map[uint32]*sidrReq{},
 		nextID: r.Uint32(), tidHi: uint64(r.Uint32()) << 32}
 }
 
@@ -391,6 +402,7 @@ func (c *CM) remove(cn *conn) {
 	delete(c.conns, cn.id)
 	if cn.keyed {
 		delete(c.remote, remoteKey{cn.remoteID, cn.remoteGUID, cn.peer.Addr})
+		delete(c.remoteQPN, qpnKey{cn.remoteQPN, cn.remoteGUID, cn.peer.Addr})
 	}
 	cn.state = StateIdle
 }
@@ -624,9 +636,15 @@ func (c *CM) Reject(now time.Duration, id uint32, reason uint16, ari, priv []byt
 	return nil
 }
 
+// MRAFlagDelay in SendMRA's serviceTimeout sends the MRA only when a
+// duplicate of the message arrives (IB_CM_MRA_FLAG_DELAY; what rdma_cm
+// does while a listener has not yet accepted).
+const MRAFlagDelay = 0x80
+
 // SendMRA tells the peer that the received REQ (passive side) or REP
 // (active side) needs up to 4.096 us * 2^serviceTimeout to answer; the MRA
-// is resent on each duplicate of that message.
+// is resent on each duplicate of that message. With MRAFlagDelay set in
+// serviceTimeout it is sent only then.
 func (c *CM) SendMRA(now time.Duration, id uint32, serviceTimeout uint8, priv []byte) error {
 	cn := c.conns[id]
 	if cn == nil {
@@ -635,7 +653,8 @@ func (c *CM) SendMRA(now time.Duration, id uint32, serviceTimeout uint8, priv []
 	if len(priv) > MRAPrivateDataSize {
 		return fmt.Errorf("%w: %d bytes, MRA carries %d", ErrPrivateData, len(priv), MRAPrivateDataSize)
 	}
-	mra := MRA{LocalCommID: cn.id, RemoteCommID: cn.remoteID, ServiceTimeout: serviceTimeout}
+	delay := serviceTimeout&MRAFlagDelay != 0
+	mra := MRA{LocalCommID: cn.id, RemoteCommID: cn.remoteID, ServiceTimeout: serviceTimeout &^ MRAFlagDelay}
 	switch cn.state {
 	case StateREQRcvd:
 		mra.MessageMRAed, cn.state = MsgREQ, StateMRAREQSent
@@ -645,7 +664,11 @@ func (c *CM) SendMRA(now time.Duration, id uint32, serviceTimeout uint8, priv []
 		return fmt.Errorf("%w: MRA in %v", ErrState, cn.state)
 	}
 	copy(mra.PrivateData[:], priv)
-	if err := c.send(cn.peer, cn.tid, &mra, &cn.resp); err != nil {
+	if delay {
+		if err := Marshal(cn.resp[:], cn.tid, &mra); err != nil {
+			return err
+		}
+	} else if err := c.send(cn.peer, cn.tid, &mra, &cn.resp); err != nil {
 		return err
 	}
 	cn.respValid = true
@@ -837,6 +860,18 @@ func (c *CM) onREQ(now time.Duration, from Peer, tid uint64, m *REQ) {
 		c.issueREJ(from, tid, m.LocalCommID, RejInvalidTransportType)
 		return
 	}
+	qkey := qpnKey{m.LocalQPN, m.LocalCAGUID, from.Addr}
+	if old := c.remoteQPN[qkey]; old != nil && old.state != StateTimewait {
+		// A new connection from a QP we are still connected to: the peer
+		// lost the old one. As cm_match_req: reject the REQ as stale and
+		// disconnect the old connection.
+		c.ctr.RejStaleConn++
+		c.issueREJ(from, tid, m.LocalCommID, RejStaleConn)
+		if old.state == StateEstablished {
+			_ = c.Disconnect(now, old.id, nil)
+		}
+		return
+	}
 	sid, ok := c.listening(m.ServiceID)
 	if !ok {
 		c.ctr.RejInvalidService++
@@ -852,6 +887,7 @@ func (c *CM) onREQ(now time.Duration, from Peer, tid uint64, m *REQ) {
 	cn.state = StateREQRcvd
 	cn.remoteID, cn.remoteGUID, cn.keyed = m.LocalCommID, m.LocalCAGUID, true
 	c.remote[key] = cn
+	c.remoteQPN[qkey] = cn
 	cn.serviceID = m.ServiceID
 	cn.remoteQPN = m.LocalQPN
 	cn.tid = tid
@@ -904,20 +940,25 @@ func (c *CM) onREJ(now time.Duration, from Peer, m *REJ) {
 		c.ctr.RxUnmatched++
 		return
 	}
+	// As cm_rej_handler: before the REP was accepted the connection is
+	// forgotten (timewait for a stale connection); once the active side
+	// has the REP, or later, it waits in timewait.
+	rej := *m
+	ev := Event{Type: EventREJReceived, ID: cn.id, Peer: cn.peer, ServiceID: cn.serviceID, REJ: &rej}
 	switch cn.state {
-	case StateREQSent, StateMRAREQRcvd, StateREQRcvd, StateMRAREQSent,
-		StateREPSent, StateMRAREPRcvd, StateREPRcvd, StateMRAREPSent:
+	case StateREQSent, StateMRAREQRcvd, StateREQRcvd, StateMRAREQSent, StateREPSent, StateMRAREPRcvd:
+		if m.Reason == RejStaleConn {
+			cn.stop()
+			cn.enterTimewait(now)
+		} else {
+			c.remove(cn)
+		}
+	case StateREPRcvd, StateMRAREPSent, StateEstablished, StateDREQSent:
+		cn.stop()
+		cn.enterTimewait(now)
 	default:
 		c.ctr.RxBadState++
 		return
-	}
-	rej := *m
-	ev := Event{Type: EventREJReceived, ID: cn.id, Peer: cn.peer, ServiceID: cn.serviceID, REJ: &rej}
-	if m.Reason == RejStaleConn {
-		cn.stop()
-		cn.enterTimewait(now)
-	} else {
-		c.remove(cn)
 	}
 	c.emit(ev)
 }

@@ -413,8 +413,9 @@ func TestREPRetriesExhausted(t *testing.T) {
 	if b.cm.Counters().TxRetries[AttrIndex(AttrREP)] != testRetries || nw.sentOf(b, AttrREP) != testRetries+1 {
 		t.Fatalf("B REP retries %d, REPs %d", b.cm.Counters().TxRetries[AttrIndex(AttrREP)], nw.sentOf(b, AttrREP))
 	}
-	// A, still in REP_RCVD, is told by B's timeout REJ.
-	wantTypes(t, "A", a, EventREPReceived, EventREJReceived)
+	// A, still in REP_RCVD, is told by B's timeout REJ and waits out
+	// timewait, as Linux's cm_rej_handler.
+	wantTypes(t, "A", a, EventREPReceived, EventREJReceived, EventTimewaitExit)
 	if a.events[1].REJ.Reason != RejTimeout || a.cm.Conns() != 0 || b.cm.Conns() != 0 {
 		t.Fatalf("A REJ %+v, conns %d %d", a.events[1].REJ, a.cm.Conns(), b.cm.Conns())
 	}
@@ -791,4 +792,73 @@ func TestDestroyForgets(t *testing.T) {
 	if a.cm.Counters().RxUnmatched != testRetries+2 || len(a.events) != 0 {
 		t.Fatalf("A %+v events %v", a.cm.Counters(), a.eventTypes())
 	}
+}
+
+func TestDelayedMRASentOnDuplicateREQ(t *testing.T) {
+	nw, a, b := pair(t)
+	b.accept = false
+	id := mustConnect(t, nw, a, b, 0x11)
+	nw.runFor(time.Millisecond)
+	bid := b.events[0].ID
+	if err := b.cm.SendMRA(nw.now, bid, MRAFlagDelay|22, nil); err != nil {
+		t.Fatal(err)
+	}
+	if nw.sentOf(b, AttrMRA) != 0 {
+		t.Fatal("delayed MRA sent at once")
+	}
+	nw.runFor(reqTimeout) // A's REQ retry
+	if nw.sentOf(a, AttrREQ) != 2 || nw.sentOf(b, AttrMRA) != 1 {
+		t.Fatalf("REQs %d MRAs %d", nw.sentOf(a, AttrREQ), nw.sentOf(b, AttrMRA))
+	}
+	var mra MRA
+	if _, err := Unmarshal(nw.sent[len(nw.sent)-1].mad, &mra); err != nil || mra.ServiceTimeout != 22 ||
+		mra.MessageMRAed != MsgREQ || mra.RemoteCommID != id || mra.LocalCommID != bid {
+		t.Fatalf("MRA %+v %v", mra, err)
+	}
+	wantTypes(t, "A", a, EventMRAReceived)
+}
+
+func TestREJWhenEstablishedEntersTimewait(t *testing.T) {
+	// All RTUs lost and no data: B gives up on its REP and rejects; A,
+	// which thought itself established, learns it from the REJ.
+	nw, a, b := pair(t)
+	nw.drop = func(f *flight) bool { return f.attr == AttrRTU }
+	id := mustConnect(t, nw, a, b, 0x11)
+	nw.runFor(time.Minute)
+	wantTypes(t, "A", a, EventREPReceived, EventREJReceived, EventTimewaitExit)
+	wantTypes(t, "B", b, EventREQReceived, EventREPError, EventTimewaitExit)
+	if a.events[1].ID != id || a.events[1].REJ.Reason != RejTimeout || a.cm.Conns() != 0 || b.cm.Conns() != 0 {
+		t.Fatalf("A REJ %+v conns %d %d", a.events[1].REJ, a.cm.Conns(), b.cm.Conns())
+	}
+}
+
+func TestStaleConnectionREQ(t *testing.T) {
+	// A loses its connection state (a restart) and connects again from
+	// the same QP: B rejects the REQ as stale and disconnects the old
+	// connection, whose DREQ A answers although it knows nothing of it.
+	nw, a, b := pair(t)
+	mustConnect(t, nw, a, b, 0x11)
+	nw.runFor(time.Second)
+	bid := b.events[0].ID
+	a2 := New(Config{CAGUID: 0x0202c9fffe000001, PacketLifeTime: testPLT, Seed: 99}, nodeTransport{a})
+	a.cm = a2
+	a.events = nil
+	id2 := mustConnect(t, nw, a, b, 0x11)
+	nw.runFor(time.Minute)
+	// A stale-connection REJ puts the REQ's connection in timewait.
+	wantTypes(t, "A", a, EventREJReceived, EventTimewaitExit)
+	if r := a.events[0].REJ; a.events[0].ID != id2 || r.Reason != RejStaleConn || r.MessageRejected != MsgREQ {
+		t.Fatalf("REJ %+v", r)
+	}
+	wantTypes(t, "B", b, EventREQReceived, EventRTUReceived, EventDREPReceived, EventTimewaitExit)
+	if b.events[2].ID != bid || !slices.Equal(b.qpErr, []uint32{0x211}) || b.cm.Counters().RejStaleConn != 1 ||
+		a2.Counters().StaleDREQ != 1 || b.cm.Conns() != 0 {
+		t.Fatalf("B %+v QP errors %v, A stale DREQs %d", b.cm.Counters(), b.qpErr, a2.Counters().StaleDREQ)
+	}
+	// With the old connection gone, the same QP connects.
+	a.events, b.events = nil, nil
+	mustConnect(t, nw, a, b, 0x11)
+	nw.runFor(time.Second)
+	wantTypes(t, "A", a, EventREPReceived)
+	wantTypes(t, "B", b, EventREQReceived, EventRTUReceived)
 }
