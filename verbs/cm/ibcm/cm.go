@@ -401,8 +401,14 @@ func (c *CM) remove(cn *conn) {
 	cn.stop()
 	delete(c.conns, cn.id)
 	if cn.keyed {
-		delete(c.remote, remoteKey{cn.remoteID, cn.remoteGUID, cn.peer.Addr})
-		delete(c.remoteQPN, qpnKey{cn.remoteQPN, cn.remoteGUID, cn.peer.Addr})
+		// A newer connection may hold the QP key (the old one was in
+		// timewait when the new REQ came): remove only our own entries.
+		if k := (remoteKey{cn.remoteID, cn.remoteGUID, cn.peer.Addr}); c.remote[k] == cn {
+			delete(c.remote, k)
+		}
+		if k := (qpnKey{cn.remoteQPN, cn.remoteGUID, cn.peer.Addr}); c.remoteQPN[k] == cn {
+			delete(c.remoteQPN, k)
+		}
 	}
 	cn.state = StateIdle
 }

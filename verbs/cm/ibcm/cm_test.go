@@ -862,3 +862,31 @@ func TestStaleConnectionREQ(t *testing.T) {
 	wantTypes(t, "A", a, EventREPReceived)
 	wantTypes(t, "B", b, EventREQReceived, EventRTUReceived)
 }
+
+func TestReconnectFromSameQPDuringTimewait(t *testing.T) {
+	// The old connection from QP 0x11 is in timewait on B when A connects
+	// from QP 0x11 again: a new connection, whose QP entry the old one's
+	// timewait exit must leave in place for the stale check.
+	nw, a, b := pair(t)
+	id := mustConnect(t, nw, a, b, 0x11)
+	nw.runFor(time.Second)
+	if err := a.cm.Disconnect(nw.now, id, nil); err != nil {
+		t.Fatal(err)
+	}
+	nw.runFor(time.Millisecond)
+	mustConnect(t, nw, a, b, 0x11)
+	nw.runFor(time.Second) // the old timewait ends meanwhile
+	wantTypes(t, "B", b, EventREQReceived, EventRTUReceived, EventDREQReceived, EventREQReceived,
+		EventRTUReceived, EventTimewaitExit)
+	if b.cm.Conns() != 1 || len(b.cm.remoteQPN) != 1 {
+		t.Fatalf("B conns %d, QP keys %d", b.cm.Conns(), len(b.cm.remoteQPN))
+	}
+	// A third REQ from the same QP is stale against the live second one.
+	a.events = nil
+	a.cm = New(Config{CAGUID: 0x0202c9fffe000001, PacketLifeTime: testPLT, Seed: 5}, nodeTransport{a})
+	mustConnect(t, nw, a, b, 0x11)
+	nw.runFor(time.Millisecond)
+	if len(a.events) != 1 || a.events[0].REJ == nil || a.events[0].REJ.Reason != RejStaleConn {
+		t.Fatalf("A events %v", a.eventTypes())
+	}
+}
