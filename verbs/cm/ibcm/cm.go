@@ -246,7 +246,7 @@ var (
 // New returns a CM that sends through tr.
 func New(cfg Config, tr Transport) *CM {
 	if cfg.PacketLifeTime == 0 {
-		cfg.PacketLifeTime = 16
+		cfg.PacketLifeTime = CMAIBoEPacketLifeTime
 	}
 	r := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
 	return &CM{cfg: cfg, tr: tr, wheel: timer.NewWheel(0),

@@ -20,6 +20,25 @@ const (
 	ServiceIDPSMask    uint64 = 0xFFFFFFFFFFFF0000 // RDMA_IB_IP_PS_MASK
 )
 
+// The CM timing rdma_cm uses on RoCE (cma.c): both CM response timeouts
+// 4.096 us * 2^20 (4.3 s), 15 CM retries, a packet lifetime of
+// 4.096 us * 2^16 (CMA_IBOE_PACKET_LIFETIME in current kernels).
+const (
+	CMAResponseTimeout    = 20
+	CMAMaxCMRetries       = 15
+	CMAIBoEPacketLifeTime = 16
+)
+
+// RoCEPath is the primary path of a RoCEv2 connection from src to dst as
+// Linux's CM fills it: permissive LIDs, the addresses as GIDs, and the
+// traffic class, hop limit and local ACK timeout given. A hop limit above
+// 1 (routed RoCEv2) leaves subnet local clear, as cm_format_req does.
+func RoCEPath(src, dst netip.Addr, trafficClass, hopLimit, localACKTimeout uint8) Path {
+	return Path{LocalLID: LIDPermissive, RemoteLID: LIDPermissive, LocalGID: GIDFromAddr(src),
+		RemoteGID: GIDFromAddr(dst), TrafficClass: trafficClass, HopLimit: hopLimit,
+		SubnetLocal: hopLimit <= 1, LocalACKTimeout: localACKTimeout}
+}
+
 // ServiceID is the service ID rdma_cm uses for a port in a port space.
 func ServiceID(portSpace, port uint16) uint64 {
 	return uint64(portSpace)<<16 | uint64(port)

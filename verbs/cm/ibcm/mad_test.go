@@ -456,3 +456,23 @@ func TestServiceID(t *testing.T) {
 		t.Errorf("IBATime: %v %v", IBATime(0), IBATime(20))
 	}
 }
+
+func TestRoCEPath(t *testing.T) {
+	src, dst := netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2")
+	p := RoCEPath(src, dst, 0x60, 64, 17)
+	want := Path{LocalLID: 0xffff, RemoteLID: 0xffff, LocalGID: GIDFromAddr(src), RemoteGID: GIDFromAddr(dst),
+		TrafficClass: 0x60, HopLimit: 64, LocalACKTimeout: 17}
+	if p != want {
+		t.Fatalf("%+v", p)
+	}
+	if !RoCEPath(src, dst, 0, 1, 17).SubnetLocal {
+		t.Fatal("hop limit 1 is subnet local")
+	}
+	if p.LocalGID.Addr() != src || p.RemoteGID.String() != "198.18.0.2" {
+		t.Fatalf("GIDs %v %v", p.LocalGID, p.RemoteGID)
+	}
+	six := netip.MustParseAddr("2001:db8::1")
+	if GIDFromAddr(six).Addr() != six {
+		t.Fatal("IPv6 GID")
+	}
+}
