@@ -290,6 +290,30 @@ func (c *CM) State(id uint32) State {
 	return StateIdle
 }
 
+// ConnInfo describes one connection (Info).
+type ConnInfo struct {
+	ID           uint32 // local comm ID
+	State        State
+	Active       bool // this side sent the REQ
+	Peer         Peer
+	ServiceID    uint64
+	LocalQPN     uint32
+	RemoteQPN    uint32 // 0 until the REQ (passive) or REP (active) gave it
+	RemoteCommID uint32 // 0 until known
+	RemoteCAGUID uint64
+}
+
+// Info describes the connection id, for a daemon that maps its QPs to CM
+// connections (Established when data arrives, QPError's ID).
+func (c *CM) Info(id uint32) (ConnInfo, bool) {
+	cn := c.conns[id]
+	if cn == nil {
+		return ConnInfo{}, false
+	}
+	return ConnInfo{ID: cn.id, State: cn.state, Active: cn.active, Peer: cn.peer, ServiceID: cn.serviceID,
+		LocalQPN: cn.localQPN, RemoteQPN: cn.remoteQPN, RemoteCommID: cn.remoteID, RemoteCAGUID: cn.remoteGUID}, true
+}
+
 // Conns is the number of connections the CM holds, timewait included.
 func (c *CM) Conns() int { return len(c.conns) }
 

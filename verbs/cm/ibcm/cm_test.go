@@ -890,3 +890,27 @@ func TestReconnectFromSameQPDuringTimewait(t *testing.T) {
 		t.Fatalf("A events %v", a.eventTypes())
 	}
 }
+
+func TestInfo(t *testing.T) {
+	nw, a, b := pair(t)
+	id := mustConnect(t, nw, a, b, 0x11)
+	if in, ok := a.cm.Info(id); !ok || in != (ConnInfo{ID: id, State: StateREQSent, Active: true, Peer: b.peer(),
+		ServiceID: testService, LocalQPN: 0x11}) {
+		t.Fatalf("A before REP: %+v %v", in, ok)
+	}
+	nw.runFor(time.Second)
+	bid := b.events[0].ID
+	want := ConnInfo{ID: id, State: StateEstablished, Active: true, Peer: b.peer(), ServiceID: testService,
+		LocalQPN: 0x11, RemoteQPN: 0x211, RemoteCommID: bid, RemoteCAGUID: 0x0202c9fffe000002}
+	if in, _ := a.cm.Info(id); in != want {
+		t.Fatalf("A %+v", in)
+	}
+	want = ConnInfo{ID: bid, State: StateEstablished, Peer: a.peer(), ServiceID: testService,
+		LocalQPN: 0x211, RemoteQPN: 0x11, RemoteCommID: id, RemoteCAGUID: 0x0202c9fffe000001}
+	if in, _ := b.cm.Info(bid); in != want {
+		t.Fatalf("B %+v", in)
+	}
+	if _, ok := b.cm.Info(bid + 1); ok {
+		t.Fatal("Info of an unknown ID")
+	}
+}
