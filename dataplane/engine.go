@@ -77,7 +77,7 @@ type Engine struct {
 
 	cnt Counters
 
-	ahs       ahTable                 // address handles (ud.go)
+	ahs       ahTable                // address handles (ud.go)
 	neighbors map[netip.Addr][6]byte // peers' MACs the embedded fabric knows (AddNeighbor)
 }
 

@@ -49,7 +49,8 @@ type QPAttr struct {
 	Timeout         uint8 // local ACK timeout = 4.096 µs * 2^Timeout; 0 = infinite
 	RetryCnt        uint8 // 0-7 retries after a timeout or sequence error
 	RNRRetry        uint8 // 0-7; 7 = retry forever (IBA)
-	QKey            uint32 // UD: the QP's Q_Key (IBV_QP_QKEY)
+	// QKey is a UD QP's Q_Key (IBV_QP_QKEY).
+	QKey uint32
 }
 
 // QPInitAttr is struct ibv_qp_init_attr for RC.

@@ -335,34 +335,48 @@ func (u *udTransport) postSend(wrs []qp.SendWR) (int, error) {
 		if err := checkSendWR(wr); err != nil {
 			return i, errorf(q, "WR %d: %w", i, err)
 		}
-		if wr.Opcode != qp.WRSend && wr.Opcode != qp.WRSendWithImm {
-			return i, errorf(q, "WR %d: %w: %v on a UD QP (SEND and SEND_WITH_IMM only)", i, ErrBadWR, wr.Opcode)
+		if q.state == qp.Err { // IBA §10.3.1: posted to ERR, completes flushed
+			e.pushWC(q.sendCQ, qp.WC{WRID: wr.WRID, Status: qp.WCWRFlushErr, Opcode: qp.WCSend, QPNum: q.qpn})
+			continue
 		}
-		var n uint64
-		for _, s := range wr.SGEs() {
-			n += uint64(s.Length)
-		}
-		if n > uint64(u.mtu) {
-			return i, errorf(q, "WR %d: %w: UD message of %d bytes exceeds the port MTU of %d", i, ErrBadWR, n, u.mtu)
+		if err := CheckUDSendWR(wr, int(u.mtu)); err != nil {
+			return i, errorf(q, "WR %d: %w", i, err)
 		}
 		if ah := e.ahs.lookup(wr.AH); ah == nil || ah.pd != q.pd {
 			return i, errorf(q, "WR %d: %w: %#x in the QP's protection domain", i, ErrBadAH, wr.AH)
-		}
-		if q.state == qp.Err {
-			e.pushWC(q.sendCQ, qp.WC{WRID: wr.WRID, Status: qp.WCWRFlushErr, Opcode: qp.WCSend, QPNum: q.qpn})
-			continue
 		}
 		w := q.sq.Push()
 		if w == nil {
 			return i, errorf(q, "%w: %d send WRs outstanding", ErrQueueFull, q.sq.Cap())
 		}
-		w.wr, w.length = *wr, uint32(n)
+		w.wr, w.length = *wr, 0
+		for _, s := range wr.SGEs() {
+			w.length += s.Length
+		}
 	}
 	if q.state == qp.RTS && q.sq.Len() > 0 {
 		e.schedule(q)
 		e.ring()
 	}
 	return len(wrs), nil
+}
+
+// CheckUDSendWR is what a UD QP's PostSend checks of a send work request
+// beyond CheckSendWR, with mtu the port's MTU in bytes: SEND or SEND with
+// immediate, of at most one MTU (a datagram is one packet). The verbs
+// client applies it before a work request enters a shared ring.
+func CheckUDSendWR(wr *qp.SendWR, mtu int) error {
+	if wr.Opcode != qp.WRSend && wr.Opcode != qp.WRSendWithImm {
+		return fmt.Errorf("%w: %v on a UD QP (SEND and SEND_WITH_IMM only)", ErrBadWR, wr.Opcode)
+	}
+	var n uint64
+	for _, s := range wr.SGEs() {
+		n += uint64(s.Length)
+	}
+	if n > uint64(mtu) {
+		return fmt.Errorf("%w: UD message of %d bytes exceeds the port MTU of %d", ErrBadWR, n, mtu)
+	}
+	return nil
 }
 
 func (u *udTransport) postRecv(wrs []qp.RecvWR) (int, error) {
