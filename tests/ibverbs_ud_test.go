@@ -4,8 +4,11 @@ package tests
 
 import (
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/softnic/softnic/tests/netns"
 )
@@ -70,4 +73,43 @@ func TestIbverbsUD(t *testing.T) {
 	}
 	t.Logf("B: rdma_recvs %d, rcvd_no_recv_wqe %d, rcvd_qkey_violation %d; A: ud_send_unresolved %d",
 		b.counter(t, "rdma_recvs"), b.counter(t, "rcvd_no_recv_wqe"), b.counter(t, "rcvd_qkey_violation"), a.counter(t, "ud_send_unresolved"))
+}
+
+// TestIbverbsUDErrors: through the drop-in library, a UD QP reads back
+// its type and Q_Key; ibv_create_ah refuses an address handle without a
+// GRH (EINVAL: RoCE names the destination by its GID) and one to an
+// on-link address no neighbour answers for (ETIMEDOUT, when the kernel's
+// resolution gives up, as the kernel's ibv_create_ah does), and makes
+// one to the peer (through the switch, the gateway's MAC); a send one
+// byte above the port's active MTU is refused at post with EINVAL and
+// bad_wr naming it, one of the MTU is taken.
+func TestIbverbsUDErrors(t *testing.T) {
+	needIbverbs(t)
+	tb := requireE2E(t)
+	lib := ibverbsLib(t)
+	prog := filepath.Join(binDir, "ibvud")
+	if out, err := exec.Command("gcc", "-o", prog, "ibvud/main.c", "-L"+lib, "-l:libibverbs.so.1").CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	a, _ := newE2EHosts(t, tb)
+	startE2EDaemon(t, tb, a, tb.A.IPv4)
+	// 198.18.0.77 is on A's link (198.18.0.0/24) and nobody has it.
+	p := ibvProc(t, tb, a.name, a.socket, prog, "198.18.0.77", tb.B.IPv4.String())
+	out := waitExit(t, p, "ibvud", time.Minute)
+	for _, want := range []string{
+		"query state=3 qkey=0x11111111 type=4\n",
+		"ibv_create_ah(no GRH) failed errno=22\n",
+		"ibv_create_ah(unreachable) failed errno=110\n",
+		"ibv_create_ah(peer) ok\n",
+		"ibv_post_send(MTU+1) failed errno=22\n",
+		"ibv_post_send(MTU) ok errno=0\n",
+		"done\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("ibvud: no %q in:\n%s", strings.TrimSpace(want), out)
+		}
+	}
+	t.Logf("ibvud:\n%s", out)
+	mustStats(t, a.socket)
+	stopE2EDaemon(t, tb, a)
 }
