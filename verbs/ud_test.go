@@ -216,3 +216,81 @@ func TestUDDaemon(t *testing.T) {
 	waitObjects(t, d.a, verbsd.Objects{})
 	waitObjects(t, d.b, verbsd.Objects{})
 }
+
+// TestUDDaemonFastPath: posting datagrams through a daemon context's
+// rings (with the client's UD checks: MTU, opcode, AH), the daemon's pump,
+// the engine and polling the completions cost no allocation.
+func TestUDDaemonFastPath(t *testing.T) {
+	d := startDaemons(t, sim.Config{Seed: 4}, false)
+	ctxA, err := Dial(d.sockA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctxA.Close()
+	ctxB, err := Dial(d.sockB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctxB.Close()
+	a, b := newUDSide(t, ctxA), newUDSide(t, ctxB)
+	ah, err := a.pd.CreateAH(AHAttr{DGID: b.dev.GID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 8
+	var sends [n]SendWR
+	var recvs [n]RecvWR
+	for i := range n {
+		sends[i] = SendWR{WRID: uint64(i), Opcode: WRSendWithImm, Flags: SendSignaled, NumSGE: 1, SGL: [8]SGE{a.mr.SGE(i*512, 512)},
+			AH: ah.Handle(), RemoteQPN: b.qp.QPN(), RemoteQKey: testQKey}
+		recvs[i] = RecvWR{WRID: uint64(i), NumSGE: 1, SGL: [8]SGE{b.mr.SGE(i*1024, 512+GRHLen)}}
+	}
+	wcs := make([]WC, 64)
+	var failure error
+	round := func() {
+		if err := b.qp.PostRecv(recvs[:]...); err != nil {
+			failure = err
+			return
+		}
+		if err := a.qp.PostSend(sends[:]...); err != nil {
+			failure = err
+			return
+		}
+		got := 0
+		for step := 0; got < 2*n; step++ {
+			if step > 10000 {
+				failure = errors.New("round did not complete")
+				return
+			}
+			d.a.Pump()
+			d.b.Pump()
+			k, err := a.cq.Poll(wcs)
+			if err != nil {
+				failure = err
+				return
+			}
+			m, err := b.cq.Poll(wcs[k:])
+			if err != nil {
+				failure = err
+				return
+			}
+			for _, wc := range wcs[:k+m] {
+				if wc.Status != WCSuccess {
+					failure = errors.New("a datagram failed")
+					return
+				}
+			}
+			got += k + m
+			if k+m == 0 {
+				d.sim.Step()
+			}
+		}
+	}
+	round()
+	if failure != nil {
+		t.Fatal(failure)
+	}
+	if allocs := testing.AllocsPerRun(50, round); allocs != 0 || failure != nil {
+		t.Fatalf("%v allocations per round of %d datagrams (%v)", allocs, n, failure)
+	}
+}
