@@ -14,8 +14,7 @@ import (
 // QP is made with QPInitAttr.Type QPTUD, moved RESET -> INIT (P_Key
 // index, port, Q_Key) -> RTR -> RTS (SQ PSN), and sends each message as
 // one datagram through an address handle to a QP number and Q_Key named
-// in the work request. docs/transport.md, "Unreliable Datagram", has the
-// semantics.
+// in the work request. docs/ud.md has the semantics.
 
 // QPType is enum ibv_qp_type.
 type QPType = qp.QPType
@@ -138,8 +137,8 @@ func (r *remote) destroyAH(a *AH) error {
 	return nil
 }
 
-// editAHs replaces the table of live AHs by an edited copy (callMu held
-// by the caller's RPC is not needed: r.mu serialises the edits).
+// editAHs replaces the table of live AHs by an edited copy; r.mu
+// serialises the edits.
 func (r *remote) editAHs(edit func(map[uint32]uint32)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
