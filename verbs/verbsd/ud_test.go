@@ -3,6 +3,7 @@ package verbsd
 import (
 	"errors"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/softnic/softnic/dataplane"
@@ -55,4 +56,47 @@ func TestCreateAHLimitsAndChecks(t *testing.T) {
 	}
 	a.c.C.Close()
 	waitFor(t, "the client's teardown", func() bool { return s.Objects() == Objects{} })
+}
+
+// TestUDProtocol: a QP type and the AH ops need protocol version 6 (a
+// version-5 client asking for them gets a protocol error naming the
+// version, and keeps working); from version 6 a UD QP is made, its
+// result names the port's MTU, and a QP type the engine does not make is
+// refused.
+func TestUDProtocol(t *testing.T) {
+	s, _ := newServer(t)
+	qp := func(r *rawClient, typ uint8) (proto.CreateQPResult, error) {
+		var pd proto.Handle
+		r.call(proto.OpAllocPD, nil, &pd)
+		var cq proto.CreateCQResult
+		fds, err := r.call(proto.OpCreateCQ, proto.CreateCQArgs{CQE: 8}, &cq)
+		proto.CloseFDs(fds)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var q proto.CreateQPResult
+		fds, err = r.call(proto.OpCreateQP, proto.CreateQPArgs{PD: pd.Handle, SendCQ: cq.Handle, RecvCQ: cq.Handle, MaxSendWR: 4, MaxRecvWR: 4, Type: typ}, &q)
+		proto.CloseFDs(fds)
+		return q, err
+	}
+	old := dial(t, s)
+	old.hello(5)
+	if _, err := qp(old, 4); !errors.Is(err, proto.ErrProtocol) || !strings.Contains(err.Error(), "version 6") {
+		t.Fatalf("UD QP from a version-5 client: %v", err)
+	}
+	if _, err := old.call(proto.OpCreateAH, proto.CreateAHArgs{PD: 1, DGID: sim.AddrB}, nil); !errors.Is(err, proto.ErrProtocol) || !strings.Contains(err.Error(), "version 6") {
+		t.Fatalf("create_ah from a version-5 client: %v", err)
+	}
+	if q, err := qp(old, 0); err != nil || q.UDMTU != 0 {
+		t.Fatalf("ordinary QP from a version-5 client: %+v, %v", q, err)
+	}
+	c := dial(t, s)
+	c.hello(proto.Version)
+	q, err := qp(c, 4)
+	if err != nil || q.UDMTU != 4096 {
+		t.Fatalf("UD QP: %+v, %v; want ud_mtu 4096 (the embedded fabric's frames)", q, err)
+	}
+	if _, err := qp(c, 3); !errors.Is(err, dataplane.ErrUDQP) {
+		t.Fatalf("UC QP: %v", err)
+	}
 }
