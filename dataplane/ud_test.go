@@ -573,3 +573,41 @@ func TestUDAllocs(t *testing.T) {
 		}
 	}
 }
+
+// TestUDContextEviction: UD QPs whose contexts the cache evicts and
+// fetches again (an SRAM of two contexts, four QPs on B taking turns)
+// keep their PSNs and deliver every datagram.
+func TestUDContextEviction(t *testing.T) {
+	p := newUDPair(t, SimConfig{Seed: 11, SRAMBytes: 2 * 256})
+	var qbs []*QP
+	for range 4 {
+		q := p.udQP(p.sim.B, p.pdB, p.cqB)
+		for i := range 8 {
+			if _, err := p.sim.B.PostRecv(q, []qp.RecvWR{recvWR(uint64(i), sge(p.mrB, i*128, 128))}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		qbs = append(qbs, q)
+	}
+	for i := range 32 {
+		q := qbs[i%4]
+		p.post(p.sim.A, []*QP{p.qa, p.qa2}[i%2], udSend(uint64(i), p.ahAB, q.QPN(), udQKey, sge(p.mrA, i, 16)))
+	}
+	r := p.collect(p.sim.B, p.cqB, 32, 10*time.Millisecond)
+	per := map[uint32]int{}
+	for _, wc := range r {
+		if wc.Status != qp.WCSuccess || wc.ByteLen != 16+qp.GRHLen {
+			t.Fatalf("receive %+v", wc)
+		}
+		per[wc.QPNum]++
+	}
+	if len(r) != 32 || len(per) != 4 {
+		t.Fatalf("%d datagrams over %d QPs (%v)", len(r), len(per), per)
+	}
+	if c := p.sim.B.Counters(); c.QPCEvictions == 0 {
+		t.Fatal("no context was evicted")
+	}
+	if a := p.sim.A.QueryQP(p.qa); a.SQPSN != 100+16 {
+		t.Fatalf("A's first QP is at PSN %d, want %d", a.SQPSN, 100+16)
+	}
+}
