@@ -169,6 +169,12 @@ type Counters struct {
 	SRResidentBytesPeak  uint64 // sr_resident_bytes_peak
 	SRAMSharedBytes      uint64 // sram_shared_bytes: the scheme's shared pools
 	SRAMBudget           uint64 // sram_budget_bytes: 0 = unlimited
+
+	// Unreliable Datagram (ud.go): what a UD QP drops or fails, as no
+	// peer hears of it.
+	RcvdQKeyViolation uint64 // rcvd_qkey_violation: datagrams whose DETH Q_Key is not the receiving QP's (IBA's Q_Key violation), dropped
+	RcvdNoRecvWQE     uint64 // rcvd_no_recv_wqe: datagrams that found no receive WQE (UD has no RNR), dropped
+	UDSendUnresolved  uint64 // ud_send_unresolved: UD sends completed in error: the address handle has no destination MAC or was destroyed
 }
 
 // Each calls fn with every counter's name and value, in a fixed order.
@@ -229,6 +235,8 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"qpc_resident_bytes", c.QPCResidentBytes}, {"qpc_resident_bytes_peak", c.QPCResidentBytesPeak},
 		{"sr_resident_bytes", c.SRResidentBytes}, {"sr_resident_bytes_peak", c.SRResidentBytesPeak},
 		{"sram_shared_bytes", c.SRAMSharedBytes}, {"sram_budget_bytes", c.SRAMBudget},
+		{"rcvd_qkey_violation", c.RcvdQKeyViolation}, {"rcvd_no_recv_wqe", c.RcvdNoRecvWQE},
+		{"ud_send_unresolved", c.UDSendUnresolved},
 	} {
 		if f.n == "" {
 			for _, s := range c.SchemeCounters {

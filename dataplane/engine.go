@@ -76,6 +76,9 @@ type Engine struct {
 	doorbell func() // wakes a sleeping poll loop when work is posted
 
 	cnt Counters
+
+	ahs       ahTable                // address handles (ud.go)
+	neighbors map[netip.Addr][6]byte // peers' MACs the embedded fabric knows (AddNeighbor)
 }
 
 // NewEngine returns an engine transmitting and receiving through port.
@@ -425,8 +428,9 @@ func (e *Engine) receive(frame []byte) {
 		return
 	}
 	e.touch(q, true)
-	// rxe check_addr: a connected QP takes frames only from its peer, to us.
-	if f.DstAddr() != e.cfg.Addr || f.SrcAddr() != q.av.DGID {
+	// rxe check_addr: a connected QP takes frames only from its peer, to
+	// us; a datagram QP (ud.go) from anyone, to us.
+	if f.DstAddr() != e.cfg.Addr || !q.qpType.IsUD() && f.SrcAddr() != q.av.DGID {
 		e.cnt.RcvdBadAddr++
 		q.tr.misaddressed(op)
 		return

@@ -19,6 +19,9 @@ type AddressVector struct {
 	TrafficClass uint8
 	HopLimit     uint8
 	FlowLabel    uint32
+	// SGIDIndex is the source GID's index in the port's GID table (an
+	// address handle's; softnic's port has one GID, index 0).
+	SGIDIndex uint8
 }
 
 // ECN codepoints of the IP traffic class's two low bits (RFC 3168).
@@ -46,6 +49,8 @@ type QPAttr struct {
 	Timeout         uint8 // local ACK timeout = 4.096 µs * 2^Timeout; 0 = infinite
 	RetryCnt        uint8 // 0-7 retries after a timeout or sequence error
 	RNRRetry        uint8 // 0-7; 7 = retry forever (IBA)
+	// QKey is a UD QP's Q_Key (IBV_QP_QKEY).
+	QKey uint32
 }
 
 // QPInitAttr is struct ibv_qp_init_attr for RC.
@@ -70,6 +75,10 @@ type QPInitAttr struct {
 	// engine's Config.MaxUnackedPSNs; at most MaxUnackedLimit). A
 	// softnic extension, like Scheme: rxe's bound is the constant 128.
 	MaxUnackedPSNs int
+	// Type is the QP's transport service (ibv_qp_init_attr.qp_type):
+	// the zero value and qp.QPTypeRC make an RC QP, qp.QPTypeUD an
+	// Unreliable Datagram QP (ud.go).
+	Type qp.QPType
 }
 
 // MaxUnackedLimit is the largest bound on unacknowledged PSNs: half the
@@ -120,6 +129,8 @@ type QP struct {
 	receiver recovery.Receiver
 	star     StarRole  // its part in StaR's stateless mode, fixed at create
 	tr       transport // what the QP runs: RC, or StaR's client or server driver
+	qpType   qp.QPType // RC (0 or qp.QPTypeRC) or UD, fixed at create
+	qkey     uint32    // UD: the QP's Q_Key
 }
 
 // hwContext is the on-chip part of a QP context (see QP): the

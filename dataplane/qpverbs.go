@@ -94,7 +94,14 @@ func (e *Engine) CreateQP(pd uint32, attr QPInitAttr) (*QP, error) {
 		sq:         qp.NewRing[sendWQE](attr.MaxSendWR),
 		rq:         qp.NewRing[recvWQE](attr.MaxRecvWR),
 	}
-	if q.tr, err = newTransport(onNIC{e, q}, q.star); err != nil {
+	if attr.Type.IsUD() {
+		if q.star != StarNone {
+			return nil, fmt.Errorf("%w: a StaR role on a UD QP", ErrUDQP)
+		}
+		q.qpType, q.tr = qp.QPTypeUD, newUD(onNIC{e, q})
+	} else if attr.Type != 0 && attr.Type != qp.QPTypeRC {
+		return nil, fmt.Errorf("%w: QP type %v", ErrUDQP, attr.Type)
+	} else if q.tr, err = newTransport(onNIC{e, q}, q.star); err != nil {
 		return nil, err
 	}
 	if err := q.tr.setScheme(scheme); err != nil {
@@ -107,8 +114,10 @@ func (e *Engine) CreateQP(pd uint32, attr QPInitAttr) (*QP, error) {
 	q.cache.Fill = func() { q.hwContext = q.host }
 	q.cache.Evicted = func() {
 		q.hwContext = poisoned
-		q.sender.OnEvict()
-		q.receiver.OnEvict()
+		if q.sender != nil { // a UD QP has no scheme halves
+			q.sender.OnEvict()
+			q.receiver.OnEvict()
+		}
 	}
 	e.qps[q.qpn] = q
 	e.pds[pd]++
@@ -137,11 +146,15 @@ func (e *Engine) ModifyQP(q *QP, a *QPAttr, mask qp.AttrMask) error {
 	if !qp.CanTransition(from, to) {
 		return errorf(q, "%w: %v -> %v", ErrTransition, from, to)
 	}
+	required, allowed := qp.RequiredAttrs, qp.AllowedAttrs
+	if q.qpType.IsUD() {
+		required, allowed = qp.RequiredAttrsUD, qp.AllowedAttrsUD
+	}
 	if to != qp.Reset && to != qp.Err {
-		if req := qp.RequiredAttrs(from, to); mask&req != req {
+		if req := required(from, to); mask&req != req {
 			return errorf(q, "%w: %v -> %v needs mask %#x, got %#x", ErrAttrs, from, to, req, mask)
 		}
-		if extra := mask &^ (qp.AllowedAttrs(from, to) | qp.RequiredAttrs(from, to)); extra != 0 {
+		if extra := mask &^ (allowed(from, to) | required(from, to)); extra != 0 {
 			return errorf(q, "%w: %v -> %v does not take attributes %#x", ErrAttrs, from, to, extra)
 		}
 	}
@@ -186,6 +199,9 @@ func (e *Engine) ModifyQP(q *QP, a *QPAttr, mask qp.AttrMask) error {
 	if mask&qp.AttrRNRRetry != 0 {
 		q.rnrRetry = a.RNRRetry
 	}
+	if mask&qp.AttrQKey != 0 {
+		q.qkey = a.QKey
+	}
 	e.setState(q, to)
 	return nil
 }
@@ -200,6 +216,7 @@ func (e *Engine) QueryQP(q *QP) QPAttr {
 		PathMTU: mtuEnum(q.mtu), DestQPN: q.destQPN, RQPSN: q.ePSN, SQPSN: q.nextPSN,
 		MaxDestRdAtomic: uint8(q.maxDestRdAtomic), MaxRdAtomic: uint8(q.maxRdAtomic),
 		MinRNRTimer: q.minRNRTimer, Timeout: q.timeoutCode, RetryCnt: q.retryCnt, RNRRetry: q.rnrRetry,
+		QKey: q.qkey,
 	}
 }
 

@@ -83,6 +83,10 @@ func NewSim(cfg SimConfig) (*Sim, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Each host knows the other's MAC, as a kernel's neighbour table
+	// would (what an address handle resolves; ud.go).
+	a.AddNeighbor(b.Addr(), b.MAC())
+	b.AddNeighbor(a.Addr(), a.MAC())
 	group := Group{Engines: []*Engine{a, b}, Events: []func() (time.Duration, bool){f.A().NextDelivery, f.B().NextDelivery}}
 	return &Sim{Clock: clock, Fabric: f, A: a, B: b, group: group}, nil
 }

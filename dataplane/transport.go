@@ -16,12 +16,14 @@ import (
 // wheel, building and sending frames, completions, memory, counters
 // (nic.go, memory.go).
 //
-// Three transports exist: RC (rc.go and the stages it is made of:
+// Four transports exist: RC (rc.go and the stages it is made of:
 // requester.go, responder.go, completer.go), StaR's client (starclient.go:
 // RC's requester with StaR's request packets and a shadow of its
 // server's work queue) and StaR's server driver (stardriver.go: host
 // software that pushes the server's work requests to the client, with no
-// NIC context at all).
+// NIC context at all) and Unreliable Datagram (ud.go: one packet per
+// message through an address handle, nothing acknowledged; chosen by
+// QPInitAttr.Type).
 type transport interface {
 	// receive takes a packet for the QP that passed the NIC's checks:
 	// parse, ICRC, P_Key, QP number, addresses. The transport checks its

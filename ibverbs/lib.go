@@ -329,17 +329,17 @@ func snic_go_poll(h C.uintptr_t, n C.int, out *C.struct_snic_wc) C.int {
 		d.status, d.opcode = C.uint32_t(w.Status), C.uint32_t(w.Opcode)
 		d.vendor_err, d.byte_len = C.uint32_t(w.VendorErr), C.uint32_t(w.ByteLen)
 		d.imm, d.qp_num, d.src_qp = C.uint32_t(w.ImmData), C.uint32_t(w.QPNum), C.uint32_t(w.SrcQP)
-		d.flags = C.uint32_t(w.Flags & verbs.WCWithImm)
+		d.flags = C.uint32_t(w.Flags & (verbs.WCWithImm | verbs.WCGRH))
 	}
 	return C.int(got)
 }
 
 //export snic_go_create_qp
-func snic_go_create_qp(pdh, scq, rcq C.uintptr_t, maxSend, maxRecv, sigAll C.int, out *C.uintptr_t, qpn *C.uint32_t) C.int {
+func snic_go_create_qp(pdh, scq, rcq C.uintptr_t, maxSend, maxRecv, sigAll, qpType C.int, out *C.uintptr_t, qpn *C.uint32_t) C.int {
 	pd := value[*pdObj](pdh)
 	q, err := pd.pd.CreateQP(verbs.QPInitAttr{
 		SendCQ: value[*cqObj](scq).cq, RecvCQ: value[*cqObj](rcq).cq,
-		MaxSendWR: int(maxSend), MaxRecvWR: int(maxRecv), SqSigAll: sigAll != 0,
+		MaxSendWR: int(maxSend), MaxRecvWR: int(maxRecv), SqSigAll: sigAll != 0, Type: verbs.QPType(qpType),
 	})
 	if err != nil {
 		return errno("create qp", err)
@@ -371,7 +371,7 @@ func snic_go_modify_qp(h C.uintptr_t, a *C.struct_snic_qp_attr, mask C.uint32_t)
 		DestQPN: uint32(a.dest_qpn), RQPSN: qp.PSN(a.rq_psn), SQPSN: qp.PSN(a.sq_psn),
 		MaxDestRdAtomic: uint8(a.max_dest_rd_atomic), MaxRdAtomic: uint8(a.max_rd_atomic),
 		MinRNRTimer: uint8(a.min_rnr_timer), Timeout: uint8(a.timeout),
-		RetryCnt: uint8(a.retry_cnt), RNRRetry: uint8(a.rnr_retry),
+		RetryCnt: uint8(a.retry_cnt), RNRRetry: uint8(a.rnr_retry), QKey: uint32(a.qkey),
 	}
 	m := verbs.AttrMask(mask)
 	if m&verbs.AttrAV != 0 {
@@ -417,6 +417,7 @@ func snic_go_query_qp(h C.uintptr_t, a *C.struct_snic_qp_attr) C.int {
 	a.max_dest_rd_atomic, a.max_rd_atomic = C.uint32_t(attr.MaxDestRdAtomic), C.uint32_t(attr.MaxRdAtomic)
 	a.min_rnr_timer, a.timeout = C.uint32_t(attr.MinRNRTimer), C.uint32_t(attr.Timeout)
 	a.retry_cnt, a.rnr_retry = C.uint32_t(attr.RetryCnt), C.uint32_t(attr.RNRRetry)
+	a.qkey = C.uint32_t(attr.QKey)
 	return 0
 }
 
@@ -449,7 +450,8 @@ func snic_go_post_send(h C.uintptr_t, wrs *C.struct_snic_send_wr, n C.int, bad *
 		s, d := &src[i], &dst[i]
 		*d = verbs.SendWR{WRID: uint64(s.wr_id), Opcode: verbs.WROpcode(s.opcode), Flags: verbs.SendFlags(s.flags),
 			NumSGE: int(s.num_sge), ImmData: uint32(s.imm), RemoteAddr: uint64(s.remote_addr), RKey: uint32(s.rkey),
-			CompareAdd: uint64(s.compare_add), Swap: uint64(s.swap)}
+			CompareAdd: uint64(s.compare_add), Swap: uint64(s.swap),
+			AH: uint32(s.ah), RemoteQPN: uint32(s.remote_qpn), RemoteQKey: uint32(s.remote_qkey)}
 		sgl(&d.SGL, &s.sge, int(s.num_sge))
 	}
 	if err := q.q.PostSend(dst...); err != nil {

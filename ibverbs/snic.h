@@ -27,6 +27,7 @@ struct snic_send_wr {
 	uint64_t remote_addr, compare_add, swap;
 	uint32_t rkey;
 	struct snic_sge sge[SNIC_MAX_SGE];
+	uint32_t ah, remote_qpn, remote_qkey; /* UD: the AH's engine number, wr.ud's QPN and Q_Key */
 };
 
 struct snic_recv_wr {
@@ -46,6 +47,13 @@ struct snic_qp_attr {
 	uint32_t traffic_class, hop_limit, flow_label;
 	uint32_t path_mtu, dest_qpn, rq_psn, sq_psn;
 	uint32_t max_dest_rd_atomic, max_rd_atomic, min_rnr_timer, timeout, retry_cnt, rnr_retry;
+	uint32_t qkey; /* UD */
+};
+
+/* An address handle's attributes (ibv_ah_attr, RoCE: the GRH's). */
+struct snic_ah_attr {
+	uint8_t dgid[16];
+	uint32_t traffic_class, hop_limit, flow_label, sgid_index;
 };
 
 #endif

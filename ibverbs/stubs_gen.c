@@ -164,9 +164,6 @@ void ibv_copy_qp_attr_from_kern(void) {}
 __asm__(".symver __snic_compat_IBVERBS_1_0_ibv_create_ah, ibv_create_ah@IBVERBS_1.0");
 void *__snic_compat_IBVERBS_1_0_ibv_create_ah(void) { errno = EOPNOTSUPP; return NULL; }
 
-__asm__(".symver __snic_v_ibv_create_ah, ibv_create_ah@@IBVERBS_1.1");
-void *__snic_v_ibv_create_ah(void) { errno = EOPNOTSUPP; return NULL; }
-
 void *ibv_create_ah_from_wc(void) { errno = EOPNOTSUPP; return NULL; }
 
 __asm__(".symver __snic_compat_IBVERBS_1_0_ibv_create_cq, ibv_create_cq@IBVERBS_1.0");
@@ -189,9 +186,6 @@ void *__snic_compat_IBVERBS_1_0_ibv_dereg_mr(void) { errno = EOPNOTSUPP; return 
 
 __asm__(".symver __snic_compat_IBVERBS_1_0_ibv_destroy_ah, ibv_destroy_ah@IBVERBS_1.0");
 int __snic_compat_IBVERBS_1_0_ibv_destroy_ah(void) { errno = EOPNOTSUPP; return EOPNOTSUPP; }
-
-__asm__(".symver __snic_v_ibv_destroy_ah, ibv_destroy_ah@@IBVERBS_1.1");
-int __snic_v_ibv_destroy_ah(void) { errno = EOPNOTSUPP; return EOPNOTSUPP; }
 
 __asm__(".symver __snic_compat_IBVERBS_1_0_ibv_destroy_cq, ibv_destroy_cq@IBVERBS_1.0");
 int __snic_compat_IBVERBS_1_0_ibv_destroy_cq(void) { errno = EOPNOTSUPP; return EOPNOTSUPP; }

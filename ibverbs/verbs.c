@@ -46,6 +46,9 @@ struct snic_context {
 };
 
 struct snic_pd { struct ibv_pd ibv; uintptr_t h; };
+/* An address handle: num is the engine's number for it, which UD send
+   work requests carry (snic_send_wr.ah). */
+struct snic_ah { struct ibv_ah ibv; uintptr_t h; uint32_t num; };
 struct snic_mr { struct ibv_mr ibv; uintptr_t h; };
 struct snic_channel { struct ibv_comp_channel ibv; uintptr_t h; };
 struct snic_cq {
@@ -183,7 +186,7 @@ static int snic_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 			w->byte_len = tmp[i].byte_len;
 			w->qp_num = tmp[i].qp_num;
 			w->src_qp = tmp[i].src_qp;
-			w->wc_flags = tmp[i].flags & IBV_WC_WITH_IMM;
+			w->wc_flags = tmp[i].flags & (IBV_WC_WITH_IMM | IBV_WC_GRH);
 			if (w->wc_flags & IBV_WC_WITH_IMM)
 				w->imm_data = htobe32(tmp[i].imm);
 		}
@@ -244,6 +247,16 @@ static int snic_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ib
 				be32toh(wr->imm_data) : 0;
 			s->remote_addr = s->compare_add = s->swap = 0;
 			s->rkey = 0;
+			s->ah = s->remote_qpn = s->remote_qkey = 0;
+			if (ibqp->qp_type == IBV_QPT_UD) {
+				if (!wr->wr.ud.ah) {
+					invalid = wr;
+					break;
+				}
+				s->ah = ((struct snic_ah *)wr->wr.ud.ah)->num;
+				s->remote_qpn = wr->wr.ud.remote_qpn;
+				s->remote_qkey = wr->wr.ud.remote_qkey;
+			}
 			switch (wr->opcode) {
 			case IBV_WR_RDMA_WRITE:
 			case IBV_WR_RDMA_WRITE_WITH_IMM:
@@ -735,8 +748,8 @@ struct ibv_qp *ibv_create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_attr *init)
 	uint32_t qpn = 0;
 	int rc;
 
-	if (init->qp_type != IBV_QPT_RC || init->srq) {
-		/* softnic has RC queue pairs only, and no SRQ. */
+	if ((init->qp_type != IBV_QPT_RC && init->qp_type != IBV_QPT_UD) || init->srq) {
+		/* softnic has RC and UD queue pairs only, and no SRQ. */
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
@@ -752,7 +765,8 @@ struct ibv_qp *ibv_create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_attr *init)
 	}
 	rc = snic_go_create_qp(pd->h, ((struct snic_cq *)init->send_cq)->h, ((struct snic_cq *)init->recv_cq)->h,
 			       init->cap.max_send_wr ? init->cap.max_send_wr : 1,
-			       init->cap.max_recv_wr ? init->cap.max_recv_wr : 1, init->sq_sig_all, &qp->h, &qpn);
+			       init->cap.max_recv_wr ? init->cap.max_recv_wr : 1, init->sq_sig_all, init->qp_type,
+			       &qp->h, &qpn);
 	if (rc) {
 		free(qp);
 		errno = rc;
@@ -767,7 +781,7 @@ struct ibv_qp *ibv_create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_attr *init)
 	qp->ibv.recv_cq = init->recv_cq;
 	qp->ibv.qp_num = qpn;
 	qp->ibv.state = IBV_QPS_RESET;
-	qp->ibv.qp_type = IBV_QPT_RC;
+	qp->ibv.qp_type = init->qp_type;
 	pthread_mutex_init(&qp->ibv.mutex, NULL);
 	pthread_cond_init(&qp->ibv.cond, NULL);
 	return &qp->ibv;
@@ -776,7 +790,7 @@ struct ibv_qp *ibv_create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_attr *init)
 #define SNIC_QP_MASK (IBV_QP_STATE | IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX | \
 		      IBV_QP_PORT | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | \
 		      IBV_QP_RNR_RETRY | IBV_QP_RQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER | \
-		      IBV_QP_SQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_DEST_QPN)
+		      IBV_QP_SQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_DEST_QPN | IBV_QP_QKEY)
 
 int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 {
@@ -785,7 +799,7 @@ int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 	int rc;
 
 	if (mask & ~SNIC_QP_MASK)
-		return snic_err(EOPNOTSUPP); /* UD's Q_Key, alternate paths, rate limits, ... */
+		return snic_err(EOPNOTSUPP); /* alternate paths, rate limits, ... */
 	if ((mask & IBV_QP_AV) && !attr->ah_attr.is_global)
 		return snic_err(EINVAL); /* RoCE needs the GRH: the destination is its GID */
 	memset(&a, 0, sizeof(a));
@@ -808,6 +822,7 @@ int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 	a.timeout = attr->timeout;
 	a.retry_cnt = attr->retry_cnt;
 	a.rnr_retry = attr->rnr_retry;
+	a.qkey = attr->qkey;
 	rc = snic_go_modify_qp(qp->h, &a, mask);
 	if (rc)
 		return snic_err(rc);
@@ -835,12 +850,15 @@ int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask, struct
 	attr->sq_psn = a.sq_psn;
 	attr->dest_qp_num = a.dest_qpn;
 	attr->cap = qp->cap;
-	attr->ah_attr.is_global = 1;
-	memcpy(attr->ah_attr.grh.dgid.raw, a.dgid, 16);
-	attr->ah_attr.grh.traffic_class = a.traffic_class;
-	attr->ah_attr.grh.hop_limit = a.hop_limit;
-	attr->ah_attr.grh.flow_label = a.flow_label;
-	attr->ah_attr.port_num = 1;
+	attr->qkey = a.qkey;
+	if (ibqp->qp_type == IBV_QPT_RC) { /* a UD QP has no path */
+		attr->ah_attr.is_global = 1;
+		memcpy(attr->ah_attr.grh.dgid.raw, a.dgid, 16);
+		attr->ah_attr.grh.traffic_class = a.traffic_class;
+		attr->ah_attr.grh.hop_limit = a.hop_limit;
+		attr->ah_attr.grh.flow_label = a.flow_label;
+		attr->ah_attr.port_num = 1;
+	}
 	attr->pkey_index = a.pkey_index;
 	attr->port_num = 1;
 	attr->max_rd_atomic = a.max_rd_atomic;
@@ -855,7 +873,7 @@ int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask, struct
 		init->send_cq = ibqp->send_cq;
 		init->recv_cq = ibqp->recv_cq;
 		init->cap = qp->cap;
-		init->qp_type = IBV_QPT_RC;
+		init->qp_type = ibqp->qp_type;
 		init->sq_sig_all = qp->sq_sig_all;
 	}
 	return 0;
@@ -869,6 +887,56 @@ int ibv_destroy_qp(struct ibv_qp *ibqp)
 	if (rc)
 		return snic_err(rc);
 	free(qp);
+	return 0;
+}
+
+/* Address handles (UD). RoCE needs the GRH: the destination is its GID.
+   The destination's MAC is resolved from the kernel's neighbours, as the
+   kernel does for a RoCE NIC's ibv_create_ah; an address it cannot
+   resolve fails the call (ETIMEDOUT, ENETUNREACH). */
+
+struct ibv_ah *ibv_create_ah(struct ibv_pd *ibpd, struct ibv_ah_attr *attr)
+{
+	struct snic_pd *pd = (struct snic_pd *)ibpd;
+	struct snic_ah_attr a;
+	struct snic_ah *ah;
+	int rc;
+
+	if (!attr || !attr->is_global || attr->port_num != 1) {
+		errno = EINVAL;
+		return NULL;
+	}
+	ah = calloc(1, sizeof(*ah));
+	if (!ah) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	memset(&a, 0, sizeof(a));
+	memcpy(a.dgid, attr->grh.dgid.raw, 16);
+	a.traffic_class = attr->grh.traffic_class;
+	a.hop_limit = attr->grh.hop_limit;
+	a.flow_label = attr->grh.flow_label;
+	a.sgid_index = attr->grh.sgid_index;
+	rc = snic_go_create_ah(pd->h, &a, &ah->h, &ah->num);
+	if (rc) {
+		free(ah);
+		errno = rc;
+		return NULL;
+	}
+	ah->ibv.context = ibpd->context;
+	ah->ibv.pd = ibpd;
+	ah->ibv.handle = ah->num;
+	return &ah->ibv;
+}
+
+int ibv_destroy_ah(struct ibv_ah *ibah)
+{
+	struct snic_ah *ah = (struct snic_ah *)ibah;
+	int rc = snic_go_destroy_ah(ah->h);
+
+	if (rc)
+		return snic_err(rc);
+	free(ah);
 	return 0;
 }
 

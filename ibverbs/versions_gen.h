@@ -5,10 +5,12 @@ extern __typeof(ibv_ack_async_event) ibv_ack_async_event __attribute__((visibili
 extern __typeof(ibv_ack_cq_events) ibv_ack_cq_events __attribute__((visibility("hidden")));
 extern __typeof(ibv_alloc_pd) ibv_alloc_pd __attribute__((visibility("hidden")));
 extern __typeof(ibv_close_device) ibv_close_device __attribute__((visibility("hidden")));
+extern __typeof(ibv_create_ah) ibv_create_ah __attribute__((visibility("hidden")));
 extern __typeof(ibv_create_cq) ibv_create_cq __attribute__((visibility("hidden")));
 extern __typeof(ibv_create_qp) ibv_create_qp __attribute__((visibility("hidden")));
 extern __typeof(ibv_dealloc_pd) ibv_dealloc_pd __attribute__((visibility("hidden")));
 extern __typeof(ibv_dereg_mr) ibv_dereg_mr __attribute__((visibility("hidden")));
+extern __typeof(ibv_destroy_ah) ibv_destroy_ah __attribute__((visibility("hidden")));
 extern __typeof(ibv_destroy_cq) ibv_destroy_cq __attribute__((visibility("hidden")));
 extern __typeof(ibv_destroy_qp) ibv_destroy_qp __attribute__((visibility("hidden")));
 extern __typeof(ibv_free_device_list) ibv_free_device_list __attribute__((visibility("hidden")));
@@ -34,6 +36,8 @@ extern __typeof(ibv_alloc_pd) __snic_v_ibv_alloc_pd __attribute__((alias("ibv_al
 __asm__(".symver __snic_v_ibv_alloc_pd, ibv_alloc_pd@@IBVERBS_1.1");
 extern __typeof(ibv_close_device) __snic_v_ibv_close_device __attribute__((alias("ibv_close_device"), visibility("default")));
 __asm__(".symver __snic_v_ibv_close_device, ibv_close_device@@IBVERBS_1.1");
+extern __typeof(ibv_create_ah) __snic_v_ibv_create_ah __attribute__((alias("ibv_create_ah"), visibility("default")));
+__asm__(".symver __snic_v_ibv_create_ah, ibv_create_ah@@IBVERBS_1.1");
 extern __typeof(ibv_create_cq) __snic_v_ibv_create_cq __attribute__((alias("ibv_create_cq"), visibility("default")));
 __asm__(".symver __snic_v_ibv_create_cq, ibv_create_cq@@IBVERBS_1.1");
 extern __typeof(ibv_create_qp) __snic_v_ibv_create_qp __attribute__((alias("ibv_create_qp"), visibility("default")));
@@ -42,6 +46,8 @@ extern __typeof(ibv_dealloc_pd) __snic_v_ibv_dealloc_pd __attribute__((alias("ib
 __asm__(".symver __snic_v_ibv_dealloc_pd, ibv_dealloc_pd@@IBVERBS_1.1");
 extern __typeof(ibv_dereg_mr) __snic_v_ibv_dereg_mr __attribute__((alias("ibv_dereg_mr"), visibility("default")));
 __asm__(".symver __snic_v_ibv_dereg_mr, ibv_dereg_mr@@IBVERBS_1.1");
+extern __typeof(ibv_destroy_ah) __snic_v_ibv_destroy_ah __attribute__((alias("ibv_destroy_ah"), visibility("default")));
+__asm__(".symver __snic_v_ibv_destroy_ah, ibv_destroy_ah@@IBVERBS_1.1");
 extern __typeof(ibv_destroy_cq) __snic_v_ibv_destroy_cq __attribute__((alias("ibv_destroy_cq"), visibility("default")));
 __asm__(".symver __snic_v_ibv_destroy_cq, ibv_destroy_cq@@IBVERBS_1.1");
 extern __typeof(ibv_destroy_qp) __snic_v_ibv_destroy_qp __attribute__((alias("ibv_destroy_qp"), visibility("default")));

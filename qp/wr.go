@@ -76,6 +76,12 @@ type SendWR struct {
 	RKey       uint32
 	CompareAdd uint64 // atomic: compare value (CMP_AND_SWP) or addend (FETCH_AND_ADD)
 	Swap       uint64 // atomic: swap value (CMP_AND_SWP)
+	// UD (wr.ud of struct ibv_send_wr): the address handle (the
+	// engine's number, AH.Handle), the destination QP and its Q_Key
+	// (QKeyUseQP set: the sending QP's own Q_Key). Unused on RC.
+	AH         uint32
+	RemoteQPN  uint32
+	RemoteQKey uint32
 }
 
 // SGEs returns the used part of the scatter/gather list.

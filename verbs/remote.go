@@ -100,6 +100,10 @@ type remote struct {
 	// mrs is the registered regions by lkey, copy-on-write so that
 	// PostRecv reads it without a lock.
 	mrs atomic.Pointer[map[uint32]mrCheck]
+	// ahs is the live address handles, the engine's number to the PD
+	// handle, copy-on-write so that PostSend reads it without a lock
+	// (ud.go); nil until the first AH.
+	ahs atomic.Pointer[map[uint32]uint32]
 }
 
 // sharedBuf is one AllocBuf allocation: a sealed memfd mapped here.
@@ -468,7 +472,7 @@ func (r *remote) createQP(q *QP, attr QPInitAttr) error {
 	fds, err := r.call(proto.OpCreateQP, proto.CreateQPArgs{
 		PD: q.pd.h, SendCQ: attr.SendCQ.h, RecvCQ: attr.RecvCQ.h,
 		MaxSendWR: attr.MaxSendWR, MaxRecvWR: attr.MaxRecvWR, SigAll: attr.SqSigAll, Scheme: attr.Scheme, CC: attr.CC,
-		Star: uint8(attr.Star), MaxUnackedPSNs: attr.MaxUnackedPSNs,
+		Star: uint8(attr.Star), MaxUnackedPSNs: attr.MaxUnackedPSNs, Type: uint8(attr.Type),
 	}, nil, &res)
 	if err != nil {
 		return err
@@ -495,7 +499,8 @@ func (r *remote) createQP(q *QP, attr QPInitAttr) error {
 	}
 	q.h, q.qpn, q.scheme = res.Handle, res.QPN, res.Scheme
 	q.ring = &qpRing{r: r, qpn: res.QPN, pd: q.pd.h, mem: m, slot: res.Bell,
-		sq: shm.NewProducer(l.SQ(m.Bytes)), rq: shm.NewProducer(l.RQ(m.Bytes))}
+		sq: shm.NewProducer(l.SQ(m.Bytes)), rq: shm.NewProducer(l.RQ(m.Bytes)),
+		ud: attr.Type.IsUD(), udMTU: res.UDMTU}
 	q.ring.state.Store(uint32(qp.Reset))
 	r.mu.Lock()
 	r.qps = append(r.qps, q.ring)

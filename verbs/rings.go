@@ -36,6 +36,10 @@ type qpRing struct {
 	mem  shm.Mapping
 	sq   shm.Producer[qp.SendWR]
 	rq   shm.Producer[qp.RecvWR]
+	// ud: a UD QP, whose sends the client checks as the engine does
+	// (udCheck, ud.go) against the port's MTU udMTU.
+	ud    bool
+	udMTU int
 }
 
 // postSend copies wrs into the send ring after the checks the engine's
@@ -58,6 +62,12 @@ func (q *qpRing) postSend(wrs []SendWR) error {
 		if err := dataplane.CheckSendWR(&wrs[i]); err != nil {
 			perr = &PostError{Index: i, Err: fmt.Errorf("dataplane: QP %#x: WR %d: %w", q.qpn, i, err)}
 			break
+		}
+		if q.ud {
+			if err := q.udCheck(&wrs[i]); err != nil {
+				perr = &PostError{Index: i, Err: fmt.Errorf("dataplane: QP %#x: WR %d: %w", q.qpn, i, err)}
+				break
+			}
 		}
 		if q.sq.Free() == 0 {
 			perr = &PostError{Index: i, Err: fmt.Errorf("dataplane: QP %#x: %w: %d send WRs outstanding", q.qpn, dataplane.ErrQueueFull, q.sq.Cap())}

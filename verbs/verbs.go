@@ -420,6 +420,10 @@ type QPInitAttr struct {
 	// --max-unacked-psns; rxe's is the constant 128). A softnic
 	// extension, like Scheme.
 	MaxUnackedPSNs int
+	// Type is the QP's transport service (ibv_qp_init_attr.qp_type):
+	// the zero value and QPTRC make a reliable-connected QP, QPTUD an
+	// Unreliable Datagram QP (ud.go).
+	Type QPType
 }
 
 // QP is a reliable-connected queue pair (struct ibv_qp).
@@ -586,6 +590,10 @@ type backend interface {
 	modifyQP(q *QP, attr *QPAttr, mask AttrMask) error
 	queryQP(q *QP) (QPAttr, error)
 	setQPScheme(q *QP, name string) error
+	// createAH makes the address handle a (a.pd, a.attr set; DMAC zero
+	// resolved from the NIC's neighbours), destroyAH removes it (ud.go).
+	createAH(a *AH) error
+	destroyAH(a *AH) error
 	starTable(q *QP) ([]StarRegion, error)
 	destroyQP(q *QP) error
 	close() error

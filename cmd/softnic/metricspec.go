@@ -191,6 +191,11 @@ var metricSpecs = map[string]metricSpec{
 	"sram_shared_bytes":       gaugeSpec("sram_shared_bytes", "On-chip bytes of the scheme's shared pools."),
 	"sram_budget_bytes":       gaugeSpec("sram_budget_bytes", "On-chip SRAM for QP contexts and shared pools (--sram; 0: unlimited)."),
 
+	// Unreliable Datagram (dataplane/ud.go).
+	"rcvd_qkey_violation": counterSpec("rcvd_qkey_violation", "Datagrams dropped: their Q_Key is not the receiving UD QP's (IBA's Q_Key violation)."),
+	"rcvd_no_recv_wqe":    counterSpec("rcvd_no_recv_wqe", "Datagrams dropped: the UD QP had no receive WQE (UD has no RNR)."),
+	"ud_send_unresolved":  counterSpec("ud_send_unresolved", "UD sends completed in error: the address handle had no destination MAC or was destroyed."),
+
 	// The port (port_*): the AF_XDP port's and the UDP port's. The
 	// AF_XDP port's frame counts and XDP_STATISTICS are per queue.
 	"port_rx_frames":                queued(counterSpec("port_rx_frames", "Frames the port handed to the engine.")),

@@ -187,6 +187,7 @@ func runFlags(o *options) *flag.FlagSet {
 	fs.BoolVar(&o.pfc, "pfc", true, "honour 802.1Qbb priority flow control: the XDP program steers MAC Control frames to the NIC, and a PFC frame for --pfc-priority stops it from starting any frame for that priority's pause time (quanta of 512 bit times at --link-rate, else at the interface's speed from /sys/class/net/IF/speed, else 10 Gb/s), 0 resumes; frames wait, none is dropped (counters rx_prio_pause, rx_prio_pause_resume, rx_prio_pause_duration_ns, rx_pause_ignored). Off: MAC Control frames go to the kernel, which drops them. --port afxdp only")
 	fs.IntVar(&o.pfcPriority, "pfc-priority", 3, "the 802.1p priority (0-7) whose pauses the NIC honours: a PFC frame whose priority-enable vector has this priority's bit pauses it for that priority's time; others, and 802.3x PAUSE, are ignored (rx_pause_ignored). softnic's frames are untagged, so this is the priority the switch puts them in: RoCE's is usually 3")
 	fs.Int64Var(&o.limits.MRBytes, "max-mr-bytes", verbsd.DefaultMRBytes, "bytes of client memory the daemon maps for one verbs connection's memory regions (-1: no limit)")
+	fs.IntVar(&o.limits.AHs, "max-ahs", verbsd.DefaultAHs, "address handles (UD) per verbs connection (-1: no limit)")
 	fs.String("config", "", "config file: one `key = value` per line with the keys of these flags; flags override it")
 	return fs
 }

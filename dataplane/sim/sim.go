@@ -122,6 +122,10 @@ func New(cfg Config) (*Sim, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Each host knows the other's MAC, as a kernel's neighbour table
+	// would (what an address handle resolves; ud.go).
+	a.AddNeighbor(b.Addr(), b.MAC())
+	b.AddNeighbor(a.Addr(), a.MAC())
 	// Each port's frame deliveries are events besides the engines' own.
 	group := dataplane.Group{
 		Engines: []*dataplane.Engine{a, b},

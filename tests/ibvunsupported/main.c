@@ -1,5 +1,6 @@
 /* ibvunsupported calls, through the ibverbs API, verbs softnic does not
-   implement, and one that it does after them; tests/ibverbs_test.go
+   implement, a Q_Key on an RC QP (a UD attribute), and one that it does
+   after them; tests/ibverbs_test.go
    compiles it against rdma-core's headers, runs it over the drop-in
    library and reads one line per call: the call, then errno=N. */
 #include <errno.h>
@@ -43,19 +44,20 @@ int main(void)
 		report("ibv_create_srq", failed, errno);
 	}
 
-	struct ibv_ah_attr aa = { .is_global = 1, .port_num = 1 };
+	struct ibv_wc wc = { .status = IBV_WC_SUCCESS, .opcode = IBV_WC_RECV, .wc_flags = IBV_WC_GRH };
+	struct ibv_grh grh = { 0 };
 	errno = 0;
 	{
-		int failed = ibv_create_ah(pd, &aa) == NULL;
-		report("ibv_create_ah", failed, errno);
+		int failed = ibv_create_ah_from_wc(pd, &wc, &grh, 1) == NULL;
+		report("ibv_create_ah_from_wc", failed, errno);
 	}
 
-	struct ibv_qp_init_attr ud = { .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_UD,
+	struct ibv_qp_init_attr uc = { .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_UC,
 				       .cap = { .max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1 } };
 	errno = 0;
 	{
-		int failed = ibv_create_qp(pd, &ud) == NULL;
-		report("ibv_create_qp(UD)", failed, errno);
+		int failed = ibv_create_qp(pd, &uc) == NULL;
+		report("ibv_create_qp(UC)", failed, errno);
 	}
 
 	errno = 0;
@@ -90,7 +92,7 @@ int main(void)
 	struct ibv_qp_attr qa = { .qp_state = IBV_QPS_INIT, .qkey = 0x11111111 };
 	errno = 0;
 	rc = ibv_modify_qp(qp, &qa, IBV_QP_STATE | IBV_QP_QKEY);
-	report("ibv_modify_qp(QKEY)", rc != 0, rc);
+	report("ibv_modify_qp(RC,QKEY)", rc != 0, rc); /* a UD attribute: EINVAL on RC, as ib_modify_qp_is_ok */
 
 	/* What softnic supports still works on the same context. */
 	struct ibv_qp_attr init = { .qp_state = IBV_QPS_INIT, .port_num = 1,

@@ -46,6 +46,7 @@ type client struct {
 	cqs  map[uint32]*cqObj
 	qps  map[uint32]*qpObj
 	chs  map[uint32]*chanObj
+	ahs  map[uint32]*ahObj // address handles (ud.go); nil until the first
 
 	// ringBytes and mrBytes are what the connection holds against
 	// Limits.RingBytes and Limits.MRBytes (Server.mu).
@@ -366,6 +367,21 @@ func (s *Server) handle(c *client, req *proto.Request, fds []int) (any, reply, e
 			return nil, reply{}, err
 		}
 		return s.starTable(c, h.Handle)
+	case proto.OpCreateAH, proto.OpDestroyAH:
+		if c.vers < 6 {
+			return nil, reply{}, fmt.Errorf("%w: %s needs protocol version 6", proto.ErrProtocol, req.Op)
+		}
+		if req.Op == proto.OpDestroyAH {
+			if err := args(&h); err != nil {
+				return nil, reply{}, err
+			}
+			return nil, reply{}, s.destroyAH(c, h.Handle)
+		}
+		var a proto.CreateAHArgs
+		if err := args(&a); err != nil {
+			return nil, reply{}, err
+		}
+		return s.createAH(c, a)
 	case proto.OpQueryQP, proto.OpDeallocPD, proto.OpDeregMR, proto.OpDestroyCQ, proto.OpDestroyQP, proto.OpDestroyCompChannel:
 		if err := args(&h); err != nil {
 			return nil, reply{}, err
@@ -677,6 +693,9 @@ func (s *Server) createQP(c *client, a proto.CreateQPArgs) (any, reply, error) {
 	if err == nil && a.Star != 0 && c.vers < 5 {
 		err = fmt.Errorf("%w: a StaR role needs protocol version 5", proto.ErrProtocol)
 	}
+	if err == nil && a.Type != 0 && c.vers < 6 {
+		err = fmt.Errorf("%w: a QP type needs protocol version 6", proto.ErrProtocol)
+	}
 	if err == nil && len(c.free) == 0 && len(c.slots) >= shm.BellSlots {
 		err = fmt.Errorf("verbsd: a connection has at most %d QPs", shm.BellSlots)
 	}
@@ -698,7 +717,7 @@ func (s *Server) createQP(c *client, a proto.CreateQPArgs) (any, reply, error) {
 	if err == nil {
 		eq, err = s.e.CreateQP(pd.id, dataplane.QPInitAttr{SendCQ: scq.ecq, RecvCQ: rcq.ecq,
 			MaxSendWR: a.MaxSendWR, MaxRecvWR: a.MaxRecvWR, SigAll: a.SigAll, Scheme: a.Scheme, CC: a.CC, Star: dataplane.StarRole(a.Star),
-			MaxUnackedPSNs: a.MaxUnackedPSNs})
+			MaxUnackedPSNs: a.MaxUnackedPSNs, Type: qp.QPType(a.Type)})
 	}
 	if err != nil && cost > 0 {
 		s.releaseRings(c, cost)
@@ -739,9 +758,12 @@ func (s *Server) createQP(c *client, a proto.CreateQPArgs) (any, reply, error) {
 	c.qps[q.h] = q
 	s.qps = append(s.qps, q)
 	s.byQPN[eq.QPN()] = q
-	return proto.CreateQPResult{Handle: q.h, QPN: eq.QPN(), SQCap: l.SQCap, RQCap: l.RQCap, Size: l.Size,
-			Scheme: s.e.QPScheme(eq), Bell: q.slot},
-		reply{fds: []int{fd}, owned: []int{fd}}, nil
+	res := proto.CreateQPResult{Handle: q.h, QPN: eq.QPN(), SQCap: l.SQCap, RQCap: l.RQCap, Size: l.Size,
+		Scheme: s.e.QPScheme(eq), Bell: q.slot}
+	if qp.QPType(a.Type).IsUD() {
+		res.UDMTU = s.e.PortMTU().Bytes()
+	}
+	return res, reply{fds: []int{fd}, owned: []int{fd}}, nil
 }
 
 // setQPScheme changes a QP's loss recovery (RESET or INIT only; the
@@ -872,6 +894,7 @@ func (s *Server) drop(c *client) {
 		unix.Close(ch.fd) // no CQ of c is left for the pump to signal it
 		delete(c.chs, h)
 	}
+	s.dropAHs(c) // after the QPs that send through them, before their PDs
 	for h, pd := range c.pds {
 		if err := s.e.DeallocPD(pd.id); err != nil {
 			c.log.Warn("deallocate PD", "pd", h, "err", err)

@@ -34,6 +34,8 @@ type Limits struct {
 	// connection's memory regions (address space and page tables; the
 	// pages are the client's).
 	MRBytes int64
+	// AHs bounds a connection's address handles (UD; ud.go).
+	AHs int
 }
 
 // Default limits.
@@ -49,6 +51,9 @@ const (
 	// of the largest benchmark run by one user on one host fit.
 	DefaultRingBytesPerUID = 4 << 30
 	DefaultMRBytes         = 64 << 30
+	// DefaultAHs: perftest's UD tests make one AH per QP, and a UD
+	// server one per peer; an AH is some 100 bytes of daemon memory.
+	DefaultAHs = 65536
 )
 
 // withDefaults fills zero fields.
@@ -64,6 +69,7 @@ func (l Limits) withDefaults() Limits {
 	def(&l.CQs, DefaultCQs)
 	def(&l.MRs, DefaultMRs)
 	def(&l.Channels, DefaultChannels)
+	def(&l.AHs, DefaultAHs)
 	if l.RingBytes == 0 {
 		l.RingBytes = DefaultRingBytes
 	}

@@ -340,6 +340,7 @@ func (s *Server) Close() error {
 type Objects struct {
 	Clients, PDs, MRs, CQs, QPs int
 	Channels                    int // completion channels
+	AHs                         int // address handles (ud.go)
 }
 
 // Objects returns the current counts, over all clients.
@@ -353,6 +354,7 @@ func (s *Server) Objects() Objects {
 		o.CQs += len(c.cqs)
 		o.QPs += len(c.qps)
 		o.Channels += len(c.chs)
+		o.AHs += len(c.ahs)
 	}
 	return o
 }

@@ -40,9 +40,12 @@ import (
 // older clients never ask for. Version 5 added StaR's stateless mode
 // (create_qp's star role, star_table, query_device's
 // star_server): a version-4 daemon refuses a version-5 client at hello,
-// so a StaR role is never silently dropped.
+// so a StaR role is never silently dropped. Version 6 added Unreliable
+// Datagram (create_qp's qp_type, create_ah, destroy_ah, modify_qp's
+// qkey): a version-5 daemon refuses a version-6 client at hello, so a UD
+// QP is never silently made an RC QP.
 const (
-	Version    = 5
+	Version    = 6
 	MinVersion = 1
 )
 
@@ -70,6 +73,9 @@ const (
 	OpSetNetem = "set_netem" // version 4: change it (root or the daemon's uid)
 
 	OpStarTable = "star_table" // version 5: a StaR server QP's memory table
+
+	OpCreateAH  = "create_ah"  // version 6: an address handle (UD)
+	OpDestroyAH = "destroy_ah" // version 6: takes the Handle
 )
 
 // Request is what a client sends.
@@ -208,6 +214,32 @@ type CreateQPArgs struct {
 	// daemon's, softnic run --max-unacked-psns); a softnic extension like
 	// Scheme, which a daemon that predates it ignores.
 	MaxUnackedPSNs int `json:"max_unacked_psns,omitempty"`
+	// Type is the QP's transport service (ibv_qp_type: 0 or 2 RC, 4 UD;
+	// version 6).
+	Type uint8 `json:"qp_type,omitempty"`
+}
+
+// CreateAHArgs is ibv_create_ah's attributes (version 6): the
+// destination GID (its IP address) and MAC (zero: the daemon resolves it
+// from its NIC's neighbours, or refuses), the IP header's traffic class,
+// hop limit and flow label, the source GID index.
+type CreateAHArgs struct {
+	PD           uint32     `json:"pd"`
+	DGID         netip.Addr `json:"dgid"`
+	DMAC         [6]byte    `json:"dmac"`
+	TrafficClass uint8      `json:"traffic_class"`
+	HopLimit     uint8      `json:"hop_limit"`
+	FlowLabel    uint32     `json:"flow_label"`
+	SGIDIndex    uint8      `json:"sgid_index"`
+}
+
+// CreateAHResult names the AH: Handle on this connection (destroy_ah),
+// AH the engine's number that send work requests carry (qp.SendWR.AH),
+// DMAC the destination MAC in use.
+type CreateAHResult struct {
+	Handle uint32  `json:"handle"`
+	AH     uint32  `json:"ah"`
+	DMAC   [6]byte `json:"dmac"`
 }
 
 // StarRegion is one entry of a StaR server's memory table
@@ -238,6 +270,9 @@ type CreateQPResult struct {
 	Size   int    `json:"size"`
 	Scheme string `json:"scheme"` // the loss recovery the QP runs (version 2)
 	Bell   uint32 `json:"bell"`   // the QP's slot in the doorbell file (version 2)
+	// UDMTU is a UD QP's largest message, the port's MTU in bytes
+	// (version 6), which the client checks sends against.
+	UDMTU int `json:"ud_mtu,omitempty"`
 }
 
 // SetQPSchemeArgs changes a QP's loss recovery while it is in RESET or
@@ -282,6 +317,7 @@ type QPAttr struct {
 	Timeout         uint8      `json:"timeout"`
 	RetryCnt        uint8      `json:"retry_cnt"`
 	RNRRetry        uint8      `json:"rnr_retry"`
+	QKey            uint32     `json:"qkey,omitempty"` // UD (version 6)
 }
 
 // Error is a failed request: a stable code (so that the client can

@@ -21,7 +21,7 @@ func FromQPAttr(a *dataplane.QPAttr) proto.QPAttr {
 		DGID: a.AV.DGID, DMAC: a.AV.DMAC, TrafficClass: a.AV.TrafficClass, HopLimit: a.AV.HopLimit, FlowLabel: a.AV.FlowLabel,
 		PathMTU: a.PathMTU, DestQPN: a.DestQPN, RQPSN: a.RQPSN, SQPSN: a.SQPSN,
 		MaxDestRdAtomic: a.MaxDestRdAtomic, MaxRdAtomic: a.MaxRdAtomic, MinRNRTimer: a.MinRNRTimer,
-		Timeout: a.Timeout, RetryCnt: a.RetryCnt, RNRRetry: a.RNRRetry,
+		Timeout: a.Timeout, RetryCnt: a.RetryCnt, RNRRetry: a.RNRRetry, QKey: a.QKey,
 	}
 }
 
@@ -32,7 +32,7 @@ func ToQPAttr(a *proto.QPAttr) dataplane.QPAttr {
 		AV:      dataplane.AddressVector{DGID: a.DGID, DMAC: a.DMAC, TrafficClass: a.TrafficClass, HopLimit: a.HopLimit, FlowLabel: a.FlowLabel},
 		PathMTU: a.PathMTU, DestQPN: a.DestQPN, RQPSN: a.RQPSN, SQPSN: a.SQPSN,
 		MaxDestRdAtomic: a.MaxDestRdAtomic, MaxRdAtomic: a.MaxRdAtomic, MinRNRTimer: a.MinRNRTimer,
-		Timeout: a.Timeout, RetryCnt: a.RetryCnt, RNRRetry: a.RNRRetry,
+		Timeout: a.Timeout, RetryCnt: a.RetryCnt, RNRRetry: a.RNRRetry, QKey: a.QKey,
 	}
 }
 
@@ -62,6 +62,10 @@ var Codes = slices.Concat(proto.Base, proto.Codes{
 	{Code: "star_atomic", Err: dataplane.ErrStarAtomic},
 	{Code: "star_opcode", Err: dataplane.ErrStarOpcode},
 	{Code: "star_peer", Err: dataplane.ErrStarPeer},
+	{Code: "bad_ah", Err: dataplane.ErrBadAH},
+	{Code: "ah_attr", Err: dataplane.ErrAHAttr},
+	{Code: "qp_type", Err: dataplane.ErrUDQP},
+	{Code: "no_neighbor", Err: dataplane.ErrNoNeighbor},
 })
 
 // EncodeError turns err into its wire form (the daemon's side).
