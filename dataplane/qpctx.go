@@ -70,6 +70,10 @@ type QPInitAttr struct {
 	// engine's Config.MaxUnackedPSNs; at most MaxUnackedLimit). A
 	// softnic extension, like Scheme: rxe's bound is the constant 128.
 	MaxUnackedPSNs int
+	// SRQ, if not nil, is the shared receive queue the QP takes its
+	// receive WQEs from (ibv_qp_init_attr.srq); MaxRecvWR is then
+	// ignored, and PostRecv on the QP is refused (srq.go).
+	SRQ *SRQ
 }
 
 // MaxUnackedLimit is the largest bound on unacknowledged PSNs: half the
@@ -120,6 +124,15 @@ type QP struct {
 	receiver recovery.Receiver
 	star     StarRole  // its part in StaR's stateless mode, fixed at create
 	tr       transport // what the QP runs: RC, or StaR's client or server driver
+
+	// srq is the shared receive queue the QP takes receive WQEs from
+	// (nil: its own rq); srq.go. The flags are for asynchronous events
+	// (events.go): COMM_EST raised, SQ_DRAINED raised in this SQD, and
+	// the event a class C NAK raises when the QP then enters ERR.
+	srq      *SRQ
+	commEst  bool
+	sqdDone  bool
+	errEvent EventType
 }
 
 // hwContext is the on-chip part of a QP context (see QP): the

@@ -54,6 +54,9 @@ func (e *Engine) CreateQP(pd uint32, attr QPInitAttr) (*QP, error) {
 	if attr.SendCQ == nil || attr.RecvCQ == nil {
 		return nil, ErrBadCQ
 	}
+	if attr.SRQ != nil {
+		attr.MaxRecvWR = 1 // ignored with an SRQ: the ring holds the WQE of the message in progress (srq.go)
+	}
 	if attr.MaxSendWR < 1 || attr.MaxSendWR > MaxWR || attr.MaxRecvWR < 1 || attr.MaxRecvWR > MaxWR {
 		return nil, ErrQueueSize
 	}
@@ -94,6 +97,12 @@ func (e *Engine) CreateQP(pd uint32, attr QPInitAttr) (*QP, error) {
 		sq:         qp.NewRing[sendWQE](attr.MaxSendWR),
 		rq:         qp.NewRing[recvWQE](attr.MaxRecvWR),
 	}
+	if attr.SRQ != nil {
+		if err := attachSRQ(q, attr.SRQ, scheme); err != nil {
+			return nil, err
+		}
+		q.srq = attr.SRQ
+	}
 	if q.tr, err = newTransport(onNIC{e, q}, q.star); err != nil {
 		return nil, err
 	}
@@ -114,6 +123,9 @@ func (e *Engine) CreateQP(pd uint32, attr QPInitAttr) (*QP, error) {
 	e.pds[pd]++
 	q.sendCQ.users++
 	q.recvCQ.users++
+	if q.srq != nil {
+		q.srq.users++
+	}
 	return q, nil
 }
 
@@ -232,6 +244,9 @@ func (e *Engine) DestroyQP(q *QP) error {
 	q.state = qp.Err
 	q.sendCQ.users--
 	q.recvCQ.users--
+	if q.srq != nil {
+		q.srq.users--
+	}
 	q.sq.Release()
 	q.rq.Release()
 	return nil
