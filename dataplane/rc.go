@@ -432,7 +432,12 @@ func (rc *rcTransport) setScheme(s recovery.Scheme) error {
 	return nil
 }
 
-func (rc *rcTransport) depths() (send, recv int) { return rc.q.sq.Len(), rc.q.rq.Len() }
+func (rc *rcTransport) depths() (send, recv int) {
+	if rc.q.srq != nil {
+		return rc.q.sq.Len(), 0 // its receive WQEs were posted to the SRQ (srq.go)
+	}
+	return rc.q.sq.Len(), rc.q.rq.Len()
+}
 
 func (rc *rcTransport) memoryChanged(*MR, bool) {}
 

@@ -468,7 +468,7 @@ func (r *remote) createQP(q *QP, attr QPInitAttr) error {
 	fds, err := r.call(proto.OpCreateQP, proto.CreateQPArgs{
 		PD: q.pd.h, SendCQ: attr.SendCQ.h, RecvCQ: attr.RecvCQ.h,
 		MaxSendWR: attr.MaxSendWR, MaxRecvWR: attr.MaxRecvWR, SigAll: attr.SqSigAll, Scheme: attr.Scheme, CC: attr.CC,
-		Star: uint8(attr.Star), MaxUnackedPSNs: attr.MaxUnackedPSNs,
+		Star: uint8(attr.Star), MaxUnackedPSNs: attr.MaxUnackedPSNs, SRQ: srqHandle(attr.SRQ),
 	}, nil, &res)
 	if err != nil {
 		return err

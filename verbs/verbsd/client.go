@@ -50,6 +50,8 @@ type client struct {
 	// ringBytes and mrBytes are what the connection holds against
 	// Limits.RingBytes and Limits.MRBytes (Server.mu).
 	ringBytes, mrBytes int64
+
+	ext clientExt // SRQs and asynchronous events (srq.go)
 }
 
 // chanObj is a client's completion channel (version 3): an eventfd the
@@ -118,6 +120,7 @@ func (s *Server) start(conn *net.UnixConn) error {
 		id: id, uid: cred.Uid, conn: proto.NewConn(conn), log: log, bfd: bfd,
 		pds: map[uint32]*pdObj{}, mrs: map[uint32]*mrObj{}, cqs: map[uint32]*cqObj{}, qps: map[uint32]*qpObj{}, chs: map[uint32]*chanObj{},
 	}
+	c.initExt()
 	// The poll loop watches the doorbell itself where it can (one hop
 	// from the client's ring to the loop); else a goroutine relays it.
 	if s.o.Watch == nil || s.o.Watch(bfd) != nil {
@@ -371,6 +374,9 @@ func (s *Server) handle(c *client, req *proto.Request, fds []int) (any, reply, e
 			return nil, reply{}, err
 		}
 	default:
+		if res, out, err, ok := s.handleExt(c, req, args); ok {
+			return res, out, err
+		}
 		return nil, reply{}, fmt.Errorf("%w: unknown operation %q", proto.ErrProtocol, req.Op)
 	}
 	switch req.Op {
@@ -674,6 +680,10 @@ func (s *Server) createQP(c *client, a proto.CreateQPArgs) (any, reply, error) {
 	if err == nil {
 		err = dataplane.CheckScheme(a.Scheme)
 	}
+	var srq *dataplane.SRQ
+	if err == nil {
+		srq, err = c.srqOf(a.SRQ)
+	}
 	if err == nil && a.Star != 0 && c.vers < 5 {
 		err = fmt.Errorf("%w: a StaR role needs protocol version 5", proto.ErrProtocol)
 	}
@@ -698,7 +708,7 @@ func (s *Server) createQP(c *client, a proto.CreateQPArgs) (any, reply, error) {
 	if err == nil {
 		eq, err = s.e.CreateQP(pd.id, dataplane.QPInitAttr{SendCQ: scq.ecq, RecvCQ: rcq.ecq,
 			MaxSendWR: a.MaxSendWR, MaxRecvWR: a.MaxRecvWR, SigAll: a.SigAll, Scheme: a.Scheme, CC: a.CC, Star: dataplane.StarRole(a.Star),
-			MaxUnackedPSNs: a.MaxUnackedPSNs})
+			MaxUnackedPSNs: a.MaxUnackedPSNs, SRQ: srq})
 	}
 	if err != nil && cost > 0 {
 		s.releaseRings(c, cost)
@@ -872,6 +882,7 @@ func (s *Server) drop(c *client) {
 		unix.Close(ch.fd) // no CQ of c is left for the pump to signal it
 		delete(c.chs, h)
 	}
+	s.dropExt(c)
 	for h, pd := range c.pds {
 		if err := s.e.DeallocPD(pd.id); err != nil {
 			c.log.Warn("deallocate PD", "pd", h, "err", err)

@@ -70,6 +70,15 @@ const (
 	OpSetNetem = "set_netem" // version 4: change it (root or the daemon's uid)
 
 	OpStarTable = "star_table" // version 5: a StaR server QP's memory table
+
+	// Shared receive queues and asynchronous events (srq.go).
+	OpCreateSRQ      = "create_srq"
+	OpModifySRQ      = "modify_srq"
+	OpQuerySRQ       = "query_srq"
+	OpDestroySRQ     = "destroy_srq"
+	OpPostSRQRecv    = "post_srq_recv"
+	OpAsyncFD        = "async_fd"
+	OpGetAsyncEvents = "get_async_events"
 )
 
 // Request is what a client sends.
@@ -208,6 +217,9 @@ type CreateQPArgs struct {
 	// daemon's, softnic run --max-unacked-psns); a softnic extension like
 	// Scheme, which a daemon that predates it ignores.
 	MaxUnackedPSNs int `json:"max_unacked_psns,omitempty"`
+	// SRQ is the handle of the shared receive queue the QP takes its
+	// receive WQEs from (0: none; create_srq).
+	SRQ uint32 `json:"srq,omitempty"`
 }
 
 // StarRegion is one entry of a StaR server's memory table

@@ -62,6 +62,10 @@ var Codes = slices.Concat(proto.Base, proto.Codes{
 	{Code: "star_atomic", Err: dataplane.ErrStarAtomic},
 	{Code: "star_opcode", Err: dataplane.ErrStarOpcode},
 	{Code: "star_peer", Err: dataplane.ErrStarPeer},
+	{Code: "srq_destroyed", Err: dataplane.ErrSRQDestroyed},
+	{Code: "srq_attr", Err: dataplane.ErrSRQAttr},
+	{Code: "has_srq", Err: dataplane.ErrHasSRQ},
+	{Code: "srq_transport", Err: dataplane.ErrSRQTransport},
 })
 
 // EncodeError turns err into its wire form (the daemon's side).
