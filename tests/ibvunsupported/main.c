@@ -36,13 +36,6 @@ int main(void)
 		return 2;
 	}
 
-	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 16, .max_sge = 1 } };
-	errno = 0;
-	{
-		int failed = ibv_create_srq(pd, &sa) == NULL;
-		report("ibv_create_srq", failed, errno);
-	}
-
 	struct ibv_ah_attr aa = { .is_global = 1, .port_num = 1 };
 	errno = 0;
 	{
