@@ -10,14 +10,16 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/softnic/softnic/dataplane"
+	"github.com/softnic/softnic/qp"
 	"github.com/softnic/softnic/verbs/internal/proto"
-	"github.com/softnic/softnic/verbs/internal/protoconv"
+	"github.com/softnic/softnic/verbs/internal/shm"
 )
 
 // Shared receive queues (ibv_create_srq, ...) and asynchronous events
 // (ibv_get_async_event) in both modes. An SRQ's receive work requests go
-// straight into the engine on an embedded context and in a post_srq_recv
-// request on a daemon context (no shared ring: docs/verbs-ipc.md).
+// straight into the engine on an embedded context, and into the receive
+// ring of the SRQ's ring file on a daemon context, as a QP's do
+// (docs/verbs-ipc.md).
 
 // SRQAttr is struct ibv_srq_attr (MaxWR, MaxSGE, Limit).
 type SRQAttr = dataplane.SRQAttr
@@ -39,7 +41,9 @@ type SRQ struct {
 	maxSGE int
 	users  atomic.Int32 // QPs using it
 	dead   atomic.Bool
-	mu     sync.Mutex // daemon: one post at a time
+	mu     sync.Mutex // daemon: one post at a time, and the ring's life
+	mem    shm.Mapping
+	ring   *shm.Producer[qp.RecvWR] // daemon; nil once unmapped
 }
 
 // CreateSRQ is ibv_create_srq: a queue of at least attr.MaxWR receive
@@ -61,10 +65,32 @@ func (pd *PD) CreateSRQ(attr SRQAttr) (*SRQ, SRQAttr, error) {
 		s.es, got = es, a
 	case *remote:
 		var res proto.SRQAttr
-		if _, err := b.call(proto.OpCreateSRQ, proto.SRQAttr{PD: pd.h, MaxWR: attr.MaxWR, MaxSGE: attr.MaxSGE, Limit: attr.Limit}, nil, &res); err != nil {
+		fds, err := b.call(proto.OpCreateSRQ, proto.SRQAttr{PD: pd.h, MaxWR: attr.MaxWR, MaxSGE: attr.MaxSGE, Limit: attr.Limit}, nil, &res)
+		if err != nil {
 			return nil, SRQAttr{}, err
 		}
-		s.h, got = res.Handle, SRQAttr{MaxWR: res.MaxWR, MaxSGE: res.MaxSGE, Limit: res.Limit}
+		l, err := shm.NewQPLayout(1, res.MaxWR)
+		if err == nil && (int(l.RQCap) != res.MaxWR || l.Size != res.Size) {
+			err = fmt.Errorf("%w: SRQ ring of %d entries in %d bytes, expected %d in %d", proto.ErrProtocol, res.MaxWR, res.Size, l.RQCap, l.Size)
+		}
+		var m shm.Mapping
+		if err == nil {
+			m, err = mapRing(fds, l.Size)
+			fds = nil
+		}
+		if err == nil {
+			if err = l.Check(m.Bytes); err != nil {
+				m.Unmap()
+			}
+		}
+		if err != nil {
+			proto.CloseFDs(fds)
+			b.call(proto.OpDestroySRQ, proto.Handle{Handle: res.Handle}, nil, nil)
+			return nil, SRQAttr{}, err
+		}
+		p := shm.NewProducer(l.RQ(m.Bytes))
+		s.h, s.mem, s.ring = res.Handle, m, &p
+		got = SRQAttr{MaxWR: res.MaxWR, MaxSGE: res.MaxSGE, Limit: res.Limit}
 	default:
 		return nil, SRQAttr{}, errors.New("verbs: SRQs need an embedded or daemon context")
 	}
@@ -135,13 +161,27 @@ func (s *SRQ) Destroy() error {
 		return err
 	}
 	s.dead.Store(true)
+	s.unmap()
 	s.pd.ctx.events().untrack(s.key())
 	return nil
 }
 
+// unmap ends a daemon SRQ's ring (Destroy, Context.Close): later posts
+// fail.
+func (s *SRQ) unmap() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ring != nil {
+		s.ring = nil
+		s.mem.Unmap()
+	}
+}
+
 // PostRecv is ibv_post_srq_recv. On a daemon context the requests are
 // checked here as the engine checks them (SGE count within max_sge, SGEs
-// in locally writable regions of the SRQ's PD) and sent in one request.
+// in locally writable regions of the SRQ's PD), copied into the SRQ's
+// shared receive ring and published, with no system call unless the
+// daemon's loop sleeps (docs/verbs-ipc.md, "Doorbell").
 func (s *SRQ) PostRecv(wrs ...RecvWR) error {
 	switch b := s.pd.ctx.b.(type) {
 	case *embedded:
@@ -155,35 +195,29 @@ func (s *SRQ) PostRecv(wrs ...RecvWR) error {
 	case *remote:
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if s.dead.Load() {
+		if s.ring == nil {
 			return &PostError{Index: 0, Err: dataplane.ErrSRQDestroyed}
 		}
-		n := len(wrs)
 		var perr error
 		for i := range wrs {
 			wr := &wrs[i]
 			if wr.NumSGE < 0 || wr.NumSGE > s.maxSGE {
-				n, perr = i, fmt.Errorf("dataplane: SRQ: WR %d: %w: %d SGEs (max_sge %d)", i, dataplane.ErrBadWR, wr.NumSGE, s.maxSGE)
+				perr = &PostError{Index: i, Err: fmt.Errorf("dataplane: SRQ: WR %d: %w: %d SGEs (max_sge %d)", i, dataplane.ErrBadWR, wr.NumSGE, s.maxSGE)}
 				break
 			}
 			if !b.recvSGLOK(s.pd.h, wr.SGEs()) {
-				n, perr = i, fmt.Errorf("dataplane: SRQ: WR %d: %w: SGE not in a locally writable region", i, dataplane.ErrBadWR)
+				perr = &PostError{Index: i, Err: fmt.Errorf("dataplane: SRQ: WR %d: %w: SGE not in a locally writable region", i, dataplane.ErrBadWR)}
 				break
 			}
-		}
-		if n > 0 {
-			var res proto.PostSRQRecvResult
-			if _, err := b.call(proto.OpPostSRQRecv, proto.PostSRQRecvArgs{SRQ: s.h, WRs: wrs[:n]}, nil, &res); err != nil {
-				return &PostError{Index: 0, Err: err}
+			if s.ring.Free() == 0 {
+				perr = &PostError{Index: i, Err: fmt.Errorf("dataplane: SRQ: %w: %d receive WRs outstanding", dataplane.ErrQueueFull, s.ring.Cap())}
+				break
 			}
-			if res.Error != nil {
-				return &PostError{Index: res.Posted, Err: protoconv.DecodeError(res.Error)}
-			}
+			s.ring.Push(wr)
 		}
-		if perr != nil {
-			return &PostError{Index: n, Err: perr}
-		}
-		return nil
+		s.ring.Publish()
+		b.kick()
+		return perr
 	}
 	return &PostError{Err: ErrForeign}
 }
@@ -422,6 +456,11 @@ func (c *Context) closeEvents() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.closed = true
+	for _, o := range a.objs {
+		if s, ok := o.(*SRQ); ok {
+			s.unmap()
+		}
+	}
 	if a.fd >= 0 {
 		if b, ok := c.b.(*embedded); ok {
 			b.e.SetEventNotify(nil)

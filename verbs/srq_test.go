@@ -151,11 +151,23 @@ func TestSRQAndAsyncEvents(t *testing.T) {
 			if err := b.srq.PostRecv(RecvWR{WRID: 99, NumSGE: 2, SGL: [8]SGE{b.mr.SGE(0, 10), b.mr.SGE(10, 10)}}); !errors.Is(err, dataplane.ErrBadWR) {
 				t.Fatalf("2 SGEs on an SRQ of max_sge 1: %v, want ErrBadWR", err)
 			}
+			// Resizing: the engine grows an SRQ; a daemon's SRQ ring has a
+			// fixed size, so there it is refused.
+			wantWR := 16
+			err := b.srq.Modify(SRQAttr{MaxWR: 16}, SRQAttrMaxWR)
+			if p.daemon != nil {
+				wantWR = 8
+				if !errors.Is(err, dataplane.ErrSRQAttr) {
+					t.Fatalf("resize over the daemon: %v, want ErrSRQAttr", err)
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			}
 			if err := b.srq.Modify(SRQAttr{Limit: 3}, SRQAttrLimit); err != nil {
 				t.Fatal(err)
 			}
-			if a, err := b.srq.Query(); err != nil || a.Limit != 3 || a.MaxWR != 8 {
-				t.Fatalf("query %+v, %v: want limit 3, max_wr 8", a, err)
+			if a, err := b.srq.Query(); err != nil || a.Limit != 3 || a.MaxWR != wantWR {
+				t.Fatalf("query %+v, %v: want limit 3, max_wr %d", a, err, wantWR)
 			}
 			// One SEND on each connection.
 			lens := [2]int{3000, 5000}
@@ -286,5 +298,83 @@ func TestAsyncFDBlocks(t *testing.T) {
 		t.Fatal(err)
 	case <-time.After(10 * time.Second):
 		t.Fatal("no event after the CQ overran")
+	}
+}
+
+// TestSRQRing, embedded and on daemons: an SRQ of 4 holds 4 WQEs (the
+// fifth post is refused, queue full, as the engine refuses it), and its
+// slots come back as the responder takes WQEs: 24 SENDs through it,
+// reposting after each receive, all land byte-exact in order.
+func TestSRQRing(t *testing.T) {
+	for _, mode := range []string{"embedded", "daemon"} {
+		t.Run(mode, func(t *testing.T) {
+			p := newChanPair(t, mode)
+			b := newSRQSide(t, p.b)
+			if err := b.qps[1].Destroy(); err != nil {
+				t.Fatal(err)
+			}
+			s, _, err := b.pd.CreateSRQ(SRQAttr{MaxWR: 4, MaxSGE: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			q, err := b.pd.CreateQP(QPInitAttr{SendCQ: b.cq, RecvCQ: b.cq, MaxSendWR: 4, SRQ: s})
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, err := newSide(p.a, 64<<10, 8, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			connectSides(t, a, &side{ctx: p.b, qp: q, mr: b.mr, psn: 9})
+			post := func(id int) error {
+				return s.PostRecv(RecvWR{WRID: uint64(id), NumSGE: 1, SGL: [8]SGE{b.mr.SGE((id%8)*4096, 4096)}})
+			}
+			for i := range 4 {
+				if err := post(i); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := post(4); !errors.Is(err, dataplane.ErrQueueFull) {
+				t.Fatalf("fifth WQE on an SRQ of 4: %v, want ErrQueueFull", err)
+			}
+			next := 4
+			for i := range 24 {
+				n := 100 + i*37
+				for j := range n {
+					a.buf[j] = byte(i + j)
+				}
+				if err := a.qp.PostSend(SendWR{WRID: uint64(i), Opcode: WRSend, Flags: SendSignaled, NumSGE: 1, SGL: [8]SGE{a.mr.SGE(0, n)}}); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := waitWC(a.cq, 5*time.Second); err != nil {
+					t.Fatal(err)
+				}
+				wc, err := waitWC(b.cq, 5*time.Second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if wc.Status != WCSuccess || wc.WRID != uint64(i) || int(wc.ByteLen) != n {
+					t.Fatalf("receive %d: %+v", i, wc)
+				}
+				off := (i % 8) * 4096
+				if !bytes.Equal(b.buf[off:off+n], a.buf[:n]) {
+					t.Fatalf("receive %d: data differs", i)
+				}
+				// The slot the responder freed takes the next WQE (on a
+				// daemon once the pump has seen the engine take it).
+				deadline := time.Now().Add(5 * time.Second)
+				for {
+					err := post(next)
+					if err == nil {
+						break
+					}
+					if !errors.Is(err, dataplane.ErrQueueFull) || time.Now().After(deadline) {
+						t.Fatalf("repost %d: %v", next, err)
+					}
+					time.Sleep(time.Millisecond)
+				}
+				next++
+			}
+		})
 	}
 }

@@ -882,7 +882,7 @@ func (s *Server) drop(c *client) {
 		unix.Close(ch.fd) // no CQ of c is left for the pump to signal it
 		delete(c.chs, h)
 	}
-	s.dropExt(c)
+	maps = append(maps, s.dropExt(c)...)
 	for h, pd := range c.pds {
 		if err := s.e.DeallocPD(pd.id); err != nil {
 			c.log.Warn("deallocate PD", "pd", h, "err", err)

@@ -86,7 +86,7 @@ func (s *Server) Pump() bool {
 	recheck := s.recheck
 	s.recheck = false
 	s.deliverEvents() // asynchronous events to their owners (srq.go)
-	moved := false
+	moved := s.pumpSRQs()
 	s.looked = 0
 	// Work an earlier round could not move (an engine queue was full).
 	if len(s.pending) > 0 {

@@ -2,22 +2,36 @@ package verbsd
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/softnic/softnic/dataplane"
+	"github.com/softnic/softnic/qp"
 	"github.com/softnic/softnic/verbs/internal/proto"
 	"github.com/softnic/softnic/verbs/internal/protoconv"
+	"github.com/softnic/softnic/verbs/internal/shm"
 )
 
 // Shared receive queues and asynchronous events for the daemon's clients
 // (docs/verbs-ipc.md, "Shared receive queues and asynchronous events").
 //
-// An SRQ is a client object like a CQ: the engine's SRQ under a handle of
-// the connection. Its receive work requests come in post_srq_recv
-// requests (no shared ring).
+// An SRQ is a client object like a QP: the engine's SRQ under a handle of
+// the connection, and a ring file (a QP file whose receive ring is the
+// SRQ's; its send ring of one entry is unused) into which the client
+// posts receive work requests as it does a QP's. The pump looks at every
+// SRQ's ring each round (an SRQ has no doorbell slot), moves what the
+// client published into the engine's SRQ and releases the slots of the
+// WQEs the engine has taken from it (the SRQ's depth), so that the ring
+// bounds the SRQ's WQEs as the engine's own queue does. A work request
+// the engine refuses (the client library checks them first: only a
+// broken client writes one) is dropped, and the client warned in the
+// log; a corrupt ring index stops the pump looking at that SRQ. An SRQ's
+// ring has a fixed size, so resizing (IBV_SRQ_MAX_WR) is refused.
+// post_srq_recv is the same post as a request, for a client that has no
+// ring.
 //
 // The engine's event queue is drained by the pump (and after the control
 // operations that raise events), and each event goes to the client that
@@ -29,10 +43,16 @@ import (
 
 // srqObj is a client's SRQ.
 type srqObj struct {
-	h    uint32
-	pd   *pdObj
-	es   *dataplane.SRQ
-	cost int64 // counted in client.ringBytes
+	h       uint32
+	owner   *client
+	pd      *pdObj
+	es      *dataplane.SRQ
+	cost    int64 // counted in client.ringBytes
+	mem     shm.Mapping
+	rq      shm.Consumer[qp.RecvWR]
+	retired uint32 // ring index up to which slots are released
+	broken  bool   // a ring index was corrupt: the ring is ignored
+	warned  bool   // a refused work request was logged
 }
 
 // clientExt is a client's SRQs and asynchronous events (Server.mu).
@@ -50,6 +70,7 @@ const maxClientEvents = 256
 type serverEvents struct {
 	pending atomic.Bool // the engine raised an event since the last drain
 	batch   [64]dataplane.Event
+	srqs    []*srqObj // every client's SRQs, for the pump
 }
 
 // initEvents hooks the server to the engine's event queue.
@@ -105,11 +126,9 @@ func (s *Server) deliverEvent(ev *dataplane.Event) {
 			}
 		}
 	case ev.SRQ != nil:
-		for c := range s.clients {
-			for _, o := range c.ext.srqs {
-				if o.es == ev.SRQ {
-					owner, h = c, o.h
-				}
+		for _, o := range s.ev.srqs {
+			if o.es == ev.SRQ {
+				owner, h = o.owner, o.h
 			}
 		}
 	}
@@ -168,32 +187,104 @@ func (s *Server) getAsyncEvents(c *client) (any, reply, error) {
 }
 
 func (s *Server) createSRQ(c *client, a proto.SRQAttr) (any, reply, error) {
+	// The ring file first (outside the lock), if the size makes one: the
+	// engine refuses the sizes that do not.
+	l, lerr := shm.NewQPLayout(1, a.MaxWR)
+	fd, mem := -1, []byte(nil)
+	if lerr == nil && a.MaxWR <= dataplane.MaxWR {
+		var err error
+		if fd, mem, err = shm.Create("softnic-srq", l.Size, shm.SealAll); err != nil {
+			return nil, reply{}, err
+		}
+		l.Init(mem)
+	}
+	fail := func(err error) (any, reply, error) {
+		if fd >= 0 {
+			unix.Munmap(mem)
+			unix.Close(fd)
+		}
+		return nil, reply{}, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	pd := c.pds[a.PD]
 	if pd == nil {
-		return nil, reply{}, badHandle("PD", a.PD)
+		return fail(badHandle("PD", a.PD))
 	}
 	if err := s.count(len(c.ext.srqs), s.lim.QPs, "SRQs", "max-qps"); err != nil {
-		return nil, reply{}, err
+		return fail(err)
 	}
 	var cost int64
-	if a.MaxWR >= 1 && a.MaxWR <= dataplane.MaxWR {
-		cost = dataplane.SRQBytes(a.MaxWR)
+	if fd >= 0 {
+		cost = int64(l.Size) + dataplane.SRQBytes(a.MaxWR)
 		if err := s.reserveRings(c, cost); err != nil {
-			return nil, reply{}, err
+			return fail(err)
 		}
 	}
 	es, attr, err := s.e.CreateSRQ(pd.id, dataplane.SRQAttr{MaxWR: a.MaxWR, MaxSGE: a.MaxSGE, Limit: a.Limit})
+	if err == nil && uint32(attr.MaxWR) != l.RQCap {
+		s.e.DestroySRQ(es)
+		err = fmt.Errorf("verbsd: SRQ of %d WQEs, ring of %d", attr.MaxWR, l.RQCap)
+	}
 	if err != nil {
 		if cost > 0 {
 			s.releaseRings(c, cost)
 		}
-		return nil, reply{}, err
+		return fail(err)
 	}
-	o := &srqObj{h: c.handle(), pd: pd, es: es, cost: cost}
+	o := &srqObj{h: c.handle(), owner: c, pd: pd, es: es, cost: cost,
+		mem: shm.Mapping{Mem: mem, Bytes: mem}, rq: shm.NewConsumer(l.RQ(mem))}
 	c.ext.srqs[o.h] = o
-	return proto.SRQAttr{Handle: o.h, MaxWR: attr.MaxWR, MaxSGE: attr.MaxSGE, Limit: attr.Limit}, reply{}, nil
+	s.ev.srqs = append(s.ev.srqs, o)
+	return proto.SRQAttr{Handle: o.h, MaxWR: attr.MaxWR, MaxSGE: attr.MaxSGE, Limit: attr.Limit, Size: l.Size},
+		reply{fds: []int{fd}, owned: []int{fd}}, nil
+}
+
+// pumpSRQs moves what clients published in their SRQ rings into the
+// engine and releases the slots of WQEs the engine has taken (s.mu held).
+// It does not allocate.
+func (s *Server) pumpSRQs() bool {
+	moved := false
+	for _, o := range s.ev.srqs {
+		if o.broken {
+			continue
+		}
+		for {
+			n, err := o.rq.Available()
+			if err != nil {
+				o.broken = true
+				o.owner.log.Warn("corrupt SRQ ring: ignored from now on", "srq", o.h, "err", err)
+				break
+			}
+			if n == 0 {
+				break
+			}
+			n = min(n, uint32(len(s.recvBatch)))
+			for i := range n {
+				s.recvBatch[i] = *o.rq.At(i)
+			}
+			k, err := s.e.PostSRQRecv(o.es, s.recvBatch[:n])
+			o.rq.Advance(uint32(k))
+			moved = moved || k > 0
+			if err != nil {
+				if errors.Is(err, dataplane.ErrQueueFull) {
+					break // the client posted past its ring's retired slots: it waits
+				}
+				o.rq.Advance(1) // a WR the client library would have refused: dropped
+				if !o.warned {
+					o.warned = true
+					o.owner.log.Warn("SRQ work request refused and dropped", "srq", o.h, "err", err)
+				}
+			}
+		}
+		if o.rq.Head() != o.retired {
+			if r := o.rq.Head() - uint32(s.e.SRQDepth(o.es)); r != o.retired {
+				o.retired = r
+				o.rq.Release(r)
+			}
+		}
+	}
+	return moved
 }
 
 func (s *Server) modifySRQ(c *client, a proto.SRQAttr) error {
@@ -202,6 +293,9 @@ func (s *Server) modifySRQ(c *client, a proto.SRQAttr) error {
 	o := c.ext.srqs[a.SRQ]
 	if o == nil {
 		return badHandle("SRQ", a.SRQ)
+	}
+	if dataplane.SRQAttrMask(a.Mask)&dataplane.SRQAttrMaxWR != 0 {
+		return fmt.Errorf("%w: resizing an SRQ (IBV_SRQ_MAX_WR) is not supported over the daemon: its ring file has a fixed size", dataplane.ErrSRQAttr)
 	}
 	return s.e.ModifySRQ(o.es, dataplane.SRQAttr{MaxWR: a.MaxWR, Limit: a.Limit}, dataplane.SRQAttrMask(a.Mask))
 }
@@ -222,17 +316,26 @@ func (s *Server) querySRQ(c *client, h uint32) (any, reply, error) {
 
 func (s *Server) destroySRQ(c *client, h uint32) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	o := c.ext.srqs[h]
 	if o == nil {
+		s.mu.Unlock()
 		return badHandle("SRQ", h)
 	}
 	if err := s.e.DestroySRQ(o.es); err != nil {
+		s.mu.Unlock()
 		return err
 	}
-	delete(c.ext.srqs, h)
-	s.releaseRings(c, o.cost)
+	s.forgetSRQ(c, o)
+	s.mu.Unlock()
+	o.mem.Unmap() // nothing (engine or pump) reaches it now
 	return nil
+}
+
+// forgetSRQ takes a destroyed SRQ out of c and the pump (s.mu held).
+func (s *Server) forgetSRQ(c *client, o *srqObj) {
+	delete(c.ext.srqs, o.h)
+	s.ev.srqs = remove(s.ev.srqs, o)
+	s.releaseRings(c, o.cost)
 }
 
 func (s *Server) postSRQRecv(c *client, a proto.PostSRQRecvArgs) (any, reply, error) {
@@ -263,20 +366,22 @@ func (c *client) srqOf(h uint32) (*dataplane.SRQ, error) {
 }
 
 // dropExt destroys c's SRQs (its QPs are gone) and closes its async
-// eventfd (s.mu held).
-func (s *Server) dropExt(c *client) {
+// eventfd (s.mu held); it returns the SRQ rings to unmap once unlocked.
+func (s *Server) dropExt(c *client) []shm.Mapping {
+	var maps []shm.Mapping
 	for h, o := range c.ext.srqs {
 		if err := s.e.DestroySRQ(o.es); err != nil {
 			c.log.Warn("destroy SRQ", "srq", h, "err", err)
 		}
-		delete(c.ext.srqs, h)
-		s.releaseRings(c, o.cost)
+		s.forgetSRQ(c, o)
+		maps = append(maps, o.mem)
 	}
 	if c.ext.fd >= 0 {
 		unix.Close(c.ext.fd)
 		c.ext.fd = -1
 	}
 	c.ext.events = nil
+	return maps
 }
 
 // handleExt runs the operations of this file; ok is false for others.

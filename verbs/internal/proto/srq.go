@@ -3,8 +3,9 @@ package proto
 import "github.com/softnic/softnic/qp"
 
 // Shared receive queues (ibv_create_srq ...) and asynchronous events
-// (ibv_get_async_event). An SRQ's receive work requests travel in
-// post_srq_recv requests, not through a shared ring.
+// (ibv_get_async_event). An SRQ's receive work requests go through the
+// receive ring of its ring file, as a QP's do; post_srq_recv carries
+// them in a request instead.
 
 // SRQAttr is struct ibv_srq_attr: create_srq's arguments (with PD) and
 // result (with Handle), modify_srq's (with SRQ and Mask), query_srq's
@@ -17,6 +18,9 @@ type SRQAttr struct {
 	MaxSGE int    `json:"max_sge"`
 	Limit  int    `json:"srq_limit"`
 	Mask   int    `json:"mask,omitempty"` // enum ibv_srq_attr_mask
+	// Size is create_srq's ring file size (shm.NewQPLayout(1, max_wr)),
+	// whose memfd comes with the result.
+	Size int `json:"size,omitempty"`
 }
 
 // PostSRQRecvArgs are post_srq_recv's arguments.
