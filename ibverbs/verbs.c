@@ -43,6 +43,7 @@ struct snic_context {
 	struct ibv_context ibv;
 	uintptr_t h;
 	struct snic_devinfo info;
+	int own_async_fd; /* async_fd is ours to close: the daemon has no events */
 };
 
 struct snic_pd { struct ibv_pd ibv; uintptr_t h; };
@@ -405,12 +406,11 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 	/* Asynchronous events: the Go context's eventfd (semaphore mode),
 	   readable while an event waits; the context owns it. */
 	c->ibv.async_fd = -1;
-	rc = snic_go_async_fd(c->h, &c->ibv.async_fd);
-	if (rc) {
-		snic_go_close(c->h);
-		free(c);
-		errno = rc;
-		return NULL;
+	if (snic_go_async_fd(c->h, &c->ibv.async_fd)) {
+		/* A daemon without asynchronous events: a descriptor that
+		   never becomes readable. */
+		c->ibv.async_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		c->own_async_fd = 1;
 	}
 	c->ibv.num_comp_vectors = 1;
 	pthread_mutex_init(&c->ibv.mutex, NULL);
@@ -432,7 +432,9 @@ int ibv_close_device(struct ibv_context *context)
 {
 	struct snic_context *c = (struct snic_context *)context;
 
-	snic_go_close(c->h); /* closes async_fd too */
+	snic_go_close(c->h); /* closes async_fd too, unless it is ours */
+	if (c->own_async_fd && c->ibv.async_fd >= 0)
+		close(c->ibv.async_fd);
 	free(c);
 	return 0;
 }
