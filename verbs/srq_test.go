@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/softnic/softnic/dataplane"
+	"github.com/softnic/softnic/verbs/internal/proto"
 )
 
 // srqSide is host B of the SRQ tests: two QPs that take their receive
@@ -376,5 +377,55 @@ func TestSRQRing(t *testing.T) {
 				next++
 			}
 		})
+	}
+}
+
+// TestSRQRingBadWR: a work request in a daemon SRQ's ring that the
+// library would have refused (9 SGEs; a client writing the ring itself)
+// is dropped by the daemon, which goes on serving the SRQ: the next WQE
+// takes the SEND.
+func TestSRQRingBadWR(t *testing.T) {
+	p := newChanPair(t, "daemon")
+	b := newSRQSide(t, p.b)
+	a, err := newSide(p.a, 4096, 4, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	connectSides(t, a, &side{ctx: p.b, qp: b.qps[0], mr: b.mr, psn: 9})
+	s := b.srq
+	s.mu.Lock()
+	bad := RecvWR{WRID: 66, NumSGE: 9}
+	s.ring.Push(&bad)
+	s.ring.Publish()
+	s.mu.Unlock()
+	if err := s.PostRecv(RecvWR{WRID: 7, NumSGE: 1, SGL: [8]SGE{b.mr.SGE(0, 100)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.qp.PostSend(SendWR{WRID: 1, Opcode: WRSend, Flags: SendSignaled, NumSGE: 1, SGL: [8]SGE{a.mr.SGE(0, 50)}}); err != nil {
+		t.Fatal(err)
+	}
+	wc, err := waitWC(b.cq, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wc.Status != WCSuccess || wc.WRID != 7 || wc.ByteLen != 50 {
+		t.Fatalf("receive %+v, want WR 7 with 50 bytes", wc)
+	}
+}
+
+// TestAsyncFDOnce: a connection gets one async descriptor; asking again
+// is a protocol error, and get_async_events works with or without it.
+func TestAsyncFDOnce(t *testing.T) {
+	p := newChanPair(t, "daemon")
+	r := p.b.remote
+	var res proto.AsyncEventsResult
+	if _, err := r.call(proto.OpGetAsyncEvents, nil, nil, &res); err != nil || len(res.Events) != 1 || res.Events[0].Type != int(EventPortActive) {
+		t.Fatalf("get_async_events before async_fd: %+v, %v; want PORT_ACTIVE", res, err)
+	}
+	if _, err := p.b.AsyncFD(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.call(proto.OpAsyncFD, nil, nil, nil); !errors.Is(err, proto.ErrProtocol) {
+		t.Fatalf("second async_fd: %v, want a protocol error", err)
 	}
 }
