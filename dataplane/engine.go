@@ -79,6 +79,7 @@ type Engine struct {
 
 	ahs       ahTable                // address handles (ud.go)
 	neighbors map[netip.Addr][6]byte // peers' MACs the embedded fabric knows (AddNeighbor)
+	ev eventQueue // asynchronous events (events.go)
 }
 
 // NewEngine returns an engine transmitting and receiving through port.
@@ -176,6 +177,7 @@ func NewEngine(cfg Config, port Port) (*Engine, error) {
 		readyList: readyList{ready: make([]*QP, 0, 64)},
 	}
 	e.clock, e.counters = &e.now, &e.cnt
+	e.ev.ring = qp.NewRing[Event](EventQueueLen)
 	e.star = newStarServer(e) // nil without Config.StarServer
 	if cfg.LinkDelay > 0 || cfg.Netem.Active() {
 		e.rx = newRxImpair(port, cfg.LinkDelay, cfg.Netem, cfg.LinkDelaySlots, cfg.RxBatch, &e.now)
@@ -546,6 +548,9 @@ func (e *Engine) ring() {
 func (e *Engine) pushWC(cq *CQ, wc qp.WC) {
 	slot := cq.ring.Push()
 	if slot == nil {
+		if !cq.overflow {
+			e.cqOverrun(cq) // CQ_ERR (events.go)
+		}
 		cq.overflow = true
 		e.cnt.CQOverflow++
 		return

@@ -79,6 +79,10 @@ type QPInitAttr struct {
 	// the zero value and qp.QPTypeRC make an RC QP, qp.QPTypeUD an
 	// Unreliable Datagram QP (ud.go).
 	Type qp.QPType
+	// SRQ, if not nil, is the shared receive queue the QP takes its
+	// receive WQEs from (ibv_qp_init_attr.srq); MaxRecvWR is then
+	// ignored, and PostRecv on the QP is refused (srq.go).
+	SRQ *SRQ
 }
 
 // MaxUnackedLimit is the largest bound on unacknowledged PSNs: half the
@@ -131,6 +135,15 @@ type QP struct {
 	tr       transport // what the QP runs: RC, or StaR's client or server driver
 	qpType   qp.QPType // RC (0 or qp.QPTypeRC) or UD, fixed at create
 	qkey     uint32    // UD: the QP's Q_Key
+
+	// srq is the shared receive queue the QP takes receive WQEs from
+	// (nil: its own rq); srq.go. The flags are for asynchronous events
+	// (events.go): COMM_EST raised, SQ_DRAINED raised in this SQD, and
+	// the event a class C NAK raises when the QP then enters ERR.
+	srq      *SRQ
+	commEst  bool
+	sqdDone  bool
+	errEvent EventType
 }
 
 // hwContext is the on-chip part of a QP context (see QP): the

@@ -54,6 +54,9 @@ func (e *Engine) CreateQP(pd uint32, attr QPInitAttr) (*QP, error) {
 	if attr.SendCQ == nil || attr.RecvCQ == nil {
 		return nil, ErrBadCQ
 	}
+	if attr.SRQ != nil {
+		attr.MaxRecvWR = 1 // ignored with an SRQ: the ring holds the WQE of the message in progress (srq.go)
+	}
 	if attr.MaxSendWR < 1 || attr.MaxSendWR > MaxWR || attr.MaxRecvWR < 1 || attr.MaxRecvWR > MaxWR {
 		return nil, ErrQueueSize
 	}
@@ -94,6 +97,15 @@ func (e *Engine) CreateQP(pd uint32, attr QPInitAttr) (*QP, error) {
 		sq:         qp.NewRing[sendWQE](attr.MaxSendWR),
 		rq:         qp.NewRing[recvWQE](attr.MaxRecvWR),
 	}
+	if attr.SRQ != nil {
+		if attr.Type.IsUD() {
+			return nil, fmt.Errorf("%w: an SRQ on a UD QP", ErrUDQP)
+		}
+		if err := attachSRQ(q, attr.SRQ, scheme); err != nil {
+			return nil, err
+		}
+		q.srq = attr.SRQ
+	}
 	if attr.Type.IsUD() {
 		if q.star != StarNone {
 			return nil, fmt.Errorf("%w: a StaR role on a UD QP", ErrUDQP)
@@ -123,6 +135,9 @@ func (e *Engine) CreateQP(pd uint32, attr QPInitAttr) (*QP, error) {
 	e.pds[pd]++
 	q.sendCQ.users++
 	q.recvCQ.users++
+	if q.srq != nil {
+		q.srq.users++
+	}
 	return q, nil
 }
 
@@ -249,6 +264,9 @@ func (e *Engine) DestroyQP(q *QP) error {
 	q.state = qp.Err
 	q.sendCQ.users--
 	q.recvCQ.users--
+	if q.srq != nil {
+		q.srq.users--
+	}
 	q.sq.Release()
 	q.rq.Release()
 	return nil

@@ -206,6 +206,9 @@ func (rc *rcTransport) receive(pkt *bth.Packet) {
 			e.cnt.RcvdBadState++
 			return
 		}
+		if q.state == qp.RTR && !q.commEst {
+			e.receivedInRTR(q) // COMM_EST (events.go)
+		}
 		rc.respond(pkt)
 		return
 	}
@@ -413,8 +416,14 @@ func (rc *rcTransport) enter(from, to qp.State) {
 		if rc.requestReady() {
 			e.schedule(q)
 		}
+	case qp.SQD:
+		if from != qp.SQD {
+			q.sqdDone = false
+		}
+		e.drained(q) // SQ_DRAINED at once if nothing is outstanding
 	case qp.Err:
 		rc.flush()
+		e.enteredErr(q, from) // LAST_WQE_REACHED on an SRQ (events.go)
 	}
 }
 
@@ -423,7 +432,12 @@ func (rc *rcTransport) setScheme(s recovery.Scheme) error {
 	return nil
 }
 
-func (rc *rcTransport) depths() (send, recv int) { return rc.q.sq.Len(), rc.q.rq.Len() }
+func (rc *rcTransport) depths() (send, recv int) {
+	if rc.q.srq != nil {
+		return rc.q.sq.Len(), 0 // its receive WQEs were posted to the SRQ (srq.go)
+	}
+	return rc.q.sq.Len(), rc.q.rq.Len()
+}
 
 func (rc *rcTransport) memoryChanged(*MR, bool) {}
 
@@ -576,6 +590,9 @@ func (rc *rcTransport) retire(status qp.WCStatus) {
 	if rc.hooks != nil {
 		rc.hooks.popped()
 	}
+	if q.state == qp.SQD {
+		e.drained(q)
+	}
 }
 
 // failAt completes the WQEs before idx as flushed, the one at idx with
@@ -588,7 +605,11 @@ func (rc *rcTransport) failAt(idx uint32, status qp.WCStatus) {
 	if q.sq.Len() > 0 {
 		rc.retire(status)
 	}
+	was := q.state
 	e.setState(q, qp.Err)
+	if was != qp.Err {
+		e.nicError(q) // QP_FATAL (events.go)
+	}
 }
 
 // releaseScheme gives back what q's halves hold of the scheme's shared
@@ -623,6 +644,7 @@ func (rc *rcTransport) resetQP() {
 	q.nextRecvSN, q.recvSN = 0, 0
 	q.rtt, q.rttPSN, q.rttBackoff = recovery.RTT{}, 0, 0 // a new connection, perhaps a new path
 	q.ackReqOut = false
+	q.commEst, q.sqdDone = false, false
 	clear(q.stash)
 	rc.releaseScheme()
 	for i := range q.res {

@@ -29,6 +29,9 @@ func (e *Engine) PostRecv(q *QP, wrs []qp.RecvWR) (int, error) {
 	if q.state == qp.Reset {
 		return 0, errorf(q, "%w: post receive in RESET", ErrPostState)
 	}
+	if q.srq != nil {
+		return 0, errorf(q, "%w", ErrHasSRQ)
+	}
 	return q.tr.postRecv(wrs)
 }
 
@@ -203,7 +206,11 @@ func (rc *rcTransport) admit(pkt *bth.Packet, inOrder bool, pl *placement) verdi
 	}
 	// A SEND, or the last packet of a WRITE with immediate: its receive
 	// WQE, the head one in order, found by sequence number out of order
-	// (IRN §5.3.2).
+	// (IRN §5.3.2). A QP on an SRQ takes the SRQ's head WQE when it
+	// holds none (srq.go).
+	if q.srq != nil && q.rq.Len() == 0 && !e.takeSRQ(q) {
+		return refusedRNR
+	}
 	if int(ahead) >= q.rq.Len() {
 		return refusedRNR
 	}
@@ -507,6 +514,14 @@ func (rc *rcTransport) classC(psn qp.PSN, code bth.NakCode) {
 	}
 	rc.queueNak(psn, bth.NakSyndrome(code), true)
 	q.goError = true
+	switch code { // raised when the QP enters ERR (sendResponse)
+	case bth.NakInvalidRequest:
+		q.errEvent = EventQPReqErr
+	case bth.NakRemoteAccessError:
+		q.errEvent = EventQPAccessErr
+	default:
+		q.errEvent = EventQPFatal
+	}
 }
 
 func (rc *rcTransport) queueAck(psn qp.PSN) {
@@ -570,7 +585,11 @@ func (rc *rcTransport) sendResponse() bool {
 		thenError := it.thenError
 		q.respQ.Pop()
 		if thenError {
+			was := q.state
 			e.setState(q, qp.Err)
+			if was != qp.Err {
+				e.raiseQP(q.errEvent, q)
+			}
 		}
 		return true
 	case respReply:

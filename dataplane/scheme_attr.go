@@ -92,6 +92,9 @@ func (e *Engine) SetQPScheme(q *QP, name string) error {
 	if scheme == q.scheme {
 		return nil
 	}
+	if q.srq != nil && scheme.ReorderWindow() > 0 {
+		return errorf(q, "%w", ErrSRQTransport)
+	}
 	// What CreateQP derives from the scheme, in the same way: the old
 	// halves give back their pools and reorder-buffer slots.
 	if err := q.tr.setScheme(scheme); err != nil {

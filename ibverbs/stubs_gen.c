@@ -175,9 +175,6 @@ void *__snic_compat_IBVERBS_1_0_ibv_create_qp(void) { errno = EOPNOTSUPP; return
 __asm__(".symver __snic_compat_IBVERBS_1_0_ibv_create_srq, ibv_create_srq@IBVERBS_1.0");
 void *__snic_compat_IBVERBS_1_0_ibv_create_srq(void) { errno = EOPNOTSUPP; return NULL; }
 
-__asm__(".symver __snic_v_ibv_create_srq, ibv_create_srq@@IBVERBS_1.1");
-void *__snic_v_ibv_create_srq(void) { errno = EOPNOTSUPP; return NULL; }
-
 __asm__(".symver __snic_compat_IBVERBS_1_0_ibv_dealloc_pd, ibv_dealloc_pd@IBVERBS_1.0");
 void *__snic_compat_IBVERBS_1_0_ibv_dealloc_pd(void) { errno = EOPNOTSUPP; return NULL; }
 
@@ -195,9 +192,6 @@ int __snic_compat_IBVERBS_1_0_ibv_destroy_qp(void) { errno = EOPNOTSUPP; return 
 
 __asm__(".symver __snic_compat_IBVERBS_1_0_ibv_destroy_srq, ibv_destroy_srq@IBVERBS_1.0");
 int __snic_compat_IBVERBS_1_0_ibv_destroy_srq(void) { errno = EOPNOTSUPP; return EOPNOTSUPP; }
-
-__asm__(".symver __snic_v_ibv_destroy_srq, ibv_destroy_srq@@IBVERBS_1.1");
-int __snic_v_ibv_destroy_srq(void) { errno = EOPNOTSUPP; return EOPNOTSUPP; }
 
 __asm__(".symver __snic_compat_IBVERBS_1_0_ibv_detach_mcast, ibv_detach_mcast@IBVERBS_1.0");
 int __snic_compat_IBVERBS_1_0_ibv_detach_mcast(void) { errno = EOPNOTSUPP; return EOPNOTSUPP; }
@@ -241,9 +235,6 @@ int __snic_compat_IBVERBS_1_0_ibv_modify_qp(void) { errno = EOPNOTSUPP; return E
 __asm__(".symver __snic_compat_IBVERBS_1_0_ibv_modify_srq, ibv_modify_srq@IBVERBS_1.0");
 int __snic_compat_IBVERBS_1_0_ibv_modify_srq(void) { errno = EOPNOTSUPP; return EOPNOTSUPP; }
 
-__asm__(".symver __snic_v_ibv_modify_srq, ibv_modify_srq@@IBVERBS_1.1");
-int __snic_v_ibv_modify_srq(void) { errno = EOPNOTSUPP; return EOPNOTSUPP; }
-
 __asm__(".symver __snic_compat_IBVERBS_1_0_ibv_open_device, ibv_open_device@IBVERBS_1.0");
 void *__snic_compat_IBVERBS_1_0_ibv_open_device(void) { errno = EOPNOTSUPP; return NULL; }
 
@@ -270,9 +261,6 @@ int ibv_query_qp_data_in_order(void) { return 0; }
 
 __asm__(".symver __snic_compat_IBVERBS_1_0_ibv_query_srq, ibv_query_srq@IBVERBS_1.0");
 int __snic_compat_IBVERBS_1_0_ibv_query_srq(void) { errno = EOPNOTSUPP; return EOPNOTSUPP; }
-
-__asm__(".symver __snic_v_ibv_query_srq, ibv_query_srq@@IBVERBS_1.1");
-int __snic_v_ibv_query_srq(void) { errno = EOPNOTSUPP; return EOPNOTSUPP; }
 
 int ibv_rate_to_mbps(void) { errno = EOPNOTSUPP; return -1; }
 

@@ -43,6 +43,7 @@ struct snic_context {
 	struct ibv_context ibv;
 	uintptr_t h;
 	struct snic_devinfo info;
+	int own_async_fd; /* async_fd is ours to close: the daemon has no events */
 };
 
 struct snic_pd { struct ibv_pd ibv; uintptr_t h; };
@@ -55,6 +56,7 @@ struct snic_cq {
 	struct ibv_cq ibv;
 	uintptr_t h;
 	unsigned empty; /* consecutive empty polls */
+	uint32_t async_reported; /* asynchronous events (CQ_ERR) returned (ibv.mutex) */
 };
 
 /* A program that spins on ibv_poll_cq (perftest, ibv_rc_pingpong without
@@ -70,6 +72,12 @@ struct snic_qp {
 	uintptr_t h;
 	struct ibv_qp_cap cap;
 	int sq_sig_all;
+	uint32_t events_reported; /* asynchronous events ibv_get_async_event returned (ibv.mutex) */
+};
+struct snic_srq {
+	struct ibv_srq ibv;
+	uintptr_t h;
+	uint32_t events_reported;
 };
 
 static pthread_mutex_t snic_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -330,10 +338,41 @@ static int snic_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ib
 	return 0;
 }
 
-static int snic_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr)
+static int snic_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr)
 {
-	*bad_wr = wr;
-	return snic_err(EOPNOTSUPP);
+	struct snic_srq *srq = (struct snic_srq *)ibsrq;
+	struct snic_recv_wr batch[SNIC_POST_BATCH];
+
+	while (wr) {
+		struct ibv_recv_wr *start = wr, *invalid = NULL;
+		int n = 0, bad = 0, rc;
+
+		for (; wr && n < SNIC_POST_BATCH; wr = wr->next, n++) {
+			struct snic_recv_wr *s = &batch[n];
+
+			if (wr->num_sge < 0 || wr->num_sge > SNIC_MAX_SGE) {
+				invalid = wr;
+				break;
+			}
+			s->wr_id = wr->wr_id;
+			s->num_sge = wr->num_sge;
+			snic_copy_sgl(s->sge, wr->sg_list, wr->num_sge);
+		}
+		if (n > 0) {
+			rc = snic_go_post_srq_recv(srq->h, batch, n, &bad);
+			if (rc) {
+				for (; bad > 0; bad--)
+					start = start->next;
+				*bad_wr = start;
+				return rc;
+			}
+		}
+		if (invalid) {
+			*bad_wr = invalid;
+			return EINVAL;
+		}
+	}
+	return 0;
 }
 
 static struct ibv_mw *snic_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
@@ -377,8 +416,15 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 	}
 	c->ibv.device = device;
 	c->ibv.cmd_fd = -1;
-	/* No asynchronous events: an eventfd that never becomes readable. */
-	c->ibv.async_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	/* Asynchronous events: the Go context's eventfd (semaphore mode),
+	   readable while an event waits; the context owns it. */
+	c->ibv.async_fd = -1;
+	if (snic_go_async_fd(c->h, &c->ibv.async_fd)) {
+		/* A daemon without asynchronous events: a descriptor that
+		   never becomes readable. */
+		c->ibv.async_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		c->own_async_fd = 1;
+	}
 	c->ibv.num_comp_vectors = 1;
 	pthread_mutex_init(&c->ibv.mutex, NULL);
 	c->ibv.abi_compat = NULL; /* a legacy context: no verbs_context */
@@ -399,22 +445,106 @@ int ibv_close_device(struct ibv_context *context)
 {
 	struct snic_context *c = (struct snic_context *)context;
 
-	snic_go_close(c->h);
-	if (c->ibv.async_fd >= 0)
+	snic_go_close(c->h); /* closes async_fd too, unless it is ours */
+	if (c->own_async_fd && c->ibv.async_fd >= 0)
 		close(c->ibv.async_fd);
 	free(c);
 	return 0;
 }
 
+/* ibv_get_async_event reads the async descriptor (blocking unless the
+   program set O_NONBLOCK on it: then EAGAIN) and counts the event
+   against its object, whose ibv_destroy_* waits until the program has
+   acknowledged as many (events_completed), as rdma-core's does. */
 int ibv_get_async_event(struct ibv_context *context, struct ibv_async_event *event)
 {
-	/* softnic reports no asynchronous events. */
-	errno = EOPNOTSUPP;
-	return -1;
+	struct snic_context *c = (struct snic_context *)context;
+	int type = 0, kind = 0, port = 0;
+	uintptr_t p = 0;
+	int rc = snic_go_get_async_event(c->h, &type, &kind, &p, &port);
+
+	if (rc) {
+		errno = rc;
+		return -1;
+	}
+	memset(event, 0, sizeof(*event));
+	event->event_type = type;
+	switch (kind) {
+	case 1: {
+		struct snic_qp *qp = (struct snic_qp *)p;
+
+		event->element.qp = &qp->ibv;
+		pthread_mutex_lock(&qp->ibv.mutex);
+		qp->events_reported++;
+		pthread_mutex_unlock(&qp->ibv.mutex);
+		break;
+	}
+	case 2: {
+		struct snic_cq *cq = (struct snic_cq *)p;
+
+		event->element.cq = &cq->ibv;
+		pthread_mutex_lock(&cq->ibv.mutex);
+		cq->async_reported++;
+		pthread_mutex_unlock(&cq->ibv.mutex);
+		break;
+	}
+	case 3: {
+		struct snic_srq *srq = (struct snic_srq *)p;
+
+		event->element.srq = &srq->ibv;
+		pthread_mutex_lock(&srq->ibv.mutex);
+		srq->events_reported++;
+		pthread_mutex_unlock(&srq->ibv.mutex);
+		break;
+	}
+	default:
+		event->element.port_num = port;
+		break;
+	}
+	return 0;
 }
 
 void ibv_ack_async_event(struct ibv_async_event *event)
 {
+	switch (event->event_type) {
+	case IBV_EVENT_CQ_ERR: {
+		struct ibv_cq *cq = event->element.cq;
+
+		pthread_mutex_lock(&cq->mutex);
+		++cq->async_events_completed;
+		pthread_cond_signal(&cq->cond);
+		pthread_mutex_unlock(&cq->mutex);
+		return;
+	}
+	case IBV_EVENT_QP_FATAL:
+	case IBV_EVENT_QP_REQ_ERR:
+	case IBV_EVENT_QP_ACCESS_ERR:
+	case IBV_EVENT_COMM_EST:
+	case IBV_EVENT_SQ_DRAINED:
+	case IBV_EVENT_PATH_MIG:
+	case IBV_EVENT_PATH_MIG_ERR:
+	case IBV_EVENT_QP_LAST_WQE_REACHED: {
+		struct ibv_qp *qp = event->element.qp;
+
+		pthread_mutex_lock(&qp->mutex);
+		++qp->events_completed;
+		pthread_cond_signal(&qp->cond);
+		pthread_mutex_unlock(&qp->mutex);
+		return;
+	}
+	case IBV_EVENT_SRQ_ERR:
+	case IBV_EVENT_SRQ_LIMIT_REACHED: {
+		struct ibv_srq *srq = event->element.srq;
+
+		pthread_mutex_lock(&srq->mutex);
+		++srq->events_completed;
+		pthread_cond_signal(&srq->cond);
+		pthread_mutex_unlock(&srq->mutex);
+		return;
+	}
+	default:
+		return;
+	}
 }
 
 int ibv_query_device(struct ibv_context *context, struct ibv_device_attr *a)
@@ -441,6 +571,9 @@ int ibv_query_device(struct ibv_context *context, struct ibv_device_attr *a)
 	a->max_qp_init_rd_atom = c->info.max_qp_rd_atom;
 	a->atomic_cap = IBV_ATOMIC_HCA;
 	a->max_pkeys = 1;
+	a->max_srq = 1 << 16;
+	a->max_srq_wr = c->info.max_qp_wr;
+	a->max_srq_sge = c->info.max_sge;
 	a->local_ca_ack_delay = 15;
 	a->phys_port_cnt = 1;
 	return 0;
@@ -706,7 +839,13 @@ struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, void *cq_cont
 int ibv_destroy_cq(struct ibv_cq *ibcq)
 {
 	struct snic_cq *cq = (struct snic_cq *)ibcq;
-	int rc = snic_go_destroy_cq(cq->h);
+	int rc;
+
+	pthread_mutex_lock(&ibcq->mutex);
+	while (ibcq->async_events_completed != cq->async_reported)
+		pthread_cond_wait(&ibcq->cond, &ibcq->mutex);
+	pthread_mutex_unlock(&ibcq->mutex);
+	rc = snic_go_destroy_cq(cq->h);
 
 	if (rc)
 		return snic_err(rc);
@@ -748,8 +887,13 @@ struct ibv_qp *ibv_create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_attr *init)
 	uint32_t qpn = 0;
 	int rc;
 
-	if ((init->qp_type != IBV_QPT_RC && init->qp_type != IBV_QPT_UD) || init->srq) {
-		/* softnic has RC and UD queue pairs only, and no SRQ. */
+	if (init->qp_type != IBV_QPT_RC && init->qp_type != IBV_QPT_UD) {
+		/* softnic has RC and UD queue pairs only. */
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (init->srq && init->qp_type != IBV_QPT_RC) {
+		/* An SRQ serves RC queue pairs only (docs/ibverbs.md). */
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
@@ -763,15 +907,22 @@ struct ibv_qp *ibv_create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_attr *init)
 		errno = ENOMEM;
 		return NULL;
 	}
-	rc = snic_go_create_qp(pd->h, ((struct snic_cq *)init->send_cq)->h, ((struct snic_cq *)init->recv_cq)->h,
-			       init->cap.max_send_wr ? init->cap.max_send_wr : 1,
-			       init->cap.max_recv_wr ? init->cap.max_recv_wr : 1, init->sq_sig_all, init->qp_type,
-			       &qp->h, &qpn);
+	if (init->srq)
+		rc = snic_go_create_qp_srq(pd->h, ((struct snic_cq *)init->send_cq)->h,
+					   ((struct snic_cq *)init->recv_cq)->h, ((struct snic_srq *)init->srq)->h,
+					   init->cap.max_send_wr ? init->cap.max_send_wr : 1, init->sq_sig_all,
+					   (uintptr_t)qp, &qp->h, &qpn);
+	else
+		rc = snic_go_create_qp(pd->h, ((struct snic_cq *)init->send_cq)->h, ((struct snic_cq *)init->recv_cq)->h,
+				       init->cap.max_send_wr ? init->cap.max_send_wr : 1,
+				       init->cap.max_recv_wr ? init->cap.max_recv_wr : 1, init->sq_sig_all, init->qp_type,
+				       &qp->h, &qpn);
 	if (rc) {
 		free(qp);
 		errno = rc;
 		return NULL;
 	}
+	snic_go_qp_cptr(qp->h, (uintptr_t)qp);
 	qp->cap = init->cap;
 	qp->sq_sig_all = init->sq_sig_all;
 	qp->ibv.context = ibpd->context;
@@ -779,6 +930,7 @@ struct ibv_qp *ibv_create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_attr *init)
 	qp->ibv.pd = ibpd;
 	qp->ibv.send_cq = init->send_cq;
 	qp->ibv.recv_cq = init->recv_cq;
+	qp->ibv.srq = init->srq;
 	qp->ibv.qp_num = qpn;
 	qp->ibv.state = IBV_QPS_RESET;
 	qp->ibv.qp_type = init->qp_type;
@@ -872,6 +1024,7 @@ int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask, struct
 		init->qp_context = ibqp->qp_context;
 		init->send_cq = ibqp->send_cq;
 		init->recv_cq = ibqp->recv_cq;
+		init->srq = ibqp->srq;
 		init->cap = qp->cap;
 		init->qp_type = ibqp->qp_type;
 		init->sq_sig_all = qp->sq_sig_all;
@@ -882,11 +1035,96 @@ int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask, struct
 int ibv_destroy_qp(struct ibv_qp *ibqp)
 {
 	struct snic_qp *qp = (struct snic_qp *)ibqp;
-	int rc = snic_go_destroy_qp(qp->h);
+	uintptr_t h = qp->h;
+	int rc;
+
+	pthread_mutex_lock(&ibqp->mutex);
+	while (ibqp->events_completed != qp->events_reported)
+		pthread_cond_wait(&ibqp->cond, &ibqp->mutex);
+	pthread_mutex_unlock(&ibqp->mutex);
+	snic_go_forget_qp(h);
+	rc = snic_go_destroy_qp(h);
+	if (rc) {
+		snic_go_qp_cptr(h, (uintptr_t)qp);
+		return snic_err(rc);
+	}
+	free(qp);
+	return 0;
+}
+
+/* Shared receive queues. ibv_create_srq_ex (an inline of verbs.h) comes
+   here for the basic SRQ type; the other types fail with EOPNOTSUPP. */
+
+struct ibv_srq *ibv_create_srq(struct ibv_pd *ibpd, struct ibv_srq_init_attr *init)
+{
+	struct snic_pd *pd = (struct snic_pd *)ibpd;
+	struct snic_srq *srq;
+	int max_wr = init->attr.max_wr, max_sge = init->attr.max_sge, limit = init->attr.srq_limit;
+	int rc;
+
+	if (init->attr.max_wr < 1 || init->attr.max_sge > SNIC_MAX_SGE) {
+		errno = EINVAL;
+		return NULL;
+	}
+	srq = calloc(1, sizeof(*srq));
+	if (!srq) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	rc = snic_go_create_srq(pd->h, &max_wr, &max_sge, &limit, (uintptr_t)srq, &srq->h);
+	if (rc) {
+		free(srq);
+		errno = rc;
+		return NULL;
+	}
+	init->attr.max_wr = max_wr;
+	init->attr.max_sge = max_sge;
+	srq->ibv.context = ibpd->context;
+	srq->ibv.srq_context = init->srq_context;
+	srq->ibv.pd = ibpd;
+	pthread_mutex_init(&srq->ibv.mutex, NULL);
+	pthread_cond_init(&srq->ibv.cond, NULL);
+	return &srq->ibv;
+}
+
+int ibv_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr, int mask)
+{
+	struct snic_srq *srq = (struct snic_srq *)ibsrq;
+
+	if (mask & ~(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT))
+		return snic_err(EINVAL);
+	int rc = snic_go_modify_srq(srq->h, attr->max_wr, attr->srq_limit, mask);
+
+	return rc ? snic_err(rc) : 0;
+}
+
+int ibv_query_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr)
+{
+	struct snic_srq *srq = (struct snic_srq *)ibsrq;
+	int max_wr = 0, max_sge = 0, limit = 0;
+	int rc = snic_go_query_srq(srq->h, &max_wr, &max_sge, &limit);
 
 	if (rc)
 		return snic_err(rc);
-	free(qp);
+	attr->max_wr = max_wr;
+	attr->max_sge = max_sge;
+	attr->srq_limit = limit;
+	return 0;
+}
+
+int ibv_destroy_srq(struct ibv_srq *ibsrq)
+{
+	struct snic_srq *srq = (struct snic_srq *)ibsrq;
+	int rc;
+
+	pthread_mutex_lock(&ibsrq->mutex);
+	while (ibsrq->events_completed != srq->events_reported)
+		pthread_cond_wait(&ibsrq->cond, &ibsrq->mutex);
+	pthread_mutex_unlock(&ibsrq->mutex);
+	rc = snic_go_destroy_srq(srq->h);
+	if (rc)
+		return snic_err(rc);
+	free(srq);
 	return 0;
 }
 

@@ -8,11 +8,13 @@ extern __typeof(ibv_close_device) ibv_close_device __attribute__((visibility("hi
 extern __typeof(ibv_create_ah) ibv_create_ah __attribute__((visibility("hidden")));
 extern __typeof(ibv_create_cq) ibv_create_cq __attribute__((visibility("hidden")));
 extern __typeof(ibv_create_qp) ibv_create_qp __attribute__((visibility("hidden")));
+extern __typeof(ibv_create_srq) ibv_create_srq __attribute__((visibility("hidden")));
 extern __typeof(ibv_dealloc_pd) ibv_dealloc_pd __attribute__((visibility("hidden")));
 extern __typeof(ibv_dereg_mr) ibv_dereg_mr __attribute__((visibility("hidden")));
 extern __typeof(ibv_destroy_ah) ibv_destroy_ah __attribute__((visibility("hidden")));
 extern __typeof(ibv_destroy_cq) ibv_destroy_cq __attribute__((visibility("hidden")));
 extern __typeof(ibv_destroy_qp) ibv_destroy_qp __attribute__((visibility("hidden")));
+extern __typeof(ibv_destroy_srq) ibv_destroy_srq __attribute__((visibility("hidden")));
 extern __typeof(ibv_free_device_list) ibv_free_device_list __attribute__((visibility("hidden")));
 extern __typeof(ibv_get_async_event) ibv_get_async_event __attribute__((visibility("hidden")));
 extern __typeof(ibv_get_cq_event) ibv_get_cq_event __attribute__((visibility("hidden")));
@@ -20,12 +22,14 @@ extern __typeof(ibv_get_device_guid) ibv_get_device_guid __attribute__((visibili
 extern __typeof(ibv_get_device_list) ibv_get_device_list __attribute__((visibility("hidden")));
 extern __typeof(ibv_get_device_name) ibv_get_device_name __attribute__((visibility("hidden")));
 extern __typeof(ibv_modify_qp) ibv_modify_qp __attribute__((visibility("hidden")));
+extern __typeof(ibv_modify_srq) ibv_modify_srq __attribute__((visibility("hidden")));
 extern __typeof(ibv_open_device) ibv_open_device __attribute__((visibility("hidden")));
 extern __typeof(ibv_query_device) ibv_query_device __attribute__((visibility("hidden")));
 extern __typeof(ibv_query_gid) ibv_query_gid __attribute__((visibility("hidden")));
 extern __typeof(ibv_query_pkey) ibv_query_pkey __attribute__((visibility("hidden")));
 extern __typeof(ibv_query_port) ibv_query_port __attribute__((visibility("hidden")));
 extern __typeof(ibv_query_qp) ibv_query_qp __attribute__((visibility("hidden")));
+extern __typeof(ibv_query_srq) ibv_query_srq __attribute__((visibility("hidden")));
 extern __typeof(ibv_reg_mr) ibv_reg_mr __attribute__((visibility("hidden")));
 #else
 extern __typeof(ibv_ack_async_event) __snic_v_ibv_ack_async_event __attribute__((alias("ibv_ack_async_event"), visibility("default")));
@@ -42,6 +46,8 @@ extern __typeof(ibv_create_cq) __snic_v_ibv_create_cq __attribute__((alias("ibv_
 __asm__(".symver __snic_v_ibv_create_cq, ibv_create_cq@@IBVERBS_1.1");
 extern __typeof(ibv_create_qp) __snic_v_ibv_create_qp __attribute__((alias("ibv_create_qp"), visibility("default")));
 __asm__(".symver __snic_v_ibv_create_qp, ibv_create_qp@@IBVERBS_1.1");
+extern __typeof(ibv_create_srq) __snic_v_ibv_create_srq __attribute__((alias("ibv_create_srq"), visibility("default")));
+__asm__(".symver __snic_v_ibv_create_srq, ibv_create_srq@@IBVERBS_1.1");
 extern __typeof(ibv_dealloc_pd) __snic_v_ibv_dealloc_pd __attribute__((alias("ibv_dealloc_pd"), visibility("default")));
 __asm__(".symver __snic_v_ibv_dealloc_pd, ibv_dealloc_pd@@IBVERBS_1.1");
 extern __typeof(ibv_dereg_mr) __snic_v_ibv_dereg_mr __attribute__((alias("ibv_dereg_mr"), visibility("default")));
@@ -52,6 +58,8 @@ extern __typeof(ibv_destroy_cq) __snic_v_ibv_destroy_cq __attribute__((alias("ib
 __asm__(".symver __snic_v_ibv_destroy_cq, ibv_destroy_cq@@IBVERBS_1.1");
 extern __typeof(ibv_destroy_qp) __snic_v_ibv_destroy_qp __attribute__((alias("ibv_destroy_qp"), visibility("default")));
 __asm__(".symver __snic_v_ibv_destroy_qp, ibv_destroy_qp@@IBVERBS_1.1");
+extern __typeof(ibv_destroy_srq) __snic_v_ibv_destroy_srq __attribute__((alias("ibv_destroy_srq"), visibility("default")));
+__asm__(".symver __snic_v_ibv_destroy_srq, ibv_destroy_srq@@IBVERBS_1.1");
 extern __typeof(ibv_free_device_list) __snic_v_ibv_free_device_list __attribute__((alias("ibv_free_device_list"), visibility("default")));
 __asm__(".symver __snic_v_ibv_free_device_list, ibv_free_device_list@@IBVERBS_1.1");
 extern __typeof(ibv_get_async_event) __snic_v_ibv_get_async_event __attribute__((alias("ibv_get_async_event"), visibility("default")));
@@ -66,6 +74,8 @@ extern __typeof(ibv_get_device_name) __snic_v_ibv_get_device_name __attribute__(
 __asm__(".symver __snic_v_ibv_get_device_name, ibv_get_device_name@@IBVERBS_1.1");
 extern __typeof(ibv_modify_qp) __snic_v_ibv_modify_qp __attribute__((alias("ibv_modify_qp"), visibility("default")));
 __asm__(".symver __snic_v_ibv_modify_qp, ibv_modify_qp@@IBVERBS_1.1");
+extern __typeof(ibv_modify_srq) __snic_v_ibv_modify_srq __attribute__((alias("ibv_modify_srq"), visibility("default")));
+__asm__(".symver __snic_v_ibv_modify_srq, ibv_modify_srq@@IBVERBS_1.1");
 extern __typeof(ibv_open_device) __snic_v_ibv_open_device __attribute__((alias("ibv_open_device"), visibility("default")));
 __asm__(".symver __snic_v_ibv_open_device, ibv_open_device@@IBVERBS_1.1");
 extern __typeof(ibv_query_device) __snic_v_ibv_query_device __attribute__((alias("ibv_query_device"), visibility("default")));
@@ -78,6 +88,8 @@ extern __typeof(ibv_query_port) __snic_v_ibv_query_port __attribute__((alias("ib
 __asm__(".symver __snic_v_ibv_query_port, ibv_query_port@@IBVERBS_1.1");
 extern __typeof(ibv_query_qp) __snic_v_ibv_query_qp __attribute__((alias("ibv_query_qp"), visibility("default")));
 __asm__(".symver __snic_v_ibv_query_qp, ibv_query_qp@@IBVERBS_1.1");
+extern __typeof(ibv_query_srq) __snic_v_ibv_query_srq __attribute__((alias("ibv_query_srq"), visibility("default")));
+__asm__(".symver __snic_v_ibv_query_srq, ibv_query_srq@@IBVERBS_1.1");
 extern __typeof(ibv_reg_mr) __snic_v_ibv_reg_mr __attribute__((alias("ibv_reg_mr"), visibility("default")));
 __asm__(".symver __snic_v_ibv_reg_mr, ibv_reg_mr@@IBVERBS_1.1");
 #endif

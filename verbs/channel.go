@@ -228,6 +228,7 @@ func (c *Context) CreateCQWithChannel(cqe int, ch *CompChannel) (*CQ, error) {
 	}
 	cq.taken = cq.notify.Events.Load()
 	ch.cqs = append(ch.cqs, cq)
+	c.events().track(trackKey(cq), cq)
 	return cq, nil
 }
 

@@ -148,7 +148,7 @@ func (b *embedded) createQP(q *QP, attr QPInitAttr) error {
 	eq, err := b.e.CreateQP(q.pd.h, dataplane.QPInitAttr{
 		SendCQ: attr.SendCQ.ecq, RecvCQ: attr.RecvCQ.ecq,
 		MaxSendWR: attr.MaxSendWR, MaxRecvWR: attr.MaxRecvWR, SigAll: attr.SqSigAll,
-		Scheme: attr.Scheme, CC: attr.CC, Star: attr.Star, MaxUnackedPSNs: attr.MaxUnackedPSNs, Type: attr.Type,
+		Scheme: attr.Scheme, CC: attr.CC, Star: attr.Star, MaxUnackedPSNs: attr.MaxUnackedPSNs, Type: attr.Type, SRQ: srqOf(attr.SRQ),
 	})
 	if err != nil {
 		return err

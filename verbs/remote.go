@@ -472,7 +472,7 @@ func (r *remote) createQP(q *QP, attr QPInitAttr) error {
 	fds, err := r.call(proto.OpCreateQP, proto.CreateQPArgs{
 		PD: q.pd.h, SendCQ: attr.SendCQ.h, RecvCQ: attr.RecvCQ.h,
 		MaxSendWR: attr.MaxSendWR, MaxRecvWR: attr.MaxRecvWR, SigAll: attr.SqSigAll, Scheme: attr.Scheme, CC: attr.CC,
-		Star: uint8(attr.Star), MaxUnackedPSNs: attr.MaxUnackedPSNs, Type: uint8(attr.Type),
+		Star: uint8(attr.Star), MaxUnackedPSNs: attr.MaxUnackedPSNs, Type: uint8(attr.Type), SRQ: srqHandle(attr.SRQ),
 	}, nil, &res)
 	if err != nil {
 		return err

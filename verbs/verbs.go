@@ -176,8 +176,9 @@ var (
 // Context is an opened softnic device (struct ibv_context).
 type Context struct {
 	b      backend
-	e      *dataplane.Engine // embedded mode only
-	remote *remote           // daemon mode only
+	e      *dataplane.Engine          // embedded mode only
+	remote *remote                    // daemon mode only
+	ev     atomic.Pointer[asyncState] // asynchronous events (srq.go)
 }
 
 // Name is the device name.
@@ -243,7 +244,10 @@ func (c *Context) FreeBuf(b []byte) error { return c.b.freeBuf(b) }
 // connection, upon which the daemon destroys every object the context
 // still had; queues are unmapped, and objects of the context fail with
 // ErrClosed. Buffers from AllocBuf stay mapped until FreeBuf.
-func (c *Context) Close() error { return c.b.close() }
+func (c *Context) Close() error {
+	c.closeEvents()
+	return c.b.close()
+}
 
 // PD is a protection domain (struct ibv_pd).
 type PD struct {
@@ -353,6 +357,7 @@ func (c *Context) CreateCQ(cqe int) (*CQ, error) {
 	if err := c.b.createCQ(cq, cqe); err != nil {
 		return nil, err
 	}
+	c.events().track(trackKey(cq), cq)
 	return cq, nil
 }
 
@@ -387,6 +392,7 @@ func (cq *CQ) Destroy() error {
 		return err
 	}
 	cq.dead.Store(true)
+	cq.ctx.events().untrack(trackKey(cq))
 	return nil
 }
 
@@ -424,6 +430,10 @@ type QPInitAttr struct {
 	// the zero value and QPTRC make a reliable-connected QP, QPTUD an
 	// Unreliable Datagram QP (ud.go).
 	Type QPType
+	// SRQ, if not nil, is the shared receive queue the QP takes its
+	// receive work requests from (ibv_qp_init_attr.srq): MaxRecvWR is
+	// then ignored and PostRecv on the QP is refused.
+	SRQ *SRQ
 }
 
 // QP is a reliable-connected queue pair (struct ibv_qp).
@@ -437,6 +447,7 @@ type QP struct {
 	star           StarRole
 	sendCQ, recvCQ *CQ
 	dead           bool
+	srq            *SRQ
 }
 
 // QPN is the queue pair number.
@@ -481,12 +492,25 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	if attr.SendCQ.dead.Load() || attr.RecvCQ.dead.Load() {
 		return nil, ErrClosed
 	}
-	q := &QP{pd: pd, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, star: attr.Star}
+	if attr.SRQ != nil {
+		if attr.SRQ.pd.ctx != pd.ctx {
+			return nil, ErrForeign
+		}
+		if attr.SRQ.dead.Load() {
+			return nil, ErrClosed
+		}
+		attr.MaxRecvWR = 1 // ignored with an SRQ (the engine's ring holds one WQE in progress)
+	}
+	q := &QP{pd: pd, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, star: attr.Star, srq: attr.SRQ}
 	if err := pd.ctx.b.createQP(q, attr); err != nil {
 		return nil, err
 	}
 	q.sendCQ.users.Add(1)
 	q.recvCQ.users.Add(1)
+	if q.srq != nil {
+		q.srq.users.Add(1)
+	}
+	pd.ctx.events().track(trackKey(q), q)
 	return q, nil
 }
 
@@ -528,6 +552,10 @@ func (q *QP) Destroy() error {
 	q.dead = true
 	q.sendCQ.users.Add(-1)
 	q.recvCQ.users.Add(-1)
+	if q.srq != nil {
+		q.srq.users.Add(-1)
+	}
+	q.pd.ctx.events().untrack(trackKey(q))
 	return nil
 }
 
@@ -556,6 +584,9 @@ func (q *QP) PostSend(wrs ...SendWR) error {
 
 // PostRecv is ibv_post_recv.
 func (q *QP) PostRecv(wrs ...RecvWR) error {
+	if q.srq != nil {
+		return &PostError{Index: 0, Err: fmt.Errorf("dataplane: QP %#x: %w", q.qpn, dataplane.ErrHasSRQ)}
+	}
 	if q.ring != nil {
 		return q.ring.postRecv(wrs)
 	}

@@ -37,13 +37,6 @@ int main(void)
 		return 2;
 	}
 
-	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 16, .max_sge = 1 } };
-	errno = 0;
-	{
-		int failed = ibv_create_srq(pd, &sa) == NULL;
-		report("ibv_create_srq", failed, errno);
-	}
-
 	struct ibv_wc wc = { .status = IBV_WC_SUCCESS, .opcode = IBV_WC_RECV, .wc_flags = IBV_WC_GRH };
 	struct ibv_grh grh = { 0 };
 	errno = 0;

@@ -51,6 +51,8 @@ type client struct {
 	// ringBytes and mrBytes are what the connection holds against
 	// Limits.RingBytes and Limits.MRBytes (Server.mu).
 	ringBytes, mrBytes int64
+
+	ext clientExt // SRQs and asynchronous events (srq.go)
 }
 
 // chanObj is a client's completion channel (version 3): an eventfd the
@@ -119,6 +121,7 @@ func (s *Server) start(conn *net.UnixConn) error {
 		id: id, uid: cred.Uid, conn: proto.NewConn(conn), log: log, bfd: bfd,
 		pds: map[uint32]*pdObj{}, mrs: map[uint32]*mrObj{}, cqs: map[uint32]*cqObj{}, qps: map[uint32]*qpObj{}, chs: map[uint32]*chanObj{},
 	}
+	c.initExt()
 	// The poll loop watches the doorbell itself where it can (one hop
 	// from the client's ring to the loop); else a goroutine relays it.
 	if s.o.Watch == nil || s.o.Watch(bfd) != nil {
@@ -387,6 +390,9 @@ func (s *Server) handle(c *client, req *proto.Request, fds []int) (any, reply, e
 			return nil, reply{}, err
 		}
 	default:
+		if res, out, err, ok := s.handleExt(c, req, args); ok {
+			return res, out, err
+		}
 		return nil, reply{}, fmt.Errorf("%w: unknown operation %q", proto.ErrProtocol, req.Op)
 	}
 	switch req.Op {
@@ -690,6 +696,10 @@ func (s *Server) createQP(c *client, a proto.CreateQPArgs) (any, reply, error) {
 	if err == nil {
 		err = dataplane.CheckScheme(a.Scheme)
 	}
+	var srq *dataplane.SRQ
+	if err == nil {
+		srq, err = c.srqOf(a.SRQ)
+	}
 	if err == nil && a.Star != 0 && c.vers < 5 {
 		err = fmt.Errorf("%w: a StaR role needs protocol version 5", proto.ErrProtocol)
 	}
@@ -717,7 +727,7 @@ func (s *Server) createQP(c *client, a proto.CreateQPArgs) (any, reply, error) {
 	if err == nil {
 		eq, err = s.e.CreateQP(pd.id, dataplane.QPInitAttr{SendCQ: scq.ecq, RecvCQ: rcq.ecq,
 			MaxSendWR: a.MaxSendWR, MaxRecvWR: a.MaxRecvWR, SigAll: a.SigAll, Scheme: a.Scheme, CC: a.CC, Star: dataplane.StarRole(a.Star),
-			MaxUnackedPSNs: a.MaxUnackedPSNs, Type: qp.QPType(a.Type)})
+			MaxUnackedPSNs: a.MaxUnackedPSNs, Type: qp.QPType(a.Type), SRQ: srq})
 	}
 	if err != nil && cost > 0 {
 		s.releaseRings(c, cost)
@@ -895,6 +905,7 @@ func (s *Server) drop(c *client) {
 		delete(c.chs, h)
 	}
 	s.dropAHs(c) // after the QPs that send through them, before their PDs
+	maps = append(maps, s.dropExt(c)...)
 	for h, pd := range c.pds {
 		if err := s.e.DeallocPD(pd.id); err != nil {
 			c.log.Warn("deallocate PD", "pd", h, "err", err)

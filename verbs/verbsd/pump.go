@@ -7,6 +7,7 @@ import (
 
 	"github.com/softnic/softnic/dataplane"
 	"github.com/softnic/softnic/qp"
+	"github.com/softnic/softnic/verbs/internal/proto"
 	"github.com/softnic/softnic/verbs/internal/shm"
 )
 
@@ -84,7 +85,8 @@ func (s *Server) Pump() bool {
 	}
 	recheck := s.recheck
 	s.recheck = false
-	moved := false
+	s.deliverEvents() // asynchronous events to their owners (srq.go)
+	moved := s.pumpSRQs()
 	s.looked = 0
 	// Work an earlier round could not move (an engine queue was full).
 	if len(s.pending) > 0 {
@@ -356,6 +358,7 @@ func (s *Server) cqOverflow(c *cqObj) {
 	}
 	c.overflow = true
 	c.layout.Overflow(c.mem.Bytes).Store(1)
+	c.owner.queueEvent(proto.AsyncEvent{Type: int(dataplane.EventCQErr), Handle: c.h}) // CQ_ERR, once (srq.go)
 	c.owner.log.Warn("completion queue overflowed: completions were lost", "cq", c.h)
 }
 

@@ -147,6 +147,8 @@ type Server struct {
 	sendBatch [pumpBatch]qp.SendWR
 	recvBatch [pumpBatch]qp.RecvWR
 	wcBatch   [pumpBatch]qp.WC
+
+	ev serverEvents // the engine's asynchronous events (srq.go)
 }
 
 // New creates the server for e and starts listening on o.SocketPath. A
@@ -174,6 +176,7 @@ func New(e *dataplane.Engine, o Options) (*Server, error) {
 	if s.wake == nil {
 		s.wake = func() {}
 	}
+	s.initEvents()
 	// The device page: created writable for the daemon, then sealed so
 	// that clients can only map it read-only.
 	s.devFD, s.devMem, err = shm.Create("softnic-device", shm.DevicePageLen, shm.SealSize)

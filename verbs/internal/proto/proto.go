@@ -76,6 +76,14 @@ const (
 
 	OpCreateAH  = "create_ah"  // version 6: an address handle (UD)
 	OpDestroyAH = "destroy_ah" // version 6: takes the Handle
+	// Shared receive queues and asynchronous events (srq.go).
+	OpCreateSRQ      = "create_srq"
+	OpModifySRQ      = "modify_srq"
+	OpQuerySRQ       = "query_srq"
+	OpDestroySRQ     = "destroy_srq"
+	OpPostSRQRecv    = "post_srq_recv"
+	OpAsyncFD        = "async_fd"
+	OpGetAsyncEvents = "get_async_events"
 )
 
 // Request is what a client sends.
@@ -217,6 +225,9 @@ type CreateQPArgs struct {
 	// Type is the QP's transport service (ibv_qp_type: 0 or 2 RC, 4 UD;
 	// version 6).
 	Type uint8 `json:"qp_type,omitempty"`
+	// SRQ is the handle of the shared receive queue the QP takes its
+	// receive WQEs from (0: none; create_srq).
+	SRQ uint32 `json:"srq,omitempty"`
 }
 
 // CreateAHArgs is ibv_create_ah's attributes (version 6): the

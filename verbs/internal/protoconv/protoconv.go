@@ -66,6 +66,10 @@ var Codes = slices.Concat(proto.Base, proto.Codes{
 	{Code: "ah_attr", Err: dataplane.ErrAHAttr},
 	{Code: "qp_type", Err: dataplane.ErrUDQP},
 	{Code: "no_neighbor", Err: dataplane.ErrNoNeighbor},
+	{Code: "srq_destroyed", Err: dataplane.ErrSRQDestroyed},
+	{Code: "srq_attr", Err: dataplane.ErrSRQAttr},
+	{Code: "has_srq", Err: dataplane.ErrHasSRQ},
+	{Code: "srq_transport", Err: dataplane.ErrSRQTransport},
 })
 
 // EncodeError turns err into its wire form (the daemon's side).
