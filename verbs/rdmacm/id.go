@@ -966,9 +966,12 @@ func (id *ID) Destroy() error {
 	if own {
 		id.cm.releasePort(id, id.ps, src.Port())
 	}
-	id.ch.mu.Lock()
-	id.ch.ids--
-	id.ch.mu.Unlock()
+	id.mu.Lock()
+	ch := id.ch
+	id.mu.Unlock()
+	ch.mu.Lock()
+	ch.ids--
+	ch.mu.Unlock()
 	return nil
 }
 
@@ -1033,7 +1036,32 @@ func (id *ID) handle(ev Event) {
 	id.queue(&CMEvent{ID: id, Type: t, Status: status, Param: id.userParam(param, pdata)})
 }
 
-func (id *ID) queue(ev *CMEvent) { id.ch.push(ev) }
+func (id *ID) queue(ev *CMEvent) {
+	id.mu.Lock()
+	ch := id.ch
+	id.mu.Unlock()
+	ch.push(ev)
+}
+
+// Migrate is rdma_migrate_id: the id's later events go to ch (events
+// already queued stay on the old channel).
+func (id *ID) Migrate(ch *Channel) error {
+	ch.mu.Lock()
+	if ch.closed {
+		ch.mu.Unlock()
+		return syscall.EINVAL
+	}
+	ch.ids++
+	ch.mu.Unlock()
+	id.mu.Lock()
+	old := id.ch
+	id.ch = ch
+	id.mu.Unlock()
+	old.mu.Lock()
+	old.ids--
+	old.mu.Unlock()
+	return nil
+}
 
 // process finishes an event in the caller's thread as librdmacm's
 // rdma_get_cm_event does; false drops it.
