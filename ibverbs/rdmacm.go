@@ -205,9 +205,9 @@ func snic_cm_get_event(h C.uintptr_t, out *C.struct_snic_cm_event) C.int {
 	}
 	*out = C.struct_snic_cm_event{}
 	out.ev = C.uintptr_t(cgo.NewHandle(ev))
-	out.id, out.id_user = idHandle(ev.ID), C.uintptr_t(ev.ID.User)
+	out.id, out.id_user = idHandle(ev.ID), C.uintptr_t(ev.ID.User.Load())
 	if ev.Listen != nil {
-		out.listen_id, out.listen_user = idHandle(ev.Listen), C.uintptr_t(ev.Listen.User)
+		out.listen_id, out.listen_user = idHandle(ev.Listen), C.uintptr_t(ev.Listen.User.Load())
 	}
 	out.event, out.status = C.int32_t(ev.Type), C.int32_t(ev.Status)
 	putParam(ev.Param, &out.param)
@@ -226,14 +226,14 @@ func snic_cm_create_id(chh C.uintptr_t, ps C.int, user C.uintptr_t, out *C.uintp
 	if err != nil {
 		return cmErr("create id", err)
 	}
-	id.User = uintptr(user)
+	id.User.Store(uintptr(user))
 	*out = idHandle(id)
 	return 0
 }
 
 //export snic_cm_set_user
 func snic_cm_set_user(h C.uintptr_t, user C.uintptr_t) {
-	value[*rdmacm.ID](h).User = uintptr(user)
+	value[*rdmacm.ID](h).User.Store(uintptr(user))
 }
 
 //export snic_cm_destroy_id

@@ -89,6 +89,19 @@ func (c *Channel) next() (*CMEvent, error) {
 		if ev.ID.gone() {
 			continue
 		}
+		if ev.Type == EventConnectRequest && ev.Listen != nil && ev.Listen.gone() {
+			// The listener went before the program took the request:
+			// refuse it, as the kernel does with a listener's
+			// pending requests.
+			ev.ID.mu.Lock()
+			conn := ev.ID.conn
+			ev.ID.mu.Unlock()
+			if conn != nil {
+				conn.Reject(RejConsumer, nil)
+			}
+			ev.ID.Destroy()
+			continue
+		}
 		return ev, nil
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -222,9 +223,9 @@ type ID struct {
 	ps PortSpace
 	// UD: the id's QPs are unreliable datagram ones (RDMA_PS_UDP).
 	UD bool
-	// User is the caller's: the drop-in library keeps its struct
-	// rdma_cm_id here.
-	User uintptr
+	// User is the caller's (Load, Store): the drop-in library keeps its
+	// struct rdma_cm_id here.
+	User atomic.Uintptr
 
 	mu        sync.Mutex
 	cond      sync.Cond
@@ -1100,13 +1101,24 @@ func (id *ID) process(ev *CMEvent) bool {
 			return false
 		}
 	}
-	id.mu.Lock()
-	defer id.mu.Unlock()
-	if id.destroyed {
+	o := ev.owner()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.destroyed {
 		return false
 	}
-	id.delivered++
+	o.delivered++
 	return true
+}
+
+// owner is the id whose rdma_destroy_id waits for the event's ack: a
+// CONNECT_REQUEST's is the listener's, as in librdmacm (the new id may be
+// destroyed before the request's event is acked).
+func (e *CMEvent) owner() *ID {
+	if e.Type == EventConnectRequest && e.Listen != nil {
+		return e.Listen
+	}
+	return e.ID
 }
 
 // CMEvent is an rdma_cm_event.
@@ -1123,7 +1135,7 @@ type CMEvent struct {
 
 // Ack is rdma_ack_cm_event.
 func (e *CMEvent) Ack() {
-	id := e.ID
+	id := e.owner()
 	id.mu.Lock()
 	if id.delivered > 0 {
 		id.delivered--

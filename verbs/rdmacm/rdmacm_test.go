@@ -531,3 +531,52 @@ func TestDestroyDropsEvents(t *testing.T) {
 		t.Fatal("rdma_event_str words")
 	}
 }
+
+// TestConnectRequestAck: a CONNECT_REQUEST counts against the listener,
+// as in librdmacm: its new id may be rejected and destroyed before the
+// event is acked (rdma_destroy_id waits only for its own events), and
+// the listener's destroy follows the ack.
+func TestConnectRequestAck(t *testing.T) {
+	n := newFakeNet()
+	a, b := newHost(t, n, gidA, 1), newHost(t, n, gidB, 2)
+	l := b.listen(t, 6000, 2)
+	id := a.routed(t, netip.AddrPortFrom(gidB, 6000))
+	id.AttachQP(newFakeQP(3))
+	id.Connect(Defaults)
+	ev, err := b.ch.Get()
+	if err != nil || ev.Type != EventConnectRequest {
+		t.Fatalf("get: %+v %v", ev, err)
+	}
+	if err := ev.ID.Reject(RejConsumer, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ev.ID.Destroy(); err != nil { // would wait forever if the event were the new id's
+		t.Fatal(err)
+	}
+	a.get(t, EventRejectedCM)
+	ev.Ack()
+	if err := l.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestListenerGone: a listener destroyed while a request waits on its
+// channel: the request is rejected (consumer defined) and never shown.
+func TestListenerGone(t *testing.T) {
+	n := newFakeNet()
+	a, b := newHost(t, n, gidA, 1), newHost(t, n, gidB, 2)
+	l := b.listen(t, 6001, 2)
+	id := a.routed(t, netip.AddrPortFrom(gidB, 6001))
+	id.AttachQP(newFakeQP(3))
+	id.Connect(Defaults)
+	if err := l.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	b.noEvent(t)
+	if ev := a.get(t, EventRejectedCM); ev.Status != RejConsumer {
+		t.Fatalf("REJECTED status %d, want %d", ev.Status, RejConsumer)
+	}
+	// The service ID is free again.
+	l2 := b.listen(t, 6001, 2)
+	l2.Destroy()
+}
