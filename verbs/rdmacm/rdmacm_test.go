@@ -184,6 +184,20 @@ func TestResolveErrors(t *testing.T) {
 	}
 	a.get(t, EventAddrResolved)
 
+	// An IPv6 destination from an id bound to the device, whose only
+	// address is IPv4; and from an unbound one.
+	if err := id.ResolveAddr(netip.AddrPort{}, netip.MustParseAddrPort("[2001:db8::2]:1"), time.Second); !errors.Is(err, syscall.EINVAL) {
+		t.Fatalf("IPv6 destination from an IPv4 source: %v, want EINVAL", err)
+	}
+	id6, _ := a.cm.CreateID(a.ch, PSTCP)
+	if err := id6.ResolveAddr(netip.AddrPort{}, netip.MustParseAddrPort("[2001:db8::2]:1"), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if ev := a.get(t, EventAddrError); ev.ID != id6 || ev.Status != -int(syscall.ENODEV) {
+		t.Fatalf("IPv6 destination without an IPv6 device: %+v, want ADDR_ERROR -ENODEV", ev)
+	}
+	id6.Destroy()
+
 	id2, _ := a.cm.CreateID(a.ch, PSTCP)
 	if err := id2.ResolveAddr(netip.AddrPortFrom(netip.MustParseAddr("198.18.7.7"), 0), netip.AddrPortFrom(gidB, 1), time.Second); !errors.Is(err, syscall.ENODEV) {
 		t.Fatalf("resolve from a foreign source: %v, want ENODEV", err)
@@ -517,6 +531,20 @@ func TestHeader(t *testing.T) {
 func TestDestroyDropsEvents(t *testing.T) {
 	a := newHost(t, nil, gidA, 1)
 	id := a.routed(t, netip.AddrPortFrom(gidB, 1))
+	// An IPv6 destination from an id bound to the device, whose only
+	// address is IPv4; and from an unbound one.
+	if err := id.ResolveAddr(netip.AddrPort{}, netip.MustParseAddrPort("[2001:db8::2]:1"), time.Second); !errors.Is(err, syscall.EINVAL) {
+		t.Fatalf("IPv6 destination from an IPv4 source: %v, want EINVAL", err)
+	}
+	id6, _ := a.cm.CreateID(a.ch, PSTCP)
+	if err := id6.ResolveAddr(netip.AddrPort{}, netip.MustParseAddrPort("[2001:db8::2]:1"), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if ev := a.get(t, EventAddrError); ev.ID != id6 || ev.Status != -int(syscall.ENODEV) {
+		t.Fatalf("IPv6 destination without an IPv6 device: %+v, want ADDR_ERROR -ENODEV", ev)
+	}
+	id6.Destroy()
+
 	id2, _ := a.cm.CreateID(a.ch, PSTCP)
 	id.ResolveRoute(time.Second) // EINVAL: already routed; nothing queued
 	id2.ResolveAddr(netip.AddrPort{}, netip.AddrPortFrom(gidB, 2), time.Second)
