@@ -190,7 +190,8 @@ func contains(l []string, s string) bool {
 // is wired in, the same calls in synchronous mode, and rdma_resolve_addr
 // to an address on A's link that nobody answers: ADDR_ERROR with
 // -ETIMEDOUT after its 500 ms timeout, and in synchronous mode -1 with
-// ETIMEDOUT, never a hang.
+// ETIMEDOUT, never a hang; and calls softnic does not implement
+// (multicast, SRQ, rsockets, riomap's off_t) return -1 with ENOSYS.
 func TestRdmacmResolve(t *testing.T) {
 	needRdmacm(t)
 	tb := requireE2E(t)
@@ -247,6 +248,16 @@ func TestRdmacmResolve(t *testing.T) {
 		ms, _ := strconv.Atoi(f[len(f)-1])
 		if ms < 500 || ms > 5000 {
 			t.Errorf("ADDR_ERROR after %d ms, want after the 500 ms timeout", ms)
+		}
+	}
+	// The unsupported calls: five of them, each -1 with ENOSYS.
+	if u := strings.Fields(lines["unsupported"]); len(u) != 15 {
+		t.Errorf("unsupported calls: %q, want five", lines["unsupported"])
+	} else {
+		for i := 0; i < 15; i += 3 {
+			if u[i+1] != "-1" || u[i+2] != "errno=38" {
+				t.Errorf("%s: %s %s, want -1 errno=38 (ENOSYS)", u[i], u[i+1], u[i+2])
+			}
 		}
 	}
 	if f := strings.Fields(lines["sync_silent"]); len(f) != 5 || f[0] != "rc" || f[1] != "-1" || f[2] != "errno=110" {

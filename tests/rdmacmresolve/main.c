@@ -14,7 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
 #include <rdma/rdma_cma.h>
+#include <rdma/rdma_verbs.h>
+#include <rdma/rsocket.h>
 
 static double now_ms(void)
 {
@@ -192,6 +195,33 @@ int main(int argc, char **argv)
 	printf("sync_silent rc %d errno=%d elapsed_ms %.0f\n", rc, errno, now_ms() - t0);
 	rdma_destroy_id(sid);
 	rdma_freeaddrinfo(res);
+	/* What softnic does not implement fails with ENOSYS (stubs_gen.c),
+	   with the return type's -1. */
+	{
+		struct ibv_srq_init_attr sa = { .attr = { .max_wr = 1, .max_sge = 1 } };
+		struct sockaddr_in mc = { .sin_family = AF_INET };
+		char buf[8];
+		int r;
+		long l;
+
+		rdma_create_id(ch, &id, NULL, RDMA_PS_UDP);
+		errno = 0;
+		r = rdma_join_multicast(id, (struct sockaddr *)&mc, NULL);
+		printf("unsupported rdma_join_multicast %d errno=%d\n", r, errno);
+		errno = 0;
+		r = rdma_create_srq(id, NULL, &sa);
+		printf("unsupported rdma_create_srq %d errno=%d\n", r, errno);
+		errno = 0;
+		r = rsocket(AF_INET, SOCK_STREAM, 0);
+		printf("unsupported rsocket %d errno=%d\n", r, errno);
+		errno = 0;
+		l = rread(3, buf, sizeof(buf));
+		printf("unsupported rread %ld errno=%d\n", l, errno);
+		errno = 0;
+		l = (long)riomap(3, buf, sizeof(buf), PROT_WRITE, 0, -1);
+		printf("unsupported riomap %ld errno=%d\n", l, errno);
+		rdma_destroy_id(id);
+	}
 	rdma_destroy_event_channel(ch);
 	printf("done\n");
 	return 0;
