@@ -325,8 +325,7 @@ func waitOutput(t *testing.T, p *childProc, want string, timeout time.Duration) 
 // runs between the hosts.
 func TestRdmacmUtils(t *testing.T) {
 	needRdmacm(t)
-	netns.RequireTools(t, "rping", "ib_write_bw")
-	tb, a, b := ibvTestbed(t, "rping", "ib_write_bw")
+	tb, a, b := ibvTestbed(t, "rping", "stdbuf", "ib_write_bw")
 	rdmacmLib(t)
 
 	srv := rdmacmProc(t, tb, b.name, b.socket, "rping", "-s", "-a", b.ip.String(), "-C", "1")
