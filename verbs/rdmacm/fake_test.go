@@ -18,6 +18,10 @@ type fakeNet struct {
 	mu        sync.Mutex
 	listeners map[fakeKey]Handler
 	dropREQ   bool // REQs get no answer: the CM reports EventUnreachable
+	// async: each side's events come from a goroutine of its own, in
+	// order, after the sender's call returned (a real CM's receive
+	// path); else synchronously from inside the sender's call.
+	async bool
 	reqs      []ConnParam
 	reps      []ConnParam
 }
@@ -69,6 +73,7 @@ type fakeConn struct {
 	gotDREQ bool
 	sent    []string // the MADs this side sent
 	closed  bool
+	mbox    chan Event // async delivery, in order
 }
 
 func (c *fakeConn) send(mad string) {
@@ -78,10 +83,30 @@ func (c *fakeConn) send(mad string) {
 }
 
 func (c *fakeConn) deliver(ev Event) {
+	ev.Conn = c
+	if c.n.async {
+		c.mu.Lock()
+		if c.mbox == nil {
+			c.mbox = make(chan Event, 64)
+			go func() {
+				for ev := range c.mbox {
+					c.mu.Lock()
+					h := c.h
+					c.mu.Unlock()
+					if h != nil {
+						h(ev)
+					}
+				}
+			}()
+		}
+		mbox := c.mbox
+		c.mu.Unlock()
+		mbox <- ev
+		return
+	}
 	c.mu.Lock()
 	h := c.h
 	c.mu.Unlock()
-	ev.Conn = c
 	if h != nil {
 		h(ev)
 	}
@@ -114,7 +139,11 @@ func (s *fakeSvc) Connect(sid uint64, path Path, p ConnParam, h Handler) (Conn, 
 		back := path
 		back.SGID, back.DGID = path.DGID, path.SGID
 		p.PrivateData = append([]byte(nil), p.PrivateData...)
-		lh(Event{Kind: EventRequest, Conn: b, Param: p, Path: back})
+		if s.n.async {
+			go lh(Event{Kind: EventRequest, Conn: b, Param: p, Path: back})
+		} else {
+			lh(Event{Kind: EventRequest, Conn: b, Param: p, Path: back})
+		}
 	}
 	return a, nil
 }

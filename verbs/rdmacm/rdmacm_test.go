@@ -608,3 +608,121 @@ func TestListenerGone(t *testing.T) {
 	l2 := b.listen(t, 6001, 2)
 	l2.Destroy()
 }
+
+// TestConnectConcurrent: eight connections at once between two hosts,
+// the CM's events arriving from its own goroutines: each active id on a
+// channel of its own, the passive ids migrated off the listener's
+// channel (as librdmacm does for a synchronous listener), every side
+// seeing ESTABLISHED, DISCONNECTED and TIMEWAIT_EXIT in that order with
+// its QP in RTS, then ERR. Run with -race.
+func TestConnectConcurrent(t *testing.T) {
+	const conns = 8
+	n := newFakeNet()
+	n.async = true
+	a, b := newHost(t, n, gidA, 0x100), newHost(t, n, gidB, 0x200)
+	l := b.listen(t, 7000, conns)
+	done := make(chan error, 2*conns)
+	go func() { // the passive side
+		for range conns {
+			ev, err := b.ch.Get()
+			if err != nil || ev.Type != EventConnectRequest {
+				done <- errors.New("listener: no CONNECT_REQUEST")
+				return
+			}
+			child := ev.ID
+			ev.Ack()
+			ch, _ := NewChannel()
+			child.Migrate(ch)
+			q := newFakeQP(uint32(child.Route().Dst.Port()))
+			child.AttachQP(q)
+			if err := child.Accept(Defaults); err != nil {
+				done <- err
+				return
+			}
+			go func() {
+				done <- side(child, ch, q, false)
+			}()
+		}
+	}()
+	for i := range conns {
+		go func() {
+			ch, _ := NewChannel()
+			h := &host{cm: a.cm, ch: ch}
+			id, _ := a.cm.CreateID(ch, PSTCP)
+			if err := id.ResolveAddr(netip.AddrPort{}, netip.AddrPortFrom(gidB, 7000), time.Second); err != nil {
+				done <- err
+				return
+			}
+			for _, w := range []EventType{EventAddrResolved, EventRouteResolved} {
+				ev, err := h.ch.Get()
+				if err != nil || ev.Type != w {
+					done <- errors.New("active: no " + w.String())
+					return
+				}
+				ev.Ack()
+				if w == EventAddrResolved {
+					id.ResolveRoute(time.Second)
+				}
+			}
+			q := newFakeQP(uint32(0x1000 + i))
+			id.AttachQP(q)
+			if err := id.Connect(Defaults); err != nil {
+				done <- err
+				return
+			}
+			done <- side(id, ch, q, true)
+		}()
+	}
+	for range 2 * conns {
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}
+	l.Destroy()
+}
+
+// side runs one end of a connection of TestConnectConcurrent.
+func side(id *ID, ch *Channel, q *fakeQP, active bool) error {
+	next := func(want EventType) error {
+		ev, err := ch.Get()
+		if err != nil {
+			return err
+		}
+		ev.Ack()
+		if ev.Type != want {
+			return errors.New(ev.Type.String() + ", want " + want.String())
+		}
+		return nil
+	}
+	if err := next(EventEstablishedCM); err != nil {
+		return err
+	}
+	if q.State() != qp.RTS {
+		return errors.New("QP not in RTS at ESTABLISHED: " + q.State().String())
+	}
+	if active {
+		if err := id.Disconnect(); err != nil {
+			return err
+		}
+		if err := next(EventDisconnectedCM); err != nil {
+			return err
+		}
+	} else {
+		if err := next(EventDisconnectedCM); err != nil {
+			return err
+		}
+		if err := id.Disconnect(); err != nil {
+			return err
+		}
+	}
+	if err := next(EventTimewaitExitCM); err != nil {
+		return err
+	}
+	if q.State() != qp.Err {
+		return errors.New("QP not in ERR after the disconnect: " + q.State().String())
+	}
+	if err := id.Destroy(); err != nil {
+		return err
+	}
+	return ch.Destroy()
+}
