@@ -22,8 +22,8 @@ type fakeNet struct {
 	// order, after the sender's call returned (a real CM's receive
 	// path); else synchronously from inside the sender's call.
 	async bool
-	reqs      []ConnParam
-	reps      []ConnParam
+	reqs  []ConnParam
+	reps  []ConnParam
 }
 
 type fakeKey struct {
