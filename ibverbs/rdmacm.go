@@ -311,10 +311,9 @@ func snic_cm_resolve_addr(h C.uintptr_t, src, dst *C.struct_snic_cm_addr, timeou
 	if !ok {
 		return C.int(syscall.EAFNOSUPPORT)
 	}
-	to := time.Duration(timeoutMs) * time.Millisecond
-	if to <= 0 {
-		to = 2 * time.Second
-	}
+	// The program's timeout bounds the wait for the next hop's MAC, as
+	// the kernel's address resolution does.
+	to := time.Duration(max(timeoutMs, 0)) * time.Millisecond
 	return cmErr("resolve addr", value[*rdmacm.ID](h).ResolveAddr(s, d, to))
 }
 
