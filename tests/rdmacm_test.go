@@ -184,8 +184,9 @@ func contains(l []string, s string) bool {
 // passive, a host name), rdma_get_devices, an event channel whose fd is
 // non-blocking (EAGAIN) and then polled, rdma_resolve_addr to B
 // (ADDR_RESOLVED: the device's context and PD on the id, A's address as
-// source) and rdma_resolve_route (the path record's GIDs, the kernel's
-// hop limit 64, MTU 1024), rdma_init_qp_attr, rdma_create_qp (INIT, with
+// source), rdma_set_option's TOS (and EINVAL for an unknown option) and
+// rdma_resolve_route (the path record's GIDs, the kernel's hop limit 64,
+// MTU 1024, the TOS as traffic class), rdma_init_qp_attr, rdma_create_qp (INIT, with
 // CQs made for it), rdma_connect failing with ENOSYS until a CM service
 // is wired in, the same calls in synchronous mode, and rdma_resolve_addr
 // to an address on A's link that nobody answers: ADDR_ERROR with
@@ -222,7 +223,8 @@ func TestRdmacmResolve(t *testing.T) {
 		"getaddrinfo":      "dst " + B + " port 7471 ps 0x106 qp_type 2 passive rc 0 src 0.0.0.0 name rc 0 dst 127.0.0.1",
 		"nonblocking":      "get rc -1 errno=11",
 		"addr":             "poll 1 event RDMA_CM_EVENT_ADDR_RESOLVED status 0 verbs 1 pd 1 port 1 src " + A + " dst " + B + " dst_port 7471 src_port_set 1",
-		"route":            "poll 1 event RDMA_CM_EVENT_ROUTE_RESOLVED status 0 paths 1 sgid ::ffff:" + A + " dgid ::ffff:" + B + " hop_limit 64 mtu 3 pkey 0xffff",
+		"route":            "poll 1 event RDMA_CM_EVENT_ROUTE_RESOLVED status 0 paths 1 sgid ::ffff:" + A + " dgid ::ffff:" + B + " hop_limit 64 mtu 3 pkey 0xffff tclass 32",
+		"set_option":       "tos rc 0 unknown rc -1 errno=22",
 		"drained":          "poll 0",
 		"init_qp_attr":     "rc 0 mask 0x39 port 1 pkey_index 0",
 		"init_qp_attr_rtr": "rc -1 errno=22",

@@ -123,6 +123,16 @@ int main(int argc, char **argv)
 	       id->pd != NULL, id->port_num, ntop(rdma_get_local_addr(id), b1, sizeof(b1)),
 	       ntop(rdma_get_peer_addr(id), b2, sizeof(b2)), ntohs(rdma_get_dst_port(id)), rdma_get_src_port(id) != 0);
 	rdma_ack_cm_event(ev);
+	{
+		uint8_t tos = 32;
+		int bogus = 1;
+
+		rc = rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, sizeof(tos));
+		printf("set_option tos rc %d", rc);
+		errno = 0;
+		rc = rdma_set_option(id, RDMA_OPTION_ID, 99, &bogus, sizeof(bogus));
+		printf(" unknown rc %d errno=%d\n", rc, errno);
+	}
 	if (rdma_resolve_route(id, 2000)) {
 		printf("resolve_route failed errno=%d\n", errno);
 		return 1;
@@ -131,9 +141,10 @@ int main(int argc, char **argv)
 	if (!ev)
 		return 1;
 	rdma_ack_cm_event(ev);
-	printf("route paths %d sgid %s dgid %s hop_limit %d mtu %d pkey %#x\n", id->route.num_paths,
+	printf("route paths %d sgid %s dgid %s hop_limit %d mtu %d pkey %#x tclass %d\n", id->route.num_paths,
 	       gid(&id->route.path_rec->sgid, b1, sizeof(b1)), gid(&id->route.path_rec->dgid, b2, sizeof(b2)),
-	       id->route.path_rec->hop_limit, id->route.path_rec->mtu, be16toh(id->route.path_rec->pkey));
+	       id->route.path_rec->hop_limit, id->route.path_rec->mtu, be16toh(id->route.path_rec->pkey),
+	       id->route.path_rec->traffic_class);
 	rc = poll(&(struct pollfd){ .fd = ch->fd, .events = POLLIN }, 1, 0);
 	printf("drained poll %d\n", rc);
 
