@@ -54,6 +54,16 @@ ibverbs: ## build the drop-in libibverbs.so.1 into build/lib (needs libibverbs-d
 		-o build/lib/libibverbs.so.1 ./ibverbs/
 	rm -f build/lib/libibverbs.so.h
 
+# make rdmacm: softnic's drop-in librdmacm.so.1 (docs/rdmacm.md), a C
+# library over the drop-in libibverbs.so.1 (its DT_NEEDED, whose private
+# SOFTNIC_PRIVATE_1 interface it calls); needs librdmacm-dev's headers.
+CC ?= cc
+rdmacm: ibverbs ## build the drop-in librdmacm.so.1 into build/lib (needs librdmacm-dev)
+	@test -f /usr/include/rdma/rdma_cma.h || { echo "make rdmacm needs rdma-core's headers: apt-get install librdmacm-dev"; exit 1; }
+	$(CC) -shared -fPIC -O2 -Wall -Iibverbs -Wl,-soname,librdmacm.so.1 \
+		-Wl,--version-script=$(CURDIR)/rdmacm/librdmacm.map -Wl,--no-undefined \
+		-o build/lib/librdmacm.so.1 rdmacm/cma.c rdmacm/stubs_gen.c -Lbuild/lib -l:libibverbs.so.1
+
 generate: ## rebuild the XDP object (needs clang, llvm, libbpf-dev)
 	$(GO) generate ./bpf/
 
@@ -93,10 +103,12 @@ install: build ## install binaries, systemd unit, sysusers file (PREFIX=/usr/loc
 	@# its own, so that only programs run with LD_LIBRARY_PATH=$(LIBDIR) use it.
 	if test -f build/lib/libibverbs.so.1; then install -d '$(DESTDIR)$(LIBDIR)' && \
 		install -m 0755 build/lib/libibverbs.so.1 '$(DESTDIR)$(LIBDIR)/libibverbs.so.1'; fi
+	if test -f build/lib/librdmacm.so.1; then install -d '$(DESTDIR)$(LIBDIR)' && \
+		install -m 0755 build/lib/librdmacm.so.1 '$(DESTDIR)$(LIBDIR)/librdmacm.so.1'; fi
 
 uninstall: ## remove what install put there
 	rm -f '$(DESTDIR)$(BINDIR)/softnic' '$(DESTDIR)$(BINDIR)/softnic-bench' '$(DESTDIR)$(BINDIR)/softnic-sweep' \
 		'$(DESTDIR)$(SYSTEMDUNITDIR)/softnic@.service' '$(DESTDIR)$(SYSUSERSDIR)/softnic.conf' \
-		'$(DESTDIR)$(LIBDIR)/libibverbs.so.1'
+		'$(DESTDIR)$(LIBDIR)/libibverbs.so.1' '$(DESTDIR)$(LIBDIR)/librdmacm.so.1'
 
-.PHONY: help demo test short bench fuzz plots generate check ci build install uninstall ibverbs
+.PHONY: help demo test short bench fuzz plots generate check ci build install uninstall ibverbs rdmacm

@@ -170,6 +170,10 @@ func TestInstall(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(root, "build/lib/libibverbs.so.1")); err == nil {
 		want["usr/lib/softnic/libibverbs.so.1"] = 0o755
 	}
+	// The drop-in librdmacm, when make rdmacm built it (docs/rdmacm.md).
+	if _, err := os.Stat(filepath.Join(root, "build/lib/librdmacm.so.1")); err == nil {
+		want["usr/lib/softnic/librdmacm.so.1"] = 0o755
+	}
 	got := map[string]fs.FileMode{}
 	filepath.WalkDir(dest, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {

@@ -48,6 +48,8 @@ var Packages = map[string]string{
 	"ib_send_bw":      "perftest",
 	"ib_write_lat":    "perftest",
 	"ib_atomic_bw":    "perftest",
+	"rping":           "rdmacm-utils",
+	"stdbuf":          "coreutils",
 }
 
 // RequireTool returns the path of the program name, or skips the test

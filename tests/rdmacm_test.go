@@ -1,0 +1,364 @@
+//go:build linux
+
+package tests
+
+import (
+	"debug/elf"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/softnic/softnic/tests/netns"
+)
+
+// The drop-in librdmacm (rdmacm/, docs/rdmacm.md): the exports of
+// rdma-core's librdmacm.so.1, and its address calls run by a C program
+// over both drop-in libraries between the testbed's softnic daemons.
+
+// systemRdmacm is rdma-core's library, the reference for the exports.
+const systemRdmacm = "/usr/lib/x86_64-linux-gnu/librdmacm.so.1"
+
+var (
+	rdmacmOnce sync.Once
+	rdmacmDir  string
+	rdmacmErr  error
+)
+
+func needRdmacm(t *testing.T) {
+	t.Helper()
+	needIbverbs(t)
+	netns.RequireFile(t, "/usr/include/rdma/rdma_cma.h", "librdmacm-dev")
+	netns.RequireFile(t, systemRdmacm, "librdmacm1")
+}
+
+// rdmacmLib builds the drop-in librdmacm once per test process, as make
+// rdmacm does, into a directory of its own (the ibverbs tests' programs,
+// which also load librdmacm, keep rdma-core's), and returns it.
+func rdmacmLib(t *testing.T) string {
+	t.Helper()
+	ibv := ibverbsLib(t)
+	rdmacmOnce.Do(func() {
+		rdmacmDir = filepath.Join(binDir, "rdmacm")
+		if rdmacmErr = os.MkdirAll(rdmacmDir, 0o755); rdmacmErr != nil {
+			return
+		}
+		root, err := filepath.Abs("..")
+		if err != nil {
+			rdmacmErr = err
+			return
+		}
+		cmd := exec.Command("gcc", "-shared", "-fPIC", "-O2", "-Wall", "-Werror", "-I"+filepath.Join(root, "ibverbs"),
+			"-Wl,-soname,librdmacm.so.1", "-Wl,--version-script="+filepath.Join(root, "rdmacm", "librdmacm.map"),
+			"-Wl,--no-undefined", "-o", filepath.Join(rdmacmDir, "librdmacm.so.1"),
+			filepath.Join(root, "rdmacm", "cma.c"), filepath.Join(root, "rdmacm", "stubs_gen.c"),
+			"-L"+ibv, "-l:libibverbs.so.1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			rdmacmErr = fmt.Errorf("building the drop-in librdmacm: %v\n%s", err, out)
+		}
+	})
+	if rdmacmErr != nil {
+		t.Fatal(rdmacmErr)
+	}
+	return rdmacmDir
+}
+
+// imports lists a library's undefined dynamic symbols as name@version.
+func imports(t *testing.T, path string) []string {
+	t.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ds, err := f.DynamicSymbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, s := range ds {
+		if s.Section == elf.SHN_UNDEF && s.Name != "" {
+			out = append(out, s.Name+"@"+s.Version)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestRdmacmSymbols: the drop-in librdmacm exports every symbol of
+// rdma-core's librdmacm.so.1 under the same version node, and every
+// node, and nothing else; rdmacm/symbols.txt is that list; it needs
+// libibverbs.so.1 (DT_NEEDED, as rdma-core's does), and every symbol it
+// imports from the private node SOFTNIC_PRIVATE_1 is one the drop-in
+// libibverbs exports there.
+func TestRdmacmSymbols(t *testing.T) {
+	needRdmacm(t)
+	lib := filepath.Join(rdmacmLib(t), "librdmacm.so.1")
+	want, wantNodes := exports(t, systemRdmacm)
+	got, gotNodes := exports(t, lib)
+	if len(want) < 60 {
+		t.Fatalf("%s exports only %d symbols: not rdma-core's librdmacm?", systemRdmacm, len(want))
+	}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		have := map[string]bool{}
+		for _, s := range got {
+			have[s] = true
+		}
+		for _, s := range want {
+			if !have[s] {
+				t.Errorf("missing export %s", s)
+			}
+			delete(have, s)
+		}
+		for s := range have {
+			t.Errorf("extra export %s (the version script's local: *)", s)
+		}
+	}
+	if strings.Join(gotNodes, " ") != strings.Join(wantNodes, " ") {
+		t.Errorf("version nodes %v, rdma-core's %v", gotNodes, wantNodes)
+	}
+	t.Logf("%d symbols in version nodes %v, as %s", len(want), wantNodes, systemRdmacm)
+
+	b, err := os.ReadFile("../rdmacm/symbols.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) == 2 && !strings.HasPrefix(l, "#") {
+			listed = append(listed, f[0]+"@@"+f[1])
+		}
+	}
+	sort.Strings(listed)
+	if strings.Join(listed, " ") != strings.Join(want, " ") {
+		t.Errorf("rdmacm/symbols.txt differs from %s's exports: run go run gen.go in rdmacm/", systemRdmacm)
+	}
+
+	f, err := elf.Open(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	needed, err := f.ImportedLibraries()
+	f.Close()
+	if err != nil || !contains(needed, "libibverbs.so.1") {
+		t.Errorf("DT_NEEDED %v (%v), want libibverbs.so.1", needed, err)
+	}
+	ibv, _ := exports(t, filepath.Join(ibverbsLib(t), "libibverbs.so.1"))
+	have := map[string]bool{}
+	for _, s := range ibv {
+		have[strings.Replace(s, "@@", "@", 1)] = true
+	}
+	private := 0
+	for _, s := range imports(t, lib) {
+		if strings.HasSuffix(s, "@SOFTNIC_PRIVATE_1") || strings.HasPrefix(s, "ibv_") {
+			if strings.HasSuffix(s, "@SOFTNIC_PRIVATE_1") {
+				private++
+			}
+			if !have[s] {
+				t.Errorf("librdmacm imports %s, which the drop-in libibverbs does not export", s)
+			}
+		}
+	}
+	if private == 0 {
+		t.Errorf("librdmacm imports nothing from SOFTNIC_PRIVATE_1")
+	}
+}
+
+func contains(l []string, s string) bool {
+	for _, x := range l {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// TestRdmacmResolve: a C program over both drop-in libraries, in host
+// A's namespace with A's daemon as the device: rdma_getaddrinfo (numeric,
+// passive, a host name), rdma_get_devices, an event channel whose fd is
+// non-blocking (EAGAIN) and then polled, rdma_resolve_addr to B
+// (ADDR_RESOLVED: the device's context and PD on the id, A's address as
+// source), rdma_set_option's TOS (and EINVAL for an unknown option) and
+// rdma_resolve_route (the path record's GIDs, the kernel's hop limit 64,
+// MTU 1024, the TOS as traffic class), rdma_init_qp_attr, rdma_create_qp (INIT, with
+// CQs made for it), rdma_connect failing with ENOSYS until a CM service
+// is wired in, the same calls in synchronous mode, and rdma_resolve_addr
+// to an address on A's link that nobody answers: ADDR_ERROR with
+// -ETIMEDOUT after its 500 ms timeout, and in synchronous mode -1 with
+// ETIMEDOUT, never a hang; and calls softnic does not implement
+// (multicast, SRQ, rsockets, riomap's off_t) return -1 with ENOSYS.
+func TestRdmacmResolve(t *testing.T) {
+	needRdmacm(t)
+	tb := requireE2E(t)
+	ibv, cm := ibverbsLib(t), rdmacmLib(t)
+	prog := filepath.Join(binDir, "rdmacmresolve")
+	if out, err := exec.Command("gcc", "-Wall", "-Werror", "-o", prog, "rdmacmresolve/main.c", "-L"+cm, "-L"+ibv,
+		"-l:librdmacm.so.1", "-l:libibverbs.so.1", "-Wl,-rpath-link,"+ibv).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	a, _ := newE2EHosts(t, tb)
+	startE2EDaemon(t, tb, a, tb.A.IPv4)
+	silent := "198.18.0.77" // on A's link (198.18.0.0/24), no host
+	args := []string{"netns", "exec", tb.NS(a.name), "env", "LD_LIBRARY_PATH=" + cm + ":" + ibv,
+		"SOFTNIC_SOCKET=" + a.socket, prog, tb.B.IPv4.String(), silent}
+	p := startChild(t, exec.Command("ip", args...), "")
+	out := waitExit(t, p, "rdmacmresolve", time.Minute)
+	t.Logf("rdmacmresolve:\n%s", out)
+	lines := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if k, v, ok := strings.Cut(l, " "); ok {
+			lines[k] = strings.TrimSpace(lines[k] + " " + v)
+		} else {
+			lines[k] = ""
+		}
+	}
+	B, A := tb.B.IPv4.String(), tb.A.IPv4.String()
+	want := map[string]string{
+		"getaddrinfo":      "dst " + B + " port 7471 ps 0x106 qp_type 2 passive rc 0 src 0.0.0.0 name rc 0 dst 127.0.0.1",
+		"nonblocking":      "get rc -1 errno=11",
+		"addr":             "poll 1 event RDMA_CM_EVENT_ADDR_RESOLVED status 0 verbs 1 pd 1 port 1 src " + A + " dst " + B + " dst_port 7471 src_port_set 1",
+		"route":            "poll 1 event RDMA_CM_EVENT_ROUTE_RESOLVED status 0 paths 1 sgid ::ffff:" + A + " dgid ::ffff:" + B + " hop_limit 64 mtu 3 pkey 0xffff tclass 32",
+		"set_option":       "tos rc 0 unknown rc -1 errno=22",
+		"drained":          "poll 0",
+		"init_qp_attr":     "rc 0 mask 0x39 port 1 pkey_index 0",
+		"init_qp_attr_rtr": "rc -1 errno=22",
+		"create_qp":        "state 1 port 1 cqs 1",
+		"connect":          "rc -1 errno=38",
+		"sync":             "resolve_addr rc 0 verbs 1 resolve_route rc 0 paths 1",
+		"silent":           "resolve_addr rc 0 poll 1 event RDMA_CM_EVENT_ADDR_ERROR status -110",
+		"devices":          "1 softnic_" + tb.A.Iface,
+		"done":             "",
+	}
+	for k, w := range want {
+		got := lines[k]
+		if k == "silent" {
+			got = strings.TrimSpace(strings.Split(got, "elapsed_ms")[0])
+		}
+		if got != w {
+			t.Errorf("%s: %q, want %q", k, got, w)
+		}
+	}
+	// The ADDR_ERROR comes after the timeout, not before, and not much
+	// later (the library's own 10 s poll would have given up).
+	if f := strings.Fields(lines["silent"]); len(f) > 0 {
+		ms, _ := strconv.Atoi(f[len(f)-1])
+		if ms < 500 || ms > 5000 {
+			t.Errorf("ADDR_ERROR after %d ms, want after the 500 ms timeout", ms)
+		}
+	}
+	// The unsupported calls: five of them, each -1 with ENOSYS.
+	if u := strings.Fields(lines["unsupported"]); len(u) != 15 {
+		t.Errorf("unsupported calls: %q, want five", lines["unsupported"])
+	} else {
+		for i := 0; i < 15; i += 3 {
+			if u[i+1] != "-1" || u[i+2] != "errno=38" {
+				t.Errorf("%s: %s %s, want -1 errno=38 (ENOSYS)", u[i], u[i+1], u[i+2])
+			}
+		}
+	}
+	if f := strings.Fields(lines["sync_silent"]); len(f) != 5 || f[0] != "rc" || f[1] != "-1" || f[2] != "errno=110" {
+		t.Errorf("synchronous resolve to the silent address: %q, want rc -1 errno=110 (ETIMEDOUT)", lines["sync_silent"])
+	}
+	mustStats(t, a.socket)
+	stopE2EDaemon(t, tb, a)
+}
+
+// rdmacmProc runs a program in host's namespace over both drop-in
+// libraries (librdmacm's directory first).
+func rdmacmProc(t *testing.T, tb *netns.Testbed, host, socket string, argv ...string) *childProc {
+	t.Helper()
+	env := []string{"LD_LIBRARY_PATH=" + rdmacmLib(t) + ":" + ibverbsLib(t), "SOFTNIC_SOCKET=" + socket}
+	args := append(append([]string{"netns", "exec", tb.NS(host), "env"}, env...), argv...)
+	return startChild(t, exec.Command("ip", args...), "")
+}
+
+// waitFail waits for p and wants a non-zero exit.
+func waitFail(t *testing.T, p *childProc, name string, timeout time.Duration) string {
+	t.Helper()
+	select {
+	case <-p.exited:
+	case <-time.After(timeout):
+		p.cmd.Process.Kill()
+		<-p.exited
+		t.Errorf("%s still running after %v; killed:\n%s", name, timeout, p.out.String())
+		return p.out.String()
+	}
+	if p.err == nil {
+		t.Errorf("%s exited 0, want a failure:\n%s", name, p.out.String())
+	}
+	return p.out.String()
+}
+
+// waitOutput waits until p's output has want, then kills p.
+func waitOutput(t *testing.T, p *childProc, want string, timeout time.Duration) string {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !strings.Contains(p.out.String(), want) {
+		select {
+		case <-p.exited:
+			if !strings.Contains(p.out.String(), want) {
+				t.Errorf("exited (%v) without %q:\n%s", p.err, want, p.out.String())
+			}
+			return p.out.String()
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("no %q after %v:\n%s", want, timeout, p.out.String())
+			break
+		}
+	}
+	p.cmd.Process.Kill()
+	<-p.exited
+	return p.out.String()
+}
+
+// TestRdmacmUtils: Debian's unmodified programs that link librdmacm
+// load and run over both drop-in libraries. rping's client resolves B's
+// address and route (its CM thread takes the events), creates its QP
+// and, with no CM service wired in yet, fails at rdma_connect with
+// ENOSYS; rping's server fails at rdma_listen with ENOSYS and exits;
+// ib_write_bw without -R (which links librdmacm but connects over TCP)
+// runs between the hosts.
+func TestRdmacmUtils(t *testing.T) {
+	needRdmacm(t)
+	tb, a, b := ibvTestbed(t, "rping", "stdbuf", "ib_write_bw")
+	rdmacmLib(t)
+
+	srv := rdmacmProc(t, tb, b.name, b.socket, "rping", "-s", "-a", b.ip.String(), "-C", "1")
+	out := waitFail(t, srv, "rping -s", time.Minute)
+	if !strings.Contains(out, "rdma_listen: Function not implemented") {
+		t.Errorf("rping -s: want rdma_listen's ENOSYS:\n%s", out)
+	}
+	// rping's client, on a failed rdma_connect, joins its CQ thread,
+	// which waits for a completion forever (rping's own error path, the
+	// same over rdma-core's library): the test waits for the error and
+	// kills it.
+	cli := rdmacmProc(t, tb, a.name, a.socket, "stdbuf", "-o0", "rping", "-c", "-d", "-a", b.ip.String(), "-C", "1")
+	out = waitOutput(t, cli, "connect error", time.Minute)
+	for _, w := range []string{"created cm_id", "ADDR_RESOLVED", "ROUTE_RESOLVED", "rdma_resolve_route successful", "created qp", "rdma_connect: Function not implemented"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("rping -c: no %q:\n%s", w, out)
+		}
+	}
+	t.Logf("rping -c:\n%s", out)
+
+	port := 18800
+	argv := []string{"ib_write_bw", "-s", "65536", "-m", "1024", "-n", "200", "-F", "-p", fmt.Sprint(port)}
+	s := rdmacmProc(t, tb, b.name, b.socket, argv...)
+	waitListen(t, tb, b.name, port, s)
+	c := rdmacmProc(t, tb, a.name, a.socket, append(argv, b.ip.String())...)
+	cout := waitExit(t, c, "client ib_write_bw", 3*time.Minute)
+	sout := waitExit(t, s, "server ib_write_bw", 30*time.Second)
+	for side, o := range map[string]string{"client": cout, "server": sout} {
+		if !strings.Contains(o, "#bytes") {
+			t.Errorf("ib_write_bw %s: no perftest table:\n%s", side, o)
+		}
+	}
+	t.Logf("ib_write_bw over both drop-in libraries:\n%s", lastLines(cout, 3))
+}
