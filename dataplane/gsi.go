@@ -57,9 +57,11 @@ const (
 var ErrNoCM = errors.New("dataplane: no communication manager on this NIC")
 
 // CMHandler receives the CM events of the listeners and connections it
-// owns. It runs on the engine's poll loop with the engine lock held: it
-// must not block, nor call back into the engine; ev is its to keep.
-type CMHandler func(ev ibcm.Event)
+// owns; last says the connection is gone after ev (its comm ID names
+// nothing any more). It runs on the engine's poll loop with the engine
+// lock held: it must not block, nor call back into the engine; ev is its
+// to keep.
+type CMHandler func(ev ibcm.Event, last bool)
 
 // gsi is QP1 and the CM on it.
 type gsi struct {
@@ -310,6 +312,7 @@ func cmDropped(c *ibcm.Counters) uint64 {
 // dispatch hands ev to the owner of its listener or connection.
 func (g *gsi) dispatch(now time.Duration, ev ibcm.Event) {
 	var h CMHandler
+	last := false
 	switch ev.Type {
 	case ibcm.EventREQReceived:
 		h = g.listeners[ev.ServiceID]
@@ -328,12 +331,13 @@ func (g *gsi) dispatch(now time.Duration, ev ibcm.Event) {
 		h = g.owners[ev.ID]
 		if g.cm.State(ev.ID) == ibcm.StateIdle {
 			delete(g.owners, ev.ID) // the connection is gone: its last event
+			last = true
 		}
 	}
 	e := g.e
 	e.cnt.CMEvents++
 	if h != nil {
-		h(ev)
+		h(ev, last)
 	} else {
 		e.cnt.CMEventsOrphaned++
 	}

@@ -94,8 +94,8 @@ func madAttr(frame []byte) (uint16, bool) {
 	return binary.BigEndian.Uint16(pl[16:18]), true
 }
 
-func (p *cmPair) handlerA(ev ibcm.Event) { p.evA = append(p.evA, ev) }
-func (p *cmPair) handlerB(ev ibcm.Event) { p.evB = append(p.evB, ev) }
+func (p *cmPair) handlerA(ev ibcm.Event, _ bool) { p.evA = append(p.evA, ev) }
+func (p *cmPair) handlerB(ev ibcm.Event, _ bool) { p.evB = append(p.evB, ev) }
 
 // waitEvent runs until evs (p.evA or p.evB) holds an event of type typ
 // and returns it.
