@@ -56,12 +56,22 @@ const (
 // ErrNoCM is a CM call on an engine whose CM is not running.
 var ErrNoCM = errors.New("dataplane: no communication manager on this NIC")
 
+// CMEvent is one CM event for the owner of its listener or connection.
+type CMEvent struct {
+	ibcm.Event
+	// Last: the connection is gone after this event (its comm ID names
+	// nothing any more).
+	Last bool `json:"last"`
+	// PeerMAC is the Ethernet source of the peer's last MAD, the next
+	// hop back to it (zero if none came): what the passive side's QP
+	// sends to, as ib_cm resolves a REQ's reply path from its GRH.
+	PeerMAC [6]byte `json:"peer_mac"`
+}
+
 // CMHandler receives the CM events of the listeners and connections it
-// owns; last says the connection is gone after ev (its comm ID names
-// nothing any more). It runs on the engine's poll loop with the engine
-// lock held: it must not block, nor call back into the engine; ev is its
-// to keep.
-type CMHandler func(ev ibcm.Event, last bool)
+// owns. It runs on the engine's poll loop with the engine lock held: it
+// must not block, nor call back into the engine; ev is its to keep.
+type CMHandler func(ev CMEvent)
 
 // gsi is QP1 and the CM on it.
 type gsi struct {
@@ -337,7 +347,7 @@ func (g *gsi) dispatch(now time.Duration, ev ibcm.Event) {
 	e := g.e
 	e.cnt.CMEvents++
 	if h != nil {
-		h(ev, last)
+		h(CMEvent{Event: ev, Last: last, PeerMAC: g.macs[ev.Peer.Addr.Unmap()]})
 	} else {
 		e.cnt.CMEventsOrphaned++
 	}

@@ -94,8 +94,13 @@ func madAttr(frame []byte) (uint16, bool) {
 	return binary.BigEndian.Uint16(pl[16:18]), true
 }
 
-func (p *cmPair) handlerA(ev ibcm.Event, _ bool) { p.evA = append(p.evA, ev) }
-func (p *cmPair) handlerB(ev ibcm.Event, _ bool) { p.evB = append(p.evB, ev) }
+func (p *cmPair) handlerA(ev CMEvent) { p.evA = append(p.evA, ev.Event) }
+func (p *cmPair) handlerB(ev CMEvent) {
+	if ev.Type == ibcm.EventREQReceived && ev.PeerMAC != p.sim.A.MAC() {
+		p.tb.Errorf("REQ event's peer MAC %x, want A's %x", ev.PeerMAC, p.sim.A.MAC())
+	}
+	p.evB = append(p.evB, ev.Event)
+}
 
 // waitEvent runs until evs (p.evA or p.evB) holds an event of type typ
 // and returns it.

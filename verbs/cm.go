@@ -29,9 +29,9 @@ import (
 
 // CMEvent is one event of a CM channel: ibcm's event (its Type, the
 // connection's comm ID, the peer, the received REQ, REP, REJ or MRA, the
-// private data of an RTU, DREQ or DREP), and Last when the connection is
-// gone after it.
-type CMEvent = proto.CMEvent
+// private data of an RTU, DREQ or DREP), Last when the connection is
+// gone after it, and the peer's MAC (the source of its last MAD).
+type CMEvent = dataplane.CMEvent
 
 // CM parameters and descriptions, ibcm's.
 type (
@@ -80,18 +80,18 @@ func (c *Context) CreateCMChannel() (*CMChannel, error) {
 }
 
 // deliver is an embedded channel's engine hook (engine lock held).
-func (ch *CMChannel) deliver(ev ibcm.Event, last bool) {
+func (ch *CMChannel) deliver(ev CMEvent) {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	if ch.closed {
 		return
 	}
-	if last {
+	if ev.Last {
 		delete(ch.ids, ev.ID)
 	} else if ev.Type == ibcm.EventREQReceived {
 		ch.ids[ev.ID] = struct{}{}
 	}
-	ch.q = append(ch.q, CMEvent{Event: ev, Last: last})
+	ch.q = append(ch.q, ev)
 	unix.Write(ch.fd, eventValue[:])
 }
 
@@ -467,7 +467,11 @@ func (r *remote) cmGetEvents(ch *CMChannel) ([]CMEvent, error) {
 	if _, err := r.call(proto.OpCMGetEvents, proto.CMChannelArgs{Channel: ch.h}, nil, &res); err != nil {
 		return nil, err
 	}
-	return res.Events, nil
+	evs := make([]CMEvent, len(res.Events))
+	for i, ev := range res.Events {
+		evs[i] = CMEvent(ev)
+	}
+	return evs, nil
 }
 
 // cmCall is a CM operation's RPC.

@@ -86,7 +86,11 @@ func cmConnect(t *testing.T, ctxA, ctxB *Context, wait cmWait) *cmConn {
 		t.Fatalf("REQ: QPN %#x PSN %#x", req.REQ.LocalQPN, req.REQ.StartingPSN)
 	}
 	c.idB = req.ID
-	must(c.b.connect(endpoint{QPN: req.REQ.LocalQPN, PSN: PSN(req.REQ.StartingPSN), GID: req.Peer.Addr, MAC: devA.MAC}))
+	if req.PeerMAC != devA.MAC {
+		t.Fatalf("REQ's peer MAC %x, want A's %x", req.PeerMAC, devA.MAC)
+	}
+	// The passive side's QP goes where the REQ came from.
+	must(c.b.connect(endpoint{QPN: req.REQ.LocalQPN, PSN: PSN(req.REQ.StartingPSN), GID: req.Peer.Addr, MAC: req.PeerMAC}))
 	must(c.chB.Accept(c.idB, CMAcceptParams{QPN: c.b.qp.QPN(), StartingPSN: uint32(c.b.psn), ResponderResources: 16, InitiatorDepth: 16, RNRRetryCount: 7}))
 	rep := wait(t, c.chA, ibcm.EventREPReceived)
 	if rep.ID != c.idA || rep.REP.LocalQPN != c.b.qp.QPN() {

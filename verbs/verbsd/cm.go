@@ -46,13 +46,13 @@ type cmChanObj struct {
 	handler  dataplane.CMHandler
 }
 
-func (ch *cmChanObj) deliver(ev ibcm.Event, last bool) {
+func (ch *cmChanObj) deliver(ev dataplane.CMEvent) {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	if ch.ids == nil { // destroyed
 		return
 	}
-	if last {
+	if ev.Last {
 		delete(ch.ids, ev.ID)
 	} else if ev.Type == ibcm.EventREQReceived {
 		ch.ids[ev.ID] = struct{}{}
@@ -67,7 +67,7 @@ func (ch *cmChanObj) deliver(ev ibcm.Event, last bool) {
 	if len(ch.events) == 0 {
 		unix.Write(ch.fd, eventValue[:])
 	}
-	ch.events = append(ch.events, proto.CMEvent{Event: ev, Last: last})
+	ch.events = append(ch.events, proto.CMEvent(ev))
 }
 
 func (ch *cmChanObj) owns(id uint32) error {

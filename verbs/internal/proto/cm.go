@@ -8,11 +8,13 @@ import "github.com/softnic/softnic/verbs/cm/ibcm"
 // channel it was made through, and only that channel gets its events
 // (cm_get_events). A connection's QPN must be one of the client's QPs.
 
-// CMEvent is one CM event. Last: the connection is gone after it (its
-// comm ID names nothing any more).
+// CMEvent is one CM event (dataplane.CMEvent). Last: the connection is
+// gone after it (its comm ID names nothing any more). PeerMAC: the
+// Ethernet source of the peer's last MAD.
 type CMEvent struct {
 	ibcm.Event
-	Last bool `json:"last"`
+	Last    bool    `json:"last"`
+	PeerMAC [6]byte `json:"peer_mac"`
 }
 
 // CMChannelArgs names a channel (cm_destroy_channel, cm_get_events).
