@@ -3,6 +3,7 @@ package verbs
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -233,4 +234,112 @@ func TestCMDaemon(t *testing.T) {
 	if n := d.sim.A.Counters().CMQPErrors; n < 2 {
 		t.Errorf("A's cm_qp_errors %d", n)
 	}
+	// `softnic stats` shows QP1's and the CM's counters.
+	st := stats(b)
+	if st["gsi_rx_mads"] == 0 || st["gsi_tx_mads"] == 0 || st["cm_rx_msgs_req"] != 2 || st["cm_tx_msgs_rep"] != 2 || st["cm_rx_msgs_dreq"] != 2 {
+		t.Errorf("B's stats: gsi_rx_mads %d gsi_tx_mads %d cm_rx_msgs_req %d cm_tx_msgs_rep %d cm_rx_msgs_dreq %d",
+			st["gsi_rx_mads"], st["gsi_tx_mads"], st["cm_rx_msgs_req"], st["cm_tx_msgs_rep"], st["cm_rx_msgs_dreq"])
+	}
+}
+
+// TestCMDaemonClientKilled: a client process connected through its
+// daemon's CM is killed; the daemon disconnects its connection (DREQ),
+// the peer's QP is flushed, the daemon holds nothing of the client.
+func TestCMDaemonClientKilled(t *testing.T) {
+	d := startDaemons(t, sim.Config{Seed: 13}, true)
+	dir := t.TempDir()
+	b, err := Dial(d.sockB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	sb, err := newSide(b, 1<<16, 16, 0x333)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chB, err := b.CreateCMChannel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := chB.Listen(cmService, 0); err != nil {
+		t.Fatal(err)
+	}
+	devB, _ := b.QueryDevice()
+	if err := publish(dir, "cmtarget.json", endpoint{GID: devB.GID, MAC: devB.MAC}); err != nil {
+		t.Fatal(err)
+	}
+	cmd, out := startHelper(t, "cm-peer", "SOFTNIC_SOCK="+d.sockA, "SOFTNIC_DIR="+dir)
+	req := daemonWait(t, chB, ibcm.EventREQReceived)
+	if err := sb.connect(endpoint{QPN: req.REQ.LocalQPN, PSN: PSN(req.REQ.StartingPSN), GID: req.Peer.Addr, MAC: req.PeerMAC}); err != nil {
+		t.Fatal(err)
+	}
+	if err := chB.Accept(req.ID, CMAcceptParams{QPN: sb.qp.QPN(), StartingPSN: uint32(sb.psn), ResponderResources: 16, InitiatorDepth: 16, RNRRetryCount: 7}); err != nil {
+		t.Fatal(err)
+	}
+	daemonWait(t, chB, ibcm.EventRTUReceived)
+	if err := await(dir, "cm-connected", nil, opTimeout); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if err := sb.qp.PostRecv(RecvWR{WRID: 5, NumSGE: 1, SGL: [8]SGE{sb.mr.SGE(0, 64)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	if ev := daemonWait(t, chB, ibcm.EventDREQReceived); ev.ID != req.ID {
+		t.Fatalf("DREQ for %d, want %d", ev.ID, req.ID)
+	}
+	if wc, err := waitWC(sb.cq, opTimeout); err != nil || wc.Status != WCWRFlushErr || wc.WRID != 5 {
+		t.Fatalf("B's receive: %+v, %v; want flushed", wc, err)
+	}
+	waitObjects(t, d.a, verbsd.Objects{})
+	daemonWait(t, chB, ibcm.EventTimewaitExit)
+}
+
+// cmPeer is the killed client of TestCMDaemonClientKilled: it connects to
+// the target through its daemon's CM, says so, and waits to be killed.
+func cmPeer(sock, dir string) error {
+	ctx, err := Dial(sock)
+	if err != nil {
+		return err
+	}
+	s, err := newSide(ctx, 1<<16, 16, 0x444)
+	if err != nil {
+		return err
+	}
+	var target endpoint
+	if err := await(dir, "cmtarget.json", &target, opTimeout); err != nil {
+		return err
+	}
+	dev, err := ctx.QueryDevice()
+	if err != nil {
+		return err
+	}
+	ch, err := ctx.CreateCMChannel()
+	if err != nil {
+		return err
+	}
+	id, err := ch.Connect(CMConnectParams{Peer: CMPeer{Addr: target.GID}, ServiceID: cmService, QPN: s.qp.QPN(),
+		StartingPSN: uint32(s.psn), ResponderResources: 16, InitiatorDepth: 16, RemoteCMResponseTimeout: 15,
+		LocalCMResponseTimeout: 14, MaxCMRetries: 8, RetryCount: 7, RNRRetryCount: 7, PathMTU: 3,
+		Primary: ibcm.RoCEPath(dev.GID, target.GID, 0, 64, 14)}, target.MAC)
+	if err != nil {
+		return err
+	}
+	ev, ok, err := ch.TryGetEvent(opTimeout)
+	if err != nil || !ok || ev.Type != ibcm.EventREPReceived {
+		return fmt.Errorf("no REP: %v %v %v", ev.Type, ok, err)
+	}
+	if err := s.connect(endpoint{QPN: ev.REP.LocalQPN, PSN: PSN(ev.REP.StartingPSN), GID: target.GID, MAC: target.MAC}); err != nil {
+		return err
+	}
+	if err := ch.RTU(id, nil); err != nil {
+		return err
+	}
+	if err := publish(dir, "cm-connected", true); err != nil {
+		return err
+	}
+	time.Sleep(time.Hour)
+	return nil
 }
