@@ -1,6 +1,7 @@
 package verbs
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -281,8 +282,12 @@ func (ch *CMChannel) Connect(p CMConnectParams, dmac [6]byte) (uint32, error) {
 		return 0, err
 	}
 	if e == nil {
+		raw, err := json.Marshal(p)
+		if err != nil {
+			return 0, err
+		}
 		var res proto.CMConnectResult
-		err := ch.ctx.remote.cmCall(proto.OpCMConnect, proto.CMConnectArgs{Channel: ch.h, Params: p, DMAC: dmac}, &res)
+		err = ch.ctx.remote.cmCall(proto.OpCMConnect, proto.CMConnectArgs{Channel: ch.h, Params: raw, DMAC: dmac}, &res)
 		return res.ID, err
 	}
 	id, err := e.CMConnect(p, dmac, ch.handler)
@@ -299,8 +304,12 @@ func (ch *CMChannel) Connect(p CMConnectParams, dmac [6]byte) (uint32, error) {
 // Accept answers EventREQReceived id with a REP; the RTU arrives as
 // EventRTUReceived.
 func (ch *CMChannel) Accept(id uint32, p CMAcceptParams) error {
+	raw, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
 	return ch.connOp(proto.OpCMAccept, id, func(e *dataplane.Engine) error { return e.CMAccept(id, p, nil) },
-		proto.CMAcceptArgs{Channel: ch.h, ID: id, Params: p})
+		proto.CMAcceptArgs{Channel: ch.h, ID: id, Params: raw})
 }
 
 // Reject answers a REQ (passive) or a REP (active) with a REJ of reason
@@ -469,7 +478,10 @@ func (r *remote) cmGetEvents(ch *CMChannel) ([]CMEvent, error) {
 	}
 	evs := make([]CMEvent, len(res.Events))
 	for i, ev := range res.Events {
-		evs[i] = CMEvent(ev)
+		if err := json.Unmarshal(ev.Event, &evs[i].Event); err != nil {
+			return nil, fmt.Errorf("verbs: %s: %w: %v", proto.OpCMGetEvents, proto.ErrProtocol, err)
+		}
+		evs[i].Last, evs[i].PeerMAC = ev.Last, ev.PeerMAC
 	}
 	return evs, nil
 }

@@ -64,10 +64,15 @@ func (ch *cmChanObj) deliver(ev dataplane.CMEvent) {
 		ch.dropped++
 		return
 	}
+	raw, err := json.Marshal(ev.Event)
+	if err != nil { // cannot happen: ibcm.Event is plain data
+		ch.dropped++
+		return
+	}
 	if len(ch.events) == 0 {
 		unix.Write(ch.fd, eventValue[:])
 	}
-	ch.events = append(ch.events, proto.CMEvent(ev))
+	ch.events = append(ch.events, proto.CMEvent{Event: raw, Last: ev.Last, PeerMAC: ev.PeerMAC})
 }
 
 func (ch *cmChanObj) owns(id uint32) error {
@@ -99,6 +104,8 @@ func (s *Server) cmOp(c *client, op string, raw json.RawMessage) (any, reply, er
 	var listen proto.CMListenArgs
 	var conn proto.CMConnectArgs
 	var acc proto.CMAcceptArgs
+	var cp ibcm.ConnectParams
+	var ap ibcm.AcceptParams
 	var h uint32
 	switch op {
 	case proto.OpCMDestroyChannel, proto.OpCMGetEvents:
@@ -115,10 +122,16 @@ func (s *Server) cmOp(c *client, op string, raw json.RawMessage) (any, reply, er
 		if err := args(&conn); err != nil {
 			return nil, reply{}, err
 		}
+		if err := json.Unmarshal(conn.Params, &cp); err != nil {
+			return nil, reply{}, fmt.Errorf("%w: %s params: %v", proto.ErrProtocol, op, err)
+		}
 		h = conn.Channel
 	case proto.OpCMAccept:
 		if err := args(&acc); err != nil {
 			return nil, reply{}, err
+		}
+		if err := json.Unmarshal(acc.Params, &ap); err != nil {
+			return nil, reply{}, fmt.Errorf("%w: %s params: %v", proto.ErrProtocol, op, err)
 		}
 		h, a.ID = acc.Channel, acc.ID
 	default:
@@ -176,10 +189,10 @@ func (s *Server) cmOp(c *client, op string, raw json.RawMessage) (any, reply, er
 		ch.mu.Unlock()
 		return nil, reply{}, nil
 	case proto.OpCMConnect:
-		if err := s.ownsQPN(c, conn.Params.QPN); err != nil {
+		if err := s.ownsQPN(c, cp.QPN); err != nil {
 			return nil, reply{}, err
 		}
-		id, err := s.e.CMConnect(conn.Params, conn.DMAC, ch.handler)
+		id, err := s.e.CMConnect(cp, conn.DMAC, ch.handler)
 		if err != nil {
 			return nil, reply{}, err
 		}
@@ -194,8 +207,8 @@ func (s *Server) cmOp(c *client, op string, raw json.RawMessage) (any, reply, er
 	var err error
 	switch op {
 	case proto.OpCMAccept:
-		if err = s.ownsQPN(c, acc.Params.QPN); err == nil {
-			err = s.e.CMAccept(acc.ID, acc.Params, nil)
+		if err = s.ownsQPN(c, ap.QPN); err == nil {
+			err = s.e.CMAccept(acc.ID, ap, nil)
 		}
 	case proto.OpCMReject:
 		err = s.e.CMReject(a.ID, a.Reason, a.ARI, a.PrivateData)

@@ -1,6 +1,6 @@
 package proto
 
-import "github.com/softnic/softnic/verbs/cm/ibcm"
+import "encoding/json"
 
 // The communication manager's operations (version 7). A client makes a
 // CM event channel (cm_create_channel: a handle and an eventfd, readable
@@ -8,13 +8,17 @@ import "github.com/softnic/softnic/verbs/cm/ibcm"
 // channel it was made through, and only that channel gets its events
 // (cm_get_events). A connection's QPN must be one of the client's QPs.
 
-// CMEvent is one CM event (dataplane.CMEvent). Last: the connection is
-// gone after it (its comm ID names nothing any more). PeerMAC: the
-// Ethernet source of the peer's last MAD.
+// The CM's own types (ibcm.Event, ibcm.ConnectParams, ibcm.AcceptParams)
+// travel as their JSON, in json.RawMessage fields: this package links
+// neither the engine nor the CM (protoconv and the two ends convert).
+
+// CMEvent is one CM event (dataplane.CMEvent): Event is the ibcm.Event.
+// Last: the connection is gone after it (its comm ID names nothing any
+// more). PeerMAC: the Ethernet source of the peer's last MAD.
 type CMEvent struct {
-	ibcm.Event
-	Last    bool    `json:"last"`
-	PeerMAC [6]byte `json:"peer_mac"`
+	Event   json.RawMessage `json:"event"`
+	Last    bool            `json:"last"`
+	PeerMAC [6]byte         `json:"peer_mac"`
 }
 
 // CMChannelArgs names a channel (cm_destroy_channel, cm_get_events).
@@ -42,9 +46,9 @@ type CMListenArgs struct {
 // the peer (zero: the daemon's neighbours, or the source MAC of the
 // peer's last MAD).
 type CMConnectArgs struct {
-	Channel uint32             `json:"channel"`
-	Params  ibcm.ConnectParams `json:"params"`
-	DMAC    [6]byte            `json:"dmac"`
+	Channel uint32          `json:"channel"`
+	Params  json.RawMessage `json:"params"` // ibcm.ConnectParams
+	DMAC    [6]byte         `json:"dmac"`
 }
 
 // CMConnectResult is the new connection's local comm ID.
@@ -54,9 +58,9 @@ type CMConnectResult struct {
 
 // CMAcceptArgs is cm_accept's: the REP.
 type CMAcceptArgs struct {
-	Channel uint32            `json:"channel"`
-	ID      uint32            `json:"id"`
-	Params  ibcm.AcceptParams `json:"params"`
+	Channel uint32          `json:"channel"`
+	ID      uint32          `json:"id"`
+	Params  json.RawMessage `json:"params"` // ibcm.AcceptParams
 }
 
 // CMConnArgs names a connection of a channel, with what the operation
