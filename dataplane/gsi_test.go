@@ -530,12 +530,32 @@ func TestCMMalformedMADs(t *testing.T) {
 	p.rcTraffic()
 }
 
-// TestQPNumbering: no QP the verbs make is numbered 0 or 1, and QP1
-// is not among a NIC's resources.
+// TestQPNumbering: no QP the verbs make is numbered 0 or 1, not even
+// when the numbers wrap past 2^24-1, and QP1 is not among a NIC's
+// resources.
 func TestQPNumbering(t *testing.T) {
 	p := newCMPair(t, nil)
 	if p.qa.QPN() < 2 || p.qb.QPN() < 2 {
 		t.Fatalf("QPNs %#x %#x", p.qa.QPN(), p.qb.QPN())
+	}
+	e := p.sim.A
+	e.nextQP = qp.PSNMask
+	var got []uint32
+	for range 2 {
+		q, err := e.CreateQP(p.pdA, QPInitAttr{SendCQ: p.cqA, RecvCQ: p.cqA, MaxSendWR: 1, MaxRecvWR: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, q.QPN())
+		if err := e.DestroyQP(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got[0] != qp.PSNMask || got[1] < 0x10 {
+		t.Errorf("QPNs around the wrap %#x, %#x", got[0], got[1])
+	}
+	if e.qps[GSIQPN] != nil || e.gsi.q.QPN() != GSIQPN {
+		t.Errorf("QP1 is among the clients' QPs, or numbered %#x", e.gsi.q.QPN())
 	}
 	if r := p.sim.A.Resources(); r.QPs != 1 || r.MRs != 1 || r.PDs != 1 {
 		t.Errorf("resources %+v, want the test's one QP, MR and PD", r)

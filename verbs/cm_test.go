@@ -100,6 +100,16 @@ func cmConnect(t *testing.T, ctxA, ctxB *Context, wait cmWait) *cmConn {
 	must(c.a.connect(endpoint{QPN: rep.REP.LocalQPN, PSN: PSN(rep.REP.StartingPSN), GID: devB.GID, MAC: devB.MAC}))
 	must(c.chA.RTU(c.idA, nil))
 	wait(t, c.chB, ibcm.EventRTUReceived)
+	for _, s := range []struct {
+		ch       *CMChannel
+		id       uint32
+		qpn, rqp uint32
+	}{{c.chA, c.idA, c.a.qp.QPN(), c.b.qp.QPN()}, {c.chB, c.idB, c.b.qp.QPN(), c.a.qp.QPN()}} {
+		info, err := s.ch.Info(s.id)
+		if err != nil || info.State != ibcm.StateEstablished || info.LocalQPN != s.qpn || info.RemoteQPN != s.rqp {
+			t.Fatalf("info %+v, %v", info, err)
+		}
+	}
 	return c
 }
 
