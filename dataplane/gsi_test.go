@@ -576,3 +576,125 @@ func TestCMIdleNoAllocs(t *testing.T) {
 		t.Errorf("%v allocations per idle poll", n)
 	}
 }
+
+// TestCMManyConnectionsLossy: 32 connections between the two NICs over
+// links that lose 10% of frames (and duplicate and reorder some), all
+// established through QP1 with every lost MAD recovered by the CMs'
+// timers, then all torn down from A, every QP in ERROR and every comm
+// ID free after timewait on both sides. Exact for its seed.
+func TestCMManyConnectionsLossy(t *testing.T) {
+	const n = 32
+	sim, err := NewSim(SimConfig{Seed: 42, AtoB: lossyLink(0.1), BtoA: lossyLink(0.1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pdA, pdB := sim.A.AllocPD(), sim.B.AllocPD()
+	cqA, _ := sim.A.CreateCQ(1024, nil)
+	cqB, _ := sim.B.CreateCQ(1024, nil)
+	var qa, qb [n]*QP
+	byQPN := map[uint32]int{}
+	for i := range n {
+		if qa[i], err = sim.A.CreateQP(pdA, QPInitAttr{SendCQ: cqA, RecvCQ: cqA, MaxSendWR: 4, MaxRecvWR: 4}); err != nil {
+			t.Fatal(err)
+		}
+		if qb[i], err = sim.B.CreateQP(pdB, QPInitAttr{SendCQ: cqB, RecvCQ: cqB, MaxSendWR: 4, MaxRecvWR: 4}); err != nil {
+			t.Fatal(err)
+		}
+		byQPN[qa[i].QPN()] = i
+	}
+	var evA, evB []CMEvent
+	hA := func(ev CMEvent) { evA = append(evA, ev) }
+	hB := func(ev CMEvent) { evB = append(evB, ev) }
+	if err := sim.B.CMListen(cmTestService, 0, hB); err != nil {
+		t.Fatal(err)
+	}
+	var idA [n]uint32
+	for i := range n {
+		p := ibcm.ConnectParams{Peer: ibcm.Peer{Addr: sim.B.Addr(), QPN: GSIQPN}, ServiceID: cmTestService,
+			QPN: qa[i].QPN(), StartingPSN: uint32(100 + i), RemoteCMResponseTimeout: 15, LocalCMResponseTimeout: 14,
+			MaxCMRetries: 15, RetryCount: 7, RNRRetryCount: 7, PathMTU: 3, Primary: ibcm.RoCEPath(sim.A.Addr(), sim.B.Addr(), 0, 64, 14)}
+		if idA[i], err = sim.A.CMConnect(p, [6]byte{}, hA); err != nil {
+			t.Fatal(err)
+		}
+	}
+	connOf := map[uint32]int{} // A's comm ID -> connection
+	for i, id := range idA {
+		connOf[id] = i
+	}
+	established := map[uint32]bool{} // B's comm IDs with RTU (or USER_ESTABLISHED)
+	idB := map[int]uint32{}
+	rtuSent := 0
+	seenA, seenB := 0, 0
+	step := func() bool {
+		for ; seenB < len(evB); seenB++ {
+			ev := evB[seenB]
+			switch ev.Type {
+			case ibcm.EventREQReceived:
+				i := byQPN[ev.REQ.LocalQPN]
+				idB[i] = ev.ID
+				toRTS(t, sim.B, sim.A, qb[i], ev.REQ.LocalQPN, qp.PSN(ev.REQ.StartingPSN), qp.PSN(500+i))
+				if err := sim.B.CMAccept(ev.ID, ibcm.AcceptParams{QPN: qb[i].QPN(), StartingPSN: uint32(500 + i), RNRRetryCount: 7}, nil); err != nil {
+					t.Fatal(err)
+				}
+			case ibcm.EventRTUReceived, ibcm.EventUserEstablished:
+				established[ev.ID] = true
+			default:
+				t.Fatalf("B: unexpected %v", ev.Type)
+			}
+		}
+		for ; seenA < len(evA); seenA++ {
+			ev := evA[seenA]
+			if ev.Type != ibcm.EventREPReceived {
+				t.Fatalf("A: unexpected %v", ev.Type)
+			}
+			i := connOf[ev.ID]
+			toRTS(t, sim.A, sim.B, qa[i], ev.REP.LocalQPN, qp.PSN(ev.REP.StartingPSN), qp.PSN(100+i))
+			if err := sim.A.CMSendRTU(ev.ID, nil); err != nil {
+				t.Fatal(err)
+			}
+			rtuSent++
+		}
+		return len(established) == n && rtuSent == n
+	}
+	if !sim.RunUntilReact(step, time.Minute) {
+		t.Fatalf("%d of %d established, %d RTUs sent", len(established), n, rtuSent)
+	}
+	// Every side established (an RTU lost on the way was repeated when
+	// B's REP timer resent the REP): disconnect everything from A.
+	for i := range n {
+		if err := sim.A.CMDisconnect(idA[i], nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exits := func(evs []CMEvent) int {
+		k := 0
+		for _, ev := range evs {
+			if ev.Type == ibcm.EventTimewaitExit {
+				k++
+			}
+		}
+		return k
+	}
+	if !sim.RunUntilReact(func() bool { return exits(evA) == n && exits(evB) == n }, time.Minute) {
+		t.Fatalf("timewait exits: A %d, B %d of %d", exits(evA), exits(evB), n)
+	}
+	for i := range n {
+		if sa, sb := sim.A.QueryQP(qa[i]).State, sim.B.QueryQP(qb[i]).State; sa != qp.Err || sb != qp.Err {
+			t.Errorf("connection %d: QPs in %v and %v", i, sa, sb)
+		}
+	}
+	ca, cb := sim.A.CMCounters(), sim.B.CMCounters()
+	retries := func(c ibcm.Counters) (r uint64) {
+		for _, v := range c.TxRetries {
+			r += v
+		}
+		return r
+	}
+	if retries(ca)+retries(cb) == 0 {
+		t.Error("no MAD was resent: the loss did not reach the CM")
+	}
+	if len(sim.A.gsi.owners) != 0 || len(sim.B.gsi.owners) != 0 || sim.A.gsi.cm.Conns() != 0 || sim.B.gsi.cm.Conns() != 0 {
+		t.Errorf("left: owners A %d B %d, connections A %d B %d", len(sim.A.gsi.owners), len(sim.B.gsi.owners), sim.A.gsi.cm.Conns(), sim.B.gsi.cm.Conns())
+	}
+	t.Logf("retries A %v B %v; MADs A sent %d, B sent %d", ca.TxRetries[:7], cb.TxRetries[:7], sim.A.Counters().GSISentMADs, sim.B.Counters().GSISentMADs)
+}
