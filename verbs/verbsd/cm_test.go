@@ -74,4 +74,10 @@ func TestCMProtocol(t *testing.T) {
 	if err != nil {
 		t.Fatalf("listen after the first listener's client went: %v", err)
 	}
+	d.c.C.Close()
+	waitFor(t, "the client's teardown", func() bool {
+		s.memReturn.mu.Lock()
+		defer s.memReturn.mu.Unlock()
+		return s.Objects() == Objects{} && !s.memReturn.running
+	})
 }
