@@ -175,7 +175,30 @@ type Counters struct {
 	RcvdQKeyViolation uint64 // rcvd_qkey_violation: datagrams whose DETH Q_Key is not the receiving QP's (IBA's Q_Key violation), dropped
 	RcvdNoRecvWQE     uint64 // rcvd_no_recv_wqe: datagrams that found no receive WQE (UD has no RNR), dropped
 	UDSendUnresolved  uint64 // ud_send_unresolved: UD sends completed in error: the address handle has no destination MAC or was destroyed
+
+	// QP1 and the communication manager (gsi.go); the CM's own
+	// counters (cm_tx_msgs ...) are Engine.CMCounters.
+	GSIRecvMADs      uint64 // gsi_rx_mads: datagrams QP1 received and gave the CM
+	GSISentMADs      uint64 // gsi_tx_mads: MADs the CM sent through QP1
+	GSIRecvDropped   uint64 // gsi_rx_dropped: datagrams to QP1 dropped (by QP1's UD checks, too long for a MAD, or by the CM: malformed, unmatched)
+	GSISendErrors    uint64 // gsi_tx_errors: MADs not sent: no neighbour for the peer, QP1's send queue full
+	CMEvents         uint64 // cm_events: CM events handed to their owners
+	CMEventsOrphaned uint64 // cm_events_orphaned: CM events of connections whose owner is gone (closed, client dead)
+	CMQPErrors       uint64 // cm_qp_errors: QPs the CM moved to ERROR (disconnect, DREQ received)
+	// The CM's own (a snapshot of Engine.CMCounters): Linux's cm sysfs
+	// groups by attribute, cm_<group>_<attr> (CMAttrNames), and the sums
+	// of its drop reasons and send failures.
+	CMTxMsgs       [9]uint64 // cm_tx_msgs_<attr>: first transmissions
+	CMTxRetries    [9]uint64 // cm_tx_retries_<attr>: retransmissions on timeout
+	CMRxMsgs       [9]uint64 // cm_rx_msgs_<attr>: MADs received that parsed
+	CMRxDuplicates [9]uint64 // cm_rx_duplicates_<attr>: duplicates answered or ignored
+	CMRxDropped    uint64    // cm_rx_dropped: MADs the CM dropped: malformed, unknown or unsupported attribute, no connection, wrong state
+	CMTxErrors     uint64    // cm_tx_errors: MADs the CM could not hand to QP1 (counted in gsi_tx_errors too)
 }
+
+// CMAttrNames are the CM attributes of the cm_<group>_<attr> counters,
+// REQ (0x0010) to SIDR_REP (0x0018), as Linux's cm sysfs names them.
+var CMAttrNames = [9]string{"req", "mra", "rej", "rep", "rtu", "dreq", "drep", "sidr_req", "sidr_rep"}
 
 // Each calls fn with every counter's name and value, in a fixed order.
 func (c *Counters) Each(fn func(name string, v uint64)) {
@@ -237,6 +260,9 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"sram_shared_bytes", c.SRAMSharedBytes}, {"sram_budget_bytes", c.SRAMBudget},
 		{"rcvd_qkey_violation", c.RcvdQKeyViolation}, {"rcvd_no_recv_wqe", c.RcvdNoRecvWQE},
 		{"ud_send_unresolved", c.UDSendUnresolved},
+		{"gsi_rx_mads", c.GSIRecvMADs}, {"gsi_tx_mads", c.GSISentMADs},
+		{"gsi_rx_dropped", c.GSIRecvDropped}, {"gsi_tx_errors", c.GSISendErrors},
+		{"cm_events", c.CMEvents}, {"cm_events_orphaned", c.CMEventsOrphaned}, {"cm_qp_errors", c.CMQPErrors},
 	} {
 		if f.n == "" {
 			for _, s := range c.SchemeCounters {
@@ -246,6 +272,14 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		}
 		fn(f.n, f.v)
 	}
+	for i, a := range CMAttrNames {
+		fn("cm_tx_msgs_"+a, c.CMTxMsgs[i])
+		fn("cm_tx_retries_"+a, c.CMTxRetries[i])
+		fn("cm_rx_msgs_"+a, c.CMRxMsgs[i])
+		fn("cm_rx_duplicates_"+a, c.CMRxDuplicates[i])
+	}
+	fn("cm_rx_dropped", c.CMRxDropped)
+	fn("cm_tx_errors", c.CMTxErrors)
 	for _, p := range c.Pools {
 		fn("pool_"+p.Name+"_bytes", uint64(p.Bytes))
 		fn("pool_"+p.Name+"_slots", uint64(p.Slots))

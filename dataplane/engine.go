@@ -80,6 +80,8 @@ type Engine struct {
 	ahs       ahTable                // address handles (ud.go)
 	neighbors map[netip.Addr][6]byte // peers' MACs the embedded fabric knows (AddNeighbor)
 	ev eventQueue // asynchronous events (events.go)
+
+	gsi *gsi // QP1 and the communication manager on it (gsi.go)
 }
 
 // NewEngine returns an engine transmitting and receiving through port.
@@ -183,6 +185,7 @@ func NewEngine(cfg Config, port Port) (*Engine, error) {
 		e.rx = newRxImpair(port, cfg.LinkDelay, cfg.Netem, cfg.LinkDelaySlots, cfg.RxBatch, &e.now)
 		e.port = e.rx
 	}
+	e.gsi = newGSI(e)
 	return e, nil
 }
 
@@ -265,6 +268,14 @@ func (e *Engine) Counters() Counters {
 		c.ImpairDelayed, c.ImpairDrops, c.LinkDelayDrops = r.delayed, r.drops, r.drops
 	}
 	e.schemeStats(&c)
+	if e.gsi != nil {
+		cm := e.gsi.cm.Counters()
+		copy(c.CMTxMsgs[:], cm.TxMsgs[:])
+		copy(c.CMTxRetries[:], cm.TxRetries[:])
+		copy(c.CMRxMsgs[:], cm.RxMsgs[:])
+		copy(c.CMRxDuplicates[:], cm.RxDuplicates[:])
+		c.CMRxDropped, c.CMTxErrors = cmDropped(&cm), cm.TxErrors
+	}
 	return c
 }
 
@@ -316,6 +327,9 @@ func (e *Engine) Poll(now time.Duration) bool {
 	if !e.stalled() && e.wheel.Advance(e.now) > 0 {
 		did = true
 	}
+	if e.gsi != nil && e.gsi.poll(e.now) { // the CM: MADs received, its timers, its events
+		did = true
+	}
 	e.hostStall()
 	if !e.stalled() && e.transmit() > 0 {
 		did = true
@@ -364,6 +378,11 @@ func (e *Engine) NextDeadline() (time.Duration, bool) {
 		return e.busyUntil, true
 	}
 	d, ok := e.wheel.NextDeadline()
+	if e.gsi != nil {
+		if t, armed := e.gsi.cm.NextDeadline(); armed && (!ok || t < d) {
+			d, ok = t, true
+		}
+	}
 	if t, paced := e.pacedUntil(); paced && (!ok || t < d) {
 		d, ok = t, true
 	}
@@ -426,6 +445,10 @@ func (e *Engine) receive(frame []byte) {
 	}
 	q := e.qps[hdr.DestQPN()]
 	if q == nil {
+		if hdr.DestQPN() == GSIQPN && e.gsi != nil { // QP1, the NIC's own (gsi.go)
+			e.gsi.receive(f)
+			return
+		}
 		e.cnt.RcvdUnknownQPN++
 		return
 	}

@@ -180,6 +180,10 @@ func (e *Engine) DestroyAH(a *AH) error {
 // udTransport is one UD QP's transport.
 type udTransport struct {
 	onNIC
+	// mem and ahs are where the QP's SGEs and address handles are looked
+	// up: the NIC's tables, or QP1's own (gsi.go), which no client sees.
+	mem *memTable
+	ahs *ahTable
 	mtu uint32          // the port's MTU (PortMTU) in bytes: the largest message
 	hdr bth.FrameHeader // the datagram being built: its AH's header with the UDP source port
 	tx  txPacket
@@ -187,7 +191,7 @@ type udTransport struct {
 }
 
 func newUD(at onNIC) *udTransport {
-	u := &udTransport{onNIC: at, mtu: uint32(at.e.PortMTU().Bytes())}
+	u := &udTransport{onNIC: at, mem: &at.e.mem, ahs: &at.e.ahs, mtu: uint32(at.e.PortMTU().Bytes())}
 	at.q.mtu = u.mtu // what QueryQP reports as the path MTU
 	return u
 }
@@ -222,7 +226,7 @@ func (u *udTransport) receive(pkt *bth.Packet) {
 	case total > uint64(w.length):
 		wc.Status, wc.Flags = qp.WCLocLenErr, 0
 		e.cnt.RespLocalLength++
-	case !u.placeGRH(w) || !e.mem.copySGL(q.pd, w.wr.SGEs(), qp.GRHLen, payload, true):
+	case !u.placeGRH(w) || !u.mem.copySGL(q.pd, w.wr.SGEs(), qp.GRHLen, payload, true):
 		wc.Status, wc.Flags = qp.WCLocProtErr, 0 // a region deregistered after the post
 	default:
 		wc.ByteLen = uint32(total)
@@ -252,7 +256,7 @@ func (u *udTransport) placeGRH(w *recvWQE) bool {
 		clear(g[:qp.GRHLen-20])
 		copy(g[qp.GRHLen-20:], f.Buf[f.L3Off:f.L3Off+20])
 	}
-	return u.e.mem.copySGL(u.q.pd, w.wr.SGEs(), 0, g, true)
+	return u.mem.copySGL(u.q.pd, w.wr.SGEs(), 0, g, true)
 }
 
 // serve sends the queued datagrams, one packet each, in order.
@@ -261,7 +265,7 @@ func (u *udTransport) serve(budget int) (sent int, more bool) {
 	e.touch(q, true)
 	for sent < budget && !e.txStall && q.state == qp.RTS && q.sq.Len() > 0 {
 		w := q.sq.Front()
-		ah := e.ahs.lookup(w.wr.AH)
+		ah := u.ahs.lookup(w.wr.AH)
 		if ah == nil || ah.pd != q.pd || ah.av.DMAC == ([6]byte{}) {
 			e.cnt.UDSendUnresolved++ // destroyed since the post, or never resolved
 			u.complete(w, qp.WCLocQPOpErr)
@@ -295,7 +299,7 @@ func (u *udTransport) serve(budget int) (sent int, more bool) {
 		if w.wr.Flags&qp.SendSolicited != 0 {
 			bth.BTH(t.roce).SetSolicitedEvent(true)
 		}
-		if !e.mem.copySGL(q.pd, w.wr.SGEs(), 0, t.payload, false) {
+		if !u.mem.copySGL(q.pd, w.wr.SGEs(), 0, t.payload, false) {
 			u.complete(w, qp.WCLocProtErr) // a region deregistered after the post; the buffer is not sent
 			continue
 		}
@@ -342,7 +346,7 @@ func (u *udTransport) postSend(wrs []qp.SendWR) (int, error) {
 		if err := CheckUDSendWR(wr, int(u.mtu)); err != nil {
 			return i, errorf(q, "WR %d: %w", i, err)
 		}
-		if ah := e.ahs.lookup(wr.AH); ah == nil || ah.pd != q.pd {
+		if ah := u.ahs.lookup(wr.AH); ah == nil || ah.pd != q.pd {
 			return i, errorf(q, "WR %d: %w: %#x in the QP's protection domain", i, ErrBadAH, wr.AH)
 		}
 		w := q.sq.Push()
@@ -390,7 +394,7 @@ func (u *udTransport) postRecv(wrs []qp.RecvWR) (int, error) {
 			e.pushWC(q.recvCQ, qp.WC{WRID: wr.WRID, Status: qp.WCWRFlushErr, Opcode: qp.WCRecv, QPNum: q.qpn})
 			continue
 		}
-		total, ok := e.mem.checkSGL(q.pd, wr.SGEs(), true)
+		total, ok := u.mem.checkSGL(q.pd, wr.SGEs(), true)
 		if !ok {
 			return i, errorf(q, "WR %d: %w: SGE not in a locally writable region", i, ErrBadWR)
 		}

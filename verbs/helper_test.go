@@ -43,6 +43,8 @@ func runHelper(role string) error {
 		return flood(sock, dir)
 	case "chan-wait":
 		return chanWait(sock, dir)
+	case "cm-peer":
+		return cmPeer(sock, dir)
 	}
 	return fmt.Errorf("unknown role %q", role)
 }

@@ -104,6 +104,8 @@ type remote struct {
 	// handle, copy-on-write so that PostSend reads it without a lock
 	// (ud.go); nil until the first AH.
 	ahs atomic.Pointer[map[uint32]uint32]
+
+	cmChs []*CMChannel // CM channels (cm.go; r.mu)
 }
 
 // sharedBuf is one AllocBuf allocation: a sealed memfd mapped here.
@@ -577,6 +579,7 @@ func (r *remote) close() error {
 		ch.shut()
 		ch.mu.Unlock()
 	}
+	r.shutCM()
 
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/softnic/softnic/dataplane"
 	"github.com/softnic/softnic/recovery"
 )
 
@@ -43,6 +44,21 @@ func nsGaugeSpec(metric, help string) metricSpec {
 	s := gaugeSpec(metric+"_seconds", help)
 	s.scale = 1e-9
 	return s
+}
+
+// The CM's per-attribute counters, Linux's cm sysfs groups
+// (cm_tx_msgs/<attr> ...): one metric per group, labelled attr.
+func init() {
+	for _, g := range []struct{ name, help string }{
+		{"cm_tx_msgs", "CM MADs sent, first transmissions, by attribute (Linux cm_tx_msgs)."},
+		{"cm_tx_retries", "CM MADs resent on timeout, by attribute (Linux cm_tx_retries)."},
+		{"cm_rx_msgs", "CM MADs received that parsed, by attribute (Linux cm_rx_msgs)."},
+		{"cm_rx_duplicates", "Duplicate CM MADs received, answered or ignored, by attribute (Linux cm_rx_duplicates)."},
+	} {
+		for _, a := range dataplane.CMAttrNames {
+			metricSpecs[g.name+"_"+a] = labelled(counterSpec(g.name, g.help), "attr", a)
+		}
+	}
 }
 
 func labelled(s metricSpec, label, value string) metricSpec {
@@ -195,6 +211,17 @@ var metricSpecs = map[string]metricSpec{
 	"rcvd_qkey_violation": counterSpec("rcvd_qkey_violation", "Datagrams dropped: their Q_Key is not the receiving UD QP's (IBA's Q_Key violation)."),
 	"rcvd_no_recv_wqe":    counterSpec("rcvd_no_recv_wqe", "Datagrams dropped: the UD QP had no receive WQE (UD has no RNR)."),
 	"ud_send_unresolved":  counterSpec("ud_send_unresolved", "UD sends completed in error: the address handle had no destination MAC or was destroyed."),
+
+	// QP1 and the communication manager (dataplane/gsi.go).
+	"gsi_rx_mads":        counterSpec("gsi_rx_mads", "Datagrams QP1 received and gave the CM."),
+	"gsi_tx_mads":        counterSpec("gsi_tx_mads", "MADs the CM sent through QP1."),
+	"gsi_rx_dropped":     counterSpec("gsi_rx_dropped", "Datagrams to QP1 dropped: by QP1's UD checks, longer than a MAD, or by the CM (malformed, unmatched)."),
+	"gsi_tx_errors":      counterSpec("gsi_tx_errors", "MADs not sent: no neighbour for the peer, or QP1's send queue full."),
+	"cm_events":          counterSpec("cm_events", "CM events handed to the owners of their listeners and connections."),
+	"cm_events_orphaned": counterSpec("cm_events_orphaned", "CM events of connections whose owner is gone."),
+	"cm_qp_errors":       counterSpec("cm_qp_errors", "QPs the CM moved to ERROR: a disconnect, or a DREQ received."),
+	"cm_rx_dropped":      counterSpec("cm_rx_dropped", "MADs the CM dropped: malformed, unknown or unsupported attribute, no connection, wrong state."),
+	"cm_tx_errors":       counterSpec("cm_tx_errors", "MADs the CM could not hand to QP1."),
 
 	// The port (port_*): the AF_XDP port's and the UDP port's. The
 	// AF_XDP port's frame counts and XDP_STATISTICS are per queue.

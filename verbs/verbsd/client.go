@@ -53,6 +53,7 @@ type client struct {
 	ringBytes, mrBytes int64
 
 	ext clientExt // SRQs and asynchronous events (srq.go)
+	cm map[uint32]*cmChanObj // CM channels (cm.go); nil until the first
 }
 
 // chanObj is a client's completion channel (version 3): an eventfd the
@@ -385,6 +386,10 @@ func (s *Server) handle(c *client, req *proto.Request, fds []int) (any, reply, e
 			return nil, reply{}, err
 		}
 		return s.createAH(c, a)
+	case proto.OpCMCreateChannel, proto.OpCMDestroyChannel, proto.OpCMGetEvents, proto.OpCMListen, proto.OpCMUnlisten,
+		proto.OpCMConnect, proto.OpCMAccept, proto.OpCMReject, proto.OpCMRTU, proto.OpCMEstablished,
+		proto.OpCMDisconnect, proto.OpCMDestroy, proto.OpCMInfo:
+		return s.cmOp(c, req.Op, req.Args)
 	case proto.OpQueryQP, proto.OpDeallocPD, proto.OpDeregMR, proto.OpDestroyCQ, proto.OpDestroyQP, proto.OpDestroyCompChannel:
 		if err := args(&h); err != nil {
 			return nil, reply{}, err
@@ -870,6 +875,7 @@ func (s *Server) drop(c *client) {
 	s.stopCapture(c)
 	c.closeBell(s)
 	c.conn.C.Close()
+	s.dropCM(c) // DREQs for its connections, while their QPs still exist
 	s.mu.Lock()
 	held := c.ringBytes
 	var maps []shm.Mapping

@@ -196,9 +196,12 @@ type memReturner struct {
 	running bool
 	again   bool
 	runs    atomic.Uint64 // completed runs, for tests
+	// free replaces freeOSMemory for this returner (a test's); set
+	// before the first request.
+	free func()
 }
 
-// freeOSMemory is debug.FreeOSMemory; tests replace it.
+// freeOSMemory is debug.FreeOSMemory.
 var freeOSMemory = debug.FreeOSMemory
 
 func (m *memReturner) request() {
@@ -209,9 +212,13 @@ func (m *memReturner) request() {
 		return
 	}
 	m.running = true
+	free := m.free
+	if free == nil {
+		free = freeOSMemory
+	}
 	go func() {
 		for {
-			freeOSMemory()
+			free()
 			m.runs.Add(1)
 			m.mu.Lock()
 			if !m.again {

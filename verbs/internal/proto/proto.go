@@ -43,9 +43,11 @@ import (
 // so a StaR role is never silently dropped. Version 6 added Unreliable
 // Datagram (create_qp's qp_type, create_ah, destroy_ah, modify_qp's
 // qkey): a version-5 daemon refuses a version-6 client at hello, so a UD
-// QP is never silently made an RC QP.
+// QP is never silently made an RC QP. Version 7 added the communication
+// manager on the NIC's QP1 (cm_* operations, cm.go); older clients never
+// send them.
 const (
-	Version    = 6
+	Version    = 7
 	MinVersion = 1
 )
 
@@ -84,6 +86,21 @@ const (
 	OpPostSRQRecv    = "post_srq_recv"
 	OpAsyncFD        = "async_fd"
 	OpGetAsyncEvents = "get_async_events"
+
+	// Version 7: the communication manager on QP1 (cm.go).
+	OpCMCreateChannel  = "cm_create_channel"  // a CM event channel: its eventfd, readable while events wait
+	OpCMDestroyChannel = "cm_destroy_channel" // closes the channel's listeners and connections
+	OpCMGetEvents      = "cm_get_events"      // takes the channel's queued events
+	OpCMListen         = "cm_listen"
+	OpCMUnlisten       = "cm_unlisten"
+	OpCMConnect        = "cm_connect" // sends a REQ
+	OpCMAccept         = "cm_accept"  // sends a REP
+	OpCMReject         = "cm_reject"
+	OpCMRTU            = "cm_rtu"
+	OpCMEstablished    = "cm_established"
+	OpCMDisconnect     = "cm_disconnect" // sends a DREQ
+	OpCMDestroy        = "cm_destroy"    // ib_destroy_cm_id: REJ, DREQ or nothing, by state
+	OpCMInfo           = "cm_info"
 )
 
 // Request is what a client sends.
