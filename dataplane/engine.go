@@ -79,7 +79,7 @@ type Engine struct {
 
 	ahs       ahTable                // address handles (ud.go)
 	neighbors map[netip.Addr][6]byte // peers' MACs the embedded fabric knows (AddNeighbor)
-	ev eventQueue // asynchronous events (events.go)
+	ev        eventQueue             // asynchronous events (events.go)
 
 	gsi *gsi // QP1 and the communication manager on it (gsi.go)
 }

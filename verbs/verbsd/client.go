@@ -52,8 +52,8 @@ type client struct {
 	// Limits.RingBytes and Limits.MRBytes (Server.mu).
 	ringBytes, mrBytes int64
 
-	ext clientExt // SRQs and asynchronous events (srq.go)
-	cm map[uint32]*cmChanObj // CM channels (cm.go); nil until the first
+	ext clientExt             // SRQs and asynchronous events (srq.go)
+	cm  map[uint32]*cmChanObj // CM channels (cm.go); nil until the first is made
 }
 
 // chanObj is a client's completion channel (version 3): an eventfd the
