@@ -364,6 +364,8 @@ INIT
 	mv "$cache/vmlinuz.new" "$cache/vmlinuz"
 	mv "$cache/rxe.cpio.gz.new" "$cache/rxe.cpio.gz"
 	mv "$cache/versions.new" "$cache/versions"
+	# run refuses an image an older rxe-vm.sh built (its /init may differ).
+	sha256sum <"$0" >"$cache/image.sum"
 	cp "$stage/bin/busybox" "$cache/busybox"
 	cp "$root$(readlink "$root/usr/local/sbin/ethtool")" "$cache/ethtool"
 	echo "rxe-vm: $cache/vmlinuz and $cache/rxe.cpio.gz ($(du -h "$cache/rxe.cpio.gz" | cut -f1)), modules: ${list[*]}"
@@ -399,7 +401,7 @@ cmd_offloads() {
 cmd_net() {
 	[[ $# -eq 3 ]] || usage
 	local ns=$1 ifc=$2 tap=$3 mtu
-	mtu=$(cat "/sys/class/net/$ifc/mtu" 2>/dev/null || ip netns exec "$ns" cat "/sys/class/net/$ifc/mtu")
+	mtu=$(ip netns exec "$ns" cat "/sys/class/net/$ifc/mtu")
 	ip -n "$ns" tuntap add dev "$tap" mode tap
 	ip -n "$ns" link set "$tap" mtu "$mtu" txqueuelen 10000
 	ip -n "$ns" link add rxebr mtu "$mtu" type bridge
@@ -416,6 +418,8 @@ cmd_run() {
 	local dir=$1
 	command -v qemu-system-x86_64 >/dev/null || die "needs qemu-system-x86_64 (apt-get install -y --no-install-recommends qemu-system-x86)"
 	[[ -f $cache/rxe.cpio.gz && -f $cache/vmlinuz ]] || die "no image in $cache (rxe-vm.sh fetch && rxe-vm.sh image)"
+	[[ $(sha256sum <"$0") == "$(cat "$cache/image.sum" 2>/dev/null)" ]] ||
+		die "the image in $cache was made by another version of rxe-vm.sh (rxe-vm.sh image)"
 	mkdir -p "$dir"
 	rm -f "$dir/ctl.in" "$dir/ctl.out" "$dir/console.log" "$dir/qemu.pid"
 	mkfifo "$dir/ctl.in" "$dir/ctl.out"
