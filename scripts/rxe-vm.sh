@@ -321,7 +321,15 @@ fg() {
 	done
 	cat /tmp/$n.out 2>/dev/null
 	if [ ! -e /tmp/$n.rc ]; then
+		# What the program is doing, for the report: its state and
+		# where in the kernel it waits.
 		echo "@@RXE-TIMEOUT $n"
+		for p in $(pgrep -P "$(cat /tmp/$n.pid)") $(pgrep -P "$(pgrep -P "$(cat /tmp/$n.pid)")"); do
+			echo "pid $p: $(tr '\0' ' ' </proc/$p/cmdline)"
+			grep -E '^(State|voluntary|nonvoluntary)' /proc/$p/status
+			echo "wchan: $(cat /proc/$p/wchan)"
+			cat /proc/$p/stack 2>/dev/null
+		done
 		pkill -KILL -P "$(cat /tmp/$n.pid)" 2>/dev/null
 		return 124
 	fi

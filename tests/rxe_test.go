@@ -131,8 +131,8 @@ func rxeVersions(t *testing.T, v *rxeVM) {
 	if err != nil {
 		commit = []byte("unknown (no git)")
 	}
-	t.Logf("rxe guest:\n%s\nsoftnic side: %s, softnic %s", strings.TrimSpace(guest),
-		strings.Join(strings.Fields(strings.ReplaceAll(string(host), "\n", ",")), " "), strings.TrimSpace(string(commit)))
+	t.Logf("rxe guest:\n%s\nsoftnic side: %s; softnic %s", strings.TrimSpace(guest),
+		strings.Join(strings.Split(strings.TrimSpace(string(host)), "\n"), ", "), strings.TrimSpace(string(commit)))
 }
 
 // TestRxeInterop: Debian's ibv_rc_pingpong (-c: byte-checked), ib_write_bw
@@ -146,7 +146,6 @@ func TestRxeInterop(t *testing.T) {
 	}
 	needIbverbs(t, progs...)
 	needRxe(t)
-	netns.RequireTool(t, "ss")
 	tb := requireDaemon(t)
 	ibverbsLib(t)
 	v := bootRxe(t, tb)

@@ -50,7 +50,6 @@ var Packages = map[string]string{
 	"ib_atomic_bw":    "perftest",
 	// tests/rxe_test.go: scripts/rxe-vm.sh boots Linux's rxe in QEMU.
 	"qemu-system-x86_64": "qemu-system-x86",
-	"dpkg-deb":           "dpkg",
 }
 
 // RequireTool returns the path of the program name, or skips the test
