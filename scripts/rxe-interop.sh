@@ -170,7 +170,8 @@ run() {
 		cli_out=$(ip netns exec "$nsA" env LD_LIBRARY_PATH="$work/lib" SOFTNIC_SOCKET="$work/a.sock" \
 			timeout 240 "$prog" "${a[@]}" $(gidarg "$prog" 0) -p $port $ipB 2>&1)
 		cli_rc=$?
-		srv_out=$(guest "fg srv 250")
+		# The server is done when the client is, or stuck: a minute.
+		srv_out=$(SOFTNIC_RXE_TIMEOUT=120 guest "fg srv 60")
 		srv_rc=$?
 		set -e
 	else
@@ -212,8 +213,8 @@ run() {
 		log "$result"
 		log "client output: $(tail -5 <<<"$cli_out")"
 		log "server output: $(tail -5 <<<"$srv_out")"
-		log "daemon log: $(tail -3 "$work"/daemon-*.log)"
-		log "guest console: $(tail -5 "$work/vm/console.log")"
+		log "daemon log: $(tail -q -n 3 "$work"/daemon-*.log)"
+		log "guest console: $(tail -n 5 "$work/vm/console.log")"
 	fi
 	local rxe_sent=$d_rxe_sent key="$prog $dir"
 	if [[ $pct == 0 ]]; then
@@ -236,19 +237,23 @@ matrix() {
 	bash $tb loss 0 >&2
 }
 
-started=$SECONDS
+started=$(date +%s)
+# The guest's clock against the host's: under TCG on a loaded host the
+# guest's calibration can be off, and its timeouts with it.
+up0=$(guest 'cut -d" " -f1 /proc/uptime')
 start_daemon 0
 matrix "unbounded" 0
 matrix "unbounded" "$loss"
 start_daemon 128
 matrix "max-unacked-psns 128" "$loss"
-elapsed=$((SECONDS - started))
+elapsed=$(($(date +%s) - started))
+up1=$(guest 'cut -d" " -f1 /proc/uptime')
 
 guest_versions=$(guest 'cat /etc/rxe-versions; echo "guest kernel $(uname -r)"')
 cat <<EOF
 Softnic $commit, daemon on host A ($ipA, AF_XDP, go-back-N, path MTU 1024), Debian's ibverbs-utils $(dpkg-query -W -f '${Version}' ibverbs-utils) and perftest $(dpkg-query -W -f '${Version}' perftest) over the drop-in libibverbs; rxe in a QEMU TCG guest (1 vCPU) in host B's place ($ipB), bridged to the switch:
 $(sed 's/^/- guest: /' <<<"$guest_versions")
-- loss: \`testbed.sh loss\` on the switch, both directions; $(date -u +%Y-%m-%d), matrix run in ${elapsed} s
+- loss: \`testbed.sh loss\` on the switch, both directions; $(date -u +%Y-%m-%d), matrix run in ${elapsed} s (the guest's clock: $(awk -v a="$up0" -v b="$up1" 'BEGIN {printf "%.0f", b - a}') s); host load average at the end $(cut -d' ' -f1-3 /proc/loadavg)
 - programs' arguments: $(for p in "${programs[@]}"; do printf '%s `%s`; ' "$p" "$(args "$p")"; done)
 
 | softnic daemon | loss | program | client | result (client's figure) | softnic retransmitted_pkts | softnic completer_retry_err | softnic duplicate_request | rxe sent_pkts | rxe completer_retry_err | rxe duplicate_request |

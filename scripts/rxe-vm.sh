@@ -50,6 +50,7 @@
 #   SOFTNIC_RXE_MTU    its MTU (default 3000, testbed.sh's)
 #   SOFTNIC_RXE_TAP    the tap device QEMU opens (default rxetap)
 #   SOFTNIC_RXE_MEM    guest memory (default 1G)
+#   SOFTNIC_RXE_APPEND more kernel command line for the guest
 #
 # The guest's control channel is its second serial port (ttyS1), a QEMU
 # pipe chardev on DIR/ctl.in and DIR/ctl.out: the guest reads one command a
@@ -69,7 +70,10 @@
 # virtio NIC is made without offloads); a long queue (txqueuelen 10000) on
 # eth0 and the tap, or they overrun; pfifo_fast on eth0, because fq_codel
 # drops frames rxe has already counted as sent; rxe's RoCEv2 GID of the
-# IPv4 address is index 1 (index 0 is the IPv6 link-local one).
+# IPv4 address is index 1 (index 0 is the IPv6 link-local one). The
+# guest keeps time by the HPET (clocksource=hpet), QEMU's clock: its TSC,
+# calibrated at boot on a loaded host, ran its clock at 0.6 of the
+# host's, and its timeouts (timeout, fg) with it.
 set -euo pipefail
 
 cache=${SOFTNIC_CACHE:-/var/cache/softnic-rxe}
@@ -448,7 +452,7 @@ EOF
 	exec qemu-system-x86_64 -accel tcg -m "${SOFTNIC_RXE_MEM:-1G}" -smp 1 \
 		-display none -monitor none -no-reboot -pidfile "$dir/qemu.pid" \
 		-kernel "$cache/vmlinuz" -initrd "$dir/initrd" \
-		-append "console=ttyS0 panic=-1 loglevel=6" \
+		-append "console=ttyS0 panic=-1 loglevel=6 clocksource=hpet ${SOFTNIC_RXE_APPEND:-}" \
 		-serial "file:$dir/console.log" \
 		-chardev "pipe,id=ctl,path=$dir/ctl" -serial chardev:ctl \
 		-netdev "tap,id=n0,ifname=${SOFTNIC_RXE_TAP:-rxetap},script=no,downscript=no,vhost=off" \

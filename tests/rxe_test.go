@@ -100,6 +100,15 @@ func bootRxe(t *testing.T, tb *netns.Testbed) *rxeVM {
 	return v
 }
 
+// guestSlack is how long the host waits for a guest command that gives
+// up after d by the guest's clock: a TCG guest keeping time by its TSC,
+// calibrated while the host was busy, ran its clock at 0.6 of the
+// host's; rxe-vm.sh's guest keeps time by the HPET now, and the slack
+// stays: three times d, and a minute more.
+func guestSlack(d time.Duration) time.Duration {
+	return 3*d + time.Minute
+}
+
 // rxeCases are the programs the test runs each way, lossless: small
 // enough for a TCG guest (some 15 MB/s of RDMA WRITE), ibv_rc_pingpong
 // with -c so the receiver checks every byte.
@@ -201,13 +210,15 @@ func TestRxeInterop(t *testing.T) {
 func rxeServerSoftnicClient(t *testing.T, tb *netns.Testbed, v *rxeVM, a *e2eHost, port int, argv []string) (cli, srv string) {
 	t.Helper()
 	server := append(append(append([]string{}, argv...), gidArg(argv[0], 1)...), "-p", strconv.Itoa(port))
-	if out, err := v.run(fmt.Sprintf("bg srv timeout 180 %s; listening %d 60", strings.Join(server, " "), port), time.Minute); err != nil {
+	if out, err := v.run(fmt.Sprintf("bg srv timeout 120 %s; listening %d 60", strings.Join(server, " "), port), 3*time.Minute); err != nil {
 		t.Fatalf("guest server %s: %v\n%s", server, err, out)
 	}
 	client := append(append(append([]string{}, argv...), gidArg(argv[0], 0)...), "-p", strconv.Itoa(port), tb.B.IPv4.String())
 	p := ibvProc(t, tb, a.name, a.socket, client...)
 	cli = waitExit(t, p, "softnic client "+argv[0], 3*time.Minute)
-	srv, err := v.run("fg srv 180", 4*time.Minute)
+	// Done when the client is; the guest's seconds can be longer than the
+	// host's (see guestSlack).
+	srv, err := v.run("fg srv 60", guestSlack(60*time.Second))
 	if err != nil {
 		t.Errorf("rxe server %s: %v, want exit 0:\n%s", argv[0], err, srv)
 	}
@@ -222,7 +233,7 @@ func softnicServerRxeClient(t *testing.T, tb *netns.Testbed, v *rxeVM, a *e2eHos
 	p := ibvProc(t, tb, a.name, a.socket, server...)
 	waitListen(t, tb, a.name, port, p)
 	client := append(append(append([]string{}, argv...), gidArg(argv[0], 1)...), "-p", strconv.Itoa(port), tb.A.IPv4.String())
-	cli, err := v.run("timeout 180 "+strings.Join(client, " "), 4*time.Minute)
+	cli, err := v.run("timeout 120 "+strings.Join(client, " "), guestSlack(120*time.Second))
 	if err != nil {
 		t.Errorf("rxe client %s: %v, want exit 0:\n%s", argv[0], err, cli)
 	}
