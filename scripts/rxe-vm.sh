@@ -94,7 +94,7 @@ usage() {
 user_pkgs=(busybox-static ibverbs-utils perftest rdmacm-utils ibverbs-providers
 	libibverbs1 librdmacm1 iproute2 ethtool)
 
-# The modules the guest loads (with their dependencies from modules.dep):
+# The modules the guest loads (with the modules each one's depends= names):
 # rxe, the user verbs and RDMA CM interfaces, rxe's CRC, the NIC.
 want_mods=(crc32_generic rdma_rxe ib_uverbs rdma_ucm virtio_net virtio_pci)
 
@@ -136,27 +136,24 @@ cmd_versions() {
 # same path, with every shared library they need (ldd, libraries of the
 # stage first, then the host's).
 copy_elf() {
-	local stage=$1 root=$2 f lib
+	local stage=$1 root=$2 f lib out
 	shift 2
 	for f in "$@"; do
 		[[ -e $stage$f ]] || die "$f missing from the extracted packages"
 		mkdir -p "$root$(dirname "$f")"
 		cp -L "$stage$f" "$root$f"
+		out=$(LD_LIBRARY_PATH=$stage/usr/lib/$arch:$stage/lib/$arch ldd "$stage$f" 2>&1) ||
+			die "ldd $f: $out"
+		if grep -q "not found" <<<"$out"; then
+			die "$f needs $(awk '/not found/ {print $1}' <<<"$out" | paste -sd' '), found neither in the packages nor on the host"
+		fi
+		# A library of the stage goes to its path in the guest: the
+		# stage prefix stripped.
 		while read -r lib; do
-			[[ -e $root$lib ]] && continue
-			mkdir -p "$root$(dirname "$lib")"
-			cp -L "$lib" "$root$lib"
-		done < <(LD_LIBRARY_PATH=$stage/usr/lib/$arch:$stage/lib/$arch ldd "$stage$f" 2>&1 |
-			awk '/not found/ {print "MISSING " $1; next} $2 == "=>" && $3 ~ /^\// {print $3; next} $1 ~ /^\// {print $1}' |
-			while read -r a b; do
-				if [[ $a == MISSING ]]; then
-					echo "rxe-vm: $f needs $b, found neither in the packages nor on the host" >&2
-					exit 1
-				fi
-				# A library of the stage goes to its path in the
-				# guest: strip the stage prefix.
-				echo "${a#"$stage"}"
-			done)
+			[[ -e $root${lib#"$stage"} ]] && continue
+			mkdir -p "$root$(dirname "${lib#"$stage"}")"
+			cp -L "$lib" "$root${lib#"$stage"}"
+		done < <(awk '$2 == "=>" && $3 ~ /^\// {print $3; next} $1 ~ /^\// {print $1}' <<<"$out")
 	done
 }
 

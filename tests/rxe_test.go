@@ -60,6 +60,7 @@ func (v *rxeVM) run(cmd string, timeout time.Duration) (string, error) {
 func needRxe(t *testing.T) {
 	t.Helper()
 	netns.RequireTools(t, "bash", "qemu-system-x86_64")
+	netns.RequireMade(t, "/dev/net/tun", "the kernel's TUN driver, CONFIG_TUN: QEMU's NIC is a tap device")
 	c := rxeCache()
 	netns.RequireMade(t, filepath.Join(c, "debs", "kernel"), "scripts/rxe-vm.sh fetch: Debian's kernel package, which has rdma_rxe")
 	netns.RequireMade(t, filepath.Join(c, "rxe.cpio.gz"), "scripts/rxe-vm.sh image")
