@@ -148,7 +148,8 @@ func rxeVersions(t *testing.T, v *rxeVM) {
 // TestRxeInterop: Debian's ibv_rc_pingpong (-c: byte-checked), ib_write_bw
 // and ib_send_bw between softnic's daemon and Linux's rxe, lossless, each
 // side once the client; both sides exit 0 and report, and the counters of
-// both NICs show the traffic went between them.
+// both NICs show the traffic went between them. Then ibv_rc_pingpong at 1%
+// loss each way, where both NICs must have recovered losses.
 func TestRxeInterop(t *testing.T) {
 	var progs []string
 	for _, c := range rxeCases {
@@ -163,45 +164,76 @@ func TestRxeInterop(t *testing.T) {
 	a, _ := newE2EHosts(t, tb)
 	startE2EDaemon(t, tb, a, tb.A.IPv4)
 
-	rxeSent := func() uint64 {
+	rxeCounter := func(t *testing.T, name string) uint64 {
 		out, err := v.run("counters", time.Minute)
 		if err != nil {
 			t.Fatalf("rxe counters: %v\n%s", err, out)
 		}
-		return statValue(t, out, "sent_pkts")
+		return statValue(t, out, name)
 	}
 	port := 18900
+	// pair runs c with client's side the client, and wants both sides'
+	// reports, no byte wrong, and traffic on both NICs.
+	pair := func(t *testing.T, c []string, client string) {
+		port++
+		sent0, rcvd0 := rxeCounter(t, "sent_pkts"), a.counter(t, "rcvd_pkts")
+		var cli, srv string
+		if client == "softnic" {
+			cli, srv = rxeServerSoftnicClient(t, tb, v, a, port, c)
+		} else {
+			cli, srv = softnicServerRxeClient(t, tb, v, a, port, c)
+		}
+		for side, out := range map[string]string{"client": cli, "server": srv} {
+			report := "#bytes"
+			if c[0] == "ibv_rc_pingpong" {
+				report = "iters in"
+			}
+			if !strings.Contains(out, report) {
+				t.Errorf("%s: no report (%q):\n%s", side, report, out)
+			}
+			if strings.Contains(out, "invalid data") {
+				t.Errorf("%s: received data differs (-c):\n%s", side, out)
+			}
+		}
+		// Both NICs took part: rxe sent, softnic received.
+		if rxeCounter(t, "sent_pkts") == sent0 || a.counter(t, "rcvd_pkts") == rcvd0 {
+			t.Errorf("the counters show no traffic between rxe and softnic")
+		}
+		t.Logf("%s, %s the client:\n%s", strings.Join(c, " "), client, lastLines(cli, 3))
+	}
 	for _, c := range rxeCases {
 		for _, client := range []string{"softnic", "rxe"} {
-			t.Run(c[0]+"/"+client+"-client", func(t *testing.T) {
-				port++
-				sent0, rcvd0 := rxeSent(), a.counter(t, "rcvd_pkts")
-				var cli, srv string
-				if client == "softnic" {
-					cli, srv = rxeServerSoftnicClient(t, tb, v, a, port, c)
-				} else {
-					cli, srv = softnicServerRxeClient(t, tb, v, a, port, c)
-				}
-				for side, out := range map[string]string{"client": cli, "server": srv} {
-					report := "#bytes"
-					if c[0] == "ibv_rc_pingpong" {
-						report = "iters in"
-					}
-					if !strings.Contains(out, report) {
-						t.Errorf("%s: no report (%q):\n%s", side, report, out)
-					}
-					if strings.Contains(out, "invalid data") {
-						t.Errorf("%s: received data differs (-c):\n%s", side, out)
-					}
-				}
-				// Both NICs took part: rxe sent, softnic received.
-				if rxeSent() == sent0 || a.counter(t, "rcvd_pkts") == rcvd0 {
-					t.Errorf("the counters show no traffic between rxe and softnic")
-				}
-				t.Logf("%s, %s the client:\n%s", strings.Join(c, " "), client, lastLines(cli, 3))
-			})
+			t.Run(c[0]+"/"+client+"-client", func(t *testing.T) { pair(t, c, client) })
 		}
 	}
+
+	// At 1% loss on the switch, ibv_rc_pingpong each way (some 4,000
+	// data packets and their ACKs per run): both NICs recover what the
+	// other's loss cost, softnic resending (retransmitted_pkts) and rxe
+	// (completer_retry_err: rxe counts retries, not packets).
+	t.Run("loss 1%", func(t *testing.T) {
+		netns.RequireNft(t)
+		report, err := tb.Loss(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Log(report)
+		t.Cleanup(func() {
+			if _, err := tb.Loss(0); err != nil {
+				t.Error(err)
+			}
+		})
+		retx0, retry0 := a.counter(t, "retransmitted_pkts"), rxeCounter(t, "completer_retry_err")
+		for _, client := range []string{"softnic", "rxe"} {
+			t.Run("ibv_rc_pingpong/"+client+"-client", func(t *testing.T) { pair(t, rxeCases[0], client) })
+		}
+		retx, retry := a.counter(t, "retransmitted_pkts")-retx0, rxeCounter(t, "completer_retry_err")-retry0
+		if retx == 0 || retry == 0 {
+			t.Errorf("at 1%% loss softnic retransmitted %d packets and rxe retried %d times: want both > 0 (was the loss applied? %s)", retx, retry, report)
+		} else {
+			t.Logf("1%% loss: softnic retransmitted %d packets, rxe retried %d times", retx, retry)
+		}
+	})
 	stopE2EDaemon(t, tb, a)
 }
 
