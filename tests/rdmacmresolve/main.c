@@ -170,7 +170,7 @@ int main(int argc, char **argv)
 		printf("create_qp state %d port %d cqs %d\n", qa.qp_state, qa.port_num, id->send_cq != NULL && id->recv_cq != NULL);
 	}
 	rc = rdma_connect(id, NULL);
-	printf("connect rc %d errno=%d\n", rc, errno);
+	printf("connect rc %d errno=%d\n", rc, rc ? errno : 0);
 	rdma_destroy_qp(id);
 	rdma_destroy_id(id);
 
