@@ -597,6 +597,18 @@ func (id *ID) modify(state qp.State) error {
 	return q.Modify(&attr, mask)
 }
 
+// modifyRTR is librdmacm's ucma_modify_qp_rtr: the QP made at
+// rdma_create_qp is in INIT without remote access, so it first moves
+// INIT -> INIT with the connection's access flags (remote write, and
+// remote read and atomics when the connection has responder
+// resources), then to RTR.
+func (id *ID) modifyRTR() error {
+	if err := id.modify(qp.Init); err != nil {
+		return err
+	}
+	return id.modify(qp.RTR)
+}
+
 // UserParam is rdma_conn_param as a program gives it to rdma_connect
 // or rdma_accept (nil there: Defaults).
 type UserParam struct {
@@ -844,7 +856,7 @@ func (id *ID) Accept(p UserParam) error {
 		FlowControl: p.FlowControl, RNRRetryCount: p.RNRRetryCount & 7, SRQ: p.SRQ, PrivateData: p.PrivateData}
 	conn := id.conn
 	id.mu.Unlock()
-	if err := id.modify(qp.RTR); err != nil {
+	if err := id.modifyRTR(); err != nil {
 		id.modify(qp.Err)
 		return err
 	}
@@ -1074,7 +1086,7 @@ func (id *ID) process(ev *CMEvent) bool {
 	switch ev.Type {
 	case EventConnectResponse:
 		if q != nil {
-			err := id.modify(qp.RTR)
+			err := id.modifyRTR()
 			if err == nil {
 				err = id.modify(qp.RTS)
 			}

@@ -298,8 +298,13 @@ func TestConnect(t *testing.T) {
 	if err := child.Accept(UserParam{PrivateData: []byte("world"), ResponderResources: MaxResources, InitiatorDepth: MaxResources, RNRRetryCount: 3}); err != nil {
 		t.Fatal(err)
 	}
-	if got := qb.moves; len(got) != 3 || got[0] != qp.Init || got[1] != qp.RTR || got[2] != qp.RTS {
-		t.Fatalf("passive QP moves %v", got)
+	// librdmacm's INIT -> INIT before RTR gives the QP remote access:
+	// without it the peer's RDMA READs and WRITEs are refused.
+	if got := qb.moves; len(got) != 4 || got[0] != qp.Init || got[1] != qp.Init || got[2] != qp.RTR || got[3] != qp.RTS {
+		t.Fatalf("passive QP moves %v, want INIT INIT RTR RTS", got)
+	}
+	if acc := qb.attrs[qp.Init].AccessFlags; acc != verbs.AccessRemoteWrite|verbs.AccessRemoteRead|verbs.AccessRemoteAtomic {
+		t.Fatalf("passive QP's access after the connection's INIT -> INIT: %v", acc)
 	}
 	rtr, rts := qb.attrs[qp.RTR], qb.attrs[qp.RTS]
 	if rtr.DestQPN != 0x51 || rtr.RQPSN != 0x111111 || rtr.AV.DGID != netip.AddrFrom16(gidA.As16()) || rtr.PathMTU != qp.MTU1024 ||
@@ -326,6 +331,9 @@ func TestConnect(t *testing.T) {
 	}
 	if a, _, _ := id.InitQPAttr(qp.Init); a.AccessFlags != verbs.AccessRemoteWrite|verbs.AccessRemoteRead|verbs.AccessRemoteAtomic {
 		t.Fatalf("connected INIT access %v", a.AccessFlags)
+	}
+	if got := qa.moves; len(got) != 4 || got[1] != qp.Init || qa.attrs[qp.Init].AccessFlags != verbs.AccessRemoteWrite|verbs.AccessRemoteRead|verbs.AccessRemoteAtomic {
+		t.Fatalf("active QP moves %v, INIT access %v: want INIT INIT RTR RTS with remote access", got, qa.attrs[qp.Init].AccessFlags)
 	}
 	b.get(t, EventEstablishedCM)
 	a.noEvent(t)
