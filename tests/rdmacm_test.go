@@ -54,7 +54,7 @@ func rdmacmLib(t *testing.T) string {
 			rdmacmErr = err
 			return
 		}
-		cmd := exec.Command("gcc", "-shared", "-fPIC", "-O2", "-Wall", "-Werror", "-I"+filepath.Join(root, "ibverbs"),
+		cmd := exec.Command("gcc", "-shared", "-fPIC", "-O2", "-fstack-protector-strong", "-Wall", "-Werror", "-I"+filepath.Join(root, "ibverbs"),
 			"-Wl,-soname,librdmacm.so.1", "-Wl,--version-script="+filepath.Join(root, "rdmacm", "librdmacm.map"),
 			"-Wl,--no-undefined", "-o", filepath.Join(rdmacmDir, "librdmacm.so.1"),
 			filepath.Join(root, "rdmacm", "cma.c"), filepath.Join(root, "rdmacm", "stubs_gen.c"),
@@ -187,7 +187,10 @@ func contains(l []string, s string) bool {
 // source), rdma_set_option's TOS (and EINVAL for an unknown option) and
 // rdma_resolve_route (the path record's GIDs, the kernel's hop limit 64,
 // MTU 1024, the TOS as traffic class), rdma_init_qp_attr, rdma_create_qp (INIT, with
-// CQs made for it), rdma_connect sending its REQ (B runs no daemon: the
+// CQs made for it), rdma_connect with 255 bytes of private data
+// failing with EINVAL (the library built with the stack protector, as
+// Debian builds rdma-core, so an overflow would abort), rdma_connect
+// sending its REQ (B runs no daemon: the
 // id is destroyed with the REQ outstanding), the same calls in
 // synchronous mode, and rdma_resolve_addr
 // to an address on A's link that nobody answers: ADDR_ERROR with
@@ -230,6 +233,7 @@ func TestRdmacmResolve(t *testing.T) {
 		"init_qp_attr":     "rc 0 mask 0x39 port 1 pkey_index 0",
 		"init_qp_attr_rtr": "rc -1 errno=22",
 		"create_qp":        "state 1 port 1 cqs 1",
+		"connect_big":      "rc -1 errno=22",
 		"connect":          "rc 0 errno=0",
 		"sync":             "resolve_addr rc 0 verbs 1 resolve_route rc 0 paths 1",
 		"silent":           "resolve_addr rc 0 poll 1 event RDMA_CM_EVENT_ADDR_ERROR status -110",
