@@ -411,3 +411,47 @@ func TestRdmacmUtils(t *testing.T) {
 	}
 	t.Logf("ib_write_bw over both drop-in libraries:\n%s", lastLines(cout, 3))
 }
+
+// TestRdmacmPeerKilled: an rping client connected through rdma_cm is
+// killed (SIGKILL) in the middle of its iterations; its daemon
+// disconnects the connection (DREQ), so the server's QP is flushed and
+// rping's server sees RDMA_CM_EVENT_DISCONNECTED and exits, and B's
+// daemon serves the next connection.
+func TestRdmacmPeerKilled(t *testing.T) {
+	needRdmacm(t)
+	tb, a, b := ibvTestbed(t, "rping", "stdbuf")
+	rdmacmLib(t)
+	B := b.ip.String()
+	srv := rdmacmProc(t, tb, b.name, b.socket, "stdbuf", "-o0", "rping", "-s", "-d", "-a", B, "-p", "18990", "-C", "1000000", "-v")
+	waitFor(t, srv, "rdma_listen", 30*time.Second)
+	cli := rdmacmProc(t, tb, a.name, a.socket, "stdbuf", "-o0", "rping", "-c", "-a", B, "-p", "18990", "-C", "1000000", "-v")
+	deadline := time.Now().Add(time.Minute)
+	for strings.Count(cli.out.String(), "ping data: ") < 20 {
+		if time.Now().After(deadline) {
+			t.Fatalf("client: fewer than 20 iterations after a minute:\n%s\nserver:\n%s", cli.out.String(), lastLines(srv.out.String(), 20))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cli.cmd.Process.Kill()
+	<-cli.exited
+	select {
+	case <-srv.exited:
+	case <-time.After(time.Minute):
+		t.Fatalf("rping server still running a minute after its client was killed:\n%s", lastLines(srv.out.String(), 30))
+	}
+	sout := srv.out.String()
+	if !strings.Contains(sout, "RDMA_CM_EVENT_DISCONNECTED") {
+		t.Errorf("rping server: no DISCONNECTED after its client was killed:\n%s", lastLines(sout, 30))
+	}
+	t.Logf("rping server, after its client was killed:\n%s", lastLines(sout, 8))
+
+	// The next client connects and runs.
+	srv = rdmacmProc(t, tb, b.name, b.socket, "stdbuf", "-o0", "rping", "-s", "-d", "-a", B, "-p", "18991", "-C", "10", "-V", "-v")
+	waitFor(t, srv, "rdma_listen", 30*time.Second)
+	cli = rdmacmProc(t, tb, a.name, a.socket, "stdbuf", "-o0", "rping", "-c", "-a", B, "-p", "18991", "-C", "10", "-V", "-v")
+	cout := waitExit(t, cli, "rping -c", time.Minute)
+	waitExit(t, srv, "rping -s", 30*time.Second)
+	if n := strings.Count(cout, "ping data: "); n != 10 {
+		t.Errorf("rping client after the killed one: %d iterations, want 10:\n%s", n, cout)
+	}
+}
