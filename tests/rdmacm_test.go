@@ -371,6 +371,12 @@ func TestRdmacmUtils(t *testing.T) {
 						if !strings.Contains(o, "#bytes") {
 							t.Errorf("%s -R %s: no perftest table:\n%s", prog, side, o)
 						}
+						// perftest reports a failed teardown (rdma_disconnect,
+						// or an unexpected event while it waits for
+						// DISCONNECTED) but exits 0.
+						if strings.Contains(o, "Failed") {
+							t.Errorf("%s -R %s reported a failure:\n%s", prog, side, o)
+						}
 					}
 					t.Logf("%s -R:\n%s", prog, lastLines(cout, 3))
 				})

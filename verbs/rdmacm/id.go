@@ -949,7 +949,12 @@ func (id *ID) Disconnect() error {
 	if err := id.modify(qp.Err); err != nil {
 		return err
 	}
-	return conn.Disconnect(nil)
+	// As the kernel's rdma_disconnect: a DREQ, or the DREP to the peer's
+	// DREQ, and success either way. The CM may have taken (and answered)
+	// the peer's DREQ before its event reached this id, or the
+	// connection may be in time wait already: nothing is left to send.
+	conn.Disconnect(nil)
+	return nil
 }
 
 // Destroy is rdma_destroy_id: it waits until the program has acked the

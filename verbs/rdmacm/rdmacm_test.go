@@ -367,6 +367,45 @@ func TestConnect(t *testing.T) {
 	}
 }
 
+// TestDisconnectAfterPeerDREQ: both sides call rdma_disconnect at once
+// (perftest does); the peer's DREQ reached this side's CM, which
+// answered it, before its event reached the id, so the service has no
+// DREQ left to send and fails. rdma_disconnect still succeeds with the
+// QP in ERR, as the kernel's does (it sends a DREQ, else a DREP, and
+// returns 0 either way).
+func TestDisconnectAfterPeerDREQ(t *testing.T) {
+	n := newFakeNet()
+	a, b := newHost(t, n, gidA, 0x111111), newHost(t, n, gidB, 0x222222)
+	b.listen(t, 7471, 4)
+	id := a.routed(t, netip.AddrPortFrom(gidB, 7471))
+	qa, qb := newFakeQP(0x51), newFakeQP(0x62)
+	if err := id.AttachQP(qa); err != nil {
+		t.Fatal(err)
+	}
+	if err := id.Connect(Defaults); err != nil {
+		t.Fatal(err)
+	}
+	child := b.get(t, EventConnectRequest).ID
+	if err := child.AttachQP(qb); err != nil {
+		t.Fatal(err)
+	}
+	if err := child.Accept(Defaults); err != nil {
+		t.Fatal(err)
+	}
+	a.get(t, EventEstablishedCM)
+	b.get(t, EventEstablishedCM)
+	c := child.conn.(*fakeConn)
+	c.mu.Lock()
+	c.disconnectErr = syscall.EINVAL
+	c.mu.Unlock()
+	if err := child.Disconnect(); err != nil {
+		t.Fatalf("rdma_disconnect after the peer's DREQ: %v, want success", err)
+	}
+	if qb.State() != qp.Err {
+		t.Fatalf("passive QP %v after rdma_disconnect, want ERR", qb.State())
+	}
+}
+
 // TestConnectWithoutQP: an active id without a QP sees
 // CONNECT_RESPONSE with the REP's QPN; rdma_establish sends the RTU
 // (passive ESTABLISHED). A passive id without a QP accepts with the
