@@ -60,7 +60,7 @@ ibverbs: ## build the drop-in libibverbs.so.1 into build/lib (needs libibverbs-d
 CC ?= cc
 rdmacm: ibverbs ## build the drop-in librdmacm.so.1 into build/lib (needs librdmacm-dev)
 	@test -f /usr/include/rdma/rdma_cma.h || { echo "make rdmacm needs rdma-core's headers: apt-get install librdmacm-dev"; exit 1; }
-	$(CC) -shared -fPIC -O2 -Wall -Iibverbs -Wl,-soname,librdmacm.so.1 \
+	$(CC) -shared -fPIC -O2 -fstack-protector-strong -Wall -Iibverbs -Wl,-soname,librdmacm.so.1 \
 		-Wl,--version-script=$(CURDIR)/rdmacm/librdmacm.map -Wl,--no-undefined \
 		-o build/lib/librdmacm.so.1 rdmacm/cma.c rdmacm/stubs_gen.c -Lbuild/lib -l:libibverbs.so.1
 

@@ -38,3 +38,17 @@ int snic_modify_qp_c(uintptr_t qp, struct snic_qp_attr *a, int mask)
 	attr.rnr_retry = a->rnr_retry;
 	return ibv_modify_qp((struct ibv_qp *)qp, &attr, mask);
 }
+
+/* Every context of this library is verbs.c's struct snic_context, which
+   starts with the struct ibv_context and then the Go handle. */
+struct snic_context_head {
+	struct ibv_context ibv;
+	uintptr_t h;
+};
+
+uintptr_t snic_context_handle_c(uintptr_t ctx)
+{
+	if (!ctx)
+		return 0;
+	return ((struct snic_context_head *)ctx)->h;
+}

@@ -64,7 +64,7 @@ var private = strings.Fields(`
 	snic_cm_create_id snic_cm_destroy_id snic_cm_set_user snic_cm_migrate snic_cm_bind snic_cm_resolve_addr
 	snic_cm_resolve_route snic_cm_query snic_cm_attach_qp snic_cm_detach_qp snic_cm_init_qp_attr
 	snic_cm_connect snic_cm_listen snic_cm_accept snic_cm_reject snic_cm_establish snic_cm_notify
-	snic_cm_disconnect snic_cm_set_option`)
+	snic_cm_disconnect snic_cm_set_option snic_cm_set_device`)
 
 func set(s string) map[string]bool {
 	m := map[string]bool{}

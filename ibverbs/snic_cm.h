@@ -76,10 +76,16 @@ int snic_cm_establish(uintptr_t id);
 int snic_cm_notify(uintptr_t id, int event);
 int snic_cm_disconnect(uintptr_t id);
 int snic_cm_set_option(uintptr_t id, int level, int name, void *val, size_t len);
+/* The device context (struct ibv_context *) ids use: the CM service's
+   channel is opened on its daemon connection, so that connections name
+   the QPs made on it. */
+int snic_cm_set_device(uintptr_t ctx);
 #endif
 
 /* libibverbs-internal (ibverbs/cm.c, not exported): ibv_modify_qp on a struct ibv_qp
    from snic_qp_attr, for the Go side's QP moves. */
 int snic_modify_qp_c(uintptr_t qp, struct snic_qp_attr *a, int mask);
+/* The Go handle of a struct ibv_context of this library (0 for NULL). */
+uintptr_t snic_context_handle_c(uintptr_t ctx);
 
 #endif

@@ -67,6 +67,10 @@ static struct ibv_context *snic_device(void)
 				if (!snic_pd) {
 					ibv_close_device(snic_verbs);
 					snic_verbs = NULL;
+				} else {
+					/* The CM service's channel lives on this
+					   context's daemon connection. */
+					snic_cm_set_device((uintptr_t)snic_verbs);
 				}
 			}
 		}
@@ -701,7 +705,7 @@ int rdma_init_qp_attr(struct rdma_cm_id *id, struct ibv_qp_attr *qp_attr, int *q
 
 /* Connections: through the CM service of the drop-in libibverbs. */
 
-static void snic_param(struct snic_cm_param *d, const struct rdma_conn_param *p)
+static int snic_param(struct snic_cm_param *d, const struct rdma_conn_param *p)
 {
 	memset(d, 0, sizeof(*d));
 	if (!p) {
@@ -710,7 +714,7 @@ static void snic_param(struct snic_cm_param *d, const struct rdma_conn_param *p)
 		d->initiator_depth = RDMA_MAX_INIT_DEPTH;
 		d->retry_count = 7;
 		d->rnr_retry_count = 7;
-		return;
+		return 0;
 	}
 	d->qp_num = p->qp_num;
 	d->responder_resources = p->responder_resources;
@@ -720,9 +724,14 @@ static void snic_param(struct snic_cm_param *d, const struct rdma_conn_param *p)
 	d->rnr_retry_count = p->rnr_retry_count;
 	d->srq = p->srq;
 	if (p->private_data && p->private_data_len) {
+		/* More than a REP carries (a REQ carries less, which the
+		   state machine checks). */
+		if (p->private_data_len > SNIC_CM_PRIVATE_DATA)
+			return EINVAL;
 		d->private_data_len = p->private_data_len;
 		memcpy(d->private_data, p->private_data, p->private_data_len);
 	}
+	return 0;
 }
 
 int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
@@ -732,7 +741,9 @@ int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
 
 	if (!id)
 		return snic_fail(EINVAL);
-	snic_param(&p, conn_param);
+	rc = snic_param(&p, conn_param);
+	if (rc)
+		return snic_fail(rc);
 	rc = snic_cm_connect(((struct snic_id *)id)->h, &p);
 	if (rc)
 		return snic_fail(rc);
@@ -746,6 +757,7 @@ int rdma_listen(struct rdma_cm_id *id, int backlog)
 
 	if (!id)
 		return snic_fail(EINVAL);
+	snic_device(); /* a wildcard id has not opened it yet */
 	rc = snic_cm_listen(s->h, backlog);
 	if (rc)
 		return snic_fail(rc);
@@ -802,7 +814,9 @@ int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
 
 	if (!id)
 		return snic_fail(EINVAL);
-	snic_param(&p, conn_param);
+	rc = snic_param(&p, conn_param);
+	if (rc)
+		return snic_fail(rc);
 	if (!conn_param)
 		p.retry_count = 0;
 	rc = snic_cm_accept(((struct snic_id *)id)->h, &p);

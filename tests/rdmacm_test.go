@@ -54,7 +54,7 @@ func rdmacmLib(t *testing.T) string {
 			rdmacmErr = err
 			return
 		}
-		cmd := exec.Command("gcc", "-shared", "-fPIC", "-O2", "-Wall", "-Werror", "-I"+filepath.Join(root, "ibverbs"),
+		cmd := exec.Command("gcc", "-shared", "-fPIC", "-O2", "-fstack-protector-strong", "-Wall", "-Werror", "-I"+filepath.Join(root, "ibverbs"),
 			"-Wl,-soname,librdmacm.so.1", "-Wl,--version-script="+filepath.Join(root, "rdmacm", "librdmacm.map"),
 			"-Wl,--no-undefined", "-o", filepath.Join(rdmacmDir, "librdmacm.so.1"),
 			filepath.Join(root, "rdmacm", "cma.c"), filepath.Join(root, "rdmacm", "stubs_gen.c"),
@@ -187,8 +187,12 @@ func contains(l []string, s string) bool {
 // source), rdma_set_option's TOS (and EINVAL for an unknown option) and
 // rdma_resolve_route (the path record's GIDs, the kernel's hop limit 64,
 // MTU 1024, the TOS as traffic class), rdma_init_qp_attr, rdma_create_qp (INIT, with
-// CQs made for it), rdma_connect failing with ENOSYS until a CM service
-// is wired in, the same calls in synchronous mode, and rdma_resolve_addr
+// CQs made for it), rdma_connect with 255 bytes of private data
+// failing with EINVAL (the library built with the stack protector, as
+// Debian builds rdma-core, so an overflow would abort), rdma_connect
+// sending its REQ (B runs no daemon: the
+// id is destroyed with the REQ outstanding), the same calls in
+// synchronous mode, and rdma_resolve_addr
 // to an address on A's link that nobody answers: ADDR_ERROR with
 // -ETIMEDOUT after its 500 ms timeout, and in synchronous mode -1 with
 // ETIMEDOUT, never a hang; and calls softnic does not implement
@@ -229,7 +233,8 @@ func TestRdmacmResolve(t *testing.T) {
 		"init_qp_attr":     "rc 0 mask 0x39 port 1 pkey_index 0",
 		"init_qp_attr_rtr": "rc -1 errno=22",
 		"create_qp":        "state 1 port 1 cqs 1",
-		"connect":          "rc -1 errno=38",
+		"connect_big":      "rc -1 errno=22",
+		"connect":          "rc 0 errno=0",
 		"sync":             "resolve_addr rc 0 verbs 1 resolve_route rc 0 paths 1",
 		"silent":           "resolve_addr rc 0 poll 1 event RDMA_CM_EVENT_ADDR_ERROR status -110",
 		"devices":          "1 softnic_" + tb.A.Iface,
@@ -278,8 +283,106 @@ func rdmacmProc(t *testing.T, tb *netns.Testbed, host, socket string, argv ...st
 	return startChild(t, exec.Command("ip", args...), "")
 }
 
-// waitFail waits for p and wants a non-zero exit.
-func waitFail(t *testing.T, p *childProc, name string, timeout time.Duration) string {
+// waitFor waits until p's output has want (p keeps running); it fails
+// the test if p exits first or want does not come within timeout.
+func waitFor(t *testing.T, p *childProc, want string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !strings.Contains(p.out.String(), want) {
+		select {
+		case <-p.exited:
+			if !strings.Contains(p.out.String(), want) {
+				t.Fatalf("exited (%v) without %q:\n%s", p.err, want, p.out.String())
+			}
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q after %v:\n%s", want, timeout, p.out.String())
+		}
+	}
+}
+
+// rdmacmPair runs server on B, waits for its output to show ready
+// (printed before the program's rdma_listen), then client on A; both
+// must exit 0 within timeout. Their outputs are logged on failure. A
+// client rejected because its REQ came before the server's rdma_listen
+// (REJ reason 8, as for a port nobody listens on; its output then has
+// refused, in lower case: rdma_client's "connection refused"; "" for
+// rping, which hangs instead) is started again, up to 10 times.
+func rdmacmPair(t *testing.T, tb *netns.Testbed, a, b *e2eHost, ready, refused string, timeout time.Duration, server, client []string) (string, string) {
+	t.Helper()
+	srv := rdmacmProc(t, tb, b.name, b.socket, server...)
+	waitFor(t, srv, ready, 30*time.Second)
+	var cli *childProc
+	for try := 0; ; try++ {
+		cli = rdmacmProc(t, tb, a.name, a.socket, client...)
+		select {
+		case <-cli.exited:
+		case <-time.After(timeout):
+		}
+		o := strings.ToLower(cli.out.String())
+		if refused == "" || cli.err == nil || try == 10 || !strings.Contains(o, refused) {
+			break
+		}
+		t.Logf("client %s refused, the server not yet listening; again:\n%s", client[0], lastLines(cli.out.String(), 3))
+		time.Sleep(100 * time.Millisecond)
+	}
+	cout := waitExit(t, cli, "client "+strings.Join(client, " "), timeout)
+	sout := waitExit(t, srv, "server "+strings.Join(server, " "), 30*time.Second)
+	return cout, sout
+}
+
+// perftestClosed is perftest's failure in its closing handshake (a SEND
+// on its rdma_cm exchange connection after the results are printed).
+const perftestClosed = "Failed to close connection between server and client"
+
+// perftestPair is rdmacmPair for perftest -R, which may lose its
+// closing handshake under loss as it would on any RC NIC: a side whose
+// last exchange SEND reached the peer but whose ACK was lost sees the
+// peer, done, disconnect (DREQ) before the resend is acknowledged, and
+// that SEND fails (here flushed, IBV_WC_WR_FLUSH_ERR; on Linux, where
+// the DREQ leaves the QP alone, the resends meet the peer's QP in ERR
+// and end with RETRY_EXC_ERR). lossy accepts exactly that on one side
+// when the other exits 0; both sides must have printed their results.
+func perftestPair(t *testing.T, tb *netns.Testbed, a, b *e2eHost, lossy bool, server, client []string) (string, string) {
+	t.Helper()
+	srv := rdmacmProc(t, tb, b.name, b.socket, server...)
+	waitFor(t, srv, "Waiting for client to connect", 30*time.Second)
+	var cli *childProc
+	for try := 0; ; try++ {
+		cli = rdmacmProc(t, tb, a.name, a.socket, client...)
+		bounded(t, cli, "client "+client[0], 5*time.Minute)
+		if cli.err == nil || try == 10 || !strings.Contains(cli.out.String(), "Unexpected CM event bl blka 8") {
+			break
+		}
+		// REJECTED: the REQ came before the server's rdma_listen.
+		t.Logf("client %s rejected, the server not yet listening; again", client[0])
+		time.Sleep(100 * time.Millisecond)
+	}
+	bounded(t, srv, "server "+server[0], 30*time.Second)
+	procs := [2]*childProc{cli, srv}
+	for i, name := range []string{"client", "server"} {
+		p, other := procs[i], procs[1-i]
+		out := p.out.String()
+		if !strings.Contains(out, "#bytes") {
+			t.Errorf("%s %s: no perftest table:\n%s", client[0], name, out)
+		}
+		switch {
+		case p.err == nil && !strings.Contains(out, "Failed"):
+		case lossy && p.err != nil && other.err == nil && strings.Contains(out, perftestClosed) &&
+			strings.Index(out, perftestClosed) > strings.Index(out, "#bytes"):
+			t.Logf("%s %s: its closing handshake was lost to the peer's disconnect (end of run under loss): %s",
+				client[0], name, strings.TrimSpace(lastLines(out, 3)))
+		default:
+			t.Errorf("%s %s: %v, reported a failure:\n%s", client[0], name, p.err, out)
+		}
+	}
+	return cli.out.String(), srv.out.String()
+}
+
+// bounded waits for p to exit, killing it after timeout (a failure).
+func bounded(t *testing.T, p *childProc, name string, timeout time.Duration) {
 	t.Helper()
 	select {
 	case <-p.exited:
@@ -287,72 +390,90 @@ func waitFail(t *testing.T, p *childProc, name string, timeout time.Duration) st
 		p.cmd.Process.Kill()
 		<-p.exited
 		t.Errorf("%s still running after %v; killed:\n%s", name, timeout, p.out.String())
-		return p.out.String()
 	}
-	if p.err == nil {
-		t.Errorf("%s exited 0, want a failure:\n%s", name, p.out.String())
-	}
-	return p.out.String()
 }
 
-// waitOutput waits until p's output has want, then kills p.
-func waitOutput(t *testing.T, p *childProc, want string, timeout time.Duration) string {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !strings.Contains(p.out.String(), want) {
-		select {
-		case <-p.exited:
-			if !strings.Contains(p.out.String(), want) {
-				t.Errorf("exited (%v) without %q:\n%s", p.err, want, p.out.String())
-			}
-			return p.out.String()
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("no %q after %v:\n%s", want, timeout, p.out.String())
-			break
-		}
-	}
-	p.cmd.Process.Kill()
-	<-p.exited
-	return p.out.String()
-}
-
-// TestRdmacmUtils: Debian's unmodified programs that link librdmacm
-// load and run over both drop-in libraries. rping's client resolves B's
-// address and route (its CM thread takes the events), creates its QP
-// and, with no CM service wired in yet, fails at rdma_connect with
-// ENOSYS; rping's server fails at rdma_listen with ENOSYS and exits;
-// ib_write_bw without -R (which links librdmacm but connects over TCP)
-// runs between the hosts.
+// TestRdmacmUtils: Debian's unmodified rdmacm-utils and perftest over
+// both drop-in libraries, connecting through rdma_cm (REQ, REP, RTU on
+// the NICs' QP1) between the testbed's daemons, lossless and with the
+// switch losing 1% of frames: rping with data verification (-V) for
+// 1000 iterations, ib_write_bw -R and ib_read_bw -R, and rdma_server /
+// rdma_client; and ib_write_bw without -R (which links librdmacm but
+// connects over TCP).
 func TestRdmacmUtils(t *testing.T) {
 	needRdmacm(t)
-	tb, a, b := ibvTestbed(t, "rping", "stdbuf", "ib_write_bw")
+	netns.RequireNft(t)
+	tb, a, b := ibvTestbed(t, "rping", "stdbuf", "ib_write_bw", "ib_read_bw", "rdma_server", "rdma_client")
 	rdmacmLib(t)
-
-	srv := rdmacmProc(t, tb, b.name, b.socket, "rping", "-s", "-a", b.ip.String(), "-C", "1")
-	out := waitFail(t, srv, "rping -s", time.Minute)
-	if !strings.Contains(out, "rdma_listen: Function not implemented") {
-		t.Errorf("rping -s: want rdma_listen's ENOSYS:\n%s", out)
-	}
-	// rping's client, on a failed rdma_connect, joins its CQ thread,
-	// which waits for a completion forever (rping's own error path, the
-	// same over rdma-core's library): the test waits for the error and
-	// kills it.
-	cli := rdmacmProc(t, tb, a.name, a.socket, "stdbuf", "-o0", "rping", "-c", "-d", "-a", b.ip.String(), "-C", "1")
-	out = waitOutput(t, cli, "connect error", time.Minute)
-	for _, w := range []string{"created cm_id", "ADDR_RESOLVED", "ROUTE_RESOLVED", "rdma_resolve_route successful", "created qp", "rdma_connect: Function not implemented"} {
-		if !strings.Contains(out, w) {
-			t.Errorf("rping -c: no %q:\n%s", w, out)
+	B := b.ip.String()
+	t.Cleanup(func() { tb.Loss(0) })
+	port := 18900
+	for _, loss := range []float64{0, 1} {
+		if out, err := tb.Loss(loss); err != nil {
+			t.Fatal(err)
+		} else if loss > 0 {
+			t.Logf("switch: %s", out)
+		}
+		retx := a.counter(t, "retransmitted_pkts") + b.counter(t, "retransmitted_pkts")
+		ran := false // a program ran (-run may pick none)
+		t.Run(fmt.Sprintf("loss %v%%", loss), func(t *testing.T) {
+			t.Run("rping", func(t *testing.T) {
+				ran = true
+				port++
+				p := fmt.Sprint(port)
+				// -d on the server: its "rdma_listen" line comes right
+				// before rdma_listen. -V: each side checks the data the
+				// other's RDMA READ and WRITE moved, each iteration.
+				cout, sout := rdmacmPair(t, tb, a, b, "rdma_listen", "", 5*time.Minute,
+					[]string{"stdbuf", "-o0", "rping", "-s", "-d", "-a", B, "-p", p, "-C", "1000", "-V", "-v"},
+					[]string{"stdbuf", "-o0", "rping", "-c", "-a", B, "-p", p, "-C", "1000", "-V", "-v"})
+				// -v: one "ping data" line per iteration on each side.
+				for side, o := range map[string]string{"client": cout, "server": sout} {
+					if n := strings.Count(o, "ping data: "); n != 1000 {
+						t.Errorf("rping %s: %d ping data lines, want 1000", side, n)
+					}
+					if strings.Contains(o, "data mismatch") || strings.Contains(o, "error") {
+						t.Errorf("rping %s reported an error:\n%s", side, lastLines(o, 20))
+					}
+				}
+				t.Logf("rping client, last: %s", lastLines(cout, 1))
+			})
+			for _, prog := range []string{"ib_write_bw", "ib_read_bw"} {
+				t.Run(prog, func(t *testing.T) {
+					ran = true
+					port++
+					argv := []string{prog, "-R", "-F", "-s", "65536", "-n", "1000", "-p", fmt.Sprint(port)}
+					cout, _ := perftestPair(t, tb, a, b, loss > 0, append([]string{"stdbuf", "-o0"}, argv...), append(argv, B))
+					t.Logf("%s -R:\n%s", prog, lastLines(cout, 3))
+				})
+			}
+			t.Run("rdma_server", func(t *testing.T) {
+				ran = true
+				port++
+				p := fmt.Sprint(port)
+				cout, sout := rdmacmPair(t, tb, a, b, "rdma_server: start", "refused", 2*time.Minute,
+					[]string{"stdbuf", "-o0", "rdma_server", "-p", p},
+					[]string{"stdbuf", "-o0", "rdma_client", "-s", B, "-p", p})
+				if !strings.Contains(cout, "rdma_client: end 0") || !strings.Contains(sout, "rdma_server: end 0") {
+					t.Errorf("rdma_client:\n%s\nrdma_server:\n%s", cout, sout)
+				}
+			})
+		})
+		if loss > 0 && ran {
+			n := a.counter(t, "retransmitted_pkts") + b.counter(t, "retransmitted_pkts") - retx
+			if n == 0 {
+				t.Errorf("no retransmissions at %v%% loss", loss)
+			}
+			t.Logf("%v%% loss: %d packets retransmitted", loss, n)
 		}
 	}
-	t.Logf("rping -c:\n%s", out)
+	tb.Loss(0)
 
-	port := 18800
+	port++
 	argv := []string{"ib_write_bw", "-s", "65536", "-m", "1024", "-n", "200", "-F", "-p", fmt.Sprint(port)}
 	s := rdmacmProc(t, tb, b.name, b.socket, argv...)
 	waitListen(t, tb, b.name, port, s)
-	c := rdmacmProc(t, tb, a.name, a.socket, append(argv, b.ip.String())...)
+	c := rdmacmProc(t, tb, a.name, a.socket, append(argv, B)...)
 	cout := waitExit(t, c, "client ib_write_bw", 3*time.Minute)
 	sout := waitExit(t, s, "server ib_write_bw", 30*time.Second)
 	for side, o := range map[string]string{"client": cout, "server": sout} {
@@ -361,4 +482,48 @@ func TestRdmacmUtils(t *testing.T) {
 		}
 	}
 	t.Logf("ib_write_bw over both drop-in libraries:\n%s", lastLines(cout, 3))
+}
+
+// TestRdmacmPeerKilled: an rping client connected through rdma_cm is
+// killed (SIGKILL) in the middle of its iterations; its daemon
+// disconnects the connection (DREQ), so the server's QP is flushed and
+// rping's server sees RDMA_CM_EVENT_DISCONNECTED and exits, and B's
+// daemon serves the next connection.
+func TestRdmacmPeerKilled(t *testing.T) {
+	needRdmacm(t)
+	tb, a, b := ibvTestbed(t, "rping", "stdbuf")
+	rdmacmLib(t)
+	B := b.ip.String()
+	srv := rdmacmProc(t, tb, b.name, b.socket, "stdbuf", "-o0", "rping", "-s", "-d", "-a", B, "-p", "18990", "-C", "1000000", "-v")
+	waitFor(t, srv, "rdma_listen", 30*time.Second)
+	cli := rdmacmProc(t, tb, a.name, a.socket, "stdbuf", "-o0", "rping", "-c", "-a", B, "-p", "18990", "-C", "1000000", "-v")
+	deadline := time.Now().Add(time.Minute)
+	for strings.Count(cli.out.String(), "ping data: ") < 20 {
+		if time.Now().After(deadline) {
+			t.Fatalf("client: fewer than 20 iterations after a minute:\n%s\nserver:\n%s", cli.out.String(), lastLines(srv.out.String(), 20))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cli.cmd.Process.Kill()
+	<-cli.exited
+	select {
+	case <-srv.exited:
+	case <-time.After(time.Minute):
+		t.Fatalf("rping server still running a minute after its client was killed:\n%s", lastLines(srv.out.String(), 30))
+	}
+	sout := srv.out.String()
+	if !strings.Contains(sout, "RDMA_CM_EVENT_DISCONNECTED") {
+		t.Errorf("rping server: no DISCONNECTED after its client was killed:\n%s", lastLines(sout, 30))
+	}
+	t.Logf("rping server, after its client was killed:\n%s", lastLines(sout, 8))
+
+	// The next client connects and runs.
+	srv = rdmacmProc(t, tb, b.name, b.socket, "stdbuf", "-o0", "rping", "-s", "-d", "-a", B, "-p", "18991", "-C", "10", "-V", "-v")
+	waitFor(t, srv, "rdma_listen", 30*time.Second)
+	cli = rdmacmProc(t, tb, a.name, a.socket, "stdbuf", "-o0", "rping", "-c", "-a", B, "-p", "18991", "-C", "10", "-V", "-v")
+	cout := waitExit(t, cli, "rping -c", time.Minute)
+	waitExit(t, srv, "rping -s", 30*time.Second)
+	if n := strings.Count(cout, "ping data: "); n != 10 {
+		t.Errorf("rping client after the killed one: %d iterations, want 10:\n%s", n, cout)
+	}
 }

@@ -169,8 +169,18 @@ int main(int argc, char **argv)
 		ibv_query_qp(id->qp, &qa, IBV_QP_STATE, &qi);
 		printf("create_qp state %d port %d cqs %d\n", qa.qp_state, qa.port_num, id->send_cq != NULL && id->recv_cq != NULL);
 	}
+	/* More private data than any CM message carries (255, the most
+	   rdma_conn_param's uint8_t length says): EINVAL, nothing sent. */
+	{
+		static char big[255];
+		struct rdma_conn_param cp = { .private_data = big, .private_data_len = sizeof(big),
+					      .responder_resources = 1, .initiator_depth = 1, .retry_count = 7 };
+
+		rc = rdma_connect(id, &cp);
+		printf("connect_big rc %d errno=%d\n", rc, errno);
+	}
 	rc = rdma_connect(id, NULL);
-	printf("connect rc %d errno=%d\n", rc, errno);
+	printf("connect rc %d errno=%d\n", rc, rc ? errno : 0);
 	rdma_destroy_qp(id);
 	rdma_destroy_id(id);
 

@@ -74,6 +74,10 @@ type fakeConn struct {
 	sent    []string // the MADs this side sent
 	closed  bool
 	mbox    chan Event // async delivery, in order
+	// disconnectErr, if set, is what Disconnect returns, sending
+	// nothing: a CM that already took the peer's DREQ (and answered
+	// it) before its event reached the id.
+	disconnectErr error
 }
 
 func (c *fakeConn) send(mad string) {
@@ -179,8 +183,11 @@ func (c *fakeConn) CommEstablished() error {
 
 func (c *fakeConn) Disconnect(pdata []byte) error {
 	c.mu.Lock()
-	got := c.gotDREQ
+	got, derr := c.gotDREQ, c.disconnectErr
 	c.mu.Unlock()
+	if derr != nil {
+		return derr
+	}
 	if got {
 		c.send("DREP")
 		c.peer.deliver(Event{Kind: EventDisconnected})

@@ -597,6 +597,18 @@ func (id *ID) modify(state qp.State) error {
 	return q.Modify(&attr, mask)
 }
 
+// modifyRTR is librdmacm's ucma_modify_qp_rtr: the QP made at
+// rdma_create_qp is in INIT without remote access, so it first moves
+// INIT -> INIT with the connection's access flags (remote write, and
+// remote read and atomics when the connection has responder
+// resources), then to RTR.
+func (id *ID) modifyRTR() error {
+	if err := id.modify(qp.Init); err != nil {
+		return err
+	}
+	return id.modify(qp.RTR)
+}
+
 // UserParam is rdma_conn_param as a program gives it to rdma_connect
 // or rdma_accept (nil there: Defaults).
 type UserParam struct {
@@ -844,7 +856,7 @@ func (id *ID) Accept(p UserParam) error {
 		FlowControl: p.FlowControl, RNRRetryCount: p.RNRRetryCount & 7, SRQ: p.SRQ, PrivateData: p.PrivateData}
 	conn := id.conn
 	id.mu.Unlock()
-	if err := id.modify(qp.RTR); err != nil {
+	if err := id.modifyRTR(); err != nil {
 		id.modify(qp.Err)
 		return err
 	}
@@ -937,7 +949,12 @@ func (id *ID) Disconnect() error {
 	if err := id.modify(qp.Err); err != nil {
 		return err
 	}
-	return conn.Disconnect(nil)
+	// As the kernel's rdma_disconnect: a DREQ, or the DREP to the peer's
+	// DREQ, and success either way. The CM may have taken (and answered)
+	// the peer's DREQ before its event reached this id, or the
+	// connection may be in time wait already: nothing is left to send.
+	conn.Disconnect(nil)
+	return nil
 }
 
 // Destroy is rdma_destroy_id: it waits until the program has acked the
@@ -1074,7 +1091,7 @@ func (id *ID) process(ev *CMEvent) bool {
 	switch ev.Type {
 	case EventConnectResponse:
 		if q != nil {
-			err := id.modify(qp.RTR)
+			err := id.modifyRTR()
 			if err == nil {
 				err = id.modify(qp.RTS)
 			}

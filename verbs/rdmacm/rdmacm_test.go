@@ -298,8 +298,13 @@ func TestConnect(t *testing.T) {
 	if err := child.Accept(UserParam{PrivateData: []byte("world"), ResponderResources: MaxResources, InitiatorDepth: MaxResources, RNRRetryCount: 3}); err != nil {
 		t.Fatal(err)
 	}
-	if got := qb.moves; len(got) != 3 || got[0] != qp.Init || got[1] != qp.RTR || got[2] != qp.RTS {
-		t.Fatalf("passive QP moves %v", got)
+	// librdmacm's INIT -> INIT before RTR gives the QP remote access:
+	// without it the peer's RDMA READs and WRITEs are refused.
+	if got := qb.moves; len(got) != 4 || got[0] != qp.Init || got[1] != qp.Init || got[2] != qp.RTR || got[3] != qp.RTS {
+		t.Fatalf("passive QP moves %v, want INIT INIT RTR RTS", got)
+	}
+	if acc := qb.attrs[qp.Init].AccessFlags; acc != verbs.AccessRemoteWrite|verbs.AccessRemoteRead|verbs.AccessRemoteAtomic {
+		t.Fatalf("passive QP's access after the connection's INIT -> INIT: %v", acc)
 	}
 	rtr, rts := qb.attrs[qp.RTR], qb.attrs[qp.RTS]
 	if rtr.DestQPN != 0x51 || rtr.RQPSN != 0x111111 || rtr.AV.DGID != netip.AddrFrom16(gidA.As16()) || rtr.PathMTU != qp.MTU1024 ||
@@ -326,6 +331,9 @@ func TestConnect(t *testing.T) {
 	}
 	if a, _, _ := id.InitQPAttr(qp.Init); a.AccessFlags != verbs.AccessRemoteWrite|verbs.AccessRemoteRead|verbs.AccessRemoteAtomic {
 		t.Fatalf("connected INIT access %v", a.AccessFlags)
+	}
+	if got := qa.moves; len(got) != 4 || got[1] != qp.Init || qa.attrs[qp.Init].AccessFlags != verbs.AccessRemoteWrite|verbs.AccessRemoteRead|verbs.AccessRemoteAtomic {
+		t.Fatalf("active QP moves %v, INIT access %v: want INIT INIT RTR RTS with remote access", got, qa.attrs[qp.Init].AccessFlags)
 	}
 	b.get(t, EventEstablishedCM)
 	a.noEvent(t)
@@ -356,6 +364,45 @@ func TestConnect(t *testing.T) {
 		if err := i.Destroy(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestDisconnectAfterPeerDREQ: both sides call rdma_disconnect at once
+// (perftest does); the peer's DREQ reached this side's CM, which
+// answered it, before its event reached the id, so the service has no
+// DREQ left to send and fails. rdma_disconnect still succeeds with the
+// QP in ERR, as the kernel's does (it sends a DREQ, else a DREP, and
+// returns 0 either way).
+func TestDisconnectAfterPeerDREQ(t *testing.T) {
+	n := newFakeNet()
+	a, b := newHost(t, n, gidA, 0x111111), newHost(t, n, gidB, 0x222222)
+	b.listen(t, 7471, 4)
+	id := a.routed(t, netip.AddrPortFrom(gidB, 7471))
+	qa, qb := newFakeQP(0x51), newFakeQP(0x62)
+	if err := id.AttachQP(qa); err != nil {
+		t.Fatal(err)
+	}
+	if err := id.Connect(Defaults); err != nil {
+		t.Fatal(err)
+	}
+	child := b.get(t, EventConnectRequest).ID
+	if err := child.AttachQP(qb); err != nil {
+		t.Fatal(err)
+	}
+	if err := child.Accept(Defaults); err != nil {
+		t.Fatal(err)
+	}
+	a.get(t, EventEstablishedCM)
+	b.get(t, EventEstablishedCM)
+	c := child.conn.(*fakeConn)
+	c.mu.Lock()
+	c.disconnectErr = syscall.EINVAL
+	c.mu.Unlock()
+	if err := child.Disconnect(); err != nil {
+		t.Fatalf("rdma_disconnect after the peer's DREQ: %v, want success", err)
+	}
+	if qb.State() != qp.Err {
+		t.Fatalf("passive QP %v after rdma_disconnect, want ERR", qb.State())
 	}
 }
 
