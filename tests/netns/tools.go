@@ -50,6 +50,8 @@ var Packages = map[string]string{
 	"ib_atomic_bw":    "perftest",
 	"rping":           "rdmacm-utils",
 	"stdbuf":          "coreutils",
+	// tests/rxe_test.go: scripts/rxe-vm.sh boots Linux's rxe in QEMU.
+	"qemu-system-x86_64": "qemu-system-x86",
 }
 
 // RequireTool returns the path of the program name, or skips the test
