@@ -551,7 +551,10 @@ func (id *ID) qpAttrLocked(state qp.State) (verbs.QPAttr, verbs.AttrMask, error)
 			HopLimit: id.path.HopLimit, FlowLabel: id.path.FlowLabel}
 		a.PathMTU = id.path.MTU
 		a.DestQPN = id.remote.QPN
-		a.RQPSN = id.remote.StartingPSN
+		// A REQ's or REP's starting PSN is the one its sender receives
+		// from (Linux's ib_cm: the active side's rq_psn is the REQ's,
+		// the passive side's the REP's), so the QP expects its own.
+		a.RQPSN = id.psn
 		a.MaxDestRdAtomic = id.respRes
 		a.MinRNRTimer = 0
 		return a, verbs.AttrState | verbs.AttrAV | verbs.AttrPathMTU | verbs.AttrDestQPN | verbs.AttrRQPSN |
@@ -560,7 +563,10 @@ func (id *ID) qpAttrLocked(state qp.State) (verbs.QPAttr, verbs.AttrMask, error)
 		if !connected {
 			return a, 0, syscall.EINVAL
 		}
-		a.SQPSN = id.psn
+		// And sends from the peer's: cm_req_handler sets the passive
+		// side's sq_psn from the REQ, cm_rep_handler the active side's
+		// from the REP.
+		a.SQPSN = id.remote.StartingPSN
 		a.Timeout = DefaultAckTimeout
 		if id.ackTOSet {
 			a.Timeout = id.ackTO
