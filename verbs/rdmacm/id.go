@@ -124,6 +124,10 @@ const (
 	RejConsumer         = 28
 	RejInvalidServiceID = 8
 	RejVendorOption     = 35
+	// RejInvalidMTU (IBA: invalid path MTU) answers a REQ whose path MTU
+	// is beyond the port's active MTU: the peer would send packets the
+	// port cannot take.
+	RejInvalidMTU = 26
 	// MaxReqPrivate and MaxRepPrivate are the private data a program
 	// may put in rdma_connect's REQ (92 bytes less the 36-byte RDMA IP
 	// CM header) and rdma_accept's REP.
@@ -783,6 +787,17 @@ func (id *ID) request(ev Event) {
 		ev.Conn.Reject(RejConsumer, nil)
 		return
 	}
+	// Linux's rdma_cm on RoCE puts its netdev's MTU in the REQ
+	// (iboe_get_mtu: a 3000-byte netdev asks for 2048) and the passive
+	// side cannot answer with a smaller one (a REP has no MTU): a QP
+	// that took it would receive packets its port drops. Refuse it.
+	if ev.Path.MTU > dev.MTU {
+		id.mu.Lock()
+		id.pending--
+		id.mu.Unlock()
+		ev.Conn.Reject(RejInvalidMTU, nil)
+		return
+	}
 	child, cerr := id.cm.CreateID(ch, id.ps)
 	if cerr != nil {
 		id.mu.Lock()
@@ -798,7 +813,7 @@ func (id *ID) request(ev Event) {
 	child.dst = src
 	child.path = ev.Path
 	child.path.PacketLifeTime = PacketLifeTime
-	if child.path.MTU == 0 || child.path.MTU > dev.MTU {
+	if child.path.MTU == 0 {
 		child.path.MTU = dev.MTU
 	}
 	child.routed = true

@@ -777,3 +777,49 @@ func side(id *ID, ch *Channel, q *fakeQP, active bool) error {
 	}
 	return ch.Destroy()
 }
+
+// TestRejectLargerMTU: Linux's rdma_cm asks for its netdev's MTU (2048
+// from a 3000-byte netdev) and a REP cannot ask for less, so a REQ whose
+// path MTU is beyond the port's active MTU is refused with REJ reason 26
+// (invalid MTU) and no CONNECT_REQUEST: accepted, the peer's packets
+// would be dropped by the port and the connection would hang. A REQ with
+// a smaller MTU is taken at that MTU.
+func TestRejectLargerMTU(t *testing.T) {
+	n := newFakeNet()
+	a, b := newHost(t, n, gidA, 1), newHost(t, n, gidB, 2)
+	a.res.dev.MTU = qp.MTU2048
+	b.listen(t, 5000, 4)
+	id := a.routed(t, netip.AddrPortFrom(gidB, 5000))
+	if id.Route().Path.MTU != qp.MTU2048 {
+		t.Fatalf("route MTU %v, want 2048", id.Route().Path.MTU)
+	}
+	id.AttachQP(newFakeQP(5))
+	if err := id.Connect(Defaults); err != nil {
+		t.Fatal(err)
+	}
+	b.noEvent(t)
+	if ev := a.get(t, EventRejectedCM); ev.ID != id || ev.Status != RejInvalidMTU {
+		t.Fatalf("REQ with MTU 2048 to a 1024 port: %+v, want REJECTED status %d", ev, RejInvalidMTU)
+	}
+
+	// The other way: B (1024) to A (2048) connects at 1024.
+	a.listen(t, 5001, 4)
+	id2 := b.routed(t, netip.AddrPortFrom(gidA, 5001))
+	qb := newFakeQP(6)
+	id2.AttachQP(qb)
+	if err := id2.Connect(Defaults); err != nil {
+		t.Fatal(err)
+	}
+	ev := a.get(t, EventConnectRequest)
+	qa := newFakeQP(7)
+	if err := ev.ID.AttachQP(qa); err != nil {
+		t.Fatal(err)
+	}
+	if err := ev.ID.Accept(Defaults); err != nil {
+		t.Fatal(err)
+	}
+	b.get(t, EventEstablishedCM)
+	if mtu := qa.attrs[qp.RTR].PathMTU; mtu != qp.MTU1024 {
+		t.Fatalf("passive RTR path MTU %v, want the REQ's 1024", mtu)
+	}
+}
