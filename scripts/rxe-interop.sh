@@ -28,6 +28,14 @@
 #   SOFTNIC_CACHE         rxe-vm.sh's cache (fetched and imaged if empty)
 #   SOFTNIC_RXE_PROGRAMS  the programs to run (default: all six)
 #   SOFTNIC_RXE_LOSS      the lossy runs' loss in % (default 1)
+#   SOFTNIC_RXE_CM_PROGRAMS  the rdma_cm programs to run (default: rping
+#                         ib_write_bw_R ib_read_bw_R rdma_server), connected
+#                         through softnic's CM and Linux's (docs/rdmacm.md),
+#                         each way, lossless and at the lossy runs' loss,
+#                         softnic's daemon unbounded; the guest's eth0 at MTU
+#                         1500 meanwhile (Linux's rdma_cm asks for its
+#                         netdev's MTU, 2048 at 3000, and softnic's port
+#                         takes 1024). SOFTNIC_RXE_PROGRAMS="" runs only these
 #   SOFTNIC_RXE_OUTS      N: ib_read_bw and ib_atomic_bw get `-o N` (perftest's
 #                         outstanding READs/atomics) on both sides. perftest
 #                         sets a QP's max_rd_atomic to the other side's
@@ -48,7 +56,8 @@ ipA=198.18.0.1
 ipB=198.18.1.1
 loss=${SOFTNIC_RXE_LOSS:-1}
 cache=${SOFTNIC_CACHE:-/var/cache/softnic-rxe}
-read -r -a programs <<<"${SOFTNIC_RXE_PROGRAMS:-ibv_rc_pingpong ib_write_bw ib_read_bw ib_send_bw ib_write_lat ib_atomic_bw}"
+read -r -a programs <<<"${SOFTNIC_RXE_PROGRAMS-ibv_rc_pingpong ib_write_bw ib_read_bw ib_send_bw ib_write_lat ib_atomic_bw}"
+read -r -a cm_programs <<<"${SOFTNIC_RXE_CM_PROGRAMS-rping ib_write_bw_R ib_read_bw_R rdma_server}"
 
 die() {
 	echo "rxe-interop: $*" >&2
@@ -57,7 +66,7 @@ die() {
 log() { echo "rxe-interop: $*" >&2; }
 
 [[ $(id -u) -eq 0 ]] || die "must run as root"
-for c in qemu-system-x86_64:qemu-system-x86 ip:iproute2 nft:nftables ss:iproute2 gcc:gcc go:golang ibv_rc_pingpong:ibverbs-utils ib_write_bw:perftest; do
+for c in rping:rdmacm-utils stdbuf:coreutils qemu-system-x86_64:qemu-system-x86 ip:iproute2 nft:nftables ss:iproute2 gcc:gcc go:golang ibv_rc_pingpong:ibverbs-utils ib_write_bw:perftest; do
 	command -v "${c%%:*}" >/dev/null || die "needs ${c%%:*} (apt-get install -y --no-install-recommends ${c#*:})"
 done
 
@@ -89,6 +98,10 @@ go build -o "$work/softnic" ./cmd/softnic
 CGO_ENABLED=1 go build -tags ibverbs -buildmode=c-shared \
 	-ldflags "-extldflags '-Wl,--version-script=$PWD/ibverbs/libibverbs.map'" \
 	-o "$work/lib/libibverbs.so.1" ./ibverbs/
+# The drop-in librdmacm over it (make rdmacm), for the rdma_cm rows.
+${CC:-cc} -shared -fPIC -O2 -fstack-protector-strong -Wall -Iibverbs -Wl,-soname,librdmacm.so.1 \
+	-Wl,--version-script="$PWD/rdmacm/librdmacm.map" -Wl,--no-undefined \
+	-o "$work/lib/librdmacm.so.1" rdmacm/cma.c rdmacm/stubs_gen.c -L"$work/lib" -l:libibverbs.so.1
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 git diff --quiet HEAD 2>/dev/null || commit+=" (with uncommitted changes)"
 
@@ -237,15 +250,119 @@ matrix() {
 	bash $tb loss 0 >&2
 }
 
+# The rdma_cm rows. cm_args PROGRAM SERVER_IP: the server's arguments;
+# the client's are the same (rping's with -c for -s) and the server's
+# address. cm_ok PROGRAM OUTPUT: the output shows the program did its
+# work (rping: 1000 verified iterations; perftest: its table and no
+# failure; rdma_client/rdma_server: their end line).
+cm_args() {
+	case $1 in
+	rping) echo "rping -s -d -a $2 -C 1000 -V -v" ;;
+	ib_write_bw_R) echo "ib_write_bw -R -F -s 65536 -n 500" ;;
+	ib_read_bw_R) echo "ib_read_bw -R -F -s 65536 -n 500" ;;
+	rdma_server) echo "rdma_server" ;;
+	esac
+}
+cm_client() {
+	case $1 in
+	rping) echo "rping -c -a $2 -C 1000 -V -v" ;;
+	ib_write_bw_R | ib_read_bw_R) echo "$(cm_args "$1") $2" ;;
+	rdma_server) echo "rdma_client -s $2" ;;
+	esac
+}
+cm_ok() {
+	case $1 in
+	rping) [[ $(grep -c "ping data: " <<<"$2") == 1000 ]] && ! grep -qE "data mismatch|error" <<<"$2" ;;
+	ib_write_bw_R | ib_read_bw_R) grep -q "#bytes" <<<"$2" && ! grep -q "Failed" <<<"$2" ;;
+	rdma_server) grep -qE "rdma_(client|server): end 0" <<<"$2" ;;
+	esac
+}
+cm_figure() {
+	case $1 in
+	rping) echo "$(grep -c "ping data: " <<<"$2") iterations verified" ;;
+	ib_write_bw_R | ib_read_bw_R) figure ib_write_bw "$2" ;;
+	rdma_server) grep -o "rdma_client: end -\?[0-9]*" <<<"$2" ;;
+	esac
+}
+# run_cm LOSS PROGRAM DIRECTION: one rdma_cm cell.
+run_cm() {
+	local pct=$1 prog=$2 dir=$3 srv_out cli_out srv_rc cli_rc s0 s1 r0 r1 began
+	port=$((port + 1))
+	s0=$(snic_counters)
+	r0=$(guest counters)
+	log "rdma_cm loss $pct%: $prog, $dir client"
+	began=$SECONDS
+	local lst="rdma res show cm_id | grep -q \"state LISTEN .*:$port \""
+	if [[ $dir == softnic ]]; then
+		guest "bg srv timeout 300 $(cm_args "$prog" $ipB) -p $port; i=0; while [ \$i -lt 300 ] && ! $lst; do i=\$((i+1)); sleep 0.1; done; $lst" >/dev/null ||
+			log "the guest's server did not listen"
+		set +e
+		cli_out=$(ip netns exec "$nsA" env LD_LIBRARY_PATH="$work/lib" SOFTNIC_SOCKET="$work/a.sock" \
+			timeout 300 stdbuf -o0 $(cm_client "$prog" $ipB) -p $port 2>&1)
+		cli_rc=$?
+		srv_out=$(SOFTNIC_RXE_TIMEOUT=120 guest "fg srv 60")
+		srv_rc=$?
+		set -e
+	else
+		ip netns exec "$nsA" env LD_LIBRARY_PATH="$work/lib" SOFTNIC_SOCKET="$work/a.sock" \
+			timeout 300 stdbuf -o0 $(cm_args "$prog" $ipA) -p $port >"$work/srv.out" 2>&1 &
+		local srv=$!
+		sleep 1
+		set +e
+		cli_out=$(guest "timeout 300 $(cm_client "$prog" $ipA) -p $port")
+		cli_rc=$?
+		wait $srv
+		srv_rc=$?
+		set -e
+		srv_out=$(cat "$work/srv.out")
+	fi
+	local secs=$((SECONDS - began))
+	s1=$(snic_counters)
+	r1=$(guest counters)
+	local result
+	if ((cli_rc == 0 && srv_rc == 0)) && cm_ok "$prog" "$cli_out" && cm_ok "$prog" "$srv_out"; then
+		result="ok, $(cm_figure "$prog" "$cli_out"), ${secs} s"
+	else
+		local e
+		e=$(err "$cli_out")
+		[[ -n $e ]] || e=$(err "$srv_out")
+		result="FAILED: client exit $cli_rc, server exit $srv_rc${e:+: $e}"
+		log "$result"
+		log "client output: $(tail -5 <<<"$cli_out")"
+		log "server output: $(tail -5 <<<"$srv_out")"
+	fi
+	local client=softnic
+	[[ $dir == rxe ]] && client=rxe
+	rows+=("| unbounded, rdma_cm | $pct% | $(cm_client "$prog" server | sed 's/ server$//') | $client | $result | $(($(cval "$s1" retransmitted_pkts) - $(cval "$s0" retransmitted_pkts))) | $(($(cval "$s1" completer_retry_err) - $(cval "$s0" completer_retry_err))) | $(($(cval "$s1" duplicate_request) - $(cval "$s0" duplicate_request))) | $(($(cval "$r1" sent_pkts) - $(cval "$r0" sent_pkts))) | $(($(cval "$r1" completer_retry_err) - $(cval "$r0" completer_retry_err))) | $(($(cval "$r1" duplicate_request) - $(cval "$r0" duplicate_request))) |")
+	log "${rows[-1]}"
+}
+matrix_cm() {
+	local pct=$1 p d
+	((${#cm_programs[@]})) || return 0
+	guest "ip link set eth0 mtu 1500" >/dev/null
+	bash $tb loss "$pct" >&2
+	for p in "${cm_programs[@]}"; do
+		for d in softnic rxe; do run_cm "$pct" "$p" "$d"; done
+	done
+	bash $tb loss 0 >&2
+	guest "ip link set eth0 mtu 3000" >/dev/null
+}
+
 started=$(date +%s)
 # The guest's clock against the host's: under TCG on a loaded host the
 # guest's calibration can be off, and its timeouts with it.
 up0=$(guest 'cut -d" " -f1 /proc/uptime')
 start_daemon 0
-matrix "unbounded" 0
-matrix "unbounded" "$loss"
-start_daemon 128
-matrix "max-unacked-psns 128" "$loss"
+if ((${#programs[@]})); then
+	matrix "unbounded" 0
+	matrix "unbounded" "$loss"
+fi
+matrix_cm 0
+matrix_cm "$loss"
+if ((${#programs[@]})); then
+	start_daemon 128
+	matrix "max-unacked-psns 128" "$loss"
+fi
 elapsed=$(($(date +%s) - started))
 up1=$(guest 'cut -d" " -f1 /proc/uptime')
 
@@ -255,6 +372,7 @@ Softnic $commit, daemon on host A ($ipA, AF_XDP, go-back-N, path MTU 1024), Debi
 $(sed 's/^/- guest: /' <<<"$guest_versions")
 - loss: \`testbed.sh loss\` on the switch, both directions; $(date -u +%Y-%m-%d), matrix run in ${elapsed} s (the guest's clock: $(awk -v a="$up0" -v b="$up1" 'BEGIN {printf "%.0f", b - a}') s); host load average at the end $(cut -d' ' -f1-3 /proc/loadavg)
 - programs' arguments: $(for p in "${programs[@]}"; do printf '%s `%s`; ' "$p" "$(args "$p")"; done)
+- rdma_cm programs (server / client, each with \`-p PORT\`; the guest's eth0 at MTU 1500 for them): $(for p in "${cm_programs[@]}"; do printf '`%s` / `%s`; ' "$(cm_args "$p" SERVER)" "$(cm_client "$p" SERVER)"; done)
 
 | softnic daemon | loss | program | client | result (client's figure) | softnic retransmitted_pkts | softnic completer_retry_err | softnic duplicate_request | rxe sent_pkts | rxe completer_retry_err | rxe duplicate_request |
 |---|---|---|---|---|---|---|---|---|---|---|

@@ -240,6 +240,14 @@ cmd_image() {
 	local prov
 	prov=$(ls "$stage/usr/lib/$arch/libibverbs/"librxe-rdmav*.so)
 	copy_elf "$stage" "$root" "${prov#"$stage"}"
+	# glibc dlopens libgcc_s for pthread_cancel and pthread_exit, which
+	# ldd does not list: without it rdmacm-utils' rping aborts at its
+	# end ("libgcc_s.so.1 must be installed for pthread_exit to work").
+	local gcc_s
+	gcc_s=$(ldconfig -p | awk '$1 == "libgcc_s.so.1" && $NF ~ /'"$arch"'/ {print $NF; exit}')
+	[[ -n $gcc_s ]] || die "the host has no libgcc_s.so.1 (libgcc-s1)"
+	mkdir -p "$root/lib/$arch"
+	cp -L "$gcc_s" "$root/lib/$arch/libgcc_s.so.1"
 	[[ -d $stage/etc/iproute2 ]] && cp -r "$stage/etc/iproute2" "$root/etc/"
 	[[ -d $stage/usr/share/iproute2 ]] && mkdir -p "$root/usr/share" && cp -r "$stage/usr/share/iproute2" "$root/usr/share/"
 	echo "root:x:0:0:root:/root:/bin/sh" >"$root/etc/passwd"

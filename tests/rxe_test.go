@@ -207,6 +207,10 @@ func TestRxeInterop(t *testing.T) {
 		}
 	}
 
+	// rdma_cm: rping -V, ib_write_bw -R, ib_read_bw -R each way, the
+	// connections made by softnic's CM and Linux's (rxe_rdmacm_test.go).
+	t.Run("rdma_cm", func(t *testing.T) { rxeRdmacm(t, tb, v, a) })
+
 	// At 1% loss on the switch, ibv_rc_pingpong each way (some 4,000
 	// data packets and their ACKs per run): both NICs recover what the
 	// other's loss cost, softnic resending (retransmitted_pkts) and rxe

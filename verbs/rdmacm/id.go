@@ -124,6 +124,10 @@ const (
 	RejConsumer         = 28
 	RejInvalidServiceID = 8
 	RejVendorOption     = 35
+	// RejInvalidMTU (IBA: invalid path MTU) answers a REQ whose path MTU
+	// is beyond the port's active MTU: the peer would send packets the
+	// port cannot take.
+	RejInvalidMTU = 26
 	// MaxReqPrivate and MaxRepPrivate are the private data a program
 	// may put in rdma_connect's REQ (92 bytes less the 36-byte RDMA IP
 	// CM header) and rdma_accept's REP.
@@ -551,7 +555,10 @@ func (id *ID) qpAttrLocked(state qp.State) (verbs.QPAttr, verbs.AttrMask, error)
 			HopLimit: id.path.HopLimit, FlowLabel: id.path.FlowLabel}
 		a.PathMTU = id.path.MTU
 		a.DestQPN = id.remote.QPN
-		a.RQPSN = id.remote.StartingPSN
+		// A REQ's or REP's starting PSN is the one its sender receives
+		// from (Linux's ib_cm: the active side's rq_psn is the REQ's,
+		// the passive side's the REP's), so the QP expects its own.
+		a.RQPSN = id.psn
 		a.MaxDestRdAtomic = id.respRes
 		a.MinRNRTimer = 0
 		return a, verbs.AttrState | verbs.AttrAV | verbs.AttrPathMTU | verbs.AttrDestQPN | verbs.AttrRQPSN |
@@ -560,7 +567,10 @@ func (id *ID) qpAttrLocked(state qp.State) (verbs.QPAttr, verbs.AttrMask, error)
 		if !connected {
 			return a, 0, syscall.EINVAL
 		}
-		a.SQPSN = id.psn
+		// And sends from the peer's: cm_req_handler sets the passive
+		// side's sq_psn from the REQ, cm_rep_handler the active side's
+		// from the REP.
+		a.SQPSN = id.remote.StartingPSN
 		a.Timeout = DefaultAckTimeout
 		if id.ackTOSet {
 			a.Timeout = id.ackTO
@@ -777,6 +787,17 @@ func (id *ID) request(ev Event) {
 		ev.Conn.Reject(RejConsumer, nil)
 		return
 	}
+	// Linux's rdma_cm on RoCE puts its netdev's MTU in the REQ
+	// (iboe_get_mtu: a 3000-byte netdev asks for 2048) and the passive
+	// side cannot answer with a smaller one (a REP has no MTU): a QP
+	// that took it would receive packets its port drops. Refuse it.
+	if ev.Path.MTU > dev.MTU {
+		id.mu.Lock()
+		id.pending--
+		id.mu.Unlock()
+		ev.Conn.Reject(RejInvalidMTU, nil)
+		return
+	}
 	child, cerr := id.cm.CreateID(ch, id.ps)
 	if cerr != nil {
 		id.mu.Lock()
@@ -792,7 +813,7 @@ func (id *ID) request(ev Event) {
 	child.dst = src
 	child.path = ev.Path
 	child.path.PacketLifeTime = PacketLifeTime
-	if child.path.MTU == 0 || child.path.MTU > dev.MTU {
+	if child.path.MTU == 0 {
 		child.path.MTU = dev.MTU
 	}
 	child.routed = true

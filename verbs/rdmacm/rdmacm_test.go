@@ -306,9 +306,13 @@ func TestConnect(t *testing.T) {
 	if acc := qb.attrs[qp.Init].AccessFlags; acc != verbs.AccessRemoteWrite|verbs.AccessRemoteRead|verbs.AccessRemoteAtomic {
 		t.Fatalf("passive QP's access after the connection's INIT -> INIT: %v", acc)
 	}
+	// Each message's starting PSN is the PSN its sender receives from,
+	// as Linux's ib_cm takes it (cm_req_handler: the passive sq_psn is
+	// the REQ's; ib_send_cm_rep: its rq_psn the REP's): a QP moved the
+	// other way sends PSNs a Linux peer takes for duplicates.
 	rtr, rts := qb.attrs[qp.RTR], qb.attrs[qp.RTS]
-	if rtr.DestQPN != 0x51 || rtr.RQPSN != 0x111111 || rtr.AV.DGID != netip.AddrFrom16(gidA.As16()) || rtr.PathMTU != qp.MTU1024 ||
-		rtr.MaxDestRdAtomic != 2 || rts.SQPSN != 0x222222 || rts.MaxRdAtomic != 4 || rts.RetryCnt != 5 || rts.RNRRetry != 6 ||
+	if rtr.DestQPN != 0x51 || rtr.RQPSN != 0x222222 || rtr.AV.DGID != netip.AddrFrom16(gidA.As16()) || rtr.PathMTU != qp.MTU1024 ||
+		rtr.MaxDestRdAtomic != 2 || rts.SQPSN != 0x111111 || rts.MaxRdAtomic != 4 || rts.RetryCnt != 5 || rts.RNRRetry != 6 ||
 		rts.Timeout != DefaultAckTimeout {
 		t.Fatalf("passive RTR %+v RTS %+v", rtr, rts)
 	}
@@ -324,9 +328,9 @@ func TestConnect(t *testing.T) {
 		t.Fatalf("ESTABLISHED private data %q", ev.Param.PrivateData)
 	}
 	rtr, rts = qa.attrs[qp.RTR], qa.attrs[qp.RTS]
-	if qa.State() != qp.RTS || rtr.DestQPN != 0x62 || rtr.RQPSN != 0x222222 || rtr.MaxDestRdAtomic != 4 ||
+	if qa.State() != qp.RTS || rtr.DestQPN != 0x62 || rtr.RQPSN != 0x111111 || rtr.MaxDestRdAtomic != 4 ||
 		rtr.AV.HopLimit != 64 || rtr.AV.DMAC != [6]byte{2, 0, 0, 0, 0, 2} ||
-		rts.SQPSN != 0x111111 || rts.MaxRdAtomic != 2 || rts.RetryCnt != 5 || rts.RNRRetry != 3 {
+		rts.SQPSN != 0x222222 || rts.MaxRdAtomic != 2 || rts.RetryCnt != 5 || rts.RNRRetry != 3 {
 		t.Fatalf("active QP %v RTR %+v RTS %+v", qa.State(), rtr, rts)
 	}
 	if a, _, _ := id.InitQPAttr(qp.Init); a.AccessFlags != verbs.AccessRemoteWrite|verbs.AccessRemoteRead|verbs.AccessRemoteAtomic {
@@ -436,7 +440,7 @@ func TestConnectWithoutQP(t *testing.T) {
 	if ev.Param.QPN != 0x88 {
 		t.Fatalf("CONNECT_RESPONSE QPN %#x", ev.Param.QPN)
 	}
-	if attr, mask, err := id.InitQPAttr(qp.RTR); err != nil || attr.DestQPN != 0x88 || attr.RQPSN != 20 || mask&verbs.AttrAV == 0 {
+	if attr, mask, err := id.InitQPAttr(qp.RTR); err != nil || attr.DestQPN != 0x88 || attr.RQPSN != 10 || mask&verbs.AttrAV == 0 {
 		t.Fatalf("rdma_init_qp_attr RTR after the REP: %+v %v", attr, err)
 	}
 	b.noEvent(t)
@@ -772,4 +776,50 @@ func side(id *ID, ch *Channel, q *fakeQP, active bool) error {
 		return err
 	}
 	return ch.Destroy()
+}
+
+// TestRejectLargerMTU: Linux's rdma_cm asks for its netdev's MTU (2048
+// from a 3000-byte netdev) and a REP cannot ask for less, so a REQ whose
+// path MTU is beyond the port's active MTU is refused with REJ reason 26
+// (invalid MTU) and no CONNECT_REQUEST: accepted, the peer's packets
+// would be dropped by the port and the connection would hang. A REQ with
+// a smaller MTU is taken at that MTU.
+func TestRejectLargerMTU(t *testing.T) {
+	n := newFakeNet()
+	a, b := newHost(t, n, gidA, 1), newHost(t, n, gidB, 2)
+	a.res.dev.MTU = qp.MTU2048
+	b.listen(t, 5000, 4)
+	id := a.routed(t, netip.AddrPortFrom(gidB, 5000))
+	if id.Route().Path.MTU != qp.MTU2048 {
+		t.Fatalf("route MTU %v, want 2048", id.Route().Path.MTU)
+	}
+	id.AttachQP(newFakeQP(5))
+	if err := id.Connect(Defaults); err != nil {
+		t.Fatal(err)
+	}
+	b.noEvent(t)
+	if ev := a.get(t, EventRejectedCM); ev.ID != id || ev.Status != RejInvalidMTU {
+		t.Fatalf("REQ with MTU 2048 to a 1024 port: %+v, want REJECTED status %d", ev, RejInvalidMTU)
+	}
+
+	// The other way: B (1024) to A (2048) connects at 1024.
+	a.listen(t, 5001, 4)
+	id2 := b.routed(t, netip.AddrPortFrom(gidA, 5001))
+	qb := newFakeQP(6)
+	id2.AttachQP(qb)
+	if err := id2.Connect(Defaults); err != nil {
+		t.Fatal(err)
+	}
+	ev := a.get(t, EventConnectRequest)
+	qa := newFakeQP(7)
+	if err := ev.ID.AttachQP(qa); err != nil {
+		t.Fatal(err)
+	}
+	if err := ev.ID.Accept(Defaults); err != nil {
+		t.Fatal(err)
+	}
+	b.get(t, EventEstablishedCM)
+	if mtu := qa.attrs[qp.RTR].PathMTU; mtu != qp.MTU1024 {
+		t.Fatalf("passive RTR path MTU %v, want the REQ's 1024", mtu)
+	}
 }
