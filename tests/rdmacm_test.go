@@ -447,6 +447,14 @@ func TestRdmacmUtils(t *testing.T) {
 					t.Logf("%s -R:\n%s", prog, lastLines(cout, 3))
 				})
 			}
+			// rdma_server/rdma_client: what this checks is rdma_cm's
+			// part, rdma_getaddrinfo, rdma_create_ep, connect, accept
+			// and disconnect, each side ending with "end 0". Their one
+			// SEND each way is IBV_SEND_INLINE from memory they never
+			// registered, which the drop-in library cannot read yet: it
+			// completes with IBV_WC_LOC_PROT_ERR without reaching the
+			// wire, and neither program looks at the status
+			// (docs/rdmacm.md). No data is checked here.
 			t.Run("rdma_server", func(t *testing.T) {
 				ran = true
 				port++
