@@ -151,7 +151,7 @@ func rxeVersions(t *testing.T, v *rxeVM) {
 // both NICs show the traffic went between them. Then ibv_rc_pingpong at 1%
 // loss each way, where both NICs must have recovered losses.
 func TestRxeInterop(t *testing.T) {
-	// Not in the default run: in about one run of two here a guest
+	// Not in the default run: in more than one run of two here a guest
 	// program stops answering the host's command channel for the whole
 	// 240 s wait (ibv_rc_pingpong, ib_write_bw, ib_send_bw or rping, with
 	// softnic the client, whose side had finished), the cause not found
