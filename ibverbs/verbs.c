@@ -301,9 +301,12 @@ static int snic_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ib
 	return 0;
 }
 
-static int snic_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr)
+/* snic_post_recv_list posts a list of receive work requests to handle h
+   (a QP's receive queue or an SRQ) through post, in batches, as
+   ibv_post_recv and ibv_post_srq_recv do. */
+static int snic_post_recv_list(uintptr_t h, int (*post)(uintptr_t, struct snic_recv_wr *, int, int *),
+			       struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr)
 {
-	struct snic_qp *qp = (struct snic_qp *)ibqp;
 	struct snic_recv_wr batch[SNIC_POST_BATCH];
 
 	while (wr) {
@@ -322,7 +325,7 @@ static int snic_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ib
 			snic_copy_sgl(s->sge, wr->sg_list, wr->num_sge);
 		}
 		if (n > 0) {
-			rc = snic_go_post_recv(qp->h, batch, n, &bad);
+			rc = post(h, batch, n, &bad);
 			if (rc) {
 				for (; bad > 0; bad--)
 					start = start->next;
@@ -338,41 +341,14 @@ static int snic_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ib
 	return 0;
 }
 
+static int snic_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr)
+{
+	return snic_post_recv_list(((struct snic_qp *)ibqp)->h, snic_go_post_recv, wr, bad_wr);
+}
+
 static int snic_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr)
 {
-	struct snic_srq *srq = (struct snic_srq *)ibsrq;
-	struct snic_recv_wr batch[SNIC_POST_BATCH];
-
-	while (wr) {
-		struct ibv_recv_wr *start = wr, *invalid = NULL;
-		int n = 0, bad = 0, rc;
-
-		for (; wr && n < SNIC_POST_BATCH; wr = wr->next, n++) {
-			struct snic_recv_wr *s = &batch[n];
-
-			if (wr->num_sge < 0 || wr->num_sge > SNIC_MAX_SGE) {
-				invalid = wr;
-				break;
-			}
-			s->wr_id = wr->wr_id;
-			s->num_sge = wr->num_sge;
-			snic_copy_sgl(s->sge, wr->sg_list, wr->num_sge);
-		}
-		if (n > 0) {
-			rc = snic_go_post_srq_recv(srq->h, batch, n, &bad);
-			if (rc) {
-				for (; bad > 0; bad--)
-					start = start->next;
-				*bad_wr = start;
-				return rc;
-			}
-		}
-		if (invalid) {
-			*bad_wr = invalid;
-			return EINVAL;
-		}
-	}
-	return 0;
+	return snic_post_recv_list(((struct snic_srq *)ibsrq)->h, snic_go_post_srq_recv, wr, bad_wr);
 }
 
 static struct ibv_mw *snic_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
