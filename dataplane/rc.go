@@ -366,7 +366,15 @@ func (rc *rcTransport) postSend(wrs []qp.SendWR) (int, error) {
 }
 
 func (rc *rcTransport) postRecv(wrs []qp.RecvWR) (int, error) {
-	e, q := rc.e, rc.q
+	// A responder waiting to RNR-retry has nothing to do, but CQ flushes
+	// (and a StaR pull) may.
+	return postRecvWRs(rc.e, rc.q, &rc.e.mem, wrs)
+}
+
+// postRecvWRs queues receive WRs on q's own receive queue (RC and UD):
+// each checked against mem (the NIC's regions, or QP1's own), flushed at
+// once in ERR; then the poll loop is woken.
+func postRecvWRs(e *Engine, q *QP, mem *memTable, wrs []qp.RecvWR) (int, error) {
 	for i := range wrs {
 		wr := &wrs[i]
 		if wr.NumSGE < 0 || wr.NumSGE > qp.MaxSGE {
@@ -376,7 +384,7 @@ func (rc *rcTransport) postRecv(wrs []qp.RecvWR) (int, error) {
 			e.pushWC(q.recvCQ, qp.WC{WRID: wr.WRID, Status: qp.WCWRFlushErr, Opcode: qp.WCRecv, QPNum: q.qpn})
 			continue
 		}
-		total, ok := e.mem.checkSGL(q.pd, wr.SGEs(), true)
+		total, ok := mem.checkSGL(q.pd, wr.SGEs(), true)
 		if !ok {
 			return i, errorf(q, "WR %d: %w: SGE not in a locally writable region", i, ErrBadWR)
 		}
@@ -386,7 +394,7 @@ func (rc *rcTransport) postRecv(wrs []qp.RecvWR) (int, error) {
 		}
 		w.wr, w.length = *wr, total
 	}
-	e.ring() // a responder waiting to RNR-retry has nothing to do, but CQ flushes (and a StaR pull) may
+	e.ring()
 	return len(wrs), nil
 }
 

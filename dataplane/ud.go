@@ -384,28 +384,7 @@ func CheckUDSendWR(wr *qp.SendWR, mtu int) error {
 }
 
 func (u *udTransport) postRecv(wrs []qp.RecvWR) (int, error) {
-	e, q := u.e, u.q
-	for i := range wrs {
-		wr := &wrs[i]
-		if wr.NumSGE < 0 || wr.NumSGE > qp.MaxSGE {
-			return i, errorf(q, "WR %d: %w: %d SGEs", i, ErrBadWR, wr.NumSGE)
-		}
-		if q.state == qp.Err {
-			e.pushWC(q.recvCQ, qp.WC{WRID: wr.WRID, Status: qp.WCWRFlushErr, Opcode: qp.WCRecv, QPNum: q.qpn})
-			continue
-		}
-		total, ok := u.mem.checkSGL(q.pd, wr.SGEs(), true)
-		if !ok {
-			return i, errorf(q, "WR %d: %w: SGE not in a locally writable region", i, ErrBadWR)
-		}
-		w := q.rq.Push()
-		if w == nil {
-			return i, errorf(q, "%w: %d receive WRs outstanding", ErrQueueFull, q.rq.Cap())
-		}
-		w.wr, w.length = *wr, total
-	}
-	e.ring()
-	return len(wrs), nil
+	return postRecvWRs(u.e, u.q, u.mem, wrs)
 }
 
 // enter: RESET empties the queues, RTS starts sending what waits, ERR
