@@ -449,15 +449,7 @@ func (r *remote) createCMChannel(ch *CMChannel) error {
 		proto.CloseFDs(fds)
 		return fmt.Errorf("%w: %d descriptors with a CM channel, want 1", proto.ErrProtocol, len(fds))
 	}
-	hup := -1
-	var derr error
-	raw, err := r.conn.C.SyscallConn()
-	if err == nil {
-		err = raw.Control(func(fd uintptr) { hup, derr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0) })
-	}
-	if err == nil {
-		err = derr
-	}
+	hup, err := r.dupConn()
 	if err != nil {
 		unix.Close(fds[0])
 		r.call(proto.OpCMDestroyChannel, proto.CMChannelArgs{Channel: h.Handle}, nil, nil)

@@ -425,6 +425,21 @@ func (r *remote) destroyCQ(cq *CQ) error {
 	return nil
 }
 
+// dupConn returns a close-on-exec duplicate of the connection to the
+// daemon, which a channel polls for the daemon's hangup.
+func (r *remote) dupConn() (int, error) {
+	hup := -1
+	var derr error
+	raw, err := r.conn.C.SyscallConn()
+	if err == nil {
+		err = raw.Control(func(fd uintptr) { hup, derr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0) })
+	}
+	if err == nil {
+		err = derr
+	}
+	return hup, err
+}
+
 // createCompChannel: the daemon makes the eventfd and passes it; the
 // channel also keeps a duplicate of the connection, which GetEvent polls
 // for the daemon's hangup.
@@ -438,15 +453,7 @@ func (r *remote) createCompChannel(ch *CompChannel) error {
 		proto.CloseFDs(fds)
 		return fmt.Errorf("%w: %d descriptors with a completion channel, want 1", proto.ErrProtocol, len(fds))
 	}
-	hup := -1
-	var derr error
-	raw, err := r.conn.C.SyscallConn()
-	if err == nil {
-		err = raw.Control(func(fd uintptr) { hup, derr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0) })
-	}
-	if err == nil {
-		err = derr
-	}
+	hup, err := r.dupConn()
 	if err != nil {
 		unix.Close(fds[0])
 		r.call(proto.OpDestroyCompChannel, h, nil, nil)
