@@ -225,6 +225,7 @@ type CM struct {
 	sidr      map[uint32]*sidrReq
 	sidrIn    map[uint32]*sidrIn
 	sidrInKey map[sidrKey]uint32
+	sidrDone  sidrAnswered
 	nextID    uint32
 	tidHi     uint64
 	tidLo     uint32
@@ -286,6 +287,12 @@ func (c *CM) emit(e Event) { c.events = append(c.events, e) }
 func (c *CM) State(id uint32) State {
 	if cn := c.conns[id]; cn != nil {
 		return cn.state
+	}
+	if c.sidr[id] != nil {
+		return StateSIDRREQSent
+	}
+	if c.sidrIn[id] != nil {
+		return StateSIDRREQRcvd
 	}
 	return StateIdle
 }
@@ -855,7 +862,7 @@ func (c *CM) HandleMAD(now time.Duration, from Peer, mad []byte) {
 	case AttrSIDRREP:
 		var m SIDRREP
 		m.getBody(body)
-		c.onSIDRREP(now, &m)
+		c.onSIDRREP(now, from, &m)
 	default: // LAP, APR
 		c.ctr.RxUnsupported++
 	}

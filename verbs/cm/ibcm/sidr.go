@@ -96,7 +96,16 @@ func (c *CM) onSIDRREQ(now time.Duration, from Peer, tid uint64, m *SIDRREQ) {
 		c.sidrInKey, c.sidrIn = map[sidrKey]uint32{}, map[uint32]*sidrIn{}
 	}
 	if _, ok := c.sidrInKey[key]; ok {
+		c.dup(AttrSIDRREQ) // still waiting for SIDRReply
+		return
+	}
+	if rep := c.sidrDone.find(now, key); rep != nil {
+		// Answered already: the SIDR_REP was lost and the peer retried.
+		// Send the same answer again rather than make a second request
+		// (its consumer may have stopped taking requests).
 		c.dup(AttrSIDRREQ)
+		c.ctr.TxRetries[AttrIndex(AttrSIDRREP)]++
+		c.transmit(from, rep[:])
 		return
 	}
 	sid, ok := c.listening(m.ServiceID)
@@ -129,17 +138,19 @@ func (c *CM) SIDRReply(now time.Duration, id uint32, status uint8, qpn, qkey uin
 	}
 	rep := SIDRREP{RequestID: in.requestID, Status: status, QPN: qpn, ServiceID: in.serviceID, QKey: qkey}
 	copy(rep.PrivateData[:], priv)
-	if err := c.send(in.peer, in.tid, &rep, nil); err != nil {
+	var out [MADSize]byte
+	if err := c.send(in.peer, in.tid, &rep, &out); err != nil {
 		return err
 	}
+	c.sidrDone.add(now, sidrKey{in.requestID, in.peer.Addr}, &out)
 	delete(c.sidrIn, id)
 	delete(c.sidrInKey, sidrKey{in.requestID, in.peer.Addr})
 	return nil
 }
 
-func (c *CM) onSIDRREP(now time.Duration, m *SIDRREP) {
+func (c *CM) onSIDRREP(now time.Duration, from Peer, m *SIDRREP) {
 	s := c.sidr[m.RequestID]
-	if s == nil {
+	if s == nil || s.peer.Addr.Unmap() != from.Addr.Unmap() {
 		c.ctr.RxUnmatched++
 		return
 	}
@@ -147,4 +158,72 @@ func (c *CM) onSIDRREP(now time.Duration, m *SIDRREP) {
 	delete(c.sidr, s.id)
 	rep := *m
 	c.emit(Event{Type: EventSIDRREPReceived, ID: s.id, Peer: s.peer, ServiceID: s.serviceID, SIDRREP: &rep})
+}
+
+// SIDRCancel is ib_destroy_cm_id on a SIDR request: an outstanding
+// SIDR_REQ of this side is forgotten (no retry, no event), a received one
+// not yet answered gets a SIDR_REP with status SIDRReject, as Linux's
+// cm_destroy_id answers it.
+func (c *CM) SIDRCancel(now time.Duration, id uint32) error {
+	if s := c.sidr[id]; s != nil {
+		c.wheel.Stop(&s.timer)
+		delete(c.sidr, id)
+		return nil
+	}
+	if c.sidrIn[id] != nil {
+		return c.SIDRReply(now, id, SIDRReject, 0, 0, nil)
+	}
+	return fmt.Errorf("%w: SIDR %d", ErrUnknownConn, id)
+}
+
+// sidrKeep is how long a SIDR_REP is kept to answer the peer's retried
+// SIDR_REQ: rdma_cm's whole SIDR_REQ retry window (16 sends, 4.096 us *
+// 2^20 apart).
+var sidrKeep = time.Duration(CMAMaxCMRetries+1) * IBATime(CMAResponseTimeout)
+
+// sidrMaxAnswered bounds the SIDR_REPs kept; past it the oldest goes.
+const sidrMaxAnswered = 4096
+
+// sidrAnswered holds the SIDR_REPs sent lately, oldest first, so that a
+// retried SIDR_REQ (its SIDR_REP lost) gets the same answer again.
+type sidrAnswered struct {
+	byKey map[sidrKey]*sidrDone
+	fifo  []*sidrDone
+}
+
+type sidrDone struct {
+	key     sidrKey
+	expires time.Duration
+	rep     [MADSize]byte
+}
+
+func (a *sidrAnswered) expire(now time.Duration) {
+	n := 0
+	for n < len(a.fifo) && (a.fifo[n].expires <= now || len(a.fifo)-n > sidrMaxAnswered) {
+		if a.byKey[a.fifo[n].key] == a.fifo[n] {
+			delete(a.byKey, a.fifo[n].key)
+		}
+		n++
+	}
+	if n > 0 {
+		a.fifo = append(a.fifo[:0], a.fifo[n:]...)
+	}
+}
+
+func (a *sidrAnswered) add(now time.Duration, key sidrKey, rep *[MADSize]byte) {
+	if a.byKey == nil {
+		a.byKey = map[sidrKey]*sidrDone{}
+	}
+	d := &sidrDone{key: key, expires: now + sidrKeep, rep: *rep}
+	a.byKey[key] = d
+	a.fifo = append(a.fifo, d)
+	a.expire(now)
+}
+
+func (a *sidrAnswered) find(now time.Duration, key sidrKey) *[MADSize]byte {
+	a.expire(now)
+	if d := a.byKey[key]; d != nil {
+		return &d.rep
+	}
+	return nil
 }
