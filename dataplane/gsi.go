@@ -332,12 +332,13 @@ func (g *gsi) dispatch(now time.Duration, ev ibcm.Event) {
 		}
 		g.owners[ev.ID] = h
 	case ibcm.EventSIDRREQReceived:
-		// SIDR (UD service resolution) is not offered to clients.
-		_ = g.cm.SIDRReply(now, ev.ID, ibcm.SIDRUnsupported, 0, 0, nil)
-		return
-	case ibcm.EventSIDRREPReceived, ibcm.EventSIDRREQError:
-		return
-	default:
+		h = g.listeners[ev.ServiceID]
+		if h == nil { // unlistened since: the service ID is not supported
+			_ = g.cm.SIDRReply(now, ev.ID, ibcm.SIDRUnsupported, 0, 0, nil)
+			return
+		}
+		g.owners[ev.ID] = h
+	default: // SIDR_REP_RECEIVED and SIDR_REQ_ERROR end their request: last
 		h = g.owners[ev.ID]
 		if g.cm.State(ev.ID) == ibcm.StateIdle {
 			delete(g.owners, ev.ID) // the connection is gone: its last event
@@ -476,6 +477,8 @@ func (e *Engine) CMClose(id uint32) error {
 			return g.cm.Disconnect(now, id, nil)
 		case ibcm.StateDREQSent, ibcm.StateDREQRcvd, ibcm.StateTimewait:
 			return nil
+		case ibcm.StateSIDRREQSent, ibcm.StateSIDRREQRcvd:
+			return g.cm.SIDRCancel(now, id)
 		default:
 			return g.cm.Destroy(id)
 		}
