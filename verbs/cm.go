@@ -89,7 +89,7 @@ func (ch *CMChannel) deliver(ev CMEvent) {
 	}
 	if ev.Last {
 		delete(ch.ids, ev.ID)
-	} else if ev.Type == ibcm.EventREQReceived {
+	} else if ev.Type == ibcm.EventREQReceived || ev.Type == ibcm.EventSIDRREQReceived {
 		ch.ids[ev.ID] = struct{}{}
 	}
 	ch.q = append(ch.q, ev)

@@ -116,6 +116,7 @@ type conn struct {
 	lh      Handler // passive: the listener's, until Accept
 	gotDREQ bool    // the peer disconnected: the CM answered with the DREP
 	closed  bool
+	ud      bool // a SIDR request (sidr.go)
 }
 
 // Listen: REQs for serviceID on the port whose GID is local (or any)
@@ -184,6 +185,10 @@ func (m *CM) Connect(serviceID uint64, path Path, p ConnParam, h Handler) (Conn,
 // dispatch finds the event's connection and delivers it.
 func (m *CM) dispatch(ev verbs.CMEvent) {
 	m.mu.Lock()
+	if ev.Type == ibcm.EventSIDRREQReceived {
+		m.sidrRequest(ev) // unlocks m.mu
+		return
+	}
 	if ev.Type == ibcm.EventREQReceived {
 		l := m.listeners[ev.ServiceID]
 		if l == nil {
@@ -254,6 +259,8 @@ func (m *CM) deliver(c *conn, ev verbs.CMEvent) {
 		out.Kind, out.Status = EventDisconnected, -int(syscall.ETIMEDOUT)
 	case ibcm.EventTimewaitExit:
 		out.Kind = EventTimewaitExit
+	case ibcm.EventSIDRREPReceived, ibcm.EventSIDRREQError:
+		out = sidrEvent(c, ev)
 	default: // MRA_RECEIVED: the CM stretched its wait; nothing for rdma_cm
 		return
 	}
@@ -276,6 +283,9 @@ func (c *conn) Accept(p ConnParam, h Handler) error {
 	c.m.mu.Lock()
 	c.h = h
 	c.m.mu.Unlock()
+	if c.ud {
+		return c.sidrReply(ibcm.SIDRSuccess, p.QPN, p.QKey, p.PrivateData)
+	}
 	return errno(c.m.ch.Accept(c.id, verbs.CMAcceptParams{QPN: p.QPN, StartingPSN: uint32(p.StartingPSN) & 0xFFFFFF,
 		ResponderResources: p.ResponderResources, InitiatorDepth: p.InitiatorDepth, FlowControl: p.FlowControl,
 		RNRRetryCount: p.RNRRetryCount & 7, SRQ: p.SRQ, PrivateData: p.PrivateData}))
@@ -283,6 +293,9 @@ func (c *conn) Accept(p ConnParam, h Handler) error {
 
 // Reject sends a REJ.
 func (c *conn) Reject(reason uint16, privateData []byte) error {
+	if c.ud {
+		return c.sidrReply(ibcm.SIDRReject, 0, 0, privateData)
+	}
 	err := c.m.ch.Reject(c.id, reason, nil, privateData)
 	if err == nil {
 		c.forget()

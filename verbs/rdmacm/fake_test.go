@@ -78,6 +78,7 @@ type fakeConn struct {
 	// nothing: a CM that already took the peer's DREQ (and answered
 	// it) before its event reached the id.
 	disconnectErr error
+	ud            bool // a SIDR request: Accept and Reject send a SIDR_REP
 }
 
 func (c *fakeConn) send(mad string) {
@@ -152,10 +153,50 @@ func (s *fakeSvc) Connect(sid uint64, path Path, p ConnParam, h Handler) (Conn, 
 	return a, nil
 }
 
+// Resolve is SIDR: a SIDR_REQ to the listener, answered by its Accept
+// or Reject; nobody listening: status 1; dropREQ: the retries run out.
+func (s *fakeSvc) Resolve(sid uint64, path Path, pdata []byte, h Handler) (Conn, error) {
+	a := &fakeConn{n: s.n, h: h, ud: true}
+	b := &fakeConn{n: s.n, peer: a, ud: true}
+	a.peer = b
+	a.send("SIDR_REQ")
+	s.n.mu.Lock()
+	s.n.reqs = append(s.n.reqs, ConnParam{PrivateData: append([]byte(nil), pdata...)})
+	lh := s.n.listeners[fakeKey{path.DGID.Unmap(), sid}]
+	drop := s.n.dropREQ
+	s.n.mu.Unlock()
+	switch {
+	case drop:
+		a.deliver(Event{Kind: EventUnreachable, Status: -int(syscall.ETIMEDOUT)})
+	case lh == nil:
+		b.send("SIDR_REP(1)")
+		a.deliver(Event{Kind: EventUnreachable, Status: 1})
+	default:
+		back := path
+		back.SGID, back.DGID = path.DGID, path.SGID
+		back.MTU = 0
+		ev := Event{Kind: EventRequest, UD: true, Conn: b, Param: ConnParam{PrivateData: append([]byte(nil), pdata...)}, Path: back}
+		if s.n.async {
+			go lh(ev)
+		} else {
+			lh(ev)
+		}
+	}
+	return a, nil
+}
+
 func (c *fakeConn) Accept(p ConnParam, h Handler) error {
 	c.mu.Lock()
 	c.h = h
 	c.mu.Unlock()
+	if c.ud {
+		c.send("SIDR_REP")
+		c.n.mu.Lock()
+		c.n.reps = append(c.n.reps, p)
+		c.n.mu.Unlock()
+		c.peer.deliver(Event{Kind: EventReply, Param: p})
+		return nil
+	}
 	c.send("REP")
 	c.n.mu.Lock()
 	c.n.reps = append(c.n.reps, p)
@@ -165,6 +206,11 @@ func (c *fakeConn) Accept(p ConnParam, h Handler) error {
 }
 
 func (c *fakeConn) Reject(reason uint16, pdata []byte) error {
+	if c.ud {
+		c.send("SIDR_REP(2)")
+		c.peer.deliver(Event{Kind: EventUnreachable, Status: 2, PrivateData: append([]byte(nil), pdata...)})
+		return nil
+	}
 	c.send(fmt.Sprintf("REJ(%d)", reason))
 	c.peer.deliver(Event{Kind: EventRejected, Reason: reason, PrivateData: append([]byte(nil), pdata...)})
 	return nil
@@ -241,6 +287,7 @@ type fakeQP struct {
 	attrs map[qp.State]verbs.QPAttr
 	masks map[qp.State]verbs.AttrMask
 	fail  qp.State // a move to this state fails (0: none)
+	ud    bool     // a UD QP: UD's required attributes
 }
 
 func newFakeQP(qpn uint32) *fakeQP {
@@ -258,7 +305,11 @@ func (q *fakeQP) Modify(a *verbs.QPAttr, m verbs.AttrMask) error {
 	if q.fail != 0 && a.State == q.fail {
 		return syscall.EINVAL
 	}
-	if req := qp.RequiredAttrs(q.state, a.State); a.State != qp.Err && m&req != req {
+	req := qp.RequiredAttrs(q.state, a.State)
+	if q.ud {
+		req = qp.RequiredAttrsUD(q.state, a.State)
+	}
+	if a.State != qp.Err && m&req != req {
 		return fmt.Errorf("move %v->%v lacks attributes %#x", q.state, a.State, req&^m)
 	}
 	if !qp.CanTransition(q.state, a.State) {

@@ -137,6 +137,14 @@ const (
 	// MaxResources is RDMA_MAX_RESP_RES and RDMA_MAX_INIT_DEPTH: "as
 	// many as the device allows".
 	MaxResources = 0xff
+	// UDPQKey is RDMA_UDP_QKEY, the Q_Key of every UD QP of rdma_cm's
+	// UDP port space (the kernel's cma_set_qkey).
+	UDPQKey = 0x01234567
+	// MaxUDReqPrivate and MaxUDRepPrivate are the private data a program
+	// may put in a UD id's rdma_connect (a SIDR_REQ's 216 bytes less the
+	// header) and rdma_accept or rdma_reject (a SIDR_REP's 136).
+	MaxUDReqPrivate = 216 - hdrLen
+	MaxUDRepPrivate = 136
 )
 
 // CM is one process's rdma_cm: its ids' port numbers and the service
@@ -502,6 +510,10 @@ func (id *ID) AttachQP(q QP) error {
 		id.mu.Unlock()
 		return syscall.EINVAL
 	}
+	if id.ps == PSIPoIB {
+		id.mu.Unlock()
+		return syscall.EOPNOTSUPP // its Q_Key is the IPoIB broadcast group's, from an SA
+	}
 	attr, mask, err := id.qpAttrLocked(qp.Init)
 	id.mu.Unlock()
 	if err != nil {
@@ -509,6 +521,16 @@ func (id *ID) AttachQP(q QP) error {
 	}
 	if err := q.Modify(&attr, mask); err != nil {
 		return err
+	}
+	if id.UD {
+		// librdmacm's ucma_init_ud_qp: a UD QP needs no peer, so it goes
+		// on to RTR and to RTS (SQ PSN 0) at once.
+		if err := q.Modify(&verbs.QPAttr{State: qp.RTR}, verbs.AttrState); err != nil {
+			return err
+		}
+		if err := q.Modify(&verbs.QPAttr{State: qp.RTS}, verbs.AttrState|verbs.AttrSQPSN); err != nil {
+			return err
+		}
 	}
 	id.mu.Lock()
 	id.qp = q
@@ -535,6 +557,9 @@ func (id *ID) qpAttrLocked(state qp.State) (verbs.QPAttr, verbs.AttrMask, error)
 	a := verbs.QPAttr{State: state}
 	if id.dev == nil {
 		return a, 0, syscall.EINVAL
+	}
+	if id.UD {
+		return id.udQPAttr(state)
 	}
 	connected := id.conn != nil && (id.state == StateConnect || id.state == StateDisconnect)
 	switch state {
@@ -630,6 +655,7 @@ type UserParam struct {
 	RNRRetryCount      uint8
 	SRQ                bool
 	QPN                uint32 // without a QP on the id
+	QKey               uint32 // UD: rdma_ud_param's Q_Key
 }
 
 // Defaults is librdmacm's rdma_conn_param for a NULL one: as many
@@ -641,6 +667,9 @@ var Defaults = UserParam{ResponderResources: MaxResources, InitiatorDepth: MaxRe
 // ESTABLISHED (with one, after the QP's move to RTS and the RTU),
 // REJECTED, UNREACHABLE or CONNECT_ERROR follows.
 func (id *ID) Connect(p UserParam) error {
+	if id.UD {
+		return id.resolveUD(p)
+	}
 	if len(p.PrivateData) > MaxReqPrivate {
 		return syscall.EINVAL
 	}
@@ -649,10 +678,6 @@ func (id *ID) Connect(p UserParam) error {
 	if id.state != StateRouteResolved {
 		id.mu.Unlock()
 		return syscall.EINVAL
-	}
-	if id.UD {
-		id.mu.Unlock()
-		return syscall.EOPNOTSUPP // SIDR
 	}
 	if svc == nil {
 		id.mu.Unlock()
@@ -791,7 +816,7 @@ func (id *ID) request(ev Event) {
 	// (iboe_get_mtu: a 3000-byte netdev asks for 2048) and the passive
 	// side cannot answer with a smaller one (a REP has no MTU): a QP
 	// that took it would receive packets its port drops. Refuse it.
-	if ev.Path.MTU > dev.MTU {
+	if !ev.UD && ev.Path.MTU > dev.MTU {
 		id.mu.Lock()
 		id.pending--
 		id.mu.Unlock()
@@ -827,7 +852,11 @@ func (id *ID) request(ev Event) {
 	child.retry, child.rnrRetry = ev.Param.RetryCount&7, ev.Param.RNRRetryCount&7
 	child.state = StateConnect
 	child.mu.Unlock()
-	child.queue(&CMEvent{ID: child, Listen: id, Type: EventConnectRequest, Param: child.userParam(ev.Param, user)})
+	cev := &CMEvent{ID: child, Listen: id, Type: EventConnectRequest, Param: child.userParam(ev.Param, user), UD: child.UD}
+	if child.UD {
+		cev.Param = UserParam{PrivateData: user}
+	}
+	child.queue(cev)
 }
 
 // userParam is a REQ's or REP's rdma_conn_param as the event shows it.
@@ -839,6 +868,9 @@ func (id *ID) userParam(p ConnParam, pdata []byte) UserParam {
 // Accept is rdma_accept on a CONNECT_REQUEST's id: its QP to RTR and
 // RTS, then the REP; ESTABLISHED follows when the RTU arrives.
 func (id *ID) Accept(p UserParam) error {
+	if id.UD {
+		return id.acceptUD(p)
+	}
 	if len(p.PrivateData) > MaxRepPrivate {
 		return syscall.EINVAL
 	}
@@ -909,7 +941,7 @@ func (id *ID) donePending() {
 // Reject is rdma_reject (reason RejConsumer) and rdma_reject_ece
 // (RejVendorOption) on a CONNECT_REQUEST's id.
 func (id *ID) Reject(reason uint16, pdata []byte) error {
-	if len(pdata) > MaxRejPrivate {
+	if len(pdata) > MaxRejPrivate || id.UD && len(pdata) > MaxUDRepPrivate {
 		return syscall.EINVAL
 	}
 	id.mu.Lock()
@@ -1021,6 +1053,9 @@ func (id *ID) handle(ev Event) {
 	switch ev.Kind {
 	case EventReply:
 		t = EventConnectResponse
+		if id.UD {
+			t = EventEstablishedCM // the SIDR_REP: the peer's UD QP and Q_Key
+		}
 	case EventEstablished:
 		t = EventEstablishedCM
 	case EventRejected:
@@ -1071,7 +1106,16 @@ func (id *ID) handle(ev Event) {
 	if t == EventConnectResponse {
 		pdata = ev.Param.PrivateData
 	}
+	ud := id.UD
 	id.mu.Unlock()
+	if ud {
+		if ev.Kind == EventReply {
+			pdata = param.PrivateData
+		}
+		id.queue(&CMEvent{ID: id, Type: t, Status: status, UD: true,
+			Param: UserParam{QPN: param.QPN, QKey: param.QKey, PrivateData: pdata}})
+		return
+	}
 	id.queue(&CMEvent{ID: id, Type: t, Status: status, Param: id.userParam(param, pdata)})
 }
 
@@ -1133,7 +1177,9 @@ func (id *ID) process(ev *CMEvent) bool {
 		if connErr {
 			return false
 		}
-		id.modify(qp.Err)
+		if !ev.UD { // librdmacm leaves a UD QP alone
+			id.modify(qp.Err)
+		}
 	case EventDisconnectedCM:
 		if connErr {
 			return false
@@ -1169,6 +1215,9 @@ type CMEvent struct {
 	// CONNECT_RESPONSE, ESTABLISHED, REJECTED, DISCONNECTED): the
 	// peer's private data and its resources in this side's terms.
 	Param UserParam
+	// UD: the event is a UD id's (rdma_ud_param): CONNECT_REQUEST's
+	// private data, ESTABLISHED's peer QPN, Q_Key and private data.
+	UD bool
 }
 
 // Ack is rdma_ack_cm_event.

@@ -28,6 +28,15 @@ type Service interface {
 	// passive side answers to h: EventReply, EventRejected or
 	// EventUnreachable (no answer after the CM's retries).
 	Connect(serviceID uint64, path Path, p ConnParam, h Handler) (Conn, error)
+	// Resolve sends a SIDR_REQ (IBA 12.11; rdma_cm's UDP port space) for
+	// serviceID along path carrying privateData, and reports the answer
+	// to h: EventReply (Param: the passive side's UD QPN, Q_Key and
+	// private data) or EventUnreachable (Status: the SIDR_REP's non-zero
+	// status, or -ETIMEDOUT after the CM's retries). A listener gets a
+	// SIDR_REQ as an EventRequest with UD set; its Conn's Accept sends
+	// the SIDR_REP (Param's QPN and QKey), Reject one with status 2
+	// (rejected); RTU, CommEstablished and Disconnect do not apply.
+	Resolve(serviceID uint64, path Path, privateData []byte, h Handler) (Conn, error)
 }
 
 // Listener is one Listen registration.
@@ -98,7 +107,8 @@ type Event struct {
 	Path        Path      // EventRequest
 	Reason      uint16    // EventRejected
 	PrivateData []byte    // EventRejected, EventDisconnected
-	Status      int       // a negative errno (-ETIMEDOUT), or 0
+	Status      int       // a negative errno (-ETIMEDOUT), or 0; EventUnreachable of a SIDR_REQ: the SIDR_REP's status
+	UD          bool      // EventRequest: a SIDR_REQ (UD service resolution), not a REQ
 }
 
 // ConnParam is what a REQ or a REP carries for rdma_cm, in the sender's
@@ -116,6 +126,8 @@ type ConnParam struct {
 	// LocalAckTimeout is the REQ's local ACK timeout (4.096 µs * 2^n).
 	LocalAckTimeout uint8
 	PrivateData     []byte // at most 92 bytes in a REQ, 196 in a REP
+	// QKey is a SIDR_REP's (UD): the Q_Key of its QPN.
+	QKey uint32
 }
 
 // Path is the primary path of a connection, as the REQ names it.

@@ -388,7 +388,7 @@ func (s *Server) handle(c *client, req *proto.Request, fds []int) (any, reply, e
 		return s.createAH(c, a)
 	case proto.OpCMCreateChannel, proto.OpCMDestroyChannel, proto.OpCMGetEvents, proto.OpCMListen, proto.OpCMUnlisten,
 		proto.OpCMConnect, proto.OpCMAccept, proto.OpCMReject, proto.OpCMRTU, proto.OpCMEstablished,
-		proto.OpCMDisconnect, proto.OpCMDestroy, proto.OpCMInfo:
+		proto.OpCMDisconnect, proto.OpCMDestroy, proto.OpCMInfo, proto.OpCMSIDRResolve, proto.OpCMSIDRReply:
 		return s.cmOp(c, req.Op, req.Args)
 	case proto.OpQueryQP, proto.OpDeallocPD, proto.OpDeregMR, proto.OpDestroyCQ, proto.OpDestroyQP, proto.OpDestroyCompChannel:
 		if err := args(&h); err != nil {

@@ -54,7 +54,7 @@ func (ch *cmChanObj) deliver(ev dataplane.CMEvent) {
 	}
 	if ev.Last {
 		delete(ch.ids, ev.ID)
-	} else if ev.Type == ibcm.EventREQReceived {
+	} else if ev.Type == ibcm.EventREQReceived || ev.Type == ibcm.EventSIDRREQReceived {
 		ch.ids[ev.ID] = struct{}{}
 	}
 	if len(ch.events) >= maxCMQueue {
@@ -106,8 +106,24 @@ func (s *Server) cmOp(c *client, op string, raw json.RawMessage) (any, reply, er
 	var acc proto.CMAcceptArgs
 	var cp ibcm.ConnectParams
 	var ap ibcm.AcceptParams
+	var sidrRes proto.CMSIDRResolveArgs
+	var sp ibcm.SIDRParams
+	var sidrRep proto.CMSIDRReplyArgs
 	var h uint32
 	switch op {
+	case proto.OpCMSIDRResolve:
+		if err := args(&sidrRes); err != nil {
+			return nil, reply{}, err
+		}
+		if err := json.Unmarshal(sidrRes.Params, &sp); err != nil {
+			return nil, reply{}, fmt.Errorf("%w: %s params: %v", proto.ErrProtocol, op, err)
+		}
+		h = sidrRes.Channel
+	case proto.OpCMSIDRReply:
+		if err := args(&sidrRep); err != nil {
+			return nil, reply{}, err
+		}
+		h, a.ID = sidrRep.Channel, sidrRep.ID
 	case proto.OpCMDestroyChannel, proto.OpCMGetEvents:
 		if err := args(&chArgs); err != nil {
 			return nil, reply{}, err
@@ -200,6 +216,15 @@ func (s *Server) cmOp(c *client, op string, raw json.RawMessage) (any, reply, er
 		ch.ids[id] = struct{}{}
 		ch.mu.Unlock()
 		return proto.CMConnectResult{ID: id}, reply{}, nil
+	case proto.OpCMSIDRResolve:
+		id, err := s.e.CMSIDRResolve(sp, sidrRes.DMAC, ch.handler)
+		if err != nil {
+			return nil, reply{}, err
+		}
+		ch.mu.Lock()
+		ch.ids[id] = struct{}{}
+		ch.mu.Unlock()
+		return proto.CMConnectResult{ID: id}, reply{}, nil
 	}
 	if err := ch.owns(a.ID); err != nil {
 		return nil, reply{}, err
@@ -212,6 +237,13 @@ func (s *Server) cmOp(c *client, op string, raw json.RawMessage) (any, reply, er
 		}
 	case proto.OpCMReject:
 		err = s.e.CMReject(a.ID, a.Reason, a.ARI, a.PrivateData)
+	case proto.OpCMSIDRReply:
+		if sidrRep.Status == ibcm.SIDRSuccess {
+			err = s.ownsQPN(c, sidrRep.QPN)
+		}
+		if err == nil {
+			err = s.e.CMSIDRReply(a.ID, sidrRep.Status, sidrRep.QPN, sidrRep.QKey, sidrRep.PrivateData)
+		}
 	case proto.OpCMRTU:
 		err = s.e.CMSendRTU(a.ID, a.PrivateData)
 	case proto.OpCMEstablished:
@@ -229,7 +261,7 @@ func (s *Server) cmOp(c *client, op string, raw json.RawMessage) (any, reply, er
 	default:
 		return nil, reply{}, fmt.Errorf("%w: unknown operation %q", proto.ErrProtocol, op)
 	}
-	if op == proto.OpCMDestroy || (op == proto.OpCMReject && err == nil) {
+	if op == proto.OpCMDestroy || ((op == proto.OpCMReject || op == proto.OpCMSIDRReply) && err == nil) {
 		ch.mu.Lock()
 		delete(ch.ids, a.ID)
 		ch.mu.Unlock()

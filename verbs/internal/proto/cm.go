@@ -74,3 +74,24 @@ type CMConnArgs struct {
 	ARI         []byte `json:"ari,omitempty"`
 	PrivateData []byte `json:"private_data,omitempty"`
 }
+
+// CMSIDRResolveArgs is cm_sidr_resolve's: the SIDR_REQ and the MAC of
+// the next hop to the peer (as cm_connect's). The result is a
+// CMConnectResult: the request's ID, which its events carry.
+type CMSIDRResolveArgs struct {
+	Channel uint32          `json:"channel"`
+	Params  json.RawMessage `json:"params"` // ibcm.SIDRParams
+	DMAC    [6]byte         `json:"dmac"`
+}
+
+// CMSIDRReplyArgs is cm_sidr_reply's: the SIDR_REP's status, and with
+// status 0 (success) the UD QP, which must be one of the client's, and
+// its Q_Key.
+type CMSIDRReplyArgs struct {
+	Channel     uint32 `json:"channel"`
+	ID          uint32 `json:"id"`
+	Status      uint8  `json:"status"`
+	QPN         uint32 `json:"qpn,omitempty"`
+	QKey        uint32 `json:"qkey,omitempty"`
+	PrivateData []byte `json:"private_data,omitempty"`
+}

@@ -101,6 +101,10 @@ const (
 	OpCMDisconnect     = "cm_disconnect" // sends a DREQ
 	OpCMDestroy        = "cm_destroy"    // ib_destroy_cm_id: REJ, DREQ or nothing, by state
 	OpCMInfo           = "cm_info"
+
+	// SIDR (UD service resolution, rdma_cm's UDP port space; cm.go).
+	OpCMSIDRResolve = "cm_sidr_resolve" // sends a SIDR_REQ
+	OpCMSIDRReply   = "cm_sidr_reply"   // answers a SIDR_REQ with a SIDR_REP
 )
 
 // Request is what a client sends.
