@@ -36,6 +36,7 @@ int snic_modify_qp_c(uintptr_t qp, struct snic_qp_attr *a, int mask)
 	attr.timeout = a->timeout;
 	attr.retry_cnt = a->retry_cnt;
 	attr.rnr_retry = a->rnr_retry;
+	attr.qkey = a->qkey;
 	return ibv_modify_qp((struct ibv_qp *)qp, &attr, mask);
 }
 

@@ -33,7 +33,7 @@ func init() {
 		ibv_create_qp ibv_modify_qp ibv_query_qp ibv_destroy_qp ibv_fork_init ibv_is_fork_initialized
 		ibv_dontfork_range ibv_dofork_range ibv_wc_status_str ibv_node_type_str ibv_port_state_str
 		ibv_event_type_str ibv_get_async_event ibv_ack_async_event ibv_create_ah ibv_destroy_ah
-		ibv_create_srq ibv_modify_srq ibv_query_srq ibv_destroy_srq`) {
+		ibv_create_srq ibv_modify_srq ibv_query_srq ibv_destroy_srq ibv_init_ah_from_wc ibv_create_ah_from_wc`) {
 		implemented[n] = true
 	}
 }

@@ -170,12 +170,13 @@ func putParam(p rdmacm.UserParam, out *C.struct_snic_cm_param) {
 		out.private_data[i] = C.uint8_t(p.PrivateData[i])
 	}
 	out.private_data_len = C.uint8_t(n)
+	out.qkey = C.uint32_t(p.QKey)
 }
 
 func getParam(in *C.struct_snic_cm_param) rdmacm.UserParam {
 	p := rdmacm.UserParam{QPN: uint32(in.qp_num), ResponderResources: uint8(in.responder_resources),
 		InitiatorDepth: uint8(in.initiator_depth), FlowControl: in.flow_control != 0, SRQ: in.srq != 0,
-		RetryCount: uint8(in.retry_count), RNRRetryCount: uint8(in.rnr_retry_count)}
+		RetryCount: uint8(in.retry_count), RNRRetryCount: uint8(in.rnr_retry_count), QKey: uint32(in.qkey)}
 	n := min(int(in.private_data_len), len(in.private_data))
 	for i := range n {
 		p.PrivateData = append(p.PrivateData, byte(in.private_data[i]))
@@ -211,6 +212,7 @@ func snic_cm_get_event(h C.uintptr_t, out *C.struct_snic_cm_event) C.int {
 	}
 	out.event, out.status = C.int32_t(ev.Type), C.int32_t(ev.Status)
 	putParam(ev.Param, &out.param)
+	out.ud = C.uint8_t(b2i(ev.UD))
 	return 0
 }
 
@@ -384,6 +386,7 @@ func putQPAttr(a *verbs.QPAttr, ca *C.struct_snic_qp_attr) {
 	ca.max_dest_rd_atomic, ca.max_rd_atomic = C.uint32_t(a.MaxDestRdAtomic), C.uint32_t(a.MaxRdAtomic)
 	ca.min_rnr_timer, ca.timeout = C.uint32_t(a.MinRNRTimer), C.uint32_t(a.Timeout)
 	ca.retry_cnt, ca.rnr_retry = C.uint32_t(a.RetryCnt), C.uint32_t(a.RNRRetry)
+	ca.qkey = C.uint32_t(a.QKey)
 }
 
 // snic_cm_attach_qp is rdma_create_qp's part after ibv_create_qp: the QP

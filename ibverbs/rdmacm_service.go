@@ -91,3 +91,11 @@ func (s *deviceService) Connect(serviceID uint64, path rdmacm.Path, p rdmacm.Con
 	}
 	return m.Connect(serviceID, path, p, h)
 }
+
+func (s *deviceService) Resolve(serviceID uint64, path rdmacm.Path, privateData []byte, h rdmacm.Handler) (rdmacm.Conn, error) {
+	m, err := s.service()
+	if err != nil {
+		return nil, err
+	}
+	return m.Resolve(serviceID, path, privateData, h)
+}

@@ -30,6 +30,7 @@ struct snic_cm_param {
 	uint8_t responder_resources, initiator_depth, flow_control, retry_count, rnr_retry_count, srq;
 	uint8_t private_data_len;
 	uint8_t private_data[SNIC_CM_PRIVATE_DATA];
+	uint32_t qkey; /* UD (rdma_ud_param): the peer's Q_Key */
 };
 
 /* What an id's struct rdma_cm_id shows: addresses, device, path. */
@@ -49,6 +50,7 @@ struct snic_cm_event {
 	uintptr_t id_user, listen_user; /* their struct rdma_cm_id; id_user 0: a new id */
 	int32_t event, status;
 	struct snic_cm_param param;
+	uint8_t ud; /* a UD id's event: param is rdma_ud_param's */
 };
 
 #ifndef SNIC_CM_NO_PROTOTYPES

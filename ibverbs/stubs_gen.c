@@ -164,8 +164,6 @@ void ibv_copy_qp_attr_from_kern(void) {}
 __asm__(".symver __snic_compat_IBVERBS_1_0_ibv_create_ah, ibv_create_ah@IBVERBS_1.0");
 void *__snic_compat_IBVERBS_1_0_ibv_create_ah(void) { errno = EOPNOTSUPP; return NULL; }
 
-void *ibv_create_ah_from_wc(void) { errno = EOPNOTSUPP; return NULL; }
-
 __asm__(".symver __snic_compat_IBVERBS_1_0_ibv_create_cq, ibv_create_cq@IBVERBS_1.0");
 void *__snic_compat_IBVERBS_1_0_ibv_create_cq(void) { errno = EOPNOTSUPP; return NULL; }
 
@@ -226,8 +224,6 @@ void *ibv_import_dm(void) { errno = EOPNOTSUPP; return NULL; }
 void *ibv_import_mr(void) { errno = EOPNOTSUPP; return NULL; }
 
 void *ibv_import_pd(void) { errno = EOPNOTSUPP; return NULL; }
-
-int ibv_init_ah_from_wc(void) { errno = EOPNOTSUPP; return EOPNOTSUPP; }
 
 __asm__(".symver __snic_compat_IBVERBS_1_0_ibv_modify_qp, ibv_modify_qp@IBVERBS_1.0");
 int __snic_compat_IBVERBS_1_0_ibv_modify_qp(void) { errno = EOPNOTSUPP; return EOPNOTSUPP; }

@@ -425,6 +425,32 @@ int rdma_set_option(struct rdma_cm_id *id, int level, int optname, void *optval,
 
 /* Events */
 
+/* snic_ud_event fills a UD id's event's rdma_ud_param, as librdmacm's
+   ucma_copy_ud_event: the private data, and for ESTABLISHED (the
+   SIDR_REP) the peer's QPN and Q_Key and the attributes of an address
+   handle to it, the id's path (the kernel's ib_init_ah_attr_from_path). */
+static void snic_ud_event(struct snic_id *s, struct snic_event *evt, const struct snic_cm_event *e)
+{
+	struct rdma_ud_param *u = &evt->ev.param.ud;
+
+	memcpy(evt->private_data, e->param.private_data, e->param.private_data_len);
+	u->private_data = e->param.private_data_len ? evt->private_data : NULL;
+	u->private_data_len = e->param.private_data_len;
+	u->qp_num = e->param.qp_num;
+	u->qkey = e->param.qkey;
+	if (e->event == RDMA_CM_EVENT_ESTABLISHED && s->id.route.path_rec) {
+		const struct ibv_sa_path_rec *p = s->id.route.path_rec;
+
+		u->ah_attr.is_global = 1;
+		u->ah_attr.port_num = s->id.port_num ? s->id.port_num : 1;
+		u->ah_attr.grh.dgid = p->dgid;
+		u->ah_attr.grh.sgid_index = 0;
+		u->ah_attr.grh.flow_label = be32toh(p->flow_label);
+		u->ah_attr.grh.hop_limit = p->hop_limit;
+		u->ah_attr.grh.traffic_class = p->traffic_class;
+	}
+}
+
 int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event **event)
 {
 	struct snic_chan *c = (struct snic_chan *)channel;
@@ -480,7 +506,9 @@ int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event *
 	default:
 		break;
 	}
-	if (e.event != RDMA_CM_EVENT_ADDR_RESOLVED && e.event != RDMA_CM_EVENT_ADDR_ERROR &&
+	if (e.ud) {
+		snic_ud_event(s, evt, &e);
+	} else if (e.event != RDMA_CM_EVENT_ADDR_RESOLVED && e.event != RDMA_CM_EVENT_ADDR_ERROR &&
 	    e.event != RDMA_CM_EVENT_ROUTE_RESOLVED && e.event != RDMA_CM_EVENT_ROUTE_ERROR) {
 		struct rdma_conn_param *p = &evt->ev.param.conn;
 
@@ -699,6 +727,7 @@ int rdma_init_qp_attr(struct rdma_cm_id *id, struct ibv_qp_attr *qp_attr, int *q
 	qp_attr->timeout = a.timeout;
 	qp_attr->retry_cnt = a.retry_cnt;
 	qp_attr->rnr_retry = a.rnr_retry;
+	qp_attr->qkey = a.qkey;
 	*qp_attr_mask = mask;
 	return 0;
 }
