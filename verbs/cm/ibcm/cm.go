@@ -858,7 +858,7 @@ func (c *CM) HandleMAD(now time.Duration, from Peer, mad []byte) {
 	case AttrSIDRREQ:
 		var m SIDRREQ
 		m.getBody(body)
-		c.onSIDRREQ(now, from, h.TID, &m)
+		c.onSIDRREQ(now, from, h.TID, &m, mad)
 	case AttrSIDRREP:
 		var m SIDRREP
 		m.getBody(body)

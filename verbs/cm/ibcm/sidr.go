@@ -1,6 +1,7 @@
 package ibcm
 
 import (
+	"bytes"
 	"fmt"
 	"net/netip"
 	"time"
@@ -31,6 +32,7 @@ type sidrIn struct {
 	requestID uint32
 	serviceID uint64
 	tid       uint64
+	req       [MADSize]byte // the SIDR_REQ as received: its retries are the same bytes
 }
 
 type sidrKey struct {
@@ -90,7 +92,7 @@ func (s *sidrReq) fire(now time.Duration) {
 	c.emit(Event{Type: EventSIDRREQError, ID: s.id, Peer: s.peer, ServiceID: s.serviceID})
 }
 
-func (c *CM) onSIDRREQ(now time.Duration, from Peer, tid uint64, m *SIDRREQ) {
+func (c *CM) onSIDRREQ(now time.Duration, from Peer, tid uint64, m *SIDRREQ, raw []byte) {
 	key := sidrKey{m.RequestID, from.Addr}
 	if c.sidrInKey == nil {
 		c.sidrInKey, c.sidrIn = map[sidrKey]uint32{}, map[uint32]*sidrIn{}
@@ -99,7 +101,7 @@ func (c *CM) onSIDRREQ(now time.Duration, from Peer, tid uint64, m *SIDRREQ) {
 		c.dup(AttrSIDRREQ) // still waiting for SIDRReply
 		return
 	}
-	if rep := c.sidrDone.find(now, key); rep != nil {
+	if rep := c.sidrDone.find(now, key, raw); rep != nil {
 		// Answered already: the SIDR_REP was lost and the peer retried.
 		// Send the same answer again rather than make a second request
 		// (its consumer may have stopped taking requests).
@@ -121,7 +123,9 @@ func (c *CM) onSIDRREQ(now time.Duration, from Peer, tid uint64, m *SIDRREQ) {
 		return
 	}
 	c.sidrInKey[key] = id
-	c.sidrIn[id] = &sidrIn{id: id, peer: from, requestID: m.RequestID, serviceID: m.ServiceID, tid: tid}
+	in := &sidrIn{id: id, peer: from, requestID: m.RequestID, serviceID: m.ServiceID, tid: tid}
+	copy(in.req[:], raw)
+	c.sidrIn[id] = in
 	req := *m
 	c.emit(Event{Type: EventSIDRREQReceived, ID: id, Peer: from, ServiceID: sid, SIDRREQ: &req})
 }
@@ -142,7 +146,7 @@ func (c *CM) SIDRReply(now time.Duration, id uint32, status uint8, qpn, qkey uin
 	if err := c.send(in.peer, in.tid, &rep, &out); err != nil {
 		return err
 	}
-	c.sidrDone.add(now, sidrKey{in.requestID, in.peer.Addr}, &out)
+	c.sidrDone.add(now, sidrKey{in.requestID, in.peer.Addr}, &in.req, &out)
 	delete(c.sidrIn, id)
 	delete(c.sidrInKey, sidrKey{in.requestID, in.peer.Addr})
 	return nil
@@ -194,6 +198,7 @@ type sidrAnswered struct {
 type sidrDone struct {
 	key     sidrKey
 	expires time.Duration
+	req     [MADSize]byte // the request answered
 	rep     [MADSize]byte
 }
 
@@ -210,19 +215,23 @@ func (a *sidrAnswered) expire(now time.Duration) {
 	}
 }
 
-func (a *sidrAnswered) add(now time.Duration, key sidrKey, rep *[MADSize]byte) {
+func (a *sidrAnswered) add(now time.Duration, key sidrKey, req, rep *[MADSize]byte) {
 	if a.byKey == nil {
 		a.byKey = map[sidrKey]*sidrDone{}
 	}
-	d := &sidrDone{key: key, expires: now + sidrKeep, rep: *rep}
+	d := &sidrDone{key: key, expires: now + sidrKeep, req: *req, rep: *rep}
 	a.byKey[key] = d
 	a.fifo = append(a.fifo, d)
 	a.expire(now)
 }
 
-func (a *sidrAnswered) find(now time.Duration, key sidrKey) *[MADSize]byte {
+// find is the SIDR_REP that answered key's request, if req is a retry
+// of it: the same bytes (a requester's retry resends its SIDR_REQ as
+// is; a new request that reuses the ID, from a restarted CM, differs in
+// its transaction ID or private data).
+func (a *sidrAnswered) find(now time.Duration, key sidrKey, req []byte) *[MADSize]byte {
 	a.expire(now)
-	if d := a.byKey[key]; d != nil {
+	if d := a.byKey[key]; d != nil && len(req) == MADSize && bytes.Equal(d.req[:], req) {
 		return &d.rep
 	}
 	return nil

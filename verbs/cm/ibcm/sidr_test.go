@@ -78,9 +78,22 @@ func TestSIDRLostREPResent(t *testing.T) {
 	if bc.RxDuplicates[AttrIndex(AttrSIDRREQ)] != 1 || bc.TxRetries[AttrIndex(AttrSIDRREP)] != 1 {
 		t.Fatalf("B counters %+v", bc)
 	}
-	// Long after rdma_cm's retry window the answer is forgotten.
+	// A new SIDR_REQ that reuses the request ID (a requester's CM
+	// started again) is a new request, not a retry of the answered one.
+	var mad [MADSize]byte
+	if err := Marshal(mad[:], 0x77, &SIDRREQ{RequestID: id, PKey: 0xffff, ServiceID: udp}); err != nil {
+		t.Fatal(err)
+	}
+	b.cm.HandleMAD(nw.now, a.peer(), mad[:])
+	b.drain()
+	wantTypes(t, "B", b, EventSIDRREQReceived, EventSIDRREQReceived)
+	if err := b.cm.SIDRCancel(nw.now, b.events[1].ID); err != nil {
+		t.Fatal(err)
+	}
+	// Long after rdma_cm's retry window the answers are forgotten.
 	nw.runFor(sidrKeep + time.Second)
-	if b.cm.sidrDone.find(nw.now, sidrKey{id, a.addr}) != nil || len(b.cm.sidrDone.fifo) != 0 {
+	b.cm.sidrDone.expire(nw.now)
+	if len(b.cm.sidrDone.fifo) != 0 || len(b.cm.sidrDone.byKey) != 0 {
 		t.Fatal("SIDR_REP kept past its window")
 	}
 }
