@@ -11,7 +11,7 @@ import (
 	"github.com/softnic/softnic/recovery"
 )
 
-// FaSR's Fig. 7a (FaSR §V-C, "We evaluate the throughput of a single QP
+// FaSR's Fig. 7a (FaSR §V-B, "We evaluate the throughput of a single QP
 // continuously sending 8KB between two servers with varying packet loss
 // rates"): one QP of 8 KiB WRITEs at perftest's depth (128), 100 Gb/s, a
 // base RTT of about 6 µs, MTU 1024, loss both ways, four NICs: the
