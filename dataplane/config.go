@@ -82,6 +82,20 @@ type Config struct {
 	// what the hosts sustain it makes the emulated link the bottleneck.
 	// 0, the default, is unlimited: the port's own speed.
 	LinkRate uint64
+	// ServiceRate, in bits/s, gives the NIC's receive and transmit
+	// pipelines a service time (docs/recovery.md, "Service time"): each
+	// frame occupies its pipeline for the frame's wire time at this rate
+	// (WireBytes, as the emulated link counts it), and the next frame
+	// waits until it is done, with no credit for idle time. A stall (a
+	// context miss, a scheme's host-memory access) then idles pipelines
+	// that run at the line rate and its time is lost, as on an FPGA, not
+	// made up afterwards by an infinitely fast engine or the link's burst.
+	// Received frames that arrive meanwhile wait in the port's receive
+	// queue (on the fabric: the link's queue, then back-pressure); a
+	// transmit round that finds its pipeline busy ends as a paced one
+	// (link_paced). 0, the default: frames take no time, and a stall only
+	// delays the frames queued behind it.
+	ServiceRate uint64
 	// LinkBurst is the token bucket's depth in bytes of wire time, what
 	// the link may send back to back after an idle spell (plus the frame
 	// that empties it). 0: the larger of 16 of the port's largest frames

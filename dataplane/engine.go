@@ -72,6 +72,7 @@ type Engine struct {
 	cache     *qp.Cache
 	host      *recovery.HostMemory // the schemes' state in host memory (Params.Host)
 	busyUntil time.Duration        // the pipeline is stalled on a context fetch or host access until then
+	rxPipe    linkBucket           // the receive pipeline's service time (Config.ServiceRate); rate 0: none
 
 	doorbell func() // wakes a sleeping poll loop when work is posted
 
@@ -134,6 +135,8 @@ func NewEngine(cfg Config, port Port) (*Engine, error) {
 		return nil, fmt.Errorf("dataplane: link rate %d bit/s is above %g", cfg.LinkRate, float64(maxLinkRate))
 	case cfg.LinkBurst < 0 || cfg.LinkBurst > maxLinkBurst:
 		return nil, fmt.Errorf("dataplane: link burst %d bytes is not in [0, %d]", cfg.LinkBurst, maxLinkBurst)
+	case cfg.ServiceRate > maxLinkRate:
+		return nil, fmt.Errorf("dataplane: service rate %d bit/s is above %g", cfg.ServiceRate, float64(maxLinkRate))
 	case cfg.LinkRate > 0 && cfg.LinkBurst == 0:
 		cfg.LinkBurst = defaultLinkBurst(cfg.LinkRate, port.MaxFrame())
 	}
@@ -165,7 +168,8 @@ func NewEngine(cfg Config, port Port) (*Engine, error) {
 	e := &Engine{
 		cache:     qp.NewCache(cfg.SRAMBytes, shared, cfg.FetchPenalty),
 		cfg:       cfg,
-		txPath:    txPath{port: port, link: newLinkBucket(cfg.LinkRate, cfg.LinkBurst), pause: newPFCPause(&cfg)},
+		txPath:    txPath{port: port, link: newLinkBucket(cfg.LinkRate, cfg.LinkBurst), txPipe: newLinkBucket(cfg.ServiceRate, 0), pause: newPFCPause(&cfg)},
+		rxPipe:    newLinkBucket(cfg.ServiceRate, 0),
 		scheme:    scheme,
 		host:      host,
 		schemes:   map[string]recovery.Scheme{},
@@ -312,17 +316,19 @@ func (e *Engine) Poll(now time.Duration) bool {
 	// more: the port's egress queue drains whenever it can.
 	did := e.egress.n > 0 && e.drainEgress() > 0
 	if e.rxNext < e.rxN {
-		did = true
+		did = did || e.rxPipe.open(e.now)
 	} else {
 		e.rxN, e.rxNext = e.port.Receive(e.rxBatch), 0
 		did = did || e.rxN > 0
 	}
 	// Frames after a context miss wait until the fetch is done: the
-	// pipeline is serial, as in hardware.
-	for e.rxNext < e.rxN && !e.stalled() {
-		e.receive(e.rxBatch[e.rxNext])
+	// pipeline is serial, as in hardware. With a service time, each
+	// frame also waits for the one before it to leave the pipeline.
+	for e.rxNext < e.rxN && !e.stalled() && e.rxPipe.open(e.now) {
+		f := e.rxBatch[e.rxNext]
+		e.receive(f)
 		e.rxNext++
-		e.hostStall()
+		e.rxService(len(f))
 	}
 	if !e.stalled() && e.wheel.Advance(e.now) > 0 {
 		did = true
@@ -352,6 +358,9 @@ func (e *Engine) linkWait(now time.Duration) (time.Duration, bool) {
 	defer e.mu.Unlock()
 	t, ok := e.pacedUntil()
 	if due, held := e.delayedUntil(); held && (!ok || due < t) {
+		t, ok = due, true
+	}
+	if due, waiting := e.rxWait(); waiting && (!ok || due < t) {
 		t, ok = due, true
 	}
 	return t - now, ok
@@ -387,6 +396,9 @@ func (e *Engine) NextDeadline() (time.Duration, bool) {
 		d, ok = t, true
 	}
 	if t, held := e.delayedUntil(); held && (!ok || t < d) {
+		d, ok = t, true
+	}
+	if t, waiting := e.rxWait(); waiting && (!ok || t < d) {
 		d, ok = t, true
 	}
 	return d, ok
@@ -538,6 +550,30 @@ func (e *Engine) hostStall() {
 	if d := e.host.Take(); d > 0 {
 		e.busyUntil = max(e.busyUntil, e.now) + d
 	}
+}
+
+// rxService ends a received frame of n bytes: with a service time it
+// occupies the receive pipeline for its slot, and a stall it charged (a
+// scheme's host access) starts when the slot ends; without, the stall
+// starts now.
+func (e *Engine) rxService(n int) {
+	if e.rxPipe.rate == 0 {
+		e.hostStall()
+		return
+	}
+	e.rxPipe.take(e.now, n)
+	if d := e.host.Take(); d > 0 {
+		e.busyUntil = max(e.busyUntil, e.rxPipe.free) + d
+	}
+}
+
+// rxWait is when the receive pipeline takes its next frame, if frames
+// wait for it (Config.ServiceRate).
+func (e *Engine) rxWait() (time.Duration, bool) {
+	if e.rxNext >= e.rxN || e.rxPipe.open(e.now) {
+		return 0, false
+	}
+	return e.rxPipe.openAt(), true
 }
 
 // touch is every access of a QP's on-chip context: a miss fetches it

@@ -22,6 +22,7 @@ type readyList struct {
 type txPath struct {
 	port      Port
 	link      linkBucket     // the emulated link (Config.LinkRate)
+	txPipe    linkBucket     // the transmit pipeline's service time (Config.ServiceRate); rate 0: none
 	pause     pfcPause       // a PFC pause received (Config.PFC; pfc.go)
 	txStall   bool           // the port's transmit ring was full, or the link's bucket empty, this round
 	egress    egressQueue    // a StaR server's answers that wait for the link (Config.StarEgressFrames)
@@ -74,7 +75,7 @@ type txPacket struct {
 // the round ends (counted once per round in link_paced). A PFC pause
 // (pfc.go) ends it too, counted in the pause's own counters.
 func (p *txPath) linkOpen() bool {
-	if p.link.open(*p.clock) {
+	if p.link.open(*p.clock) && p.txPipe.open(*p.clock) {
 		if p.pause.holds(*p.clock) {
 			p.txStall = true
 			return false
@@ -100,6 +101,7 @@ func (p *txPath) toWire(frame []byte) {
 	}
 	p.port.Transmit(n)
 	p.link.take(*p.clock, n)
+	p.txPipe.take(*p.clock, n)
 	p.counters.SentPkts++
 	p.counters.TxWireBytes += uint64(WireBytes(n))
 }

@@ -108,10 +108,14 @@ func (p *txPath) macControl(frame []byte) {
 // wireOpen reports whether a frame may start at now: the emulated link's
 // bucket has tokens and no pause holds the port.
 func (p *txPath) wireOpen(now time.Duration) bool {
-	return p.link.open(now) && !p.pause.holds(now)
+	return p.link.open(now) && p.txPipe.open(now) && !p.pause.holds(now)
 }
 
 // wireOpenAt is when a frame may start again, when wireOpen is false.
 func (p *txPath) wireOpenAt() time.Duration {
-	return max(p.link.openAt(), p.pause.until)
+	t := max(p.link.openAt(), p.pause.until)
+	if p.txPipe.rate > 0 {
+		t = max(t, p.txPipe.openAt())
+	}
+	return t
 }

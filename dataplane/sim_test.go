@@ -47,6 +47,8 @@ type SimConfig struct {
 	Netem            impair.Spec
 	CC               string // both engines' congestion control (Config.CC)
 	MaxUnackedPSNs   int    // both engines' Config.MaxUnackedPSNs
+	ServiceRate      uint64 // both engines' Config.ServiceRate
+	ServiceRateB     uint64 // when not 0, B's alone (A keeps ServiceRate)
 }
 
 // sim.AddrA, sim.AddrB, sim.Addr6A, sim.Addr6B, sim.MACA, sim.MACB.
@@ -70,7 +72,7 @@ func NewSim(cfg SimConfig) (*Sim, error) {
 		addrA, addrB = SimAddr6A, SimAddr6B
 	}
 	a, err := NewEngine(Config{MAC: SimMACA, Addr: addrA, Scheme: cfg.SchemeA, SchemeParams: cfg.SchemeParams, SRAMBytes: cfg.SRAMBytes, FetchPenalty: cfg.FetchPenalty, RTOBackoff: cfg.RTOBackoff, RTO: cfg.RTO, TxBurst: cfg.TxBurst,
-		LinkRate: cfg.LinkRate, LinkBurst: cfg.LinkBurst, LinkDelay: cfg.LinkDelay, LinkDelaySlots: cfg.LinkDelaySlots, Netem: cfg.Netem, CC: cfg.CC, MaxUnackedPSNs: cfg.MaxUnackedPSNs}, f.A())
+		LinkRate: cfg.LinkRate, LinkBurst: cfg.LinkBurst, LinkDelay: cfg.LinkDelay, LinkDelaySlots: cfg.LinkDelaySlots, Netem: cfg.Netem, CC: cfg.CC, MaxUnackedPSNs: cfg.MaxUnackedPSNs, ServiceRate: cfg.ServiceRate}, f.A())
 	if err != nil {
 		return nil, err
 	}
@@ -78,8 +80,12 @@ func NewSim(cfg SimConfig) (*Sim, error) {
 	if cfg.SRAMBytesB != 0 {
 		sramB = cfg.SRAMBytesB
 	}
+	serviceB := cfg.ServiceRate
+	if cfg.ServiceRateB != 0 {
+		serviceB = cfg.ServiceRateB
+	}
 	b, err := NewEngine(Config{MAC: SimMACB, Addr: addrB, Scheme: cfg.SchemeB, SchemeParams: cfg.SchemeParams, SRAMBytes: sramB, StarServer: cfg.StarServerB, FetchPenalty: cfg.FetchPenalty, RTOBackoff: cfg.RTOBackoff, RTO: cfg.RTO, TxBurst: cfg.TxBurst,
-		LinkRate: cfg.LinkRate, LinkBurst: cfg.LinkBurst, LinkDelay: cfg.LinkDelay, LinkDelaySlots: cfg.LinkDelaySlots, Netem: netemB, CC: cfg.CC, MaxUnackedPSNs: cfg.MaxUnackedPSNs}, f.B())
+		LinkRate: cfg.LinkRate, LinkBurst: cfg.LinkBurst, LinkDelay: cfg.LinkDelay, LinkDelaySlots: cfg.LinkDelaySlots, Netem: netemB, CC: cfg.CC, MaxUnackedPSNs: cfg.MaxUnackedPSNs, ServiceRate: serviceB}, f.B())
 	if err != nil {
 		return nil, err
 	}

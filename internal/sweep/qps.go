@@ -63,6 +63,13 @@ type QPConfig struct {
 	// (0: the engine's 16): 1 is a NIC scheduler that arbitrates among
 	// its QPs packet by packet.
 	TxBurst int
+	// ServiceRate gives both NICs' receive pipelines a per-frame service
+	// time at this rate (dataplane.Config.ServiceRate; 0: none).
+	ServiceRate uint64
+	// NICRate paces what each NIC transmits at this rate, as its MAC
+	// would (dataplane.Config.LinkRate; 0: as fast as the fabric's link
+	// takes frames, which queues them in the link up to its bound).
+	NICRate uint64
 }
 
 // On-chip budgets for QP contexts and recovery state (QPConfig.SRAM, the
@@ -104,6 +111,7 @@ type QPResult struct {
 	PeakQPs     int // most contexts resident at once (B)
 	SRBytes     int // on-chip SR bytes needed: per-QP state of every QP plus shared pools
 	Retransmits uint64
+	Timeouts    uint64 // the writer's (A) retransmission timeouts in the window (local_ack_timeout_err)
 	// ServerOnChipPeak is the most context bytes the server (B) held on
 	// chip at once (qpc_resident_bytes_peak).
 	ServerOnChipPeak int
@@ -135,7 +143,7 @@ func RunQPs(c QPConfig) (QPResult, error) {
 	if timeout == 0 {
 		timeout = 12
 	}
-	cfg := sim.Config{Seed: c.Seed, AtoB: link, BtoA: link, SchemeA: c.Scheme, SchemeB: c.Scheme, SchemeParams: c.Params, SRAMBytes: c.SRAM, FetchPenalty: penalty, StarServerB: c.Star, RTOBackoff: c.RTOBackoff, RTO: c.RTO, TxBurst: c.TxBurst}
+	cfg := sim.Config{Seed: c.Seed, AtoB: link, BtoA: link, SchemeA: c.Scheme, SchemeB: c.Scheme, SchemeParams: c.Params, SRAMBytes: c.SRAM, FetchPenalty: penalty, StarServerB: c.Star, RTOBackoff: c.RTOBackoff, RTO: c.RTO, TxBurst: c.TxBurst, ServiceRate: c.ServiceRate, LinkRate: c.NICRate}
 	if c.ServerSRAMOnly {
 		cfg.SRAMBytes, cfg.SRAMBytesB = 0, c.SRAM
 	}
@@ -227,6 +235,7 @@ func RunQPs(c QPConfig) (QPResult, error) {
 	r.SRBytes = SRBytes(sim.A.Scheme(), c.QPs)
 	ca, cb := sim.A.Counters(), sim.B.Counters()
 	r.Retransmits = ca.Retransmits - startRetx
+	r.Timeouts = ca.LocalAckTimeout - startA.LocalAckTimeout
 	// The schemes' counters (fasr's paths, the pools' fallbacks) over
 	// the measurement window.
 	moved := func(end, start dataplane.Counters, name string) uint64 {
