@@ -277,6 +277,8 @@ static int snic_gather_inline(struct snic_qp *qp, struct snic_send_wr *s, const 
 	s->sge[0].length = (uint32_t)total;
 	s->sge[0].lkey = qp->inl_lkey;
 	for (int j = 0; j < wr->num_sge; j++) {
+		if (!wr->sg_list[j].length)
+			continue; /* its address may be anything */
 		memcpy(dst, (const void *)(uintptr_t)wr->sg_list[j].addr, wr->sg_list[j].length);
 		dst += wr->sg_list[j].length;
 	}
