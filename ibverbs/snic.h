@@ -8,6 +8,11 @@
 
 #define SNIC_MAX_SGE 8   /* qp.MaxSGE */
 #define SNIC_POST_BATCH 32
+/* The most IBV_SEND_INLINE data a QP takes (cap.max_inline_data), in
+   bytes; a QP's inline slots are its max_inline_data rounded up to
+   SNIC_INLINE_ALIGN (docs/ibverbs.md, "Inline data"). */
+#define SNIC_MAX_INLINE 256
+#define SNIC_INLINE_ALIGN 64
 
 struct snic_devinfo {
 	char name[64];

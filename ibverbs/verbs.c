@@ -73,12 +73,26 @@ struct snic_qp {
 	struct ibv_qp_cap cap;
 	int sq_sig_all;
 	uint32_t events_reported; /* asynchronous events ibv_get_async_event returned (ibv.mutex) */
+	/* IBV_SEND_INLINE (docs/ibverbs.md, "Inline data"): inl_slots slots
+	   of cap.max_inline_data bytes at inl_buf, registered with lkey
+	   inl_lkey (Go handle inl_h; none if max_inline_data is 0).
+	   inl_next is the slot of the next inline work request; inl_lock
+	   holds it from the copy of the data until the post. */
+	uint8_t *inl_buf;
+	uintptr_t inl_h;
+	uint32_t inl_slots, inl_lkey, inl_next;
+	pthread_mutex_t inl_lock;
 };
 struct snic_srq {
 	struct ibv_srq ibv;
 	uintptr_t h;
 	uint32_t events_reported;
 };
+
+/* SOFTNIC_DEBUG: besides the reasons of failed calls (lib.go), every
+   completion with an error status is printed to stderr, for programs
+   that do not look at the status themselves. */
+static int snic_debug;
 
 static pthread_mutex_t snic_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct snic_device snic_dev; /* the one device: the daemon of SOFTNIC_SOCKET */
@@ -197,6 +211,9 @@ static int snic_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 			w->wc_flags = tmp[i].flags & (IBV_WC_WITH_IMM | IBV_WC_GRH);
 			if (w->wc_flags & IBV_WC_WITH_IMM)
 				w->imm_data = htobe32(tmp[i].imm);
+			if (snic_debug && w->status != IBV_WC_SUCCESS)
+				fprintf(stderr, "softnic libibverbs: QP %#x: work request %#llx completed with status %d (%s)\n",
+					w->qp_num, (unsigned long long)w->wr_id, w->status, ibv_wc_status_str(w->status));
 		}
 		total += got;
 		if (got < want)
@@ -228,14 +245,56 @@ static void snic_copy_sgl(struct snic_sge *dst, const struct ibv_sge *src, int n
 	}
 }
 
+/* snic_inline_op: the opcodes IBV_SEND_INLINE applies to, those that
+   send local data. A READ's SGEs are where the response goes and an
+   atomic's where the old value goes: the flag is ignored for them. */
+static int snic_inline_op(enum ibv_wr_opcode op)
+{
+	return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_RDMA_WRITE ||
+	       op == IBV_WR_RDMA_WRITE_WITH_IMM;
+}
+
+/* snic_gather_inline copies an IBV_SEND_INLINE work request's data into
+   the QP's inline slot k after inl_next and points s at it (inl_lock
+   held); EINVAL if the data is longer than the QP's max_inline_data.
+   docs/ibverbs.md, "Inline data", has why a slot is free again when its
+   turn comes. */
+static int snic_gather_inline(struct snic_qp *qp, struct snic_send_wr *s, const struct ibv_send_wr *wr, int k)
+{
+	uint64_t total = 0;
+	uint8_t *dst;
+
+	for (int j = 0; j < wr->num_sge; j++)
+		total += wr->sg_list[j].length;
+	if (total > qp->cap.max_inline_data)
+		return EINVAL;
+	s->num_sge = 0;
+	if (total == 0)
+		return 0;
+	dst = qp->inl_buf + (size_t)((qp->inl_next + k) % qp->inl_slots) * qp->cap.max_inline_data;
+	s->num_sge = 1;
+	s->sge[0].addr = (uintptr_t)dst;
+	s->sge[0].length = (uint32_t)total;
+	s->sge[0].lkey = qp->inl_lkey;
+	for (int j = 0; j < wr->num_sge; j++) {
+		if (!wr->sg_list[j].length)
+			continue; /* its address may be anything */
+		memcpy(dst, (const void *)(uintptr_t)wr->sg_list[j].addr, wr->sg_list[j].length);
+		dst += wr->sg_list[j].length;
+	}
+	return 0;
+}
+
 static int snic_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr)
 {
 	struct snic_qp *qp = (struct snic_qp *)ibqp;
 	struct snic_send_wr batch[SNIC_POST_BATCH];
+	uint8_t inl[SNIC_POST_BATCH]; /* batch[i] has an inline slot */
+	int locked = 0, rc = 0;
 
 	while (wr) {
 		struct ibv_send_wr *start = wr, *invalid = NULL;
-		int n = 0, bad = 0, rc;
+		int n = 0, bad = 0, ninl = 0;
 
 		for (; wr && n < SNIC_POST_BATCH; wr = wr->next, n++) {
 			struct snic_send_wr *s = &batch[n];
@@ -247,8 +306,7 @@ static int snic_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ib
 			}
 			s->wr_id = wr->wr_id;
 			s->opcode = wr->opcode;
-			/* IBV_SEND_INLINE: the data is read from the SGEs, which
-			   must be in a registered region (docs/ibverbs.md). */
+			/* IBV_SEND_INLINE: the data is copied below. */
 			s->flags = wr->send_flags & (IBV_SEND_FENCE | IBV_SEND_SIGNALED | IBV_SEND_SOLICITED);
 			s->num_sge = wr->num_sge;
 			s->imm = (wr->opcode == IBV_WR_SEND_WITH_IMM || wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) ?
@@ -282,23 +340,48 @@ static int snic_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ib
 			default:
 				break;
 			}
-			snic_copy_sgl(s->sge, wr->sg_list, wr->num_sge);
+			inl[n] = 0;
+			if ((wr->send_flags & IBV_SEND_INLINE) && snic_inline_op(wr->opcode)) {
+				if (!locked && qp->inl_buf) {
+					pthread_mutex_lock(&qp->inl_lock);
+					locked = 1;
+				}
+				if (snic_gather_inline(qp, s, wr, ninl)) {
+					invalid = wr;
+					break;
+				}
+				inl[n] = s->num_sge != 0;
+				ninl += inl[n];
+			} else {
+				snic_copy_sgl(s->sge, wr->sg_list, wr->num_sge);
+			}
 		}
 		if (n > 0) {
 			rc = snic_go_post_send(qp->h, batch, n, &bad);
 			if (rc) {
+				/* Work requests before bad went in: their slots are taken. */
+				ninl = 0;
+				for (int i = 0; i < bad; i++)
+					ninl += inl[i];
+			}
+			if (ninl)
+				qp->inl_next = (qp->inl_next + ninl) % qp->inl_slots;
+			if (rc) {
 				for (; bad > 0; bad--)
 					start = start->next;
 				*bad_wr = start;
-				return rc;
+				break;
 			}
 		}
 		if (invalid) {
 			*bad_wr = invalid;
-			return EINVAL;
+			rc = EINVAL;
+			break;
 		}
 	}
-	return 0;
+	if (locked)
+		pthread_mutex_unlock(&qp->inl_lock);
+	return rc;
 }
 
 /* snic_post_recv_list posts a list of receive work requests to handle h
@@ -404,6 +487,7 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 	c->ibv.num_comp_vectors = 1;
 	pthread_mutex_init(&c->ibv.mutex, NULL);
 	c->ibv.abi_compat = NULL; /* a legacy context: no verbs_context */
+	snic_debug = getenv("SOFTNIC_DEBUG") && *getenv("SOFTNIC_DEBUG");
 	if (getenv("SOFTNIC_POLL_YIELD"))
 		snic_poll_yield = (unsigned)atoi(getenv("SOFTNIC_POLL_YIELD"));
 	c->ibv.ops.poll_cq = snic_poll_cq;
@@ -874,7 +958,7 @@ struct ibv_qp *ibv_create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_attr *init)
 		return NULL;
 	}
 	if (!init->send_cq || !init->recv_cq || init->cap.max_send_sge > SNIC_MAX_SGE ||
-	    init->cap.max_recv_sge > SNIC_MAX_SGE) {
+	    init->cap.max_recv_sge > SNIC_MAX_SGE || init->cap.max_inline_data > SNIC_MAX_INLINE) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -898,8 +982,27 @@ struct ibv_qp *ibv_create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_attr *init)
 		errno = rc;
 		return NULL;
 	}
-	snic_go_qp_cptr(qp->h, (uintptr_t)qp);
 	qp->cap = init->cap;
+	if (init->cap.max_inline_data) {
+		/* The inline slots (docs/ibverbs.md, "Inline data"); the QP
+		   reports their size, as providers report what they made. */
+		uintptr_t addr = 0;
+
+		qp->cap.max_inline_data = (init->cap.max_inline_data + SNIC_INLINE_ALIGN - 1) & ~(SNIC_INLINE_ALIGN - 1);
+		rc = snic_go_inline_area(qp->h, pd->h, qp->cap.max_inline_data, &qp->inl_h, &addr, &qp->inl_slots,
+					 &qp->inl_lkey);
+		if (rc) {
+			snic_go_forget_qp(qp->h);
+			snic_go_destroy_qp(qp->h);
+			free(qp);
+			errno = rc;
+			return NULL;
+		}
+		qp->inl_buf = (uint8_t *)addr;
+		init->cap.max_inline_data = qp->cap.max_inline_data;
+	}
+	pthread_mutex_init(&qp->inl_lock, NULL);
+	snic_go_qp_cptr(qp->h, (uintptr_t)qp);
 	qp->sq_sig_all = init->sq_sig_all;
 	qp->ibv.context = ibpd->context;
 	qp->ibv.qp_context = init->qp_context;
@@ -1024,6 +1127,9 @@ int ibv_destroy_qp(struct ibv_qp *ibqp)
 		snic_go_qp_cptr(h, (uintptr_t)qp);
 		return snic_err(rc);
 	}
+	if (qp->inl_h)
+		snic_go_inline_free(qp->inl_h); /* the QP is gone: a failure here is only SOFTNIC_DEBUG's */
+	pthread_mutex_destroy(&qp->inl_lock);
 	free(qp);
 	return 0;
 }
