@@ -11,8 +11,9 @@
 // socket. Half the chunks serve reception and circulate fill ring → kernel
 // → RX ring → engine → fill ring; the other half serve transmission and
 // circulate free list → engine → TX ring → kernel → completion ring → free
-// list. Nothing is copied in user space and nothing is allocated after
-// Open:
+// list. Nothing is copied in user space (but for frames larger than a
+// chunk, which are reassembled: multibuf.go) and nothing is allocated
+// after Open:
 //
 //   - Receive returns up to len(frames) frames as slices of the UMEM,
 //     valid until the next Receive, which first gives their chunks back to
@@ -81,7 +82,8 @@ type Config struct {
 	// FrameSize is the UMEM chunk size: 2048 or 4096 (default 4096). A
 	// received frame starts XDP_PACKET_HEADROOM (256) bytes into its
 	// chunk, so 2048 carries frames up to 1792 bytes (RoCE path MTU
-	// 1024) and 4096 up to 3840 (path MTU 2048).
+	// 1024) and 4096 up to 3840 (path MTU 2048) in one chunk; larger
+	// frames (path MTU 4096) take several, see MaxFrame.
 	FrameSize int
 	// NumFrames is the number of UMEM chunks per socket, half for
 	// receiving and half for transmitting (default 4096).
