@@ -12,10 +12,10 @@ import (
 // ICRC) with some to spare.
 const mtu4096Frame = 4096 + 256
 
-// mtuFrameNeed is the least frame a path MTU's packets need: Ethernet,
-// IPv6, UDP, BTH, RETH and ICRC around a full payload (an RDMA WRITE
-// FIRST/ONLY packet).
-func mtuFrameNeed(mtu int) int { return mtu + 14 + 40 + 8 + 12 + 16 + 4 }
+// mtuFrameNeed is the frame a path MTU's full packets need under gbn over
+// IPv6: Ethernet, IPv6, UDP, BTH, RETH, ImmDt and ICRC around a full
+// payload (an RDMA WRITE ONLY with immediate; docs/deploy.md's table).
+func mtuFrameNeed(mtu int) int { return mtu + 14 + 40 + 8 + 12 + 16 + 4 + 4 }
 
 // portFrames gives the UMEM chunk size and the largest frame for --mtu:
 // path MTU 1024 in 2048-byte chunks, 2048 in 4096-byte ones, each frame in

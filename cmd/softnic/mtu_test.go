@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"log/slog"
+	"strings"
 	"testing"
 )
 
@@ -21,5 +24,24 @@ func TestPortFrames(t *testing.T) {
 		if err != nil || o.mtu != c.mtu {
 			t.Errorf("--mtu %d: %v", c.mtu, err)
 		}
+	}
+}
+
+// TestWarnSmallMTU: a port whose frames are smaller than --mtu's full
+// packets need gets a warning naming the interface MTU to set; one that
+// carries them gets none.
+func TestWarnSmallMTU(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	o := options{iface: "b-sw", mtu: 4096}
+	warnSmallMTU(log, o, 3014) // a 3000-byte interface MTU
+	if got := buf.String(); !strings.Contains(got, "level=WARN") || !strings.Contains(got, "iface=b-sw") || !strings.Contains(got, "need_iface_mtu=4180") {
+		t.Errorf("MTU 3000 with --mtu 4096: log %q, want a warning asking for 4180", got)
+	}
+	buf.Reset()
+	warnSmallMTU(log, o, 4352)
+	warnSmallMTU(log, options{iface: "b-sw", mtu: 1024}, 1514)
+	if buf.Len() != 0 {
+		t.Errorf("frames that fit: log %q, want nothing", buf.String())
 	}
 }
