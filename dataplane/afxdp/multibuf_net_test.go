@@ -4,10 +4,14 @@ package afxdp
 
 import (
 	"fmt"
+	"net"
+	"net/netip"
 	"testing"
 	"time"
 
+	"github.com/softnic/softnic/bpf"
 	"github.com/softnic/softnic/bth"
+	"github.com/softnic/softnic/tests/netns"
 )
 
 // mbMTU is the veth MTU of the multi-buffer tests: room for a RoCE packet
@@ -114,4 +118,92 @@ func receiveAt(t testing.TB, to *Port, h *bth.FrameHeader, want, payloadLen int,
 		}
 	}
 	return seen
+}
+
+// TestMultiBufferChainTooLong: datagrams to UDP 4791 that the kernel on A
+// sends, larger than B's port carries (MaxFrame 4000, so B binds with
+// XDP_USE_SG and receives them as two-descriptor chains of 4442 bytes),
+// are dropped whole and counted in rx_chains_dropped, never handed to the
+// engine; a frame that fits, in two descriptors too, then arrives intact.
+func TestMultiBufferChainTooLong(t *testing.T) {
+	t.Setenv("SOFTNIC_MTU", fmt.Sprint(mbMTU))
+	p := newTestPair(t, Config{FrameSize: 4096, MaxFrame: 4000})
+	if !p.b.MultiBuffer() || p.b.MaxFrame() != 4000 {
+		t.Fatalf("B: multi-buffer %v, max frame %d; want true, 4000", p.b.MultiBuffer(), p.b.MaxFrame())
+	}
+	const n = 16
+	err := p.tb.Do(netns.HostA, func() error {
+		c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(p.tb.B.IPv4, bpf.RoCEv2Port)))
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		big := make([]byte, 4400) // + IPv4 20, UDP 8, Ethernet 14: 4442 bytes
+		for range n {
+			if _, err := c.Write(big); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	frames := make([][]byte, 64)
+	deadline := time.Now().Add(5 * time.Second)
+	for p.b.Stats().RxChainsDropped < n && time.Now().Before(deadline) {
+		if k := p.b.Receive(frames); k > 0 {
+			t.Fatalf("B handed %d frames of %d bytes to the engine, want none", k, len(frames[0]))
+		}
+		p.b.Wait(10 * time.Millisecond)
+	}
+	if s := p.b.Stats(); s.RxChainsDropped != n || s.RxFrames != 0 || s.RxMultiBuffer != 0 {
+		t.Fatalf("B: rx_chains_dropped %d (want %d), rx_frames %d, rx_multi_buffer %d (want 0)", s.RxChainsDropped, n, s.RxFrames, s.RxMultiBuffer)
+	}
+	// 3900 bytes: more than one chunk holds, less than MaxFrame.
+	h := p.header(false)
+	payload := 3900 - 14 - 20 - 8 - bth.BTHLen - bth.ICRCLen
+	sendFrom(t, p.a, &h, 0, 8, payload, 8)
+	if seen := receiveAt(t, p.b, &h, 8, payload, 5*time.Second); len(seen) != 8 {
+		t.Fatalf("after the dropped chains B received %d of 8 frames; B %+v", len(seen), p.b.Stats())
+	}
+	if s := p.b.Stats(); s.RxMultiBuffer != 8 {
+		t.Errorf("B: rx_multi_buffer %d, want 8", s.RxMultiBuffer)
+	}
+}
+
+// TestMultiBufferNoAllocs is TestNoAllocs with frames of 4096-byte
+// payloads: chains on transmit and reassembly on receive allocate nothing
+// once the reassembly buffers exist.
+func TestMultiBufferNoAllocs(t *testing.T) {
+	t.Setenv("SOFTNIC_MTU", fmt.Sprint(mbMTU))
+	p := newTestPair(t, Config{FrameSize: 4096, MaxFrame: mbMTU + ethHeaderLen})
+	h := p.header(false)
+	tmpl := make([]byte, mbMTU)
+	n := buildFrame(tmpl, &h, 7, 4096)
+	frames := make([][]byte, 64)
+	received := 0
+	cycle := func() {
+		for range 8 {
+			buf := p.a.TxBuffer()
+			if buf == nil {
+				break
+			}
+			copy(buf, tmpl[:n])
+			p.a.Transmit(n)
+		}
+		p.a.Flush()
+		received += p.b.Receive(frames)
+		p.b.Wait(0)
+		p.b.Wake()
+	}
+	for range 20 { // warm up: the reassembly buffers of a full batch
+		cycle()
+	}
+	if allocs := testing.AllocsPerRun(200, cycle); allocs != 0 {
+		t.Errorf("multi-buffer Receive/TxBuffer/Transmit/Flush cycle: %v allocations, want 0", allocs)
+	}
+	if received == 0 || p.b.Stats().RxMultiBuffer == 0 {
+		t.Errorf("B received %d frames, %d in several descriptors; A %+v, B %+v", received, p.b.Stats().RxMultiBuffer, p.a.Stats(), p.b.Stats())
+	}
 }
