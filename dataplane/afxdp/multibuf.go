@@ -44,7 +44,7 @@ const maxSegs = 18
 
 // errMultiBuffer marks the bind failure of a port that needs
 // multi-buffer on a device or kernel without it.
-var errMultiBuffer = errors.New("needs AF_XDP multi-buffer (XDP_USE_SG, Linux 6.6+)")
+var errMultiBuffer = errors.New("need AF_XDP multi-buffer (XDP_USE_SG, Linux 6.6+)")
 
 // multiBufferError explains a bind that failed in every mode while
 // multi-buffer was asked for: EOPNOTSUPP (the driver has no multi-buffer

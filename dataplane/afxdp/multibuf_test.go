@@ -161,7 +161,7 @@ func TestReceiveChains(t *testing.T) {
 
 func TestMultiBufferError(t *testing.T) {
 	err := multiBufferError("b-sw", 0, 4110, lineJoin{unix.EOPNOTSUPP, unix.EOPNOTSUPP})
-	want := "b-sw queue 0: frames of 4110 bytes needs AF_XDP multi-buffer (XDP_USE_SG, Linux 6.6+), which b-sw refused in every bind mode"
+	want := "b-sw queue 0: frames of 4110 bytes need AF_XDP multi-buffer (XDP_USE_SG, Linux 6.6+), which b-sw refused in every bind mode"
 	if !bytes.HasPrefix([]byte(err.Error()), []byte(want)) {
 		t.Errorf("error %q, want it to start %q", err, want)
 	}
