@@ -60,7 +60,8 @@ type Link struct {
 // Attach attaches prog to the interface ifindex, trying driver mode first
 // and falling back to generic mode. Driver mode fails on drivers without
 // native XDP and, on veth, when the peer's MTU does not fit one page with
-// XDP headroom (about 3.5 KB); generic mode always works. Link.Mode says
+// XDP headroom (about 3.5 KB) unless the program is built for frags, as
+// softnic's is (Steer.Frags); generic mode always works. Link.Mode says
 // which one ran: the dataplane must bind AF_XDP sockets in copy mode in
 // either case on veth.
 //

@@ -26,6 +26,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/rlimit"
+	"golang.org/x/sys/unix"
 )
 
 // RoCEv2Port is the UDP destination port the program steers (IBA Annex
@@ -59,6 +60,12 @@ type Steer struct {
 	// MaxQueues is the number of XSKMap slots; frames on a higher queue
 	// are passed to the kernel.
 	MaxQueues int
+	// Frags says the program was loaded for multi-buffer frames
+	// (section "xdp.frags", BPF_F_XDP_HAS_FRAGS; Linux 5.18+): a driver
+	// may then hand it frames larger than one buffer, which AF_XDP
+	// sockets bound with XDP_USE_SG receive in several descriptors.
+	// False on older kernels, where it was loaded without the flag.
+	Frags bool
 
 	objs steerObjects
 }
@@ -95,8 +102,18 @@ func Load(opts Options) (*Steer, error) {
 		return nil, fmt.Errorf("bpf: remove memlock rlimit: %w", err)
 	}
 
-	s := &Steer{}
-	if err := spec.LoadAndAssign(&s.objs, nil); err != nil {
+	s := &Steer{Frags: true}
+	err = spec.LoadAndAssign(&s.objs, nil)
+	if errors.Is(err, unix.EINVAL) {
+		// Kernels before 5.18 know no BPF_F_XDP_HAS_FRAGS and refuse
+		// the flag: load the same program for single buffers.
+		if p := spec.Programs[ProgramName]; p != nil && p.Flags&unix.BPF_F_XDP_HAS_FRAGS != 0 {
+			p.Flags &^= unix.BPF_F_XDP_HAS_FRAGS
+			s.Frags = false
+			err = spec.LoadAndAssign(&s.objs, nil)
+		}
+	}
+	if err != nil {
 		var verr *ebpf.VerifierError
 		if errors.As(err, &verr) {
 			// The full log says which access the verifier rejected.

@@ -251,11 +251,17 @@ static __always_inline int local_dst(__be16 proto, void *l3, void *data_end)
 	}
 }
 
-SEC("xdp")
-int xdp_steer(struct xdp_md *ctx)
+// HDR_MAX is the most any classification reads: Ethernet (14), one VLAN
+// tag (4), an IPv4 header with options (60) and UDP (8) is 86; IPv6 needs
+// 14 + 4 + 40 + 8 = 66.
+#define HDR_MAX 96
+
+// classify gives the frame whose first bytes lie in [data, data_end) its
+// verdict. It is inlined twice: over the packet itself (the first buffer
+// of a multi-buffer frame) and over a copy of the frame's first bytes on
+// the stack, for a frame whose first buffer ends inside its headers.
+static __always_inline int classify(struct xdp_md *ctx, void *data, void *data_end)
 {
-	void *data = (void *)(long)ctx->data;
-	void *data_end = (void *)(long)ctx->data_end;
 	struct ethhdr *eth = data;
 	__be16 dport = 0;
 	// Every 0 return from the parsers sets reason; the initial value
@@ -310,6 +316,40 @@ int xdp_steer(struct xdp_md *ctx)
 	action = bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
 	count(action == XDP_REDIRECT ? COUNTER_STEERED : COUNTER_NO_SOCKET);
 	return action;
+}
+
+// The program is built for multi-buffer frames ("xdp.frags": loaded with
+// BPF_F_XDP_HAS_FRAGS), so that a driver may hand it frames larger than
+// one buffer (path MTU 4096 over AF_XDP with XDP_USE_SG; veth then also
+// allows driver-mode XDP above a page's MTU). data..data_end is then only
+// the first buffer. Drivers put at least the headers there in practice;
+// when the first buffer ends inside the headers and the frame goes on,
+// the headers are copied out with bpf_xdp_load_bytes and classified from
+// the copy, so a verdict never depends on where a driver split the frame.
+// The verdict is the same for the whole frame: XDP_REDIRECT hands every
+// buffer of it to the AF_XDP socket.
+SEC("xdp.frags")
+int xdp_steer(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	// The copy starts 2 bytes in, so that the IP header after the
+	// 14-byte Ethernet header (and after a 4-byte tag) is 4-byte aligned:
+	// the verifier refuses misaligned stack reads.
+	__u8 buf[HDR_MAX + 2] __attribute__((aligned(8))) = {};
+	void *hdr = buf + 2;
+	__u64 total, n;
+
+	if (data + HDR_MAX <= data_end)
+		return classify(ctx, data, data_end);
+	total = bpf_xdp_get_buff_len(ctx);
+	if (total <= (__u64)(data_end - data))
+		// A single buffer: it is the whole frame.
+		return classify(ctx, data, data_end);
+	n = total < HDR_MAX ? total : HDR_MAX;
+	if (n == 0 || bpf_xdp_load_bytes(ctx, 0, hdr, n) != 0)
+		return pass(COUNTER_TRUNCATED);
+	return classify(ctx, hdr, hdr + n);
 }
 
 char __license[] SEC("license") = "Dual MIT/GPL";

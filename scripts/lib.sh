@@ -40,11 +40,24 @@ build() {
 	go build -o "$work/softnic-bench" ./cmd/softnic-bench
 }
 
+# daemon_mtu: the daemons' --mtu for the path MTU $mtu: 1024, 2048, or
+# 4096 (AF_XDP multi-buffer; the testbed's veths then carry 4500 bytes,
+# see up).
+daemon_mtu() {
+	if [ "$mtu" -gt 2048 ]; then
+		echo 4096
+	elif [ "$mtu" -gt 1024 ]; then
+		echo 2048
+	else
+		echo 1024
+	fi
+}
+
 # start_daemon NS IFACE IP SOCKET: a daemon in the namespace, waiting for
 # its control socket; on failure prints its log and returns 1.
 start_daemon() {
 	ip netns exec "$1" "$work/softnic" run --iface "$2" --ip "$3" --socket "$4" --scheme "$scheme" \
-		--mtu "$([ "$mtu" -gt 1024 ] && echo 2048 || echo 1024)" --metrics "${SOFTNIC_METRICS:-}" \
+		--mtu "$(daemon_mtu)" --metrics "${SOFTNIC_METRICS:-}" \
 		${SOFTNIC_BUSY_POLL:+--busy-poll "$SOFTNIC_BUSY_POLL"} ${SOFTNIC_NETEM:+--netem "$SOFTNIC_NETEM"} \
 		${SOFTNIC_DAEMON_FLAGS:-} >"$work/$1.log" 2>&1 &
 	pids+=($!)
@@ -59,7 +72,13 @@ start_daemon() {
 
 # up: testbed, neighbours resolved, a daemon on each host.
 up() {
-	bash "$tb" up >/dev/null
+	# Path MTU 4096 needs veths that carry a 4.2 KB frame; a
+	# SOFTNIC_MTU given by the caller wins.
+	if [ "$(daemon_mtu)" = 4096 ]; then
+		SOFTNIC_MTU=${SOFTNIC_MTU:-4500} bash "$tb" up >/dev/null
+	else
+		bash "$tb" up >/dev/null
+	fi
 	ip netns exec "$nsA" ping -c1 -W2 198.18.1.1 >/dev/null
 	start_daemon "$nsA" a-sw 198.18.0.1 "$work/a.sock" && start_daemon "$nsB" b-sw 198.18.1.1 "$work/b.sock"
 }

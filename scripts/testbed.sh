@@ -58,8 +58,13 @@
 #                      headers + 4 (ICRC), i.e. more than 2200; 3000 leaves
 #                      room, a 3014-byte frame still fits a 4096-byte UMEM
 #                      chunk, and it stays under veth's limit for driver-mode
-#                      XDP (one page minus headroom, about 3.5 KB). Path MTU
-#                      1024 only needs 1500.
+#                      XDP of a program not built for frags (one page minus
+#                      headroom, about 3.5 KB). Path MTU 1024 only needs
+#                      1500. Path MTU 4096 needs about 4200: use 4500 with
+#                      daemons run with --mtu 4096 (frames then cross AF_XDP
+#                      in two chunks, multi-buffer; softnic's XDP program is
+#                      built for frags, so veth keeps driver mode). Every
+#                      veth end gets the MTU, the switch namespace's too.
 #
 # Loss: the sender's own interface is useless for this, because AF_XDP
 # transmit bypasses its qdisc; so loss is applied on the switch, to frames

@@ -485,8 +485,8 @@ func TestDaemonErrors(t *testing.T) {
 		expect(t, out, code, 2, `invalid value "many" for flag -mtu`)
 	})
 	t.Run("bad flag value", func(t *testing.T) {
-		out, code := runSoftnic(t, inA, "run", "--iface", tb.A.Iface, "--mtu", "4096", "--socket", socket)
-		expect(t, out, code, 2, "softnic: run: --mtu 4096: want 1024 or 2048")
+		out, code := runSoftnic(t, inA, "run", "--iface", tb.A.Iface, "--mtu", "8192", "--socket", socket)
+		expect(t, out, code, 2, "softnic: run: --mtu 8192: want 1024, 2048 or 4096")
 		if strings.Count(out, "\n") != 1 {
 			t.Errorf("output %q, want one line", out)
 		}

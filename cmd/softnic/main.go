@@ -86,7 +86,7 @@ func exitStatus(err error, stderr io.Writer) int {
 }
 
 // usageError is a bad command line the flag package let through: a value
-// of the wrong kind (--mtu 4096), a flag missing, an argument too many.
+// of the wrong kind (--mtu 8192), a flag missing, an argument too many.
 // It exits with status 2; failures of a run exit with 1.
 type usageError struct{ err error }
 

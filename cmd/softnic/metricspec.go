@@ -238,6 +238,8 @@ var metricSpecs = map[string]metricSpec{
 	"port_rx_ring_full":             queued(counterSpec("port_rx_ring_full", "Frames dropped because the AF_XDP receive ring was full (XDP_STATISTICS rx_ring_full).")),
 	"port_rx_fill_ring_empty_descs": queued(counterSpec("port_rx_fill_ring_empty_descs", "Frames dropped because the fill ring was empty (XDP_STATISTICS rx_fill_ring_empty_descs).")),
 	"port_tx_ring_empty_descs":      queued(counterSpec("port_tx_ring_empty_descs", "Kicks that found the transmit ring empty (XDP_STATISTICS tx_ring_empty_descs).")),
+	"port_rx_multi_buffer":          queued(counterSpec("port_rx_multi_buffer", "Frames that arrived in several AF_XDP descriptors (XDP_PKT_CONTD, multi-buffer) and were reassembled.")),
+	"port_rx_chains_dropped":        queued(counterSpec("port_rx_chains_dropped", "AF_XDP descriptor chains dropped as malformed: longer than the largest frame or 18 descriptors.")),
 	"port_rx_truncated":             counterSpec("port_rx_truncated", "Datagrams longer than the largest frame, dropped (UDP port)."),
 	"port_tx_errors":                counterSpec("port_tx_errors", "Datagrams the kernel refused (no route, too big), dropped (UDP port)."),
 	"port_tx_bad_frames":            counterSpec("port_tx_bad_frames", "Frames that were not IP/UDP of the port's family, dropped (UDP port)."),

@@ -141,7 +141,7 @@ func runFlags(o *options) *flag.FlagSet {
 	fs.StringVar(&o.iface, "iface", "", "network interface (required)")
 	fs.StringVar(&o.ip, "ip", "", "local IPv4 or IPv6 address, the GID (default: the interface's first 198.18.0.0/15 address, else its first global one)")
 	fs.StringVar(&o.port, "port", "afxdp", "port kind: afxdp (XDP steering + AF_XDP, needs root) or udp (kernel UDP socket on port 4791)")
-	fs.IntVar(&o.mtu, "mtu", 1024, "largest RoCE path MTU, 1024 or 2048 (picks the UMEM frame size: 2048 or 4096 bytes)")
+	fs.IntVar(&o.mtu, "mtu", 1024, "largest RoCE path MTU, 1024, 2048 or 4096 (picks the UMEM frame size: 2048 or 4096 bytes; 4096 needs AF_XDP multi-buffer, Linux 6.6+, and an interface MTU of at least 4200)")
 	fs.StringVar(&o.scheme, "scheme", recovery.GBN, fmt.Sprintf("loss recovery of QPs that do not ask for one %v", recovery.Names()))
 	fs.StringVar(&o.socket, "socket", defaultSocket, "control socket: the verbs and stats RPC (see --socket-group, --socket-mode)")
 	fs.StringVar(&o.socketGroup, "socket-group", "", "group of the control socket, a name or gid: with --socket-mode 0660 its members may use the NIC without root (softnic-bench, softnic stats) (default: the daemon's group)")
@@ -215,8 +215,8 @@ func parseRun(args []string) (options, error) {
 		return o, usagef("run: --iface is required")
 	case o.port != "afxdp" && o.port != "udp":
 		return o, usagef("run: --port %q: want afxdp or udp", o.port)
-	case o.mtu != 1024 && o.mtu != 2048:
-		return o, usagef("run: --mtu %d: want 1024 or 2048 (a 4096-byte path MTU does not fit a UMEM chunk)", o.mtu)
+	case o.mtu != 1024 && o.mtu != 2048 && o.mtu != 4096:
+		return o, usagef("run: --mtu %d: want 1024, 2048 or 4096", o.mtu)
 	case o.socket == "":
 		return o, usagef("run: --socket is required")
 	case o.modelRate != 0 && o.linkRate == 0:
@@ -427,7 +427,7 @@ func start(o options, log *slog.Logger) (d *daemon, err error) {
 	if err := checkControlFree(o.socket); err != nil {
 		return d, err
 	}
-	frameSize := 2 * o.mtu // path MTU 1024 in 2048-byte chunks, 2048 in 4096
+	frameSize, maxFrame := portFrames(o.mtu)
 	var mac [6]byte
 	copy(mac[:], d.ifi.HardwareAddr)
 	switch o.port {
@@ -445,10 +445,11 @@ func start(o options, log *slog.Logger) (d *daemon, err error) {
 		if err := d.attachXDP(); err != nil {
 			return d, err
 		}
-		p, err := afxdp.Open(afxdp.Config{Interface: o.iface, Queues: queues, FrameSize: frameSize, XSKMap: d.steer.XSKMap})
+		p, err := afxdp.Open(afxdp.Config{Interface: o.iface, Queues: queues, FrameSize: frameSize, MaxFrame: maxFrame, XSKMap: d.steer.XSKMap})
 		if err != nil {
 			return d, err
 		}
+		warnSmallMTU(log, o, p.MaxFrame())
 		d.port = p
 		d.portStats = func() []counter { return collect(p.Stats().All()) }
 		d.queueStats = func() []queueCounters {
@@ -463,11 +464,11 @@ func start(o options, log *slog.Logger) (d *daemon, err error) {
 			return out
 		}
 		log.Info("AF_XDP port open", "iface", o.iface, "queues", p.Queues(), "zerocopy", p.ZeroCopy(),
-			"need_wakeup", p.NeedWakeup(), "max_frame", p.MaxFrame())
+			"need_wakeup", p.NeedWakeup(), "max_frame", p.MaxFrame(), "multi_buffer", p.MultiBuffer())
 	case "udp":
 		// The same frame limit as the AF_XDP port's (a chunk less its
 		// receive headroom), so --mtu means the same on either port.
-		p, err := udpport.Open(udpport.Config{Addr: d.addr, MAC: mac, MaxFrame: frameSize - unix.XDP_PACKET_HEADROOM})
+		p, err := udpport.Open(udpport.Config{Addr: d.addr, MAC: mac, MaxFrame: maxFrame})
 		if err != nil {
 			return d, err
 		}

@@ -80,7 +80,7 @@ func TestConfigFileAndFlags(t *testing.T) {
 			t.Errorf("config %q: %v, want an error naming the line", bad, err)
 		}
 	}
-	for _, args := range [][]string{{}, {"--iface", "x", "--port", "dpdk"}, {"--iface", "x", "--mtu", "4096"}, {"--iface", "x", "extra"}} {
+	for _, args := range [][]string{{}, {"--iface", "x", "--port", "dpdk"}, {"--iface", "x", "--mtu", "8192"}, {"--iface", "x", "extra"}} {
 		if _, err := parseRun(args); err == nil {
 			t.Errorf("parseRun(%q) accepted", args)
 		}
@@ -310,9 +310,9 @@ func TestEmulationScale(t *testing.T) {
 // each says what is wrong in one line.
 func TestExitStatus(t *testing.T) {
 	conf := filepath.Join(t.TempDir(), "softnic.conf")
-	os.WriteFile(conf, []byte("iface = x\nmtu = 4096\n"), 0o644)
+	os.WriteFile(conf, []byte("iface = x\nmtu = 8192\n"), 0o644)
 	for _, args := range [][]string{
-		{}, {"--iface", "x", "--mtu", "4096"}, {"--iface", "x", "--port", "dpdk"}, {"--iface", "x", "extra"},
+		{}, {"--iface", "x", "--mtu", "8192"}, {"--iface", "x", "--port", "dpdk"}, {"--iface", "x", "extra"},
 		{"--iface", "x", "--log-level", "loud"}, {"--iface", "x", "--queues", "a"},
 		{"--iface", "x", "--model-rate", "100gbit"}, {"--config", conf},
 		{"--iface", "x", "--socket-mode", "0999"}, {"--iface", "x", "--socket-mode", "01660"},

@@ -392,7 +392,7 @@ func startSwitch(o switchOptions, log *slog.Logger) (d *switchd, err error) {
 		if err := sp.attach(log); err != nil {
 			return d, err
 		}
-		if sp.port, err = afxdp.Open(afxdp.Config{Interface: ifi.Name, FrameSize: 4096, XSKMap: sp.steer.XSKMap}); err != nil {
+		if sp.port, err = afxdp.Open(afxdp.Config{Interface: ifi.Name, FrameSize: 4096, MaxFrame: switchMaxFrame(ifi.MTU), XSKMap: sp.steer.XSKMap}); err != nil {
 			return d, err
 		}
 		var mac [6]byte

@@ -11,8 +11,9 @@
 // socket. Half the chunks serve reception and circulate fill ring → kernel
 // → RX ring → engine → fill ring; the other half serve transmission and
 // circulate free list → engine → TX ring → kernel → completion ring → free
-// list. Nothing is copied in user space and nothing is allocated after
-// Open:
+// list. Nothing is copied in user space (but for frames larger than a
+// chunk, which are reassembled: multibuf.go) and nothing is allocated
+// after Open:
 //
 //   - Receive returns up to len(frames) frames as slices of the UMEM,
 //     valid until the next Receive, which first gives their chunks back to
@@ -81,7 +82,8 @@ type Config struct {
 	// FrameSize is the UMEM chunk size: 2048 or 4096 (default 4096). A
 	// received frame starts XDP_PACKET_HEADROOM (256) bytes into its
 	// chunk, so 2048 carries frames up to 1792 bytes (RoCE path MTU
-	// 1024) and 4096 up to 3840 (path MTU 2048).
+	// 1024) and 4096 up to 3840 (path MTU 2048) in one chunk; larger
+	// frames (path MTU 4096) take several, see MaxFrame.
 	FrameSize int
 	// NumFrames is the number of UMEM chunks per socket, half for
 	// receiving and half for transmitting (default 4096).
@@ -89,6 +91,14 @@ type Config struct {
 	// RingSize is the size of each of the fill, completion, RX and TX
 	// rings, a power of two (default 2048).
 	RingSize int
+	// MaxFrame is the largest frame the port is to carry (0: what one
+	// chunk holds, FrameSize less the 256-byte receive headroom). Larger
+	// frames need AF_XDP multi-buffer (multibuf.go): the sockets bind
+	// with XDP_USE_SG and frames cross in several chunks; Open fails, in
+	// one line naming the interface, where the driver or kernel lacks it.
+	// The interface's MTU bounds it further (Port.MaxFrame). Path MTU
+	// 4096 needs about 4.2 KB (4096 + headers).
+	MaxFrame int
 	// XSKMap, if set, is the steering program's XSKMAP (bpf.Steer.XSKMap):
 	// Open inserts each socket at its queue index, Close removes it.
 	XSKMap *ebpf.Map
@@ -124,6 +134,7 @@ type Port struct {
 	maxFrame int    // largest frame to transmit: chunk and MTU permitting
 	rxCap    int    // largest frame a chunk can hold after the headroom
 	rxNext   int    // first socket Receive reads, round robin
+	txDescs  uint32 // TX descriptors a frame of maxFrame bytes takes
 	bell     *doorbell.Doorbell
 	st       counters
 	closed   bool
@@ -153,6 +164,9 @@ type Stats struct {
 	RxRingFull      uint64 // frames dropped because the RX ring was full
 	RxFillRingEmpty uint64 // frames dropped because the fill ring was empty
 	TxRingEmpty     uint64 // kicks that found the TX ring empty
+	// Multi-buffer (XDP_USE_SG) receive, summed over the sockets.
+	RxMultiBuffer   uint64 // frames that arrived in several descriptors, reassembled
+	RxChainsDropped uint64 // descriptor chains dropped as malformed (longer than MaxFrame or 18 descriptors)
 }
 
 // All yields every counter as (metric name, value) in a fixed order.
@@ -168,6 +182,7 @@ func (s Stats) All() iter.Seq2[string, uint64] {
 			{"rx_dropped", s.RxDropped}, {"rx_invalid_descs", s.RxInvalidDescs},
 			{"tx_invalid_descs", s.TxInvalidDescs}, {"rx_ring_full", s.RxRingFull},
 			{"rx_fill_ring_empty_descs", s.RxFillRingEmpty}, {"tx_ring_empty_descs", s.TxRingEmpty},
+			{"rx_multi_buffer", s.RxMultiBuffer}, {"rx_chains_dropped", s.RxChainsDropped},
 		} {
 			if !yield(c.name, c.v) {
 				return
@@ -188,6 +203,8 @@ type QueueStats struct {
 	RxRingFull      uint64 // frames dropped because the RX ring was full
 	RxFillRingEmpty uint64 // frames dropped because the fill ring was empty
 	TxRingEmpty     uint64 // kicks that found the TX ring empty
+	RxMultiBuffer   uint64 // frames that arrived in several descriptors, reassembled
+	RxChainsDropped uint64 // descriptor chains dropped as malformed
 }
 
 // All yields every counter but Queue as (metric name, value) in a fixed
@@ -202,6 +219,7 @@ func (q QueueStats) All() iter.Seq2[string, uint64] {
 			{"rx_dropped", q.RxDropped}, {"rx_invalid_descs", q.RxInvalidDescs},
 			{"tx_invalid_descs", q.TxInvalidDescs}, {"rx_ring_full", q.RxRingFull},
 			{"rx_fill_ring_empty_descs", q.RxFillRingEmpty}, {"tx_ring_empty_descs", q.TxRingEmpty},
+			{"rx_multi_buffer", q.RxMultiBuffer}, {"rx_chains_dropped", q.RxChainsDropped},
 		} {
 			if !yield(c.name, c.v) {
 				return
@@ -232,6 +250,13 @@ func Open(cfg Config) (p *Port, err error) {
 	if cfg.NumFrames < 64 {
 		return nil, fmt.Errorf("afxdp: NumFrames %d: want at least 64", cfg.NumFrames)
 	}
+	rxCap := cfg.FrameSize - rxHeadroom
+	if cfg.MaxFrame == 0 {
+		cfg.MaxFrame = rxCap
+	}
+	if cfg.MaxFrame < 64 || cfg.MaxFrame > maxSegs*rxCap {
+		return nil, fmt.Errorf("afxdp: MaxFrame %d: want 64 to %d (%d chunks of %d bytes)", cfg.MaxFrame, maxSegs*rxCap, maxSegs, rxCap)
+	}
 	ifi, err := net.InterfaceByName(cfg.Interface)
 	if err != nil {
 		return nil, fmt.Errorf("afxdp: %w", err)
@@ -247,9 +272,12 @@ func Open(cfg Config) (p *Port, err error) {
 		cfg:      cfg,
 		ifindex:  ifi.Index,
 		txChunk:  noChunk,
-		rxCap:    cfg.FrameSize - rxHeadroom,
-		maxFrame: min(cfg.FrameSize-rxHeadroom, ifi.MTU+ethHeaderLen),
+		rxCap:    rxCap,
+		maxFrame: min(cfg.MaxFrame, ifi.MTU+ethHeaderLen),
 	}
+	// Multi-buffer only where a frame the port carries can outgrow a
+	// chunk: otherwise the sockets bind exactly as before.
+	sg := p.maxFrame > rxCap
 	defer func() {
 		if err != nil {
 			p.Close()
@@ -258,8 +286,13 @@ func Open(cfg Config) (p *Port, err error) {
 	}()
 	fds := make([]int, 0, len(cfg.Queues))
 	for _, q := range cfg.Queues {
-		x, err := openXSK(ifi.Index, q, &cfg)
+		x, err := openXSK(ifi.Index, q, &cfg, p.maxFrame, sg)
 		if err != nil {
+			if sg {
+				if mb := multiBufferError(cfg.Interface, q, p.maxFrame, err); mb != err {
+					return p, fmt.Errorf("afxdp: %w", mb)
+				}
+			}
 			return p, fmt.Errorf("afxdp: %s queue %d: %w", cfg.Interface, q, err)
 		}
 		p.socks = append(p.socks, x)
@@ -271,6 +304,7 @@ func Open(cfg Config) (p *Port, err error) {
 		}
 	}
 	p.tx = p.socks[0]
+	p.txDescs = uint32((p.maxFrame + cfg.FrameSize - 1) / cfg.FrameSize)
 	if p.bell, err = doorbell.New(fds...); err != nil {
 		return p, fmt.Errorf("afxdp: %w", err)
 	}
@@ -288,9 +322,14 @@ func (p *Port) NeedWakeup() bool { return p.tx.needWakeup }
 // Queues are the receive queues the port's sockets are bound to.
 func (p *Port) Queues() []int { return p.cfg.Queues }
 
-// MaxFrame is the largest frame the port transmits: a UMEM chunk less the
-// receive headroom, and no more than the interface's MTU allows.
+// MaxFrame is the largest frame the port carries: Config.MaxFrame (by
+// default a UMEM chunk less the receive headroom), and no more than the
+// interface's MTU allows.
 func (p *Port) MaxFrame() int { return p.maxFrame }
+
+// MultiBuffer reports whether the sockets are bound with XDP_USE_SG:
+// frames larger than a chunk cross in several descriptors.
+func (p *Port) MultiBuffer() bool { return p.tx.sg }
 
 // Receive returns the chunks of the previous batch to the fill rings, then
 // fills frames with up to len(frames) received frames, taking the sockets
@@ -304,7 +343,7 @@ func (p *Port) Receive(frames [][]byte) int {
 	n := 0
 	for i := range p.socks {
 		x := p.socks[(p.rxNext+i)%len(p.socks)]
-		if k := x.receive(frames[n:], p.rxCap); k > 0 {
+		if k := x.receive(frames[n:], p.rxCap, p.maxFrame); k > 0 {
 			x.rxFrames.Add(uint64(k))
 			n += k
 		}
@@ -337,7 +376,7 @@ func (p *Port) TxBuffer() []byte {
 		if len(x.txFree) == 0 {
 			x.reap()
 		}
-		if len(x.txFree) == 0 || x.tx.free(1) == 0 {
+		if len(x.txFree) == 0 || x.tx.free(p.txDescs) < p.txDescs {
 			p.st.txRingFull.Add(1)
 			return nil
 		}
@@ -361,11 +400,23 @@ func (p *Port) Transmit(n int) {
 		p.txChunk = noChunk
 		return
 	}
-	// TxBuffer checked that the ring has a free slot.
-	d := &x.tx.descs[x.tx.cachedProd&x.tx.mask]
-	d.Addr, d.Len, d.Options = p.txChunk, uint32(n), 0
-	x.tx.cachedProd++
-	x.txBatch++
+	// TxBuffer checked that the ring has a free slot for each chunk
+	// of the group. A frame beyond one chunk goes out as a chain: every
+	// descriptor but the last says XDP_PKT_CONTD.
+	addr, chunk := p.txChunk, uint32(p.cfg.FrameSize)
+	for left := uint32(n); ; {
+		d := &x.tx.descs[x.tx.cachedProd&x.tx.mask]
+		x.tx.cachedProd++
+		x.txBatch++
+		if left <= chunk {
+			d.Addr, d.Len, d.Options = addr, left, 0
+			break
+		}
+		d.Addr, d.Len, d.Options = addr, chunk, unix.XDP_PKT_CONTD
+		addr += uint64(chunk)
+		left -= chunk
+	}
+	x.txFrameBatch++
 	p.txChunk = noChunk
 }
 
@@ -375,8 +426,8 @@ func (p *Port) Flush() {
 	x := p.tx
 	if x.txBatch > 0 {
 		x.tx.publish()
-		x.txFrames.Add(uint64(x.txBatch))
-		x.txBatch = 0
+		x.txFrames.Add(uint64(x.txFrameBatch))
+		x.txBatch, x.txFrameBatch = 0, 0
 		p.kick(x)
 	}
 	x.reap()
@@ -453,6 +504,8 @@ func (p *Port) Stats() Stats {
 		s.RxRingFull += q.RxRingFull
 		s.RxFillRingEmpty += q.RxFillRingEmpty
 		s.TxRingEmpty += q.TxRingEmpty
+		s.RxMultiBuffer += q.RxMultiBuffer
+		s.RxChainsDropped += q.RxChainsDropped
 	}
 	return s
 }
@@ -478,6 +531,8 @@ func (p *Port) QueueStats() []QueueStats {
 			RxRingFull:      k.Rx_ring_full,
 			RxFillRingEmpty: k.Rx_fill_ring_empty_descs,
 			TxRingEmpty:     k.Tx_ring_empty_descs,
+			RxMultiBuffer:   x.mbFrames.Load(),
+			RxChainsDropped: x.chainDrops.Load(),
 		})
 	}
 	return out

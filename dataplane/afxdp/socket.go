@@ -35,9 +35,26 @@ type xsk struct {
 	held    []uint64 // RX chunks of the frames the engine holds
 	txFree  []uint64 // TX chunks ready for TxBuffer
 	txBatch uint32   // descriptors written to tx since the last Flush
+	// frames written to tx since the last Flush (txBatch counts
+	// descriptors: a multi-buffer frame takes several)
+	txFrameBatch uint32
 
 	zeroCopy   bool // bound with XDP_ZEROCOPY
 	needWakeup bool // bound with XDP_USE_NEED_WAKEUP
+	sg         bool // bound with XDP_USE_SG (multi-buffer)
+
+	// Multi-buffer state (multibuf.go). TX chunks go out in groups of
+	// txGroup bytes (one chunk unless frames span several) from
+	// txBase; asm are the reassembly buffers, asmUsed of them hold
+	// frames of the current batch; rxSkip: the rest of a chain being
+	// dropped is still to come.
+	txBase, txGroup uint64
+	asm             [][]byte
+	asmUsed         int
+	rxSkip          bool
+	// Counted during one receive, then added to the atomics below.
+	rxMBFrames, rxChainDrops uint64
+	mbFrames, chainDrops     atomic.Uint64
 
 	// Frames through this socket, added once per batch by the poll
 	// loop (the port's totals are their sums) and read by
@@ -80,8 +97,8 @@ var bindModes = []struct {
 
 // openXSK creates a socket with its UMEM and rings and binds it to
 // (ifindex, queue) in the calling thread's network namespace.
-func openXSK(ifindex, queue int, cfg *Config) (x *xsk, err error) {
-	x = &xsk{fd: -1, queue: queue, chunkMask: ^uint64(cfg.FrameSize - 1)}
+func openXSK(ifindex, queue int, cfg *Config, maxFrame int, sg bool) (x *xsk, err error) {
+	x = &xsk{fd: -1, queue: queue, chunkMask: ^uint64(cfg.FrameSize - 1), sg: sg}
 	defer func() {
 		if err != nil {
 			x.close()
@@ -137,7 +154,11 @@ func openXSK(ifindex, queue int, cfg *Config) (x *xsk, err error) {
 	for i := range rxFrames {
 		x.rxSpare = append(x.rxSpare, uint64(i)*chunk)
 	}
-	for i := rxFrames; i < frames; i++ {
+	// TX chunks in groups of as many adjacent chunks as a frame of
+	// maxFrame bytes covers (1 without multi-buffer).
+	group := (maxFrame + cfg.FrameSize - 1) / cfg.FrameSize
+	x.txBase, x.txGroup = uint64(rxFrames)*chunk, uint64(group)*chunk
+	for i := rxFrames; i+group <= frames; i += group {
 		x.txFree = append(x.txFree, uint64(i)*chunk)
 	}
 	x.refill()
@@ -170,13 +191,17 @@ func (x *xsk) bind(ifindex, queue int) error {
 	for {
 		var errs []error
 		for _, m := range bindModes {
-			sa := unix.SockaddrXDP{Flags: m.flags, Ifindex: uint32(ifindex), QueueID: uint32(queue)}
+			flags := m.flags
+			if x.sg {
+				flags |= unix.XDP_USE_SG
+			}
+			sa := unix.SockaddrXDP{Flags: flags, Ifindex: uint32(ifindex), QueueID: uint32(queue)}
 			err := unix.Bind(x.fd, &sa)
 			if err == nil {
 				x.zeroCopy, x.needWakeup = m.zeroCopy, m.needWakeup
 				return nil
 			}
-			errs = append(errs, fmt.Errorf("flags %#x: %w", m.flags, err))
+			errs = append(errs, fmt.Errorf("flags %#x: %w", flags, err))
 			if errors.Is(err, unix.EBUSY) {
 				break // the queue has a socket: no other mode helps
 			}
@@ -225,29 +250,67 @@ func (x *xsk) refill() int {
 }
 
 // receive appends up to len(frames) received frames, remembering their
-// chunks in held, and releases their RX descriptors in one store.
-func (x *xsk) receive(frames [][]byte, maxFrame int) int {
-	n := min(x.rx.available(), uint32(len(frames)))
-	for i := range n {
+// chunks in held, and releases their RX descriptors in one store. A frame
+// in several descriptors (XDP_PKT_CONTD) is reassembled into one of
+// maxFrame bytes (multibuf.go).
+func (x *xsk) receive(frames [][]byte, rxCap, maxFrame int) int {
+	avail := x.rx.available()
+	n, i := 0, uint32(0)
+	for i < avail && n < len(frames) {
+		if x.rxSkip {
+			i += x.skipChain(i, avail)
+			continue
+		}
 		d := &x.rx.descs[(x.rx.cachedCons+i)&x.rx.mask]
+		if d.Options&unix.XDP_PKT_CONTD != 0 {
+			used, f := x.receiveChain(i, avail, rxCap, maxFrame)
+			if used == 0 {
+				// Its end is not among the entries the cached
+				// producer index shows: look again once.
+				if fresh := atomic.LoadUint32(x.rx.producer); fresh != x.rx.cachedProd {
+					x.rx.cachedProd = fresh
+					avail = fresh - x.rx.cachedCons
+					continue
+				}
+				break // not in the ring yet: the next receive
+			}
+			i += used
+			if f != nil {
+				frames[n] = f
+				n++
+			}
+			continue
+		}
 		// The kernel validated addr and len against the UMEM; cap
 		// anyway, so that a frame can never reach into the next chunk.
-		ln := min(uint64(d.Len), uint64(maxFrame))
-		frames[i] = x.umem[d.Addr : d.Addr+ln : d.Addr+ln]
+		ln := min(uint64(d.Len), uint64(rxCap))
+		frames[n] = x.umem[d.Addr : d.Addr+ln : d.Addr+ln]
 		x.held = append(x.held, d.Addr&x.chunkMask)
+		n++
+		i++
 	}
-	if n > 0 {
-		x.rx.cachedCons += n
+	if i > 0 {
+		x.rx.cachedCons += i
 		x.rx.release()
 	}
-	return int(n)
+	if x.rxMBFrames > 0 {
+		x.mbFrames.Add(x.rxMBFrames)
+		x.rxMBFrames = 0
+	}
+	if x.rxChainDrops > 0 {
+		x.chainDrops.Add(x.rxChainDrops)
+		x.rxChainDrops = 0
+	}
+	return n
 }
 
 // recycle returns the chunks of the last batch, and any the fill ring had
-// no room for before, to the fill ring.
+// no room for before, to the fill ring, and takes back the reassembly
+// buffers.
 func (x *xsk) recycle() int {
 	x.rxSpare = append(x.rxSpare, x.held...)
 	x.held = x.held[:0]
+	x.asmUsed = 0
 	if len(x.rxSpare) == 0 {
 		return 0
 	}
@@ -261,7 +324,11 @@ func (x *xsk) reap() {
 		return
 	}
 	for i := range n {
-		x.txFree = append(x.txFree, x.comp.addrs[(x.comp.cachedCons+i)&x.comp.mask])
+		// A frame of several chunks completes each; the free list
+		// keeps its group's first.
+		if addr := x.comp.addrs[(x.comp.cachedCons+i)&x.comp.mask]; x.txGroupStart(addr) {
+			x.txFree = append(x.txFree, addr)
+		}
 	}
 	x.comp.cachedCons += n
 	x.comp.release()

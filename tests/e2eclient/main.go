@@ -68,6 +68,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/softnic/softnic/qp"
 	"github.com/softnic/softnic/verbs"
 	"github.com/softnic/softnic/verbs/cm"
 )
@@ -115,6 +116,7 @@ type config struct {
 	timeout   time.Duration
 	scheme    string
 	star      bool
+	mtu       verbs.MTU
 }
 
 // errPeerGone is the peer's TCP connection ending.
@@ -150,9 +152,15 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.timeout, "timeout", 2*time.Minute, "longest wait for one completion or one barrier")
 	fs.StringVar(&c.scheme, "scheme", "", "loss recovery the QP asks for (both sides must agree; default: the daemon's)")
 	fs.BoolVar(&c.star, "star", false, "StaR: the requester's QP is a StaR client, the responder's a stateless server (RDMA_WRITE, RDMA_READ, SEND, SEND_WITH_IMM and SEND_BACK only)")
+	mtu := fs.Int("mtu", 1024, "path MTU of the connection: 256, 512, 1024, 2048 or 4096 (both sides must agree)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
+	m, err := qp.MTUFromBytes(*mtu)
+	if err != nil {
+		return c, fmt.Errorf("--mtu %d: %w", *mtu, err)
+	}
+	c.mtu = m
 	if (c.listen == "") == (c.connect == "") {
 		return c, errors.New("give exactly one of --listen and --connect")
 	}
@@ -311,7 +319,7 @@ func (s *side) connect() error {
 	if s.remote.MAC, err = cm.NextHopMAC(s.remote.GID, s.remote.MAC, 5*time.Second); err != nil {
 		return err
 	}
-	if err := cm.ConnectQP(s.qp, s.local, s.remote, verbs.ConnParam{MTU: verbs.MTU1024}); err != nil {
+	if err := cm.ConnectQP(s.qp, s.local, s.remote, verbs.ConnParam{MTU: s.cfg.mtu}); err != nil {
 		return err
 	}
 	// Both QPs are in RTS (hence past RTR) before either side sends.
