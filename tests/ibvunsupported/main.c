@@ -37,14 +37,6 @@ int main(void)
 		return 2;
 	}
 
-	struct ibv_wc wc = { .status = IBV_WC_SUCCESS, .opcode = IBV_WC_RECV, .wc_flags = IBV_WC_GRH };
-	struct ibv_grh grh = { 0 };
-	errno = 0;
-	{
-		int failed = ibv_create_ah_from_wc(pd, &wc, &grh, 1) == NULL;
-		report("ibv_create_ah_from_wc", failed, errno);
-	}
-
 	struct ibv_qp_init_attr uc = { .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_UC,
 				       .cap = { .max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1 } };
 	errno = 0;
