@@ -88,7 +88,7 @@ var fasrDiveParams = []paperParam{
 	{"base RTT", "40 µs (20 µs each way)", "§V-D3"},
 	{"MTU", "1024 B", "§V-D3: 1KB"},
 	{"bitmap pool", "128 blocks of 16 bits (256 B) + 32 SR units", "§V-D3: 270 B; the recovery package's default pool"},
-	{"traffic", "8 KiB WRITEs, 64/QPs outstanding per QP (about 512 packets in flight, BDP cap 128 per QP)", "§III-A: BDP 500 packets; the paper's websearch/datamining loads are not modelled"},
+	{"traffic", "512 packets of WRITEs in flight in all: 64/QPs 8 KiB WRITEs per QP up to 64 QPs, then one WRITE of 512/QPs packets (4 KiB at 128 QPs, 1 KiB at 512); BDP cap 128 per QP", "§III-A: BDP 500 packets; the paper's websearch/datamining loads are not modelled"},
 	{"loss", "random, both directions", "§V-D: random loss (the paper's incast case is not modelled)"},
 	{"on-chip budget", fmt.Sprintf("%d B, both NICs (every context fits)", sweep.FaSRBudget), "§V-A"},
 	{"warm-up, window", "10 ms, 20 ms simulated", "softnic: steady state"},

@@ -110,9 +110,9 @@ func SaveFasrFig7c(dir, name string, ps []FasrFig7cPoint) (string, error) {
 // 40 µs base RTT, MTU 1 KB, 1% loss, a 270-byte bitmap pool). Here: fasr
 // on both NICs, the FaSR budget, the recovery package's pools (128
 // bitmap blocks of 16 bits, 256 B, and 32 SR units), qps QPs from A to B
-// sharing the link, each keeping depth 8 KiB WRITEs outstanding so that
-// together they keep about 512 packets in flight (the paper's BDP of
-// 500), capped at the BDP cap of 128 packets per QP.
+// sharing the link, together keeping 512 packets of WRITEs outstanding
+// (the paper's BDP of 500; FasrDiveWorkload), each QP capped at the BDP
+// cap of 128 packets.
 
 // FasrDivePoint is one point of Fig. 9b/10.
 type FasrDivePoint struct {
@@ -138,13 +138,33 @@ func (p FasrDivePoint) FastShare() float64 {
 	return float64(p.RxFast+p.TxFast) / float64(all)
 }
 
+// FasrDiveInFlight is the packets all QPs of Fig. 9b/10 keep outstanding
+// together: about the paper's BDP of 500 packets (100 Gb/s, 40 µs, 1 KB).
+const FasrDiveInFlight = 512
+
+// FasrDiveWorkload is what each of qps QPs keeps outstanding so that
+// together they hold FasrDiveInFlight packets of MTU 1024: 8 KiB WRITEs
+// (8 packets), FasrDiveInFlight/8/qps of them, while that is at least one
+// (up to 64 QPs); past that one WRITE each, of FasrDiveInFlight/qps
+// packets (4 KiB at 128 QPs, 1 KiB at 512), and never less than one
+// packet, so past 512 QPs the total is one packet per QP.
+func FasrDiveWorkload(qps int) (depth, size int) {
+	const mtu, msg = 1024, 8192
+	pkts := max(1, FasrDiveInFlight/max(1, qps)) // per QP
+	if pkts >= msg/mtu {
+		return pkts / (msg / mtu), msg
+	}
+	return 1, pkts * mtu
+}
+
 // FasrDiveConfig returns one point's configuration.
 func FasrDiveConfig(qps int, loss float64, warmup, measure time.Duration) QPConfig {
 	link := DefaultQPLink
 	link.Delay = 20 * time.Microsecond // §V-D3: base RTT 40 µs
 	link.QueueFrames = 4096
-	return QPConfig{Scheme: recovery.FaSR, QPs: qps, Size: 8192, Loss: loss, SRAM: FaSRBudget, Penalty: qp.DefaultFetchPenalty,
-		Link: link, Warmup: warmup, Measure: measure, Seed: uint64(qps) + 11, MTU: qp.MTU1024, Depth: max(1, 64/qps), Timeout: 14}
+	depth, size := FasrDiveWorkload(qps)
+	return QPConfig{Scheme: recovery.FaSR, QPs: qps, Size: size, Loss: loss, SRAM: FaSRBudget, Penalty: qp.DefaultFetchPenalty,
+		Link: link, Warmup: warmup, Measure: measure, Seed: uint64(qps) + 11, MTU: qp.MTU1024, Depth: depth, Timeout: 14}
 }
 
 // RunFasrDive measures one point.

@@ -112,3 +112,25 @@ func TestFasrDive(t *testing.T) {
 		t.Fatalf("1%% loss %+v", lossy)
 	}
 }
+
+// TestFasrDiveWorkload: Fig. 9b/10's QPs keep 512 packets in flight
+// together at every QP count of the figure (8 KiB WRITEs while each QP
+// has at least one, smaller single WRITEs past 64 QPs), and one packet
+// per QP at least.
+func TestFasrDiveWorkload(t *testing.T) {
+	for _, n := range []int{2, 8, 32, 64, 128, 256, 512} {
+		depth, size := FasrDiveWorkload(n)
+		if got := n * depth * size / 1024; got != FasrDiveInFlight {
+			t.Errorf("%d QPs: depth %d of %d B, %d packets in flight, want %d", n, depth, size, got, FasrDiveInFlight)
+		}
+		if size > 8192 || size%1024 != 0 || depth < 1 {
+			t.Errorf("%d QPs: depth %d of %d B", n, depth, size)
+		}
+	}
+	if depth, size := FasrDiveWorkload(1000); depth != 1 || size != 1024 {
+		t.Errorf("1000 QPs: depth %d of %d B, want one WRITE of one packet", depth, size)
+	}
+	if c := FasrDiveConfig(128, 0.01, 0, 0); c.Depth != 1 || c.Size != 4096 {
+		t.Errorf("128 QPs: config depth %d of %d B, want 1 of 4096", c.Depth, c.Size)
+	}
+}
