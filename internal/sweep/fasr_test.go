@@ -65,7 +65,7 @@ func TestQPSweepOwnTimeouts(t *testing.T) {
 // same QPs with whole-message turns miss once per message.
 func TestFasrFig7cThrash(t *testing.T) {
 	nics := FasrFig7cNICs()
-	gbn, fasr := nics[0], nics[1]
+	gbn, fasr := nics[0], nics[len(nics)-1]
 	if gbn.Scheme != recovery.GBN || gbn.SRAM != CX6Budget() || fasr.SRAM != FaSRBudget {
 		t.Fatalf("NICs %+v", nics)
 	}
@@ -132,5 +132,36 @@ func TestFasrDiveWorkload(t *testing.T) {
 	}
 	if c := FasrDiveConfig(128, 0.01, 0, 0); c.Depth != 1 || c.Size != 4096 {
 		t.Errorf("128 QPs: config depth %d of %d B, want 1 of 4096", c.Depth, c.Size)
+	}
+}
+
+// TestFasrFig7cIRNSRNIC: Fig. 7c's four NICs at a tenth of its scale (500
+// QPs, a tenth of each on-chip budget, so the same share of each NIC's
+// contexts fits: all of srnic's and fasr's, under half of irn's) at 1%
+// loss with each NIC's scheduler turn and the service time: irn (its
+// contexts thrash) and srnic (its bitmap queries stall the pipeline) both
+// stay below fasr, and gbn below all three.
+func TestFasrFig7cIRNSRNIC(t *testing.T) {
+	got := map[string]FasrFig7cPoint{}
+	for _, nic := range FasrFig7cNICs() {
+		nic.SRAM /= 10
+		p, err := RunFasrFig7c(nic, 500, 0.01, FasrFig7cTurn(nic), 2*time.Millisecond, 6*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %.2f Gb/s, hit rate %.3f, %d retransmits", nic.Name, p.GoodputGbps, p.HitRate, p.Retransmits)
+		got[nic.Name] = p
+	}
+	f := got["fasr"]
+	if f.HitRate != 1 || got["srnic"].HitRate != 1 || got["irn"].HitRate > 0.95 {
+		t.Errorf("hit rates: fasr %.3f, srnic %.3f (want every context on chip), irn %.3f (want misses)", f.HitRate, got["srnic"].HitRate, got["irn"].HitRate)
+	}
+	for _, n := range []string{"irn", "srnic"} {
+		if got[n].GoodputGbps >= 0.95*f.GoodputGbps {
+			t.Errorf("%s %.2f Gb/s, fasr %.2f: want %s below 95%% of fasr", n, got[n].GoodputGbps, f.GoodputGbps, n)
+		}
+		if got["gbn"].GoodputGbps >= got[n].GoodputGbps {
+			t.Errorf("gbn %.2f Gb/s not below %s %.2f", got["gbn"].GoodputGbps, n, got[n].GoodputGbps)
+		}
 	}
 }
