@@ -146,6 +146,15 @@ type Config struct {
 	// LinkRate is 0 (with LinkRate set, the emulated link's rate is the
 	// port's). 0: DefaultPFCRate, 10 Gb/s.
 	PFCRate uint64
+	// RTTOffChip leaves the adaptive RTO's round-trip estimate out of the
+	// on-chip context's size (rttOnChipBytes, 16 B per QP): the timeouts
+	// still follow the path, but the context cache is charged only the base
+	// context and the scheme's state, as for a NIC with fixed timeouts.
+	// It models the papers' NICs, none of which keeps such an estimate
+	// (FaSR §V-A: SRNIC's context is 256 + 12 B), in the QP sweep that
+	// needs adaptive timeouts to survive a thrashing NIC. Off, the default:
+	// the estimate is charged.
+	RTTOffChip bool
 }
 
 // DefaultStarEgressFrames is the default depth of a StaR server's egress

@@ -505,11 +505,12 @@ func (e *Engine) transmit() int {
 		n := e.readyLen()
 		for i := 0; i < n && !e.txStall && !e.stalled(); i++ {
 			q := e.popReady()
-			sent, more := q.tr.serve(e.cfg.TxBurst)
+			budget := e.turnBudget(q)
+			sent, more := q.tr.serve(budget)
 			e.hostStall()
 			total += sent
 			if more {
-				e.schedule(q)
+				e.endTurn(q, budget, sent)
 			}
 		}
 	}

@@ -109,6 +109,9 @@ type QP struct {
 	recvCQ *CQ
 	sigAll bool
 	queued bool // on the engine's ready list
+	// turnLeft is what is left of a transmit turn a busy service
+	// pipeline cut short (turn.go); 0: none.
+	turnLeft int
 	// maxUnacked bounds the unacknowledged PSNs (0: none).
 	maxUnacked int
 	av         AddressVector

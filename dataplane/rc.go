@@ -478,7 +478,7 @@ func (rc *rcTransport) applyScheme(scheme recovery.Scheme) {
 	q.receiver = scheme.NewReceiver()
 	sr := q.sender.OnChipBytes() + q.receiver.OnChipBytes()
 	base := e.cfg.QPContextBytes
-	if e.cfg.RTO == RTOAdaptive {
+	if e.cfg.RTO == RTOAdaptive && !e.cfg.RTTOffChip {
 		base += rttOnChipBytes
 	}
 	e.cache.SetSize(&q.cache, base+sr, sr)

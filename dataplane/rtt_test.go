@@ -366,3 +366,21 @@ func TestRTTDeadPathStillFails(t *testing.T) {
 		})
 	}
 }
+
+// TestRTTOffChip: with Config.RTTOffChip an adaptive QP's context is as
+// large on chip as a fixed one's (the estimate is not charged), and its
+// timeouts still follow the path (it takes samples).
+func TestRTTOffChip(t *testing.T) {
+	fixed := newRTTPair(t, recovery.SRNIC, RTOFixed, 10*time.Microsecond, 14)
+	off := newSchemePair(t, recovery.SRNIC, recovery.Params{}, SimConfig{Seed: 61, AtoB: delayLink(10 * time.Microsecond), BtoA: delayLink(10 * time.Microsecond), FetchPenalty: -1, RTO: RTOAdaptive, RTTOffChip: true},
+		ConnParams{MTU: qp.MTU1024, Timeout: 14})
+	on := newRTTPair(t, recovery.SRNIC, RTOAdaptive, 10*time.Microsecond, 14)
+	f, o, n := fixed.sim.A.CacheStats().ResidentBytes, off.sim.A.CacheStats().ResidentBytes, on.sim.A.CacheStats().ResidentBytes
+	if o != f || n != f+rttOnChipBytes {
+		t.Fatalf("context bytes: fixed %d, adaptive off chip %d (want %d), adaptive %d (want %d)", f, o, f, n, f+rttOnChipBytes)
+	}
+	off.checkWrite(1, 4<<10, false)
+	if a := off.sim.A.Counters(); a.RTTSamples == 0 {
+		t.Fatal("adaptive with the estimate off chip took no sample")
+	}
+}

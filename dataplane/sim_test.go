@@ -49,6 +49,7 @@ type SimConfig struct {
 	MaxUnackedPSNs   int    // both engines' Config.MaxUnackedPSNs
 	ServiceRate      uint64 // both engines' Config.ServiceRate
 	ServiceRateB     uint64 // when not 0, B's alone (A keeps ServiceRate)
+	RTTOffChip       bool   // both engines' Config.RTTOffChip
 }
 
 // sim.AddrA, sim.AddrB, sim.Addr6A, sim.Addr6B, sim.MACA, sim.MACB.
@@ -72,7 +73,7 @@ func NewSim(cfg SimConfig) (*Sim, error) {
 		addrA, addrB = SimAddr6A, SimAddr6B
 	}
 	a, err := NewEngine(Config{MAC: SimMACA, Addr: addrA, Scheme: cfg.SchemeA, SchemeParams: cfg.SchemeParams, SRAMBytes: cfg.SRAMBytes, FetchPenalty: cfg.FetchPenalty, RTOBackoff: cfg.RTOBackoff, RTO: cfg.RTO, TxBurst: cfg.TxBurst,
-		LinkRate: cfg.LinkRate, LinkBurst: cfg.LinkBurst, LinkDelay: cfg.LinkDelay, LinkDelaySlots: cfg.LinkDelaySlots, Netem: cfg.Netem, CC: cfg.CC, MaxUnackedPSNs: cfg.MaxUnackedPSNs, ServiceRate: cfg.ServiceRate}, f.A())
+		LinkRate: cfg.LinkRate, LinkBurst: cfg.LinkBurst, LinkDelay: cfg.LinkDelay, LinkDelaySlots: cfg.LinkDelaySlots, Netem: cfg.Netem, CC: cfg.CC, MaxUnackedPSNs: cfg.MaxUnackedPSNs, ServiceRate: cfg.ServiceRate, RTTOffChip: cfg.RTTOffChip}, f.A())
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +86,7 @@ func NewSim(cfg SimConfig) (*Sim, error) {
 		serviceB = cfg.ServiceRateB
 	}
 	b, err := NewEngine(Config{MAC: SimMACB, Addr: addrB, Scheme: cfg.SchemeB, SchemeParams: cfg.SchemeParams, SRAMBytes: sramB, StarServer: cfg.StarServerB, FetchPenalty: cfg.FetchPenalty, RTOBackoff: cfg.RTOBackoff, RTO: cfg.RTO, TxBurst: cfg.TxBurst,
-		LinkRate: cfg.LinkRate, LinkBurst: cfg.LinkBurst, LinkDelay: cfg.LinkDelay, LinkDelaySlots: cfg.LinkDelaySlots, Netem: netemB, CC: cfg.CC, MaxUnackedPSNs: cfg.MaxUnackedPSNs, ServiceRate: serviceB}, f.B())
+		LinkRate: cfg.LinkRate, LinkBurst: cfg.LinkBurst, LinkDelay: cfg.LinkDelay, LinkDelaySlots: cfg.LinkDelaySlots, Netem: netemB, CC: cfg.CC, MaxUnackedPSNs: cfg.MaxUnackedPSNs, ServiceRate: serviceB, RTTOffChip: cfg.RTTOffChip}, f.B())
 	if err != nil {
 		return nil, err
 	}

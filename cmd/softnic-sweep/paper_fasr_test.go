@@ -12,7 +12,7 @@ import (
 
 // TestPaperFasrFig7cQuick: `softnic-sweep paper fasr-fig7c -quick` runs a
 // smoke version of Fig. 7c and writes its CSV, in the issue's columns,
-// with a row for each NIC and loss, and its PNG.
+// with a row for each of the four NICs and loss, and its PNG.
 func TestPaperFasrFig7cQuick(t *testing.T) {
 	dir := t.TempDir()
 	if err := paperPresets["fasr-fig7c"].Run(paperOpts{Out: dir, Quick: true, Stdout: io.Discard}); err != nil {
@@ -23,10 +23,10 @@ func TestPaperFasrFig7cQuick(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if lines[0] != "scheme,loss,goodput_gbps" || len(lines) != 5 {
+	if lines[0] != "scheme,loss,goodput_gbps" || len(lines) != 9 {
 		t.Fatalf("csv:\n%s", b)
 	}
-	for _, want := range []string{"gbn,0,", "gbn,0.01,", "fasr,0,", "fasr,0.01,"} {
+	for _, want := range []string{"gbn,0,", "gbn,0.01,", "srnic,0,", "srnic,0.01,", "irn,0,", "irn,0.01,", "fasr,0,", "fasr,0.01,"} {
 		if !strings.Contains(string(b), "\n"+want) {
 			t.Errorf("no row %q in\n%s", want, b)
 		}

@@ -91,6 +91,7 @@ func qpSweepCmd(args []string) error {
 	nics := fs.String("nics", "server", "which NICs -sram budgets: server (B alone; the clients, A, stand for separate machines, StaR §4) or both")
 	rtoMode := fs.String("rto", "adaptive", "the schemes' timeouts: fixed (IRN's 100/320 µs for the selective schemes, the ACK timeout for go-back-N) or adaptive (the same rules applied to each QP's measured round trip, which past the knee is milliseconds); both with backoff")
 	oneTimeout := fs.Bool("one-timeout", false, "the sweep before issue 14: both NICs budgeted and every scheme's RTO the QPs' 16.8 ms ACK timeout, no backoff (overrides -nics)")
+	rttOffChip := fs.Bool("rtt-offchip", false, "with -rto adaptive, leave each QP's 16-byte round-trip estimate out of its on-chip context (the papers' NICs keep none; FaSR §V-A's SRNIC context is 256 + 12 B)")
 	maxMsgs := fs.Uint64("max-msgs", 200000, "lossless points: end the measurement window after this many messages (the warm-up after half as many); 0: never. Lossy points always run the whole windows")
 	var knobs recovery.KnobValues
 	fs.Var(&knobs, "scheme-param", schemeParamUsage)
@@ -163,7 +164,7 @@ func qpSweepCmd(args []string) error {
 						// QP waits milliseconds for its turn in the NIC, and
 						// fixed RTOs of 100 µs fired again and again until
 						// the retries ran out (found by this sweep).
-						RTOBackoff: true, RTO: rto}
+						RTOBackoff: true, RTO: rto, RTTOffChip: *rttOffChip}
 					if rto == dataplane.RTOAdaptive {
 						// Until its first round trip is measured a QP
 						// waits the ACK timeout, as RFC 6298 (§2.1)

@@ -72,6 +72,9 @@ type Config struct {
 	// ServiceRate gives both NICs' receive pipelines a service time (see
 	// dataplane.Config; 0: none).
 	ServiceRate uint64
+	// RTTOffChip leaves both NICs' round-trip estimates out of their
+	// contexts' on-chip size (see dataplane.Config).
+	RTTOffChip bool
 	// LinkDelay holds each NIC's received frames (see dataplane.Config),
 	// on top of the fabric's own delay.
 	LinkDelay      time.Duration
@@ -112,7 +115,7 @@ func New(cfg Config) (*Sim, error) {
 		addrA, addrB = Addr6A, Addr6B
 	}
 	a, err := dataplane.NewEngine(dataplane.Config{MAC: MACA, Addr: addrA, Scheme: cfg.SchemeA, SchemeParams: cfg.SchemeParams, SRAMBytes: cfg.SRAMBytes, FetchPenalty: cfg.FetchPenalty, RTOBackoff: cfg.RTOBackoff, RTO: cfg.RTO, TxBurst: cfg.TxBurst,
-		LinkRate: cfg.LinkRate, LinkBurst: cfg.LinkBurst, LinkDelay: cfg.LinkDelay, LinkDelaySlots: cfg.LinkDelaySlots, Netem: cfg.Netem, CC: cfg.CC, MaxUnackedPSNs: cfg.MaxUnackedPSNs, ServiceRate: cfg.ServiceRate}, f.A())
+		LinkRate: cfg.LinkRate, LinkBurst: cfg.LinkBurst, LinkDelay: cfg.LinkDelay, LinkDelaySlots: cfg.LinkDelaySlots, Netem: cfg.Netem, CC: cfg.CC, MaxUnackedPSNs: cfg.MaxUnackedPSNs, ServiceRate: cfg.ServiceRate, RTTOffChip: cfg.RTTOffChip}, f.A())
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +124,7 @@ func New(cfg Config) (*Sim, error) {
 		sramB = cfg.SRAMBytesB
 	}
 	b, err := dataplane.NewEngine(dataplane.Config{MAC: MACB, Addr: addrB, Scheme: cfg.SchemeB, SchemeParams: cfg.SchemeParams, SRAMBytes: sramB, StarServer: cfg.StarServerB, FetchPenalty: cfg.FetchPenalty, RTOBackoff: cfg.RTOBackoff, RTO: cfg.RTO, TxBurst: cfg.TxBurst,
-		LinkRate: cfg.LinkRate, LinkBurst: cfg.LinkBurst, LinkDelay: cfg.LinkDelay, LinkDelaySlots: cfg.LinkDelaySlots, Netem: netemB, CC: cfg.CC, MaxUnackedPSNs: cfg.MaxUnackedPSNs, ServiceRate: cfg.ServiceRate}, f.B())
+		LinkRate: cfg.LinkRate, LinkBurst: cfg.LinkBurst, LinkDelay: cfg.LinkDelay, LinkDelaySlots: cfg.LinkDelaySlots, Netem: netemB, CC: cfg.CC, MaxUnackedPSNs: cfg.MaxUnackedPSNs, ServiceRate: cfg.ServiceRate, RTTOffChip: cfg.RTTOffChip}, f.B())
 	if err != nil {
 		return nil, err
 	}

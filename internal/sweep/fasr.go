@@ -17,11 +17,16 @@ import (
 // injected on the switch in both directions. The commodity NIC (CX6-DX) runs
 // go-back-N and holds about 256 contexts on chip (its Fig. 7b knee: "when
 // the number of QPs exceeds 256, CX6 suffers a drop"); FaSR holds every
-// context in its 1.4 MB (§V-A). Each NIC's transmit scheduler arbitrates
-// among its QPs packet by packet (TxBurst 1), so a NIC whose contexts do not
-// fit misses on nearly every packet, as the paper's "frequent cache misses"
-// say; with a scheduler that sends a whole message per turn the misses are
-// amortised over its 8 packets (FasrFig7cConfig's burst argument).
+// context in its 1.4 MB (§V-A), SRNIC too (its bitmaps are in host
+// memory), IRN+ (§V-A: IRN with SRNIC's WQEs in host memory) about half.
+// The CX6-like NIC's transmit scheduler arbitrates among its QPs packet by
+// packet (TxBurst 1), so with its contexts not fitting it misses on nearly
+// every packet, as the paper's "frequent cache misses" say; the FPGA NICs
+// schedule a WQE (a whole 8 KiB WRITE) per turn, so IRN+'s misses are
+// amortised over its 8 packets (FasrFig7cTurn, FasrFig7cConfig's burst
+// argument). Every NIC has the per-frame service time at the line rate
+// (dataplane.Config.ServiceRate), so a miss or SRNIC's bitmap query is
+// lost pipeline time.
 
 // CX6Contexts is how many go-back-N contexts the CX6-like NIC holds.
 const CX6Contexts = 256
@@ -40,14 +45,45 @@ func CX6Budget() int {
 // FasrFig7cNIC is one curve of Fig. 7c: a NIC, the scheme it runs and its
 // on-chip budget.
 type FasrFig7cNIC struct {
-	Name   string // the CSV's scheme column: "gbn" (the CX6-like NIC) or "fasr"
+	Name   string // the CSV's scheme column: "gbn" (the CX6-like NIC), "srnic", "irn" or "fasr"
 	Scheme string
 	SRAM   int
 }
 
-// FasrFig7cNICs are the two NICs the must-show compares.
+// FasrFig7cNICs are the figure's four curves: the CX6-like NIC and the
+// three NICs the paper built on one FPGA stack (§V-A), each with FaSR's
+// 1.4 MB for contexts. irn is the paper's IRN+ (WQEs in host memory, so
+// its contexts are the 256 B base, IRN's 20 B of SR state and five
+// bitmaps of the 500-packet BDP cap: 589 B, of which 2,376 fit), srnic
+// 256 B plus its 12 B (all 5000 fit; its bitmaps are in host memory, a
+// query stalls the pipeline), fasr 256 B plus its 1 B pointer and shared
+// pools.
 func FasrFig7cNICs() []FasrFig7cNIC {
-	return []FasrFig7cNIC{{"gbn", recovery.GBN, CX6Budget()}, {"fasr", recovery.FaSR, FaSRBudget}}
+	return []FasrFig7cNIC{{"gbn", recovery.GBN, CX6Budget()}, {"srnic", recovery.SRNIC, FaSRBudget},
+		{"irn", recovery.IRN, FaSRBudget}, {"fasr", recovery.FaSR, FaSRBudget}}
+}
+
+// FasrFig7cTurn is the packets nic's transmit scheduler sends per QP turn
+// in the figure: the CX6-like NIC arbitrates among its QPs packet by
+// packet (see above); the FPGA NICs schedule WQEs (SRNIC's architecture,
+// which IRN+ adopts; FaSR's scheduler fetches WQEs in batches, §V-D1), and
+// a QP's turn is its 8 KiB WRITE, 8 packets of MTU 1024.
+func FasrFig7cTurn(nic FasrFig7cNIC) int {
+	if nic.Scheme == recovery.GBN {
+		return 1
+	}
+	return 8
+}
+
+// FasrFig7cParams are the schemes' knobs in Fig. 7c: Fig. 7a's BDP cap of
+// 500 packets (which sizes IRN's five bitmaps, §II) and SRNIC's 1.4 µs
+// bitmap query (FasrFig7aParams), with the schemes' own fixed timeouts
+// (RTO_low/RTO_high 100/320 µs; Fig. 7a's 18 µs is for one QP, and 5000
+// QPs' messages wait longer than that in the port's queue).
+func FasrFig7cParams() recovery.Params {
+	p := FasrFig7aParams()
+	p.RTOHigh, p.RTOLow = 0, 0
+	return p
 }
 
 // FasrFig7cLosses are the loss rates of the figure (fractions). The
@@ -61,10 +97,13 @@ func FasrFig7cConfig(nic FasrFig7cNIC, qps int, loss float64, burst int, warmup,
 	link.Delay = 3 * time.Microsecond // §V-A: base RTT about 6 µs
 	return QPConfig{Scheme: nic.Scheme, QPs: qps, Size: 8192, Loss: loss, SRAM: nic.SRAM, Penalty: qp.DefaultFetchPenalty,
 		Link: link, Warmup: warmup, Measure: measure, Seed: uint64(qps) + 7, MTU: qp.MTU1024, TxBurst: burst,
-		// perftest's default local ACK timeout, 14 (67 ms), for both
-		// NICs; FaSR's selective timeouts are its own (Params zero: the
-		// recovery package's RTO_low/RTO_high).
-		Timeout: 14}
+		// perftest's default local ACK timeout, 14 (67 ms), for every
+		// NIC; the selective schemes' timeouts are their own
+		// (FasrFig7cParams).
+		Timeout: 14, Params: FasrFig7cParams(),
+		// Every NIC's pipelines run at the line rate (as Fig. 7a's): a
+		// context fetch or a bitmap query is lost time.
+		ServiceRate: uint64(link.RateBps), NICRate: uint64(link.RateBps)}
 }
 
 // FasrFig7cPoint is one measured point.
@@ -110,9 +149,9 @@ func SaveFasrFig7c(dir, name string, ps []FasrFig7cPoint) (string, error) {
 // 40 µs base RTT, MTU 1 KB, 1% loss, a 270-byte bitmap pool). Here: fasr
 // on both NICs, the FaSR budget, the recovery package's pools (128
 // bitmap blocks of 16 bits, 256 B, and 32 SR units), qps QPs from A to B
-// sharing the link, each keeping depth 8 KiB WRITEs outstanding so that
-// together they keep about 512 packets in flight (the paper's BDP of
-// 500), capped at the BDP cap of 128 packets per QP.
+// sharing the link, together keeping 512 packets of WRITEs outstanding
+// (the paper's BDP of 500; FasrDiveWorkload), each QP capped at the BDP
+// cap of 128 packets.
 
 // FasrDivePoint is one point of Fig. 9b/10.
 type FasrDivePoint struct {
@@ -138,13 +177,33 @@ func (p FasrDivePoint) FastShare() float64 {
 	return float64(p.RxFast+p.TxFast) / float64(all)
 }
 
+// FasrDiveInFlight is the packets all QPs of Fig. 9b/10 keep outstanding
+// together: about the paper's BDP of 500 packets (100 Gb/s, 40 µs, 1 KB).
+const FasrDiveInFlight = 512
+
+// FasrDiveWorkload is what each of qps QPs keeps outstanding so that
+// together they hold FasrDiveInFlight packets of MTU 1024: 8 KiB WRITEs
+// (8 packets), FasrDiveInFlight/8/qps of them, while that is at least one
+// (up to 64 QPs); past that one WRITE each, of FasrDiveInFlight/qps
+// packets (4 KiB at 128 QPs, 1 KiB at 512), and never less than one
+// packet, so past 512 QPs the total is one packet per QP.
+func FasrDiveWorkload(qps int) (depth, size int) {
+	const mtu, msg = 1024, 8192
+	pkts := max(1, FasrDiveInFlight/max(1, qps)) // per QP
+	if pkts >= msg/mtu {
+		return pkts / (msg / mtu), msg
+	}
+	return 1, pkts * mtu
+}
+
 // FasrDiveConfig returns one point's configuration.
 func FasrDiveConfig(qps int, loss float64, warmup, measure time.Duration) QPConfig {
 	link := DefaultQPLink
 	link.Delay = 20 * time.Microsecond // §V-D3: base RTT 40 µs
 	link.QueueFrames = 4096
-	return QPConfig{Scheme: recovery.FaSR, QPs: qps, Size: 8192, Loss: loss, SRAM: FaSRBudget, Penalty: qp.DefaultFetchPenalty,
-		Link: link, Warmup: warmup, Measure: measure, Seed: uint64(qps) + 11, MTU: qp.MTU1024, Depth: max(1, 64/qps), Timeout: 14}
+	depth, size := FasrDiveWorkload(qps)
+	return QPConfig{Scheme: recovery.FaSR, QPs: qps, Size: size, Loss: loss, SRAM: FaSRBudget, Penalty: qp.DefaultFetchPenalty,
+		Link: link, Warmup: warmup, Measure: measure, Seed: uint64(qps) + 11, MTU: qp.MTU1024, Depth: depth, Timeout: 14}
 }
 
 // RunFasrDive measures one point.

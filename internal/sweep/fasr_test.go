@@ -65,7 +65,7 @@ func TestQPSweepOwnTimeouts(t *testing.T) {
 // same QPs with whole-message turns miss once per message.
 func TestFasrFig7cThrash(t *testing.T) {
 	nics := FasrFig7cNICs()
-	gbn, fasr := nics[0], nics[1]
+	gbn, fasr := nics[0], nics[len(nics)-1]
 	if gbn.Scheme != recovery.GBN || gbn.SRAM != CX6Budget() || fasr.SRAM != FaSRBudget {
 		t.Fatalf("NICs %+v", nics)
 	}
@@ -110,5 +110,58 @@ func TestFasrDive(t *testing.T) {
 	}
 	if lossy.RxFast == 0 || lossy.RxSlow == 0 || lossy.BlocksPeak == 0 || lossy.FastShare() <= 0 || lossy.FastShare() >= 1 {
 		t.Fatalf("1%% loss %+v", lossy)
+	}
+}
+
+// TestFasrDiveWorkload: Fig. 9b/10's QPs keep 512 packets in flight
+// together at every QP count of the figure (8 KiB WRITEs while each QP
+// has at least one, smaller single WRITEs past 64 QPs), and one packet
+// per QP at least.
+func TestFasrDiveWorkload(t *testing.T) {
+	for _, n := range []int{2, 8, 32, 64, 128, 256, 512} {
+		depth, size := FasrDiveWorkload(n)
+		if got := n * depth * size / 1024; got != FasrDiveInFlight {
+			t.Errorf("%d QPs: depth %d of %d B, %d packets in flight, want %d", n, depth, size, got, FasrDiveInFlight)
+		}
+		if size > 8192 || size%1024 != 0 || depth < 1 {
+			t.Errorf("%d QPs: depth %d of %d B", n, depth, size)
+		}
+	}
+	if depth, size := FasrDiveWorkload(1000); depth != 1 || size != 1024 {
+		t.Errorf("1000 QPs: depth %d of %d B, want one WRITE of one packet", depth, size)
+	}
+	if c := FasrDiveConfig(128, 0.01, 0, 0); c.Depth != 1 || c.Size != 4096 {
+		t.Errorf("128 QPs: config depth %d of %d B, want 1 of 4096", c.Depth, c.Size)
+	}
+}
+
+// TestFasrFig7cIRNSRNIC: Fig. 7c's four NICs at a tenth of its scale (500
+// QPs, a tenth of each on-chip budget, so the same share of each NIC's
+// contexts fits: all of srnic's and fasr's, under half of irn's) at 1%
+// loss with each NIC's scheduler turn and the service time: irn (its
+// contexts thrash) and srnic (its bitmap queries stall the pipeline) both
+// stay below fasr, and gbn below all three.
+func TestFasrFig7cIRNSRNIC(t *testing.T) {
+	got := map[string]FasrFig7cPoint{}
+	for _, nic := range FasrFig7cNICs() {
+		nic.SRAM /= 10
+		p, err := RunFasrFig7c(nic, 500, 0.01, FasrFig7cTurn(nic), 2*time.Millisecond, 6*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %.2f Gb/s, hit rate %.3f, %d retransmits", nic.Name, p.GoodputGbps, p.HitRate, p.Retransmits)
+		got[nic.Name] = p
+	}
+	f := got["fasr"]
+	if f.HitRate != 1 || got["srnic"].HitRate != 1 || got["irn"].HitRate > 0.95 {
+		t.Errorf("hit rates: fasr %.3f, srnic %.3f (want every context on chip), irn %.3f (want misses)", f.HitRate, got["srnic"].HitRate, got["irn"].HitRate)
+	}
+	for _, n := range []string{"irn", "srnic"} {
+		if got[n].GoodputGbps >= 0.95*f.GoodputGbps {
+			t.Errorf("%s %.2f Gb/s, fasr %.2f: want %s below 95%% of fasr", n, got[n].GoodputGbps, f.GoodputGbps, n)
+		}
+		if got["gbn"].GoodputGbps >= got[n].GoodputGbps {
+			t.Errorf("gbn %.2f Gb/s not below %s %.2f", got["gbn"].GoodputGbps, n, got[n].GoodputGbps)
+		}
 	}
 }

@@ -70,6 +70,9 @@ type QPConfig struct {
 	// would (dataplane.Config.LinkRate; 0: as fast as the fabric's link
 	// takes frames, which queues them in the link up to its bound).
 	NICRate uint64
+	// RTTOffChip leaves the adaptive timeouts' round-trip estimate out of
+	// each context's on-chip size (dataplane.Config.RTTOffChip).
+	RTTOffChip bool
 }
 
 // On-chip budgets for QP contexts and recovery state (QPConfig.SRAM, the
@@ -143,7 +146,7 @@ func RunQPs(c QPConfig) (QPResult, error) {
 	if timeout == 0 {
 		timeout = 12
 	}
-	cfg := sim.Config{Seed: c.Seed, AtoB: link, BtoA: link, SchemeA: c.Scheme, SchemeB: c.Scheme, SchemeParams: c.Params, SRAMBytes: c.SRAM, FetchPenalty: penalty, StarServerB: c.Star, RTOBackoff: c.RTOBackoff, RTO: c.RTO, TxBurst: c.TxBurst, ServiceRate: c.ServiceRate, LinkRate: c.NICRate}
+	cfg := sim.Config{Seed: c.Seed, AtoB: link, BtoA: link, SchemeA: c.Scheme, SchemeB: c.Scheme, SchemeParams: c.Params, SRAMBytes: c.SRAM, FetchPenalty: penalty, StarServerB: c.Star, RTOBackoff: c.RTOBackoff, RTO: c.RTO, TxBurst: c.TxBurst, ServiceRate: c.ServiceRate, LinkRate: c.NICRate, RTTOffChip: c.RTTOffChip}
 	if c.ServerSRAMOnly {
 		cfg.SRAMBytes, cfg.SRAMBytesB = 0, c.SRAM
 	}
