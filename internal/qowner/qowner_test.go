@@ -72,7 +72,7 @@ func TestStaleOwnerRecovered(t *testing.T) {
 	for {
 		if l, err := Acquire(dir, "veth9", 2, "probe"); err != nil {
 			break // the child has it
-		} else if l.f.Close();  time.Now().After(deadline) {
+		} else if l.f.Close(); time.Now().After(deadline) {
 			t.Fatal("the child never took the lock")
 		}
 		time.Sleep(10 * time.Millisecond)
