@@ -115,6 +115,10 @@ type config struct {
 	timeout   time.Duration
 	scheme    string
 	star      bool
+	// direct is the interface of direct mode (verbs.OpenDirect): the
+	// engine in this process on directQueue, no daemon.
+	direct      string
+	directQueue int
 }
 
 // errPeerGone is the peer's TCP connection ending.
@@ -150,6 +154,8 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.timeout, "timeout", 2*time.Minute, "longest wait for one completion or one barrier")
 	fs.StringVar(&c.scheme, "scheme", "", "loss recovery the QP asks for (both sides must agree; default: the daemon's)")
 	fs.BoolVar(&c.star, "star", false, "StaR: the requester's QP is a StaR client, the responder's a stateless server (RDMA_WRITE, RDMA_READ, SEND, SEND_WITH_IMM and SEND_BACK only)")
+	fs.StringVar(&c.direct, "direct", "", "run the NIC in this process in direct mode on this `interface` (no daemon; --socket is ignored)")
+	fs.IntVar(&c.directQueue, "direct-queue", 0, "with --direct, the interface's receive queue to own")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -230,6 +236,19 @@ func run(cfg config) error {
 	if err := s.teardown(); err != nil {
 		return err
 	}
+	if cfg.direct != "" {
+		// The NIC is this process's: its counters are printed here
+		// (a daemon's are softnic stats).
+		cs, err := s.ctx.Stats()
+		if err != nil {
+			return err
+		}
+		for _, c := range cs {
+			if c.Value != 0 {
+				fmt.Printf("counter %s %d\n", c.Name, c.Value)
+			}
+		}
+	}
 	fmt.Printf("verified %d bytes\n", verified)
 	fmt.Printf("PASS %d steps\n", steps)
 	return nil
@@ -238,7 +257,12 @@ func run(cfg config) error {
 // open creates the verbs objects.
 func (s *side) open() error {
 	var err error
-	if s.ctx, err = verbs.Dial(s.cfg.socket); err != nil {
+	if s.cfg.direct != "" {
+		s.ctx, err = verbs.OpenDirect(s.cfg.direct, verbs.DirectOptions{Queue: s.cfg.directQueue})
+	} else {
+		s.ctx, err = verbs.Dial(s.cfg.socket)
+	}
+	if err != nil {
 		return err
 	}
 	attr, err := s.ctx.QueryDevice()
