@@ -1,0 +1,106 @@
+//go:build linux
+
+package tests
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/softnic/softnic/internal/qowner"
+	"github.com/softnic/softnic/tests/netns"
+)
+
+// waitXDP waits until h's interface carries softnic's XDP program: a
+// direct-mode client has taken its queue (the lock comes first).
+func waitXDP(t *testing.T, tb *netns.Testbed, h *e2eHost, c *clientProc) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(xdpOn(t, tb, h.name, h.self.Iface), "xdp_steer") {
+		select {
+		case <-c.exited:
+			t.Fatalf("client %s exited (%v) before attaching XDP:\n%s", c.name, c.err, c.out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no XDP program on %s 30 s after client %s started:\n%s", h.self.Iface, c.name, c.out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// refused runs a direct-mode client on h that must fail at once, and
+// returns its output.
+func refused(t *testing.T, tb *netns.Testbed, h *e2eHost) string {
+	t.Helper()
+	c := startClient(t, tb, h.name, "second owner on "+h.name, "--direct", h.self.Iface, "--listen", "127.0.0.1:1", "--timeout", "5s")
+	if code := c.wait(t, 30*time.Second); code == 0 {
+		t.Fatalf("a second owner of %s queue 0 ran (exit 0):\n%s", h.self.Iface, c.out.String())
+	}
+	return c.out.String()
+}
+
+// TestDirectQueueOwner: a queue has one owner. A second direct-mode
+// program on a queue that a live one owns is refused with one line naming
+// it (program and pid); once the owner is SIGKILLed its lock file stays
+// behind and does not block: a new pair runs on the queue. A daemon on
+// the interface owns its queues too.
+func TestDirectQueueOwner(t *testing.T) {
+	tb := requireE2E(t)
+	a, b := newE2EHosts(t, tb)
+	a.direct, a.ip = true, tb.A.IPv4
+	b.direct, b.ip = true, tb.B.IPv4
+
+	// The first owner: a responder waiting for a peer that never comes.
+	first := startClient(t, tb, a.name, "first owner on "+a.name, "--direct", a.self.Iface,
+		"--listen", fmt.Sprintf("%v:%d", a.ip, tcpPort.Add(1)), "--timeout", "2m")
+	waitXDP(t, tb, a, first)
+	out := refused(t, tb, a)
+	t.Logf("second owner: %s", strings.TrimSpace(out))
+	want := fmt.Sprintf("queue 0 of %s is owned by e2eclient (pid %d)", a.self.Iface, first.cmd.Process.Pid)
+	if !strings.Contains(out, want) || strings.Count(strings.TrimSpace(out), "\n") != 0 {
+		t.Errorf("second owner said %q, want one line with %q", out, want)
+	}
+	// The refusal took nothing from the owner.
+	if x := xdpOn(t, tb, a.name, a.self.Iface); !strings.Contains(x, "xdp_steer") {
+		t.Errorf("the owner's XDP program is gone after a refused second owner: %q", x)
+	}
+
+	// SIGKILL: no cleanup runs; the lock file stays, naming the dead pid.
+	if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	first.wait(t, 10*time.Second)
+	locks, _ := filepath.Glob(filepath.Join(qowner.Dir, a.self.Iface+".q0.net*.lock"))
+	if len(locks) != 1 {
+		t.Fatalf("lock files of %s queue 0 after SIGKILL: %v, want the dead owner's one", a.self.Iface, locks)
+	}
+	if pid, prog := qowner.Owner(locks[0]); pid != first.cmd.Process.Pid || prog != "e2eclient" {
+		t.Fatalf("stale lock file names %d %q, want the killed %d e2eclient", pid, prog, first.cmd.Process.Pid)
+	}
+	// The kernel released the killed owner's XDP link with the process.
+	if x := xdpOn(t, tb, a.name, a.self.Iface); x != "" {
+		t.Errorf("XDP program left on %s after its direct-mode owner was killed: %q", a.self.Iface, x)
+	}
+	// Recovered: a pair runs over the queue the dead owner had.
+	runPair(t, tb, a, b, 7, "--sizes", "4095", "--seed", "11")
+	for _, h := range []*e2eHost{a, b} {
+		if l, _ := filepath.Glob(filepath.Join(qowner.Dir, h.self.Iface+".q0.net*.lock")); len(l) != 0 {
+			t.Errorf("lock files left after clean exits: %v", l)
+		}
+	}
+
+	// A daemon on the interface owns its queues.
+	startE2EDaemon(t, tb, a, tb.A.IPv4)
+	out = refused(t, tb, a)
+	t.Logf("beside a daemon: %s", strings.TrimSpace(out))
+	want = fmt.Sprintf("queue 0 of %s is owned by softnic (pid %d), a softnic daemon", a.self.Iface, a.d.cmd.Process.Pid)
+	if !strings.Contains(out, want) {
+		t.Errorf("direct mode beside a daemon said %q, want %q", out, want)
+	}
+	mustStats(t, a.socket) // the daemon is unharmed
+	stopE2EDaemon(t, tb, a)
+}
