@@ -37,6 +37,10 @@ type options struct {
 	port     int
 	socket   string
 	embedded bool
+	// direct and directQueue: --direct IFACE runs the NIC in this
+	// process on the interface's queue (verbs.OpenDirect), no daemon.
+	direct      string
+	directQueue int
 	pcap     string
 	scheme   string
 	loss     float64 // percent
@@ -367,6 +371,10 @@ flags (perftest names; getopt's spellings work too: -s4096, -bN, --size=64K):
                         (docs/star.md)
       --socket PATH     softnic daemon's control socket
                         (default /run/softnic/softnic.sock)
+      --direct IFACE    direct mode: no daemon; the NIC runs in this process
+                        on its own AF_XDP socket on IFACE (needs root; the
+                        queue must be free: docs/direct.md)
+      --direct-queue N  with --direct, the receive queue to own (default 0)
 
 embedded fabric (--embedded):
       --embedded        run both sides in this process on the in-memory fabric
@@ -412,6 +420,8 @@ func newFlagSet(o *options) *flagSet {
 	fs.stringVar(&o.csv, "csv", "")
 	fs.stringVar(&o.socket, "socket", defaultSocket)
 	fs.boolVar(&o.embedded, "", "embedded")
+	fs.stringVar(&o.direct, "direct", "")
+	fs.intVar(&o.directQueue, "", "direct-queue", 0)
 	fs.stringVar(&o.pcap, "pcap", "")
 	fs.stringVar(&o.scheme, "scheme", recovery.GBN)
 	fs.Var(&o.knobs, "scheme-param", "")
@@ -571,6 +581,19 @@ func (o *options) check() error {
 	}
 	if err := o.checkStar(); err != nil {
 		return err
+	}
+	if o.direct != "" {
+		if o.embedded {
+			return usagef("--direct and --embedded are two places for the NIC: give one")
+		}
+		if o.set["socket"] {
+			return usagef("--direct runs the NIC in this process: no daemon socket (got --socket %s)", o.socket)
+		}
+		if o.directQueue < 0 {
+			return usagef("--direct-queue %d: want a queue number", o.directQueue)
+		}
+	} else if o.set["direct-queue"] {
+		return usagef("--direct-queue needs --direct IFACE")
 	}
 	if o.embedded {
 		if o.server != "" {
