@@ -165,3 +165,71 @@ func TestIbverbsDirect(t *testing.T) {
 		}
 	}
 }
+
+// benchArgs are softnic-bench's flags that reach h's NIC.
+func (h *e2eHost) benchArgs() []string {
+	if h.direct {
+		return []string{"--direct", h.self.Iface}
+	}
+	return []string{"--socket", h.socket}
+}
+
+// runBenchOn runs softnic-bench's server on b and its client on a, each
+// reaching its NIC its own way, and returns both outputs; both must exit
+// 0.
+func runBenchOn(t *testing.T, tb *netns.Testbed, a, b *e2eHost, port int, args ...string) (client, server string) {
+	t.Helper()
+	p := fmt.Sprint(port)
+	srv := startChild(t, exec.Command("ip", append([]string{"netns", "exec", tb.NS(b.name), benchBinary(t)}, append(append(append([]string{}, args...), b.benchArgs()...), "-p", p)...)...), "")
+	waitListen(t, tb, b.name, port, srv)
+	cli := startChild(t, exec.Command("ip", append([]string{"netns", "exec", tb.NS(a.name), benchBinary(t)}, append(append(append([]string{}, args...), a.benchArgs()...), "-p", p, b.ip.String())...)...), "")
+	client = waitExit(t, cli, "client softnic-bench "+args[0], 3*time.Minute)
+	server = waitExit(t, srv, "server softnic-bench "+args[0], 30*time.Second)
+	return client, server
+}
+
+// TestBenchDirect: softnic-bench --direct IFACE on both hosts runs every
+// verbs test (bandwidth, latency, with completion events), each side
+// exiting 0 with perftest's table, its device named as direct; the
+// passive side of a WRITE test never polls, so its engine runs on the
+// progress goroutine. Then the same wire with the modes mixed: the
+// e2e table between a direct-mode client on A and a daemon on B.
+func TestBenchDirect(t *testing.T) {
+	tb := requireE2E(t)
+	benchBinary(t)
+	a, b := newE2EHosts(t, tb)
+	a.direct, a.ip = true, tb.A.IPv4
+	b.direct, b.ip = true, tb.B.IPv4
+	port := 18800
+	for _, args := range [][]string{
+		{"write_bw", "-s", "65536", "-n", "500"},
+		{"read_bw", "-s", "65536", "-n", "300"},
+		{"send_bw", "-s", "65536", "-n", "300"},
+		{"atomic_bw", "-n", "500"},
+		{"write_lat", "-s", "8", "-n", "500"},
+		{"read_lat", "-s", "8", "-n", "500"},
+		{"send_lat", "-s", "8", "-n", "500"},
+		{"write_bw", "-s", "4096", "-n", "500", "-e"},
+		{"send_lat", "-s", "64", "-n", "300", "-e"},
+	} {
+		port++
+		cli, srv := runBenchOn(t, tb, a, b, port, args...)
+		for side, out := range map[string]string{"client": cli, "server": srv} {
+			if !strings.Contains(out, "#bytes") || !strings.Contains(out, "(direct mode, queue 0)") {
+				t.Errorf("%v %s: no table or not in direct mode:\n%s", args, side, out)
+			}
+		}
+		t.Logf("%v: %s", args, lastLines(cli, 2))
+	}
+	for _, h := range []*e2eHost{a, b} {
+		if x := xdpOn(t, tb, h.name, h.self.Iface); x != "" {
+			t.Errorf("XDP program left on %s: %s", h.self.Iface, x)
+		}
+	}
+	// One wire: direct mode on A, a daemon on B, the whole table each way.
+	b.direct = false
+	startE2EDaemon(t, tb, b, tb.B.IPv4)
+	runPair(t, tb, a, b, e2eSteps, "--sizes", e2eSizes, "--seed", "21")
+	runPair(t, tb, b, a, e2eSteps, "--sizes", e2eSizes, "--seed", "22")
+	stopE2EDaemon(t, tb, b)
+}

@@ -37,10 +37,6 @@ type options struct {
 	port     int
 	socket   string
 	embedded bool
-	// direct and directQueue: --direct IFACE runs the NIC in this
-	// process on the interface's queue (verbs.OpenDirect), no daemon.
-	direct      string
-	directQueue int
 	pcap     string
 	scheme   string
 	loss     float64 // percent
@@ -55,6 +51,11 @@ type options struct {
 	stall    float64 // --stall: seconds without progress that end a run
 
 	knobs recovery.KnobValues // --scheme-param: the embedded NICs' scheme knobs
+
+	// direct and directQueue: --direct IFACE runs the NIC in this
+	// process on the interface's queue (verbs.OpenDirect), no daemon.
+	direct      string
+	directQueue int
 
 	// perftest's flags that act on softnic too
 	bidir      bool   // -b
