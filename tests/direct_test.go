@@ -70,6 +70,22 @@ func TestDirectQueueOwner(t *testing.T) {
 		t.Errorf("the owner's XDP program is gone after a refused second owner: %q", x)
 	}
 
+	// A daemon started on the interface is turned away, naming the
+	// direct-mode owner, and leaves it running.
+	out, code := runSoftnic(t, []string{"ip", "netns", "exec", tb.NS(a.name)}, "run", "--iface", a.self.Iface,
+		"--socket", filepath.Join(t.TempDir(), "refused.sock"), "--metrics", "")
+	want = fmt.Sprintf("interface %s is in use: XDP program", a.self.Iface)
+	wantWho := fmt.Sprintf("attached by e2eclient (pid %d,", first.cmd.Process.Pid)
+	if code != 1 || !strings.Contains(out, want) || !strings.Contains(out, wantWho) {
+		t.Errorf("softnic run beside a direct-mode owner: exit %d, %q; want 1, %q and %q", code, out, want, wantWho)
+	}
+	t.Logf("daemon beside a direct-mode owner: %s", strings.TrimSpace(out))
+	select {
+	case <-first.exited:
+		t.Fatalf("the direct-mode owner exited when a daemon was refused:\n%s", first.out.String())
+	default:
+	}
+
 	// SIGKILL: no cleanup runs; the lock file stays, naming the dead pid.
 	if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
