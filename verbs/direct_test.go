@@ -133,6 +133,18 @@ func TestDirect(t *testing.T) {
 		}
 		runPerftest(t, a, b, perftest.Config{Test: perftest.WriteBW, Sizes: []int{4096}, Iters: 100, MTU: qp.MTU1024})
 
+		// Polling drives the engine (a receive, timers, a transmit):
+		// still no allocation.
+		cq, err := ca.CreateCQ(16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wcs [4]verbs.WC
+		if n := testing.AllocsPerRun(200, func() { cq.Poll(wcs[:]) }); n != 0 {
+			t.Errorf("progress %d: CQ.Poll in direct mode allocates %v times per call", progress, n)
+		}
+		cq.Destroy()
+
 		if st, err := ca.Stats(); err != nil {
 			t.Error(err)
 		} else if v := counter(st, "port_tx_frames"); v == 0 {
