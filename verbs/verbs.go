@@ -5,7 +5,9 @@
 // QPs and work completions polled from CQs, with ibverbs' opcodes,
 // statuses and attribute masks.
 //
-// A Context runs on one of two backends with the same behaviour:
+// A Context runs on one of two backends with the same behaviour (a
+// third way, OpenDirect, runs the embedded backend's engine on a real
+// AF_XDP port in this process: docs/direct.md):
 //
 //   - embedded (NewEmbedded): the NIC runs inside the calling process on
 //     the in-memory fabric (package dataplane/sim), which is what unit
