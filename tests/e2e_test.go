@@ -215,7 +215,7 @@ func startPair(t *testing.T, tb *netns.Testbed, req, resp *e2eHost, extra ...str
 // socket, or direct mode on its interface.
 func (h *e2eHost) nicArgs() []string {
 	if h.direct {
-		return []string{"--direct", h.self.Iface}
+		return []string{"--direct", h.self.Iface, "--direct-ip", h.ip.String()}
 	}
 	return []string{"--socket", h.socket}
 }
@@ -330,6 +330,15 @@ func testE2EVerbs(t *testing.T, direct bool) {
 	})
 
 	if direct {
+		// IPv6 GIDs (the daemon mode's run is TestE2EDaemonRestart's).
+		t.Run("IPv6", func(t *testing.T) {
+			a.ip, b.ip = tb.A.IPv6, tb.B.IPv6
+			for _, c := range runPair(t, tb, b, a, e2eSteps, "--sizes", e2eSizes, "--seed", "8") {
+				if !strings.Contains(c.out.String(), " at 2001:db8:") {
+					t.Errorf("client %s did not connect to an IPv6 GID:\n%s", c.name, firstLines(c.out.String(), 2))
+				}
+			}
+		})
 		// The clients took their XDP programs and queue locks with them.
 		for _, h := range []*e2eHost{a, b} {
 			if x := xdpOn(t, tb, h.name, h.self.Iface); x != "" {

@@ -119,6 +119,7 @@ type config struct {
 	// engine in this process on directQueue, no daemon.
 	direct      string
 	directQueue int
+	directIP    string
 }
 
 // errPeerGone is the peer's TCP connection ending.
@@ -156,6 +157,7 @@ func parseFlags(args []string) (config, error) {
 	fs.BoolVar(&c.star, "star", false, "StaR: the requester's QP is a StaR client, the responder's a stateless server (RDMA_WRITE, RDMA_READ, SEND, SEND_WITH_IMM and SEND_BACK only)")
 	fs.StringVar(&c.direct, "direct", "", "run the NIC in this process in direct mode on this `interface` (no daemon; --socket is ignored)")
 	fs.IntVar(&c.directQueue, "direct-queue", 0, "with --direct, the interface's receive queue to own")
+	fs.StringVar(&c.directIP, "direct-ip", "", "with --direct, the local address, the GID (default: the interface's first 198.18.0.0/15 address)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -258,7 +260,7 @@ func run(cfg config) error {
 func (s *side) open() error {
 	var err error
 	if s.cfg.direct != "" {
-		s.ctx, err = verbs.OpenDirect(s.cfg.direct, verbs.DirectOptions{Queue: s.cfg.directQueue})
+		s.ctx, err = verbs.OpenDirect(s.cfg.direct, verbs.DirectOptions{Queue: s.cfg.directQueue, IP: s.cfg.directIP})
 	} else {
 		s.ctx, err = verbs.Dial(s.cfg.socket)
 	}
