@@ -180,6 +180,20 @@ func TestIbverbsDirect(t *testing.T) {
 			t.Errorf("XDP program left on %s after the programs exited: %s", h.self.Iface, x)
 		}
 	}
+
+	// A queue another program owns: the library says who, in one line
+	// on stderr, and the program sees no device.
+	owner := startClient(t, tb, a.name, "owner on "+a.name, "--direct", a.self.Iface,
+		"--listen", fmt.Sprintf("%v:%d", a.ip, tcpPort.Add(1)), "--timeout", "2m")
+	waitXDP(t, tb, a, owner)
+	dev := ibvProcOn(t, tb, a, "ibv_devinfo")
+	<-dev.exited
+	out := dev.out.String()
+	want := fmt.Sprintf("softnic libibverbs: SOFTNIC_DIRECT=%s: verbs: direct mode: queue 0 of %s is owned by e2eclient (pid %d)", a.self.Iface, a.self.Iface, owner.cmd.Process.Pid)
+	if !strings.Contains(out, want) || strings.Contains(out, "PORT_ACTIVE") {
+		t.Errorf("ibv_devinfo on an owned queue:\n%s\nwant the line %q and no device", out, want)
+	}
+	t.Logf("ibv_devinfo on an owned queue: %s", strings.TrimSpace(out))
 }
 
 // benchArgs are softnic-bench's flags that reach h's NIC.
