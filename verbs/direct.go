@@ -303,11 +303,16 @@ type driver struct {
 	waiting atomic.Bool
 	closed  atomic.Bool
 	done    chan struct{}
+	// kick ends the standby sleep early (idle); timer times it.
+	kick  chan struct{}
+	timer *time.Timer
 }
 
 func newDriver(e *dataplane.Engine, port *afxdp.Port, opts DirectOptions) *driver {
 	d := &driver{e: e, port: port, clock: dataplane.NewMonotonicClock(), always: opts.Progress == ProgressAlways,
-		handoff: opts.Handoff, busyPoll: opts.BusyPoll, done: make(chan struct{})}
+		handoff: opts.Handoff, busyPoll: opts.BusyPoll, done: make(chan struct{}),
+		kick: make(chan struct{}, 1), timer: time.NewTimer(time.Hour)}
+	d.timer.Stop()
 	// Work that becomes ready without a caller driving (a post while the
 	// progress goroutine sleeps on the socket) wakes it.
 	e.SetDoorbell(d.wake)
@@ -343,6 +348,20 @@ func (d *driver) drive() {
 	}
 }
 
+// idle says a caller is about to block without driving the engine
+// (GetEvent on a completion channel): the progress goroutine takes over
+// now rather than after the hand-off time.
+func (d *driver) idle() {
+	if d.always {
+		return
+	}
+	d.lastCaller.Store(int64(d.clock.Now() - d.handoff))
+	select {
+	case d.kick <- struct{}{}:
+	default:
+	}
+}
+
 // run is the progress goroutine.
 func (d *driver) run() {
 	defer close(d.done)
@@ -352,7 +371,12 @@ func (d *driver) run() {
 		now := d.clock.Now()
 		if !d.always {
 			if since := now - time.Duration(d.lastCaller.Load()); since < d.handoff {
-				time.Sleep(d.handoff - since)
+				d.timer.Reset(d.handoff - since)
+				select {
+				case <-d.timer.C:
+				case <-d.kick:
+					d.timer.Stop()
+				}
 				continue
 			}
 		}
@@ -393,6 +417,10 @@ func (d *driver) run() {
 func (d *driver) close() {
 	d.closed.Store(true)
 	d.port.Wake()
+	select {
+	case d.kick <- struct{}{}:
+	default:
+	}
 	<-d.done
 	d.e.SetDoorbell(nil)
 	d.mu.Lock() // a caller's round in progress ends; none starts again
