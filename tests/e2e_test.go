@@ -363,16 +363,41 @@ const impairedNetem = "loss 5% delay 50us reorder 2% duplicate 0.1% seed 7"
 // docs/impair.md), with every completion SUCCESS and every byte checked
 // by e2eclient, atomics included (a duplicate executed twice would move
 // the target). The impairment counters must show loss, reordering and
-// duplication, so the test cannot pass on a clean path.
+// duplication, so the test cannot pass on a clean path. It runs through
+// daemons and again in direct mode.
 func TestE2EImpaired(t *testing.T) {
+	for _, mode := range e2eModes {
+		t.Run(mode, func(t *testing.T) { testE2EImpaired(t, mode == "direct") })
+	}
+}
+
+// testE2EImpaired is TestE2EImpaired in one mode: with daemons, each
+// daemon impairs what it receives (--netem); in direct mode, each
+// client's own NIC does (e2eclient --netem, Context.SetNetem), and the
+// impairment counters are the clients' (A's /metrics is the daemon's
+// only).
+func testE2EImpaired(t *testing.T, direct bool) {
 	tb := requireE2E(t)
 	a, b := newE2EHosts(t, tb)
-	startE2EDaemon(t, tb, a, tb.A.IPv4, "--netem", impairedNetem, "--metrics", "127.0.0.1:9479")
-	startE2EDaemon(t, tb, b, tb.B.IPv4, "--netem", impairedNetem)
-	impaired := func(name string) uint64 { return a.counter(t, name) + b.counter(t, name) }
+	var extra []string
+	if direct {
+		a.direct, a.ip = true, tb.A.IPv4
+		b.direct, b.ip = true, tb.B.IPv4
+		extra = []string{"--netem", impairedNetem}
+	} else {
+		startE2EDaemon(t, tb, a, tb.A.IPv4, "--netem", impairedNetem, "--metrics", "127.0.0.1:9479")
+		startE2EDaemon(t, tb, b, tb.B.IPv4, "--netem", impairedNetem)
+	}
+	var clients []*clientProc
+	impaired := func(name string) uint64 {
+		if direct {
+			return clientCounter(t, name, clients...)
+		}
+		return a.counter(t, name) + b.counter(t, name)
+	}
 	for i, scheme := range []string{"gbn", "igbn", "irn", "melo", "fasr"} {
 		t.Run(scheme, func(t *testing.T) {
-			runPair(t, tb, a, b, e2eSteps, "--sizes", e2eSizes, "--scheme", scheme, "--seed", fmt.Sprint(40+i))
+			clients = append(clients, runPair(t, tb, a, b, e2eSteps, append([]string{"--sizes", e2eSizes, "--scheme", scheme, "--seed", fmt.Sprint(40+i)}, extra...)...)...)
 		})
 	}
 	for _, c := range []string{"impair_lost", "impair_reordered", "impair_duplicated"} {
@@ -381,6 +406,9 @@ func TestE2EImpaired(t *testing.T) {
 		} else {
 			t.Logf("%s %d", c, n)
 		}
+	}
+	if direct {
+		return
 	}
 	// A's /metrics after every scheme ran through it (pools, reorder
 	// buffer, retransmissions, impairment): clean by Prometheus's

@@ -120,6 +120,7 @@ type config struct {
 	direct      string
 	directQueue int
 	directIP    string
+	netem       string
 }
 
 // errPeerGone is the peer's TCP connection ending.
@@ -157,9 +158,13 @@ func parseFlags(args []string) (config, error) {
 	fs.BoolVar(&c.star, "star", false, "StaR: the requester's QP is a StaR client, the responder's a stateless server (RDMA_WRITE, RDMA_READ, SEND, SEND_WITH_IMM and SEND_BACK only)")
 	fs.StringVar(&c.direct, "direct", "", "run the NIC in this process in direct mode on this `interface` (no daemon; --socket is ignored)")
 	fs.IntVar(&c.directQueue, "direct-queue", 0, "with --direct, the interface's receive queue to own")
+	fs.StringVar(&c.netem, "netem", "", "with --direct, impair what this process's NIC receives, in netem's words (softnic run --netem; docs/impair.md)")
 	fs.StringVar(&c.directIP, "direct-ip", "", "with --direct, the local address, the GID (default: the interface's first 198.18.0.0/15 address)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	if c.netem != "" && c.direct == "" {
+		return c, errors.New("--netem impairs a direct-mode NIC (a daemon's is softnic run --netem)")
 	}
 	if (c.listen == "") == (c.connect == "") {
 		return c, errors.New("give exactly one of --listen and --connect")
@@ -261,6 +266,9 @@ func (s *side) open() error {
 	var err error
 	if s.cfg.direct != "" {
 		s.ctx, err = verbs.OpenDirect(s.cfg.direct, verbs.DirectOptions{Queue: s.cfg.directQueue, IP: s.cfg.directIP})
+		if err == nil && s.cfg.netem != "" {
+			_, err = s.ctx.SetNetem(s.cfg.netem)
+		}
 	} else {
 		s.ctx, err = verbs.Dial(s.cfg.socket)
 	}
