@@ -397,7 +397,7 @@ func testE2EImpaired(t *testing.T, direct bool) {
 	}
 	for i, scheme := range []string{"gbn", "igbn", "irn", "melo", "fasr"} {
 		t.Run(scheme, func(t *testing.T) {
-			args := append([]string{"--sizes", e2eSizes, "--scheme", scheme, "--seed", fmt.Sprint(40+i)}, extra...)
+			args := append([]string{"--sizes", e2eSizes, "--scheme", scheme, "--seed", fmt.Sprint(40 + i)}, extra...)
 			clients = append(clients, runPair(t, tb, a, b, e2eSteps, args...)...)
 		})
 	}
