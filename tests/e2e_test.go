@@ -284,6 +284,7 @@ func testE2EVerbs(t *testing.T, direct bool) {
 	if direct {
 		a.direct, a.ip = true, tb.A.IPv4
 		b.direct, b.ip = true, tb.B.IPv4
+		cleanQueueLocks(t, tb, a, b)
 	} else {
 		startE2EDaemon(t, tb, a, tb.A.IPv4)
 		startE2EDaemon(t, tb, b, tb.B.IPv4)
@@ -383,6 +384,7 @@ func testE2EImpaired(t *testing.T, direct bool) {
 	if direct {
 		a.direct, a.ip = true, tb.A.IPv4
 		b.direct, b.ip = true, tb.B.IPv4
+		cleanQueueLocks(t, tb, a, b)
 		extra = []string{"--netem", impairedNetem}
 	} else {
 		startE2EDaemon(t, tb, a, tb.A.IPv4, "--netem", impairedNetem, "--metrics", "127.0.0.1:9479")
