@@ -22,7 +22,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -179,18 +178,4 @@ func clean(s string) string {
 		return "unknown"
 	}
 	return s
-}
-
-// Comm is the name of process pid (/proc/PID/comm), "" if it is gone.
-func Comm(pid int) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(b))
-}
-
-// Alive reports whether process pid exists.
-func Alive(pid int) bool {
-	return pid > 0 && syscall.Kill(pid, 0) != syscall.ESRCH
 }
