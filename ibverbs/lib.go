@@ -90,6 +90,9 @@ type context struct {
 	dev verbs.DeviceAttr
 	mu  sync.Mutex
 	cqs map[*verbs.CQ]C.uintptr_t // the C struct ibv_cq of each CQ on a channel
+	// closeFn is ibv_close_device: the daemon connection's Close, or
+	// dropping a reference to the direct-mode device (direct.go).
+	closeFn func() error
 }
 
 type pdObj struct {
@@ -147,11 +150,11 @@ func devInfo(d verbs.DeviceAttr, out *C.struct_snic_devinfo) {
 //
 //export snic_go_probe
 func snic_go_probe(path *C.char, out *C.struct_snic_devinfo) C.int {
-	c, err := verbs.Dial(C.GoString(path))
+	c, closeFn, err := openDevice(C.GoString(path), false) // direct.go
 	if err != nil {
 		return errno("probe", err)
 	}
-	defer c.Close()
+	defer closeFn()
 	d, err := c.QueryDevice()
 	if err != nil {
 		return errno("query device", err)
@@ -162,17 +165,17 @@ func snic_go_probe(path *C.char, out *C.struct_snic_devinfo) C.int {
 
 //export snic_go_open
 func snic_go_open(path *C.char, out *C.struct_snic_devinfo, h *C.uintptr_t) C.int {
-	c, err := verbs.Dial(C.GoString(path))
+	c, closeFn, err := openDevice(C.GoString(path), true) // direct.go
 	if err != nil {
 		return errno("open device", err)
 	}
 	d, err := c.QueryDevice()
 	if err != nil {
-		c.Close()
+		closeFn()
 		return errno("query device", err)
 	}
 	devInfo(d, out)
-	*h = C.uintptr_t(cgo.NewHandle(&context{c: c, dev: d, cqs: map[*verbs.CQ]C.uintptr_t{}}))
+	*h = C.uintptr_t(cgo.NewHandle(&context{c: c, dev: d, cqs: map[*verbs.CQ]C.uintptr_t{}, closeFn: closeFn}))
 	return 0
 }
 
@@ -180,7 +183,7 @@ func snic_go_open(path *C.char, out *C.struct_snic_devinfo, h *C.uintptr_t) C.in
 func snic_go_close(h C.uintptr_t) C.int {
 	ctx := value[*context](h)
 	cgo.Handle(h).Delete()
-	return errno("close device", ctx.c.Close())
+	return errno("close device", ctx.closeFn())
 }
 
 //export snic_go_alloc_pd

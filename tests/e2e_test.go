@@ -143,6 +143,9 @@ type e2eHost struct {
 	ip     netip.Addr // the daemon's GID and the client's TCP address
 	socket string
 	d      *daemonProc
+	// direct: the host has no daemon; its clients run the NIC in their
+	// own process (e2eclient --direct IFACE, verbs.OpenDirect).
+	direct bool
 }
 
 // startE2EDaemon starts `softnic run` on h's interface for address ip.
@@ -202,15 +205,24 @@ func startPair(t *testing.T, tb *netns.Testbed, req, resp *e2eHost, extra ...str
 	addr := netip.AddrPortFrom(resp.ip, uint16(tcpPort.Add(1))).String()
 	common := append([]string{"--timeout", clientTimeout}, extra...)
 	responder = startClient(t, tb, resp.name, "responder on "+resp.name,
-		append([]string{"--socket", resp.socket, "--listen", addr}, common...)...)
+		append(append(resp.nicArgs(), "--listen", addr), common...)...)
 	requester = startClient(t, tb, req.name, "requester on "+req.name,
-		append([]string{"--socket", req.socket, "--connect", addr, "--requester"}, common...)...)
+		append(append(req.nicArgs(), "--connect", addr, "--requester"), common...)...)
 	return requester, responder
+}
+
+// nicArgs are the e2eclient flags that reach h's NIC: its daemon's
+// socket, or direct mode on its interface.
+func (h *e2eHost) nicArgs() []string {
+	if h.direct {
+		return []string{"--direct", h.self.Iface, "--direct-ip", h.ip.String()}
+	}
+	return []string{"--socket", h.socket}
 }
 
 // runPair runs a client pair to the end and wants both to pass all
 // steps.
-func runPair(t *testing.T, tb *netns.Testbed, req, resp *e2eHost, steps int, extra ...string) {
+func runPair(t *testing.T, tb *netns.Testbed, req, resp *e2eHost, steps int, extra ...string) (clients []*clientProc) {
 	t.Helper()
 	began := time.Now()
 	requester, responder := startPair(t, tb, req, resp, extra...)
@@ -221,11 +233,34 @@ func runPair(t *testing.T, tb *netns.Testbed, req, resp *e2eHost, steps int, ext
 			t.Errorf("client %s: exit %d, want 0 and PASS %d steps:\n%s", c.name, code, steps, out)
 		}
 	}
+	clients = []*clientProc{requester, responder}
 	if t.Failed() {
 		t.FailNow()
 	}
 	t.Logf("%s -> %s %v: %d steps passed on both sides in %v", req.name, resp.name, extra, steps, time.Since(began).Round(time.Millisecond))
+	return clients
 }
+
+// clientCounter sums one NIC counter that direct-mode clients printed
+// ("counter NAME VALUE": their NIC was their own).
+func clientCounter(t *testing.T, name string, clients ...*clientProc) uint64 {
+	t.Helper()
+	var sum uint64
+	for _, c := range clients {
+		for _, line := range strings.Split(c.out.String(), "\n") {
+			var v uint64
+			if _, err := fmt.Sscanf(line, "counter "+name+" %d", &v); err == nil {
+				sum += v
+			}
+		}
+	}
+	return sum
+}
+
+// e2eModes are the ways the e2e table's clients reach their NIC: the
+// daemon of their host, or direct mode (the engine in the client, on the
+// host interface's queue 0). Both run the same table.
+var e2eModes = []string{"daemon", "direct"}
 
 // counter reads one counter of h's daemon.
 func (h *e2eHost) counter(t *testing.T, name string) uint64 {
@@ -235,12 +270,25 @@ func (h *e2eHost) counter(t *testing.T, name string) uint64 {
 
 // TestE2EVerbs runs every opcode at every size between client processes
 // on the two hosts, lossless and at 1% loss, each host once the
-// requester.
+// requester: through the hosts' daemons, and again with each client in
+// direct mode.
 func TestE2EVerbs(t *testing.T) {
+	for _, mode := range e2eModes {
+		t.Run(mode, func(t *testing.T) { testE2EVerbs(t, mode == "direct") })
+	}
+}
+
+func testE2EVerbs(t *testing.T, direct bool) {
 	tb := requireE2E(t)
 	a, b := newE2EHosts(t, tb)
-	startE2EDaemon(t, tb, a, tb.A.IPv4)
-	startE2EDaemon(t, tb, b, tb.B.IPv4)
+	if direct {
+		a.direct, a.ip = true, tb.A.IPv4
+		b.direct, b.ip = true, tb.B.IPv4
+		cleanQueueLocks(t, tb, a, b)
+	} else {
+		startE2EDaemon(t, tb, a, tb.A.IPv4)
+		startE2EDaemon(t, tb, b, tb.B.IPv4)
+	}
 
 	t.Run("loss 0%", func(t *testing.T) {
 		runPair(t, tb, a, b, e2eSteps, "--sizes", e2eSizes, "--seed", "1")
@@ -258,21 +306,48 @@ func TestE2EVerbs(t *testing.T) {
 				t.Error(err)
 			}
 		})
-		retx := a.counter(t, "retransmitted_pkts") + b.counter(t, "retransmitted_pkts")
+		var retx uint64
+		if !direct {
+			retx = a.counter(t, "retransmitted_pkts") + b.counter(t, "retransmitted_pkts")
+		}
 		// Two rounds each way: some 9000 data packets, so the loss
 		// certainly hits data, ACKs and READ responses alike.
-		runPair(t, tb, a, b, 2*e2eSteps, "--sizes", e2eSizes, "--rounds", "2", "--seed", "3")
-		runPair(t, tb, b, a, 2*e2eSteps, "--sizes", e2eSizes, "--rounds", "2", "--seed", "4")
+		c1 := runPair(t, tb, a, b, 2*e2eSteps, "--sizes", e2eSizes, "--rounds", "2", "--seed", "3")
+		c2 := runPair(t, tb, b, a, 2*e2eSteps, "--sizes", e2eSizes, "--rounds", "2", "--seed", "4")
 		// The loss was real: the transports had to recover. Not a
 		// rate, just that recovery happened at all (at 1% of ~9000
 		// packets, none lost has probability e^-90).
-		if got := a.counter(t, "retransmitted_pkts") + b.counter(t, "retransmitted_pkts"); got == retx {
+		var got uint64
+		if direct {
+			got = clientCounter(t, "retransmitted_pkts", append(c1, c2...)...)
+		} else {
+			got = a.counter(t, "retransmitted_pkts") + b.counter(t, "retransmitted_pkts")
+		}
+		if got == retx {
 			t.Errorf("no packet was retransmitted at 1%% loss; was the loss applied? %s", report)
 		} else {
 			t.Logf("1%% loss: %d packets retransmitted", got-retx)
 		}
 	})
 
+	if direct {
+		// IPv6 GIDs (the daemon mode's run is TestE2EDaemonRestart's).
+		t.Run("IPv6", func(t *testing.T) {
+			a.ip, b.ip = tb.A.IPv6, tb.B.IPv6
+			for _, c := range runPair(t, tb, b, a, e2eSteps, "--sizes", e2eSizes, "--seed", "8") {
+				if !strings.Contains(c.out.String(), " at 2001:db8:") {
+					t.Errorf("client %s did not connect to an IPv6 GID:\n%s", c.name, firstLines(c.out.String(), 2))
+				}
+			}
+		})
+		// The clients took their XDP programs and queue locks with them.
+		for _, h := range []*e2eHost{a, b} {
+			if x := xdpOn(t, tb, h.name, h.self.Iface); x != "" {
+				t.Errorf("direct mode on %s: XDP program left on %s after the clients exited: %s", h.name, h.self.Iface, x)
+			}
+		}
+		return
+	}
 	stopE2EDaemon(t, tb, a)
 	stopE2EDaemon(t, tb, b)
 }
@@ -289,16 +364,43 @@ const impairedNetem = "loss 5% delay 50us reorder 2% duplicate 0.1% seed 7"
 // docs/impair.md), with every completion SUCCESS and every byte checked
 // by e2eclient, atomics included (a duplicate executed twice would move
 // the target). The impairment counters must show loss, reordering and
-// duplication, so the test cannot pass on a clean path.
+// duplication, so the test cannot pass on a clean path. It runs through
+// daemons and again in direct mode.
 func TestE2EImpaired(t *testing.T) {
+	for _, mode := range e2eModes {
+		t.Run(mode, func(t *testing.T) { testE2EImpaired(t, mode == "direct") })
+	}
+}
+
+// testE2EImpaired is TestE2EImpaired in one mode: with daemons, each
+// daemon impairs what it receives (--netem); in direct mode, each
+// client's own NIC does (e2eclient --netem, Context.SetNetem), and the
+// impairment counters are the clients' (A's /metrics is the daemon's
+// only).
+func testE2EImpaired(t *testing.T, direct bool) {
 	tb := requireE2E(t)
 	a, b := newE2EHosts(t, tb)
-	startE2EDaemon(t, tb, a, tb.A.IPv4, "--netem", impairedNetem, "--metrics", "127.0.0.1:9479")
-	startE2EDaemon(t, tb, b, tb.B.IPv4, "--netem", impairedNetem)
-	impaired := func(name string) uint64 { return a.counter(t, name) + b.counter(t, name) }
+	var extra []string
+	if direct {
+		a.direct, a.ip = true, tb.A.IPv4
+		b.direct, b.ip = true, tb.B.IPv4
+		cleanQueueLocks(t, tb, a, b)
+		extra = []string{"--netem", impairedNetem}
+	} else {
+		startE2EDaemon(t, tb, a, tb.A.IPv4, "--netem", impairedNetem, "--metrics", "127.0.0.1:9479")
+		startE2EDaemon(t, tb, b, tb.B.IPv4, "--netem", impairedNetem)
+	}
+	var clients []*clientProc
+	impaired := func(name string) uint64 {
+		if direct {
+			return clientCounter(t, name, clients...)
+		}
+		return a.counter(t, name) + b.counter(t, name)
+	}
 	for i, scheme := range []string{"gbn", "igbn", "irn", "melo", "fasr"} {
 		t.Run(scheme, func(t *testing.T) {
-			runPair(t, tb, a, b, e2eSteps, "--sizes", e2eSizes, "--scheme", scheme, "--seed", fmt.Sprint(40+i))
+			args := append([]string{"--sizes", e2eSizes, "--scheme", scheme, "--seed", fmt.Sprint(40 + i)}, extra...)
+			clients = append(clients, runPair(t, tb, a, b, e2eSteps, args...)...)
 		})
 	}
 	for _, c := range []string{"impair_lost", "impair_reordered", "impair_duplicated"} {
@@ -307,6 +409,9 @@ func TestE2EImpaired(t *testing.T) {
 		} else {
 			t.Logf("%s %d", c, n)
 		}
+	}
+	if direct {
+		return
 	}
 	// A's /metrics after every scheme ran through it (pools, reorder
 	// buffer, retransmissions, impairment): clean by Prometheus's

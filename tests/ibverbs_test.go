@@ -259,9 +259,9 @@ func waitExit(t *testing.T, p *childProc, name string, timeout time.Duration) st
 // with the same arguments, and returns both outputs.
 func ibvPair(t *testing.T, tb *netns.Testbed, a, b *e2eHost, port int, argv ...string) (client, server string) {
 	t.Helper()
-	srv := ibvProc(t, tb, b.name, b.socket, argv...)
+	srv := ibvProcOn(t, tb, b, argv...)
 	waitListen(t, tb, b.name, port, srv)
-	cli := ibvProc(t, tb, a.name, a.socket, append(argv, b.ip.String())...)
+	cli := ibvProcOn(t, tb, a, append(argv, b.ip.String())...)
 	client = waitExit(t, cli, "client "+argv[0], 3*time.Minute)
 	server = waitExit(t, srv, "server "+argv[0], 30*time.Second)
 	return client, server

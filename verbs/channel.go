@@ -125,6 +125,9 @@ func (ch *CompChannel) getEvent(timeout time.Duration) (*CQ, error) {
 			t := unix.NsecToTimespec(int64(left))
 			ts = &t
 		}
+		if timeout != 0 && ch.ctx.drv != nil {
+			ch.ctx.drv.idle() // direct mode: the engine is the progress goroutine's until the next call
+		}
 		n, err := unix.Ppoll(fds[:nfds], ts, nil)
 		if err != nil && err != unix.EINTR {
 			return nil, fmt.Errorf("verbs: get CQ event: %w", err)

@@ -5,7 +5,9 @@
 // QPs and work completions polled from CQs, with ibverbs' opcodes,
 // statuses and attribute masks.
 //
-// A Context runs on one of two backends with the same behaviour:
+// A Context runs on one of two backends with the same behaviour (a
+// third way, OpenDirect, runs the embedded backend's engine on a real
+// AF_XDP port in this process: docs/direct.md):
 //
 //   - embedded (NewEmbedded): the NIC runs inside the calling process on
 //     the in-memory fabric (package dataplane/sim), which is what unit
@@ -179,6 +181,7 @@ type Context struct {
 	e      *dataplane.Engine          // embedded mode only
 	remote *remote                    // daemon mode only
 	ev     atomic.Pointer[asyncState] // asynchronous events (srq.go)
+	drv    *driver                    // direct mode only: who drives the engine (direct.go)
 }
 
 // Name is the device name.
@@ -369,6 +372,9 @@ func (cq *CQ) Poll(wcs []WC) (int, error) {
 	}
 	if cq.dead.Load() {
 		return 0, ErrClosed
+	}
+	if cq.ctx.drv != nil {
+		cq.ctx.drv.drive()
 	}
 	return cq.ctx.e.PollCQ(cq.ecq, wcs)
 }
@@ -576,7 +582,11 @@ func (q *QP) PostSend(wrs ...SendWR) error {
 	if q.ring != nil {
 		return q.ring.postSend(wrs)
 	}
-	if n, err := q.pd.ctx.e.PostSend(q.q, wrs); err != nil {
+	n, err := q.pd.ctx.e.PostSend(q.q, wrs)
+	if q.pd.ctx.drv != nil {
+		q.pd.ctx.drv.drive() // transmit now: the caller drives the engine
+	}
+	if err != nil {
 		return &PostError{Index: n, Err: err}
 	}
 	return nil

@@ -64,12 +64,22 @@ func runVerbs(ctx context.Context, o *options, out io.Writer) error {
 		return p.finish(err)
 	}
 	oneProc()
-	dev, closeDev, err := openDaemon(o.socket)
+	var dev perftest.Device
+	var closeDev func() error
+	var err error
+	if o.direct != "" {
+		dev, closeDev, err = openDirect(o.direct, o.directQueue, o.mtu)
+	} else {
+		dev, closeDev, err = openDaemon(o.socket)
+	}
 	if err != nil {
 		return err
 	}
 	defer closeDev()
 	p.device = dev.Ctx.Name()
+	if o.direct != "" {
+		p.device += " (direct mode, queue " + strconv.Itoa(o.directQueue) + ")"
+	}
 	if err := o.checkStarDaemon(dev); err != nil {
 		return err
 	}

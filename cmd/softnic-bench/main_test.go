@@ -192,6 +192,10 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"raw", "--iface", "lo", "server"}, "--dst-mac"},
 		{[]string{"raw", "--iface", "lo", "--dst-mac", "zz", "--src-ip", "198.18.0.1", "--dst-ip", "198.18.1.1", "s"}, "--dst-mac"},
 		{[]string{"raw", "--iface", "lo", "--dst-mac", "02:00:00:00:00:01", "--src-ip", "198.18.0.1", "--dst-ip", "2001:db8::1", "s"}, "IP versions"},
+		{[]string{"write_bw", "--direct", "eth0", "--embedded"}, "give one"},
+		{[]string{"write_bw", "--direct", "eth0", "--socket", "/tmp/s"}, "no daemon socket"},
+		{[]string{"write_bw", "--direct", "eth0", "--direct-queue", "-1"}, "--direct-queue -1"},
+		{[]string{"write_bw", "--direct-queue", "1"}, "needs --direct"},
 	} {
 		code, out, errs := bench(t, tc.args...)
 		if code != 2 || !strings.Contains(errs, tc.want) || out != "" {
@@ -289,5 +293,14 @@ func TestVersion(t *testing.T) {
 	}
 	if code, _, errs := bench(t, "version", "extra"); code != 2 || !strings.Contains(errs, `unexpected argument "extra"`) {
 		t.Errorf("version extra: exit %d, stderr %q; want 2", code, errs)
+	}
+}
+
+// TestDirectNoInterface: --direct with an interface the host lacks fails
+// in one line naming it (exit 1: the command line was fine).
+func TestDirectNoInterface(t *testing.T) {
+	code, out, errs := bench(t, "write_bw", "--direct", "softnic-none0")
+	if code != 1 || !strings.Contains(errs, `no such interface "softnic-none0"`) || strings.Count(errs, "\n") != 1 {
+		t.Errorf("exit %d, stderr %q, stdout %q: want exit 1 and one line naming the interface", code, errs, out)
 	}
 }

@@ -52,6 +52,11 @@ type options struct {
 
 	knobs recovery.KnobValues // --scheme-param: the embedded NICs' scheme knobs
 
+	// direct and directQueue: --direct IFACE runs the NIC in this
+	// process on the interface's queue (verbs.OpenDirect), no daemon.
+	direct      string
+	directQueue int
+
 	// perftest's flags that act on softnic too
 	bidir      bool   // -b
 	postList   int    // -l: WRs per post call (bandwidth tests)
@@ -367,6 +372,10 @@ flags (perftest names; getopt's spellings work too: -s4096, -bN, --size=64K):
                         (docs/star.md)
       --socket PATH     softnic daemon's control socket
                         (default /run/softnic/softnic.sock)
+      --direct IFACE    direct mode: no daemon; the NIC runs in this process
+                        on its own AF_XDP socket on IFACE (needs root; the
+                        queue must be free: docs/direct.md)
+      --direct-queue N  with --direct, the receive queue to own (default 0)
 
 embedded fabric (--embedded):
       --embedded        run both sides in this process on the in-memory fabric
@@ -412,6 +421,8 @@ func newFlagSet(o *options) *flagSet {
 	fs.stringVar(&o.csv, "csv", "")
 	fs.stringVar(&o.socket, "socket", defaultSocket)
 	fs.boolVar(&o.embedded, "", "embedded")
+	fs.stringVar(&o.direct, "direct", "")
+	fs.intVar(&o.directQueue, "", "direct-queue", 0)
 	fs.stringVar(&o.pcap, "pcap", "")
 	fs.stringVar(&o.scheme, "scheme", recovery.GBN)
 	fs.Var(&o.knobs, "scheme-param", "")
@@ -571,6 +582,19 @@ func (o *options) check() error {
 	}
 	if err := o.checkStar(); err != nil {
 		return err
+	}
+	if o.direct != "" {
+		if o.embedded {
+			return usagef("--direct and --embedded are two places for the NIC: give one")
+		}
+		if o.set["socket"] {
+			return usagef("--direct runs the NIC in this process: no daemon socket (got --socket %s)", o.socket)
+		}
+		if o.directQueue < 0 {
+			return usagef("--direct-queue %d: want a queue number", o.directQueue)
+		}
+	} else if o.set["direct-queue"] {
+		return usagef("--direct-queue needs --direct IFACE")
 	}
 	if o.embedded {
 		if o.server != "" {

@@ -10,6 +10,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
+
+	"github.com/softnic/softnic/bpf"
 )
 
 // checkNoLiveDaemon refuses an interface whose XDP program is held by a
@@ -33,6 +35,12 @@ func checkNoLiveDaemon(ifi *net.Interface) error {
 			continue
 		}
 		if x := info.XDP(); x != nil && int(x.Ifindex) == ifi.Index {
+			// Name the holder when /proc shows it: a daemon, or a
+			// program running softnic in direct mode (docs/direct.md).
+			if h, ok, err := bpf.LinkHolder(ifi.Index); err == nil && ok && h.PID > 0 {
+				return fmt.Errorf("interface %s is in use: XDP program %d is attached by %s (pid %d, bpf_link %d), another softnic daemon or a program in direct mode; stop it first",
+					ifi.Name, progID, h.Comm, h.PID, info.ID)
+			}
 			return fmt.Errorf("interface %s is in use: XDP program %d is attached by a live process (bpf_link %d), likely another softnic daemon; stop it first",
 				ifi.Name, progID, info.ID)
 		}

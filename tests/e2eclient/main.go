@@ -117,6 +117,12 @@ type config struct {
 	scheme    string
 	star      bool
 	mtu       verbs.MTU
+	// direct is the interface of direct mode (verbs.OpenDirect): the
+	// engine in this process on directQueue, no daemon.
+	direct      string
+	directQueue int
+	directIP    string
+	netem       string
 }
 
 // errPeerGone is the peer's TCP connection ending.
@@ -153,6 +159,10 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.scheme, "scheme", "", "loss recovery the QP asks for (both sides must agree; default: the daemon's)")
 	fs.BoolVar(&c.star, "star", false, "StaR: the requester's QP is a StaR client, the responder's a stateless server (RDMA_WRITE, RDMA_READ, SEND, SEND_WITH_IMM and SEND_BACK only)")
 	mtu := fs.Int("mtu", 1024, "path MTU of the connection: 256, 512, 1024, 2048 or 4096 (both sides must agree)")
+	fs.StringVar(&c.direct, "direct", "", "run the NIC in this process in direct mode on this `interface` (no daemon; --socket is ignored)")
+	fs.IntVar(&c.directQueue, "direct-queue", 0, "with --direct, the interface's receive queue to own")
+	fs.StringVar(&c.netem, "netem", "", "with --direct, impair what this process's NIC receives, in netem's words (softnic run --netem; docs/impair.md)")
+	fs.StringVar(&c.directIP, "direct-ip", "", "with --direct, the local address, the GID (default: the interface's first 198.18.0.0/15 address)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -161,6 +171,9 @@ func parseFlags(args []string) (config, error) {
 		return c, fmt.Errorf("--mtu %d: %w", *mtu, err)
 	}
 	c.mtu = m
+	if c.netem != "" && c.direct == "" {
+		return c, errors.New("--netem impairs a direct-mode NIC (a daemon's is softnic run --netem)")
+	}
 	if (c.listen == "") == (c.connect == "") {
 		return c, errors.New("give exactly one of --listen and --connect")
 	}
@@ -238,6 +251,19 @@ func run(cfg config) error {
 	if err := s.teardown(); err != nil {
 		return err
 	}
+	if cfg.direct != "" {
+		// The NIC is this process's: its counters are printed here
+		// (a daemon's are softnic stats).
+		cs, err := s.ctx.Stats()
+		if err != nil {
+			return err
+		}
+		for _, c := range cs {
+			if c.Value != 0 {
+				fmt.Printf("counter %s %d\n", c.Name, c.Value)
+			}
+		}
+	}
 	fmt.Printf("verified %d bytes\n", verified)
 	fmt.Printf("PASS %d steps\n", steps)
 	return nil
@@ -246,7 +272,15 @@ func run(cfg config) error {
 // open creates the verbs objects.
 func (s *side) open() error {
 	var err error
-	if s.ctx, err = verbs.Dial(s.cfg.socket); err != nil {
+	if s.cfg.direct != "" {
+		s.ctx, err = verbs.OpenDirect(s.cfg.direct, verbs.DirectOptions{Queue: s.cfg.directQueue, IP: s.cfg.directIP, MTU: max(s.cfg.mtu.Bytes(), 1024)})
+		if err == nil && s.cfg.netem != "" {
+			_, err = s.ctx.SetNetem(s.cfg.netem)
+		}
+	} else {
+		s.ctx, err = verbs.Dial(s.cfg.socket)
+	}
+	if err != nil {
 		return err
 	}
 	attr, err := s.ctx.QueryDevice()
