@@ -12,6 +12,15 @@
 # ${SOFTNIC_LATENCY_CSV:-testbed-latency.csv}. "udp" polls its socket as
 # softnic's loops poll (the same waiting policy; the stricter baseline
 # here), "udp_blocking" blocks in recv.
+# Since issue 27 also: write_bw at path MTU 4096 (AF_XDP multi-buffer; the
+# veths carry 4500 bytes, SOFTNIC_MTU), iperf3's TCP goodput on the same
+# veth path (installed with apt-get when missing) and the throughput
+# summary in ${SOFTNIC_THROUGHPUT_CSV:-testbed-throughput.csv} (test,
+# mtu, gbps: raw_afxdp's frame rate as Gb/s of 1 KiB payloads, write_bw
+# 64 KiB over 1 QP at
+# each path MTU, iperf3_tcp at the veth MTU); and write_lat in direct
+# mode (softnic-bench --direct, the NIC in the bench process, no daemon),
+# the latency summary's row write_lat_direct.
 # Daemon flags: SOFTNIC_DAEMON_FLAGS (e.g. "--link-rate 5gbit").
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,13 +29,21 @@ source scripts/testbed-lib.sh
 why=$(no_testbed)
 [ -z "$why" ] || { echo "figures: cannot run here: $why" >&2; exit 1; }
 scheme=${SOFTNIC_SCHEME:-gbn}
-mtu=2048 # the daemons carry up to 2048; each run picks its own path MTU
+mtu=4096 # the daemons carry up to 4096; each run picks its own path MTU
+# Path MTU 4096 needs veths that carry a 4.2 KB frame (lib.sh's up).
+export SOFTNIC_MTU=${SOFTNIC_MTU:-4500}
 csv=$(realpath -m "${SOFTNIC_FIGURES_CSV:-figures.csv}")
 latcsv=$(realpath -m "${SOFTNIC_LATENCY_CSV:-testbed-latency.csv}")
+tputcsv=$(realpath -m "${SOFTNIC_THROUGHPUT_CSV:-testbed-throughput.csv}")
+if ! command -v iperf3 >/dev/null; then
+	echo "installing iperf3 (the TCP baseline)" >&2
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q iperf3 >/dev/null
+fi
 dur=${SOFTNIC_FIGURES_SECONDS:-5}
 iters=${SOFTNIC_FIGURES_ITERS:-10000}
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
+mkdir -p "$(dirname "$csv")" "$(dirname "$latcsv")" "$(dirname "$tputcsv")"
 rm -f "$csv" # one run per file: the ratios are taken within it
 build
 bash "$tb" up >/dev/null
@@ -42,13 +59,31 @@ if ! ip netns exec "$nsA" "$work/softnic-bench" raw --iface a-sw --dst-mac "$gw"
 fi
 wait "$rs" || true
 cat "$work/raw.server"
+# "received <frames/s> frames/s <Mpps> Mpps <Gb/s> Gb/s": the frame rate
+# as Gb/s of 1 KiB payloads, so that write_bw at MTU 1024 (payload Gb/s)
+# over it is the ratio of the two frame rates.
+rawgbps=$(awk '$1 == "received" && $3 == "frames/s" { printf "%.4f", $2 * 1024 * 8 / 1e9; exit }' "$work/raw.server")
+
+echo "== kernel TCP on the same veth path: iperf3, 1 stream, ${dur} s (veth MTU $SOFTNIC_MTU)"
+ip netns exec "$nsB" iperf3 -s -1 -B 198.18.1.1 -p 18620 >/dev/null 2>&1 &
+is=$!
+sleep 0.5
+ip netns exec "$nsA" iperf3 -c 198.18.1.1 -p 18620 -t "$dur" -J >"$work/iperf3.json"
+wait "$is" || true
+tcpgbps=$(python3 -c 'import json,sys; print("%.4f" % (json.load(open(sys.argv[1]))["end"]["sum_received"]["bits_per_second"] / 1e9))' "$work/iperf3.json")
+echo " iperf3 TCP: $tcpgbps Gb/s received"
 
 start_daemon "$nsA" a-sw 198.18.0.1 "$work/a.sock"
 start_daemon "$nsB" b-sw 198.18.1.1 "$work/b.sock"
-for m in 1024 2048; do
+declare -A wbw
+for m in 1024 2048 4096; do
 	for q in 1 4; do
 		echo "== write_bw 64 KiB, MTU $m, $q QP(s) (${dur} s)"
 		bench write_bw -s 65536 -D "$dur" -m "$m" -q "$q" --report_gbits --csv "$csv"
+		if [ "$q" = 1 ]; then
+			# the row just written: bw_avg (Gb/s), column 5
+			wbw[$m]=$(tail -n 1 "$csv" | awk -F, '{ print $5 }')
+		fi
 	done
 done
 echo "== write_bw 8 B, 1 QP, tx depth 1: one WRITE in flight (${dur} s)"
@@ -77,6 +112,18 @@ if command -v ib_write_lat >/dev/null && [ -f /usr/include/infiniband/verbs.h ];
 else
 	echo "== ib_write_lat skipped: needs perftest's ib_write_lat and rdma-core's headers (libibverbs-dev)"
 fi
+# write_lat in direct mode: the NIC in each bench process on its
+# interface's queue, no daemon (docs/direct.md). The daemons hold the
+# interfaces, so they stop first.
+for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+wait "${pids[@]}" 2>/dev/null || true
+pids=()
+echo "== write_lat 8 B in direct mode (softnic-bench --direct, no daemon)"
+ip netns exec "$nsB" "$work/softnic-bench" write_lat -s 8 -n "$iters" --direct b-sw >"$work/direct.server" 2>&1 &
+ds=$!
+sleep 0.5
+ip netns exec "$nsA" "$work/softnic-bench" write_lat -s 8 -n "$iters" --direct a-sw --csv "$work/direct.csv" 198.18.1.1
+wait "$ds" || { cat "$work/direct.server" >&2; exit 1; }
 go build -o "$work/udplat" ./scripts/udplat
 for busy in true false; do
 	echo "== kernel path baseline, same hosts and switch: 8-byte UDP ping-pong ($([ $busy = true ] && echo "recv polled" || echo "blocking recv"))"
@@ -92,6 +139,20 @@ awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
 	END { print "test,t_typical,p99,p99_9"
 		n = split("write_lat read_lat send_lat udp udp_blocking", order, " ")
 		for (i = 1; i <= n; i++) if (order[i] in row) print order[i] "," row[order[i]] }' "$csv" >"$latcsv"
+awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+	$1 == "write_lat" { row = "write_lat_direct," $col["t_typical"] "," $col["p99"] "," $col["p99_9"] }
+	END { if (row != "") print row }' "$work/direct.csv" >>"$latcsv"
 [ -z "$iblat" ] || echo "$iblat" >>"$latcsv"
 echo "== latency summary (µs), $latcsv"
 tr , "\t" <"$latcsv"
+{
+	echo "test,mtu,gbps"
+	echo "raw_afxdp,1024,$rawgbps"
+	for m in 1024 2048 4096; do echo "write_bw,$m,${wbw[$m]}"; done
+	echo "iperf3_tcp,$SOFTNIC_MTU,$tcpgbps"
+} >"$tputcsv"
+echo "== throughput summary (Gb/s), $tputcsv"
+tr , "\t" <"$tputcsv"
+awk -F, '$1 == "raw_afxdp" { raw = $3 } $1 == "write_bw" && $2 == 1024 { w = $3 } $1 == "write_bw" && $2 == 4096 { w4 = $3 } $1 == "iperf3_tcp" { tcp = $3 }
+	END { if (raw > 0) printf "write_bw MTU 1024 / raw AF_XDP: %.2f\n", w / raw
+		if (tcp > 0) printf "write_bw MTU 4096 / iperf3 TCP: %.2f\n", w4 / tcp }' "$tputcsv"
