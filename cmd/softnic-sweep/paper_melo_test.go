@@ -2,10 +2,13 @@ package main
 
 import (
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
+
+	"github.com/softnic/softnic/internal/sweep"
 )
 
 // TestPaperMeloFig5aQuick runs melo-fig5a's smoke run: go-back-N and MELO
@@ -96,6 +99,28 @@ func TestPaperMeloFig5aDCQCNQuick(t *testing.T) {
 		t.Fatalf("goodput at 1%% (scheme/timeout code): %v", gbps)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "melo-fig5a-dcqcn.png")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPaperMeloFig6aQuick runs melo-fig6a's smoke run: one point at 0.2%
+// loss, written with exactly the figure's three columns, its CPU share the
+// out-of-order bytes over the stated copy rate.
+func TestPaperMeloFig6aQuick(t *testing.T) {
+	dir := t.TempDir()
+	if err := paperPresets["melo-fig6a"].Run(paperOpts{Out: dir, Quick: true, Stdout: io.Discard}); err != nil {
+		t.Fatal(err)
+	}
+	rows := readCSV(t, filepath.Join(dir, "melo-fig6a.csv"))
+	if len(rows) != 2 || len(rows[0]) != 3 || rows[0][0] != "loss" || rows[0][1] != "ooo_bytes_per_s" || rows[0][2] != "copy_core_fraction" || rows[1][0] != "0.002" {
+		t.Fatalf("rows %v", rows)
+	}
+	ooo, _ := strconv.ParseFloat(rows[1][1], 64)
+	frac, _ := strconv.ParseFloat(rows[1][2], 64)
+	if ooo <= 0 || frac <= 0 || math.Abs(frac-ooo/sweep.MeloCopyBytesPerSec) > 1e-4 {
+		t.Fatalf("ooo %v B/s, core fraction %v; want positive and ooo/%g", ooo, frac, sweep.MeloCopyBytesPerSec)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "melo-fig6a.png")); err != nil {
 		t.Fatal(err)
 	}
 }

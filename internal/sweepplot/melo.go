@@ -53,3 +53,20 @@ func MeloFCT(path, title string, rs []sweep.MeloFCTResult) error {
 	}
 	return save(path, c)
 }
+
+// MeloCopy draws MELO's Fig. 6a: the share of one core that copying the
+// out-of-order bytes out of the reorder buffer takes, against loss, to
+// path.
+func MeloCopy(path, title string, ps []sweep.MeloCopyPoint) error {
+	c := &chart{title: title, xlabel: "loss rate (%)", ylabel: "CPU usage (% of one core)", logX: true}
+	l := line{label: fmt.Sprintf("melo (copy at %.0f MB/s)", sweep.MeloCopyBytesPerSec/1e6), scheme: "melo"}
+	for _, p := range ps {
+		if p.Loss <= 0 {
+			continue // no point on a log axis
+		}
+		l.pts = append(l.pts, plotter.XY{X: 100 * p.Loss, Y: 100 * p.CoreFraction})
+		c.xTicks = append(c.xTicks, 100*p.Loss)
+	}
+	c.lines = []line{l}
+	return save(path, c)
+}
