@@ -67,7 +67,7 @@ func init() {
 			{"bits pool", "1 Kb (128 blocks of 8 bits) per side", "§4, §3.2.3"},
 			{"connections", "1, 2, 4, 8, 12, 16, 20", "Fig. 6b x axis (up to 20, §4.2.2)"},
 			{"loss", "0.1%, 0.5%, 1%, 2%, both directions", "§4.2.2 (\"various loss ratio\", 2% named)"},
-			{"in-flight cap", "1100/N packets per connection", "softnic: no DCQCN; the 200 µs path's BDP at 40 Gb/s with headers and the window's serialization, about 1100 packets, shared fairly (§4.2.2: \"each flow has a smaller BDP\"); above the pool's 1024 bits, so one connection can fill it"},
+			{"in-flight cap", fmt.Sprintf("%d/N packets per connection", sweep.MeloFig6bWindow), "softnic: no DCQCN; what DCQCN's line rate and the RTT put in flight, 40 Gb/s x 200 µs = 1 MB in 1 KB packets, shared fairly (§4.2.2: \"each flow has a smaller BDP\"); the paper's one connection peaks at 96.9% of the pool at every loss, a span of about this much"},
 			{"traffic", "1 MiB WRITEs, two outstanding per connection; 5 ms warm-up, 20 ms measured", "§4.2.2: connections at full speed"},
 			{"usage", "peak blocks in use in the receiver's pool over the pool", "§4.2.2 (\"bits pool usage\")"},
 		},
@@ -121,7 +121,7 @@ func runMeloFig6b(o paperOpts) error {
 	var rs []sweep.MeloPoolResult
 	for _, l := range losses {
 		for _, n := range conns {
-			r, err := sweep.RunMeloPool(sweep.MeloPoolConfig{Conns: n, Loss: l, RTT: 200 * time.Microsecond, Size: 1 << 20, Window: 1100 / n,
+			r, err := sweep.RunMeloPool(sweep.MeloPoolConfig{Conns: n, Loss: l, RTT: 200 * time.Microsecond, Size: 1 << 20, Window: sweep.MeloFig6bWindow / n,
 				Warmup: warm, Measure: measure, Seed: 1})
 			if err != nil {
 				return err
@@ -136,7 +136,7 @@ func runMeloFig6b(o paperOpts) error {
 		return err
 	}
 	png := filepath.Join(o.Out, "melo-fig6b.png")
-	if err := sweepplot.MeloPool(png, "MELO Fig. 6b: bits pool usage, 200 µs RTT, 40 Gb/s, in-flight cap 1100/N", rs); err != nil {
+	if err := sweepplot.MeloPool(png, fmt.Sprintf("MELO Fig. 6b: bits pool usage, 200 µs RTT, 40 Gb/s, in-flight cap %d/N", sweep.MeloFig6bWindow), rs); err != nil {
 		return err
 	}
 	fmt.Fprintf(o.Stdout, " wrote %s and %s\n", path, png)

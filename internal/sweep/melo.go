@@ -21,6 +21,14 @@ const (
 	MeloPoolBits = 1024
 )
 
+// MeloFig6bWindow is the in-flight cap of Fig. 6b's connections, shared
+// among them (§4.2.2): what DCQCN's line rate and the 200 µs RTT put in
+// flight, 40 Gb/s x 200 µs = 1 MB, in 1 KB packets. The paper's single
+// connection peaks at 96.9% of its 1024-bit pool at every loss rate, so
+// its flow never held more than that span; with this cap one connection's
+// chain spans at most 123 of the pool's 128 blocks.
+const MeloFig6bWindow = 976 // MeloLinkBps/8 x 200 µs / 1024 B = 976.6
+
 // MeloKnobs set MELO's pool to MeloPoolBits (recovery.Params.Knobs).
 func MeloKnobs() recovery.KnobValues {
 	return recovery.KnobValues{"melo.pool_bits": strconv.Itoa(MeloPoolBits)}
