@@ -59,19 +59,20 @@ func TestPaperMeloFig6bQuick(t *testing.T) {
 }
 
 // TestPaperMeloFig5bQuick runs melo-fig5b's smoke run: 30 web search
-// flows at load 0.5 for each scheme, every one completed.
+// flows at load 0.5 for each scheme, every one completed, both schemes
+// under the same 128-packet cap.
 func TestPaperMeloFig5bQuick(t *testing.T) {
 	dir := t.TempDir()
 	if err := paperPresets["melo-fig5b"].Run(paperOpts{Out: dir, Quick: true, Stdout: io.Discard}); err != nil {
 		t.Fatal(err)
 	}
 	rows := readCSV(t, filepath.Join(dir, "melo-fig5b.csv"))
-	if len(rows) != 3 || rows[0][5] != "fct_p99_us" || rows[1][0] != "gbn" || rows[2][0] != "melo" {
+	if len(rows) != 3 || rows[0][5] != "fct_p99_us" || rows[0][10] != "window_pkts" || rows[1][0] != "gbn" || rows[2][0] != "melo" {
 		t.Fatalf("rows %v", rows)
 	}
 	for _, r := range rows[1:] {
-		if p99, _ := strconv.Atoi(r[5]); p99 <= 0 || r[3] != "30" {
-			t.Fatalf("row %v: want 30 flows and a positive p99", r)
+		if p99, _ := strconv.Atoi(r[5]); p99 <= 0 || r[3] != "30" || r[10] != "128" {
+			t.Fatalf("row %v: want 30 flows, a positive p99 and a 128-packet cap", r)
 		}
 	}
 }
