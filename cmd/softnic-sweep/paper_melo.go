@@ -73,7 +73,7 @@ func init() {
 			{"usage", "peak blocks in use in the receiver's pool over the pool", "§4.2.2 (\"bits pool usage\")"},
 		},
 		Run:         runMeloFig6b,
-		TestbedNote: "fabric only: the pool fills only when a path holds more than its 1024 bits of packets, which at the testbed's 1.5 Gb/s takes a link delay of milliseconds (--link-delay) and more connections than two daemons on 2 cores carry at once, and sweep-loss.sh records no pool peak per run",
+		TestbedNote: "fabric only: the pool is used only with hundreds of packets in flight on a path (976 at one connection), which at the testbed's 1.5 Gb/s takes a link delay of milliseconds (--link-delay) and more connections than two daemons on 2 cores carry at once, and sweep-loss.sh records no pool peak per run",
 	})
 }
 
