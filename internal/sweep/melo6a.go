@@ -42,8 +42,9 @@ const (
 // it goes on sending new packets while a loss is recovered: those are
 // the out-of-order packets. softnic's is held to the line rate by the
 // link (Ring 64: the one-way pipe plus a 64-frame transmit ring) under
-// melo-fig5a's cap, the pool's 1024 packets, which a round trip's
-// recovery (about 460 packets) does not reach. (A cap at the BDP,
+// melo-fig5a's cap, the pool's 1024 packets, which a recovery of one
+// round trip (500-550 packets) does not reach; a longer one (a lost
+// retransmission) can, and then the pool runs out first. (A cap at the BDP,
 // Window MeloFig6aBDP, instead stalls the sender in every recovery: the
 // cumulative acknowledgement moves two round trips after a loss.)
 func MeloFig6aConfig(loss float64, warmup, measure time.Duration) MeloPoolConfig {
