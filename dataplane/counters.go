@@ -88,6 +88,10 @@ type Counters struct {
 	ROBFull      uint64 // rob_full: out-of-order packets dropped because the reorder buffer was full
 	ROBInUse     uint64 // rob_in_use: reorder-buffer slots holding a packet now
 	ROBPeak      uint64 // rob_peak
+	// ROBDeliveredBytes is rob_delivered's payload: the bytes of
+	// out-of-order data copied from the reorder buffer to the application
+	// (MELO §4.2.1's reorder copies, which its Fig. 6a costs in CPU time).
+	ROBDeliveredBytes uint64 // rob_delivered_bytes
 
 	// The recovery schemes' own counters (recovery.Counter: each
 	// scheme's Counters), summed by name over the schemes this NIC runs,
@@ -233,7 +237,7 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"rcvd_sack_nak", c.RcvdSackNak}, {"ooo_responses", c.OOOResponses},
 		{"fnak_sent", c.FNACKSent}, {"rcvd_fnak", c.RcvdFNACK},
 		{"holes_nak_sent", c.HolesNakSent}, {"rcvd_holes_nak", c.RcvdHolesNak},
-		{"rob_delivered", c.ROBDelivered}, {"rob_full", c.ROBFull}, {"rob_in_use", c.ROBInUse}, {"rob_peak", c.ROBPeak},
+		{"rob_delivered", c.ROBDelivered}, {"rob_delivered_bytes", c.ROBDeliveredBytes}, {"rob_full", c.ROBFull}, {"rob_in_use", c.ROBInUse}, {"rob_peak", c.ROBPeak},
 		{"", 0}, // the schemes' counters
 		{"rcvd_malformed", c.RcvdMalformed}, {"rcvd_icrc_err", c.RcvdICRCErr},
 		{"rcvd_unknown_qpn", c.RcvdUnknownQPN}, {"rcvd_bad_addr", c.RcvdBadAddr},

@@ -719,10 +719,15 @@ func (rc *rcTransport) walkKept() bool {
 		psn := q.ePSN
 		if q.buffers {
 			pkt, ok := rc.robTake(psn)
-			if !ok || rc.executeOne(&pkt, psn) == 0 {
-				break // not there (it comes again) or refused
+			if !ok {
+				break // not there: it comes again
+			}
+			n := len(pkt.Payload())
+			if rc.executeOne(&pkt, psn) == 0 {
+				break // refused
 			}
 			e.cnt.ROBDelivered++
+			e.cnt.ROBDeliveredBytes += uint64(n)
 		} else if s := q.stashSlot(psn); s.used && s.psn == psn {
 			s.used = false
 			switch f := bth.Lookup(s.op).Flags; {

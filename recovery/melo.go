@@ -109,8 +109,11 @@ func (s *meloScheme) NewReceiver() Receiver {
 
 // On-chip bytes per connection (§3.2.4): the three holes (4 B each: 2 B
 // start, 2 B length), RCV.NXT and RCV.HIGH (3 B each) and start_ptr and
-// end_ptr (1 B each) at the receiver; the sender's start_ptr and end_ptr.
-// That is the paper's 20 B, 23 B with the pools shared by 300 connections.
+// end_ptr (1 B each) at the receiver, the paper's 20 B; and the sender's
+// start_ptr and end_ptr, for the chain its bitmap takes from its own pool
+// (§3.2.4), which the paper's sum leaves out. With the two pools' 768 B
+// shared by 300 connections that is 24.6 B each, where the paper's 23 B
+// is 20 + 768/300 (TestMELOOnChipBytes).
 const (
 	meloReceiverOnChipBytes = 12 + 6 + 2
 	meloSenderOnChipBytes   = 2

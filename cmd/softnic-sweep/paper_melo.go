@@ -49,8 +49,9 @@ func init() {
 			{"loads", "0.5, 0.6, 0.7", "Fig. 5b x axis"},
 			{"flows per point", "1000 (-quick: 30 at 0.5)", "softnic: enough for a 99th percentile of 10 flows"},
 			{"topology", "one 40 Gb/s link, 16 µs RTT, between the two NICs; each flow a WRITE on a QP of its own (32 QPs, a flow waits for a free one)", "§4: leaf-spine of 320 servers, 40 Gb/s server links, base RTT 16 µs; softnic: one sender-receiver pair carries the load"},
+			{"FCT", "from the flow's WRITE posted to its completion; the wait for a free QP is reported apart (qp_wait_p99_us)", "§4.1.2: each flow has its connection; softnic's 32 QPs are a departure, and the wait is not the flow's"},
 			{"loss", "1%, both directions, on the flows of one path in four (QPN mod 4 = 0)", "§4.1.2: 1% random drop at spine L0, one of 4 spines"},
-			{"congestion control", "none: the flows share the link's FIFO (MELO: BDP cap 128 packets; go-back-N: none)", "softnic has no DCQCN (§4 runs MELO and go-back-N over DCQCN)"},
+			{"congestion control", fmt.Sprintf("none: the flows share the link's FIFO; each QP capped at %d packets in flight, both schemes", meloFig5bWindow), "softnic has no DCQCN (§4 runs MELO and go-back-N over DCQCN); the cap is the same on both, recovery's default BDP cap, above the 16 µs path's BDP of about 80 packets"},
 			{"ACK timeout", "16.8 ms (-u 12)", "softnic: the paper's go-back-N setting is not given; its Fig. 5b axis tops at 25 ms"},
 			{"bits pool", "1 Kb per side, shared by the 32 QPs", "§4"},
 		},
@@ -67,12 +68,12 @@ func init() {
 			{"bits pool", "1 Kb (128 blocks of 8 bits) per side", "§4, §3.2.3"},
 			{"connections", "1, 2, 4, 8, 12, 16, 20", "Fig. 6b x axis (up to 20, §4.2.2)"},
 			{"loss", "0.1%, 0.5%, 1%, 2%, both directions", "§4.2.2 (\"various loss ratio\", 2% named)"},
-			{"in-flight cap", "1100/N packets per connection", "softnic: no DCQCN; the 200 µs path's BDP at 40 Gb/s with headers and the window's serialization, about 1100 packets, shared fairly (§4.2.2: \"each flow has a smaller BDP\"); above the pool's 1024 bits, so one connection can fill it"},
+			{"in-flight cap", fmt.Sprintf("%d/N packets per connection", sweep.MeloFig6bWindow), "softnic: no DCQCN; what DCQCN's line rate and the RTT put in flight, 40 Gb/s x 200 µs = 1 MB in 1 KB packets, shared fairly (§4.2.2: \"each flow has a smaller BDP\"); the paper's one connection peaks at 96.9% of the pool at every loss, a span of about this much"},
 			{"traffic", "1 MiB WRITEs, two outstanding per connection; 5 ms warm-up, 20 ms measured", "§4.2.2: connections at full speed"},
 			{"usage", "peak blocks in use in the receiver's pool over the pool", "§4.2.2 (\"bits pool usage\")"},
 		},
 		Run:         runMeloFig6b,
-		TestbedNote: "fabric only: the pool fills only when a path holds more than its 1024 bits of packets, which at the testbed's 1.5 Gb/s takes a link delay of milliseconds (--link-delay) and more connections than two daemons on 2 cores carry at once, and sweep-loss.sh records no pool peak per run",
+		TestbedNote: "fabric only: the pool is used only with hundreds of packets in flight on a path (976 at one connection), which at the testbed's 1.5 Gb/s takes a link delay of milliseconds (--link-delay) and more connections than two daemons on 2 cores carry at once, and sweep-loss.sh records no pool peak per run",
 	})
 }
 
@@ -121,7 +122,7 @@ func runMeloFig6b(o paperOpts) error {
 	var rs []sweep.MeloPoolResult
 	for _, l := range losses {
 		for _, n := range conns {
-			r, err := sweep.RunMeloPool(sweep.MeloPoolConfig{Conns: n, Loss: l, RTT: 200 * time.Microsecond, Size: 1 << 20, Window: 1100 / n,
+			r, err := sweep.RunMeloPool(sweep.MeloPoolConfig{Conns: n, Loss: l, RTT: 200 * time.Microsecond, Size: 1 << 20, Window: sweep.MeloFig6bWindow / n,
 				Warmup: warm, Measure: measure, Seed: 1})
 			if err != nil {
 				return err
@@ -136,12 +137,16 @@ func runMeloFig6b(o paperOpts) error {
 		return err
 	}
 	png := filepath.Join(o.Out, "melo-fig6b.png")
-	if err := sweepplot.MeloPool(png, "MELO Fig. 6b: bits pool usage, 200 µs RTT, 40 Gb/s, in-flight cap 1100/N", rs); err != nil {
+	if err := sweepplot.MeloPool(png, fmt.Sprintf("MELO Fig. 6b: bits pool usage, 200 µs RTT, 40 Gb/s, in-flight cap %d/N", sweep.MeloFig6bWindow), rs); err != nil {
 		return err
 	}
 	fmt.Fprintf(o.Stdout, " wrote %s and %s\n", path, png)
 	return nil
 }
+
+// meloFig5bWindow is the in-flight cap of every QP in melo-fig5b, on
+// both schemes (recovery.DefaultBDPPackets).
+const meloFig5bWindow = recovery.DefaultBDPPackets
 
 func runMeloFig5b(o paperOpts) error {
 	loads, flows := []float64{0.5, 0.6, 0.7}, 1000
@@ -151,12 +156,18 @@ func runMeloFig5b(o paperOpts) error {
 	var rs []sweep.MeloFCTResult
 	for _, s := range []string{recovery.GBN, recovery.MELO} {
 		for _, l := range loads {
-			r, err := sweep.RunMeloFCT(sweep.MeloFCTConfig{Scheme: s, Load: l, Flows: flows, Loss: 0.01, Paths: 4, QPs: 32, Timeout: 12, Seed: 1})
+			r, err := sweep.RunMeloFCT(sweep.MeloFCTConfig{Scheme: s, Load: l, Flows: flows, Loss: 0.01, Paths: 4, QPs: 32, Timeout: 12, Seed: 1, Window: meloFig5bWindow})
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(o.Stdout, " %-5s load %.1f  FCT p50 %9v  p99 %9v  p99 on the lossy path %9v  timeouts %4d  fallbacks %d  wall %v\n",
-				s, l, r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), r.P99Lossy.Round(time.Microsecond), r.Timeouts, r.Fallbacks, r.Wall.Round(time.Millisecond))
+			waited := 0
+			for _, f := range r.Records {
+				if f.Posted > f.Arrived {
+					waited++
+				}
+			}
+			fmt.Fprintf(o.Stdout, " %-5s load %.1f  FCT p50 %9v  p99 %9v  p99 on the lossy path %9v  waited for a QP %3d (p99 %v)  timeouts %4d  fallbacks %d  wall %v\n",
+				s, l, r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), r.P99Lossy.Round(time.Microsecond), waited, r.WaitP99.Round(time.Microsecond), r.Timeouts, r.Fallbacks, r.Wall.Round(time.Millisecond))
 			rs = append(rs, r)
 		}
 	}
@@ -251,6 +262,74 @@ func runMeloFig5aDCQCN(o paperOpts) error {
 	for _, r := range rs {
 		if r.Scheme == recovery.GBN && r.Loss == 1e-2 && r.Gbps > 0 {
 			fmt.Fprintf(o.Stdout, " at 1%% loss: melo / gbn (timeout code %d) = %.2fx\n", r.TimeoutCode(), melo/r.Gbps)
+		}
+	}
+	return nil
+}
+
+// MELO Fig. 6a (issue 26): the CPU cost of the reorder copies, from a
+// trace of the bytes copied out of the reorder buffer, costed as the
+// paper costs its trace.
+func init() {
+	registerPaper(paperPreset{
+		Name: "melo-fig6a", Paper: "MELO (000)", Figure: "Fig. 6a",
+		Summary: "the share of one core that copying out-of-order data from the reorder buffer to the application takes, against loss (paper: about 30% at 0.2%, at most 82.2% when every packet is copied at 40 Gb/s)",
+		Params: []paperParam{
+			{"link rate", "40 Gb/s", "§4: server links; two servers under the same leaf"},
+			{"RTT", "100 µs (50 µs one way)", "§4.2.1: \"RTT ~100µs\", the 99th percentile of [8]"},
+			{"MTU", "1024", "§4"},
+			{"bits pool", "1 Kb per side", "§4"},
+			{"sender", "paced by the link at 40 Gb/s (the one-way pipe plus a 64-frame transmit ring), in-flight cap 1024 packets (the pool's bits, as melo-fig5a)", "§4.2.1: BDP 512 KB; the paper's DCQCN sends one flow at line rate with no window and goes on sending while a loss is recovered; softnic has no DCQCN. Also run, printed only: a cap at the BDP, 512 packets, which stalls the sender in each recovery"},
+			{"traffic", "one connection, 1 MiB WRITEs two at a time; 5 ms warm-up, 100 ms measured (-quick: 1 ms, 5 ms)", "§4.2.1: \"two servers sending at full speed\""},
+			{"loss", "0.01%, 0.05%, 0.1%, 0.2%, 0.5%, 1%, 2%, both directions", "§4.2.1: \"configure the switch to be lossy\"; 0.2% is the point the text gives"},
+			{"trace", "rob_delivered_bytes: payload copied from the receiver's reorder buffer to the application in the measured time", "§4.2.1: \"count the CPU cycles to copy out-of-order data based on the collected packet-level trace\""},
+			{"copy rate", fmt.Sprintf("%.0f MB/s, one core", sweep.MeloCopyBytesPerSec/1e6), "softnic: BenchmarkMeloReorderCopy/dst-256MiB (internal/sweep), measured once on the machine the figure was made on: 1 KB chunks from a 512 KB reorder ring into a 256 MiB buffer, bytes over thread CPU time, median of 5 runs (sweep.MeloCopyBytesPerSec). The paper: one logical core of a 2.4 GHz Xeon E5-2630 v3, about 6,080 MB/s by its 82.2% worst case"},
+			{"CPU usage", "ooo_bytes_per_s / copy rate", "§4.2.1: \"the fraction of one second to finish copying the trace produced within 1s\""},
+		},
+		Run:         runMeloFig6a,
+		TestbedNote: "fabric only: the figure needs a 40 Gb/s connection with a 100 µs RTT, and its CPU cost is computed from the trace, not measured on a host",
+	})
+}
+
+func runMeloFig6a(o paperOpts) error {
+	losses, warm, measure := []float64{1e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 2e-2}, 5*time.Millisecond, 100*time.Millisecond
+	if o.Quick {
+		losses, warm, measure = []float64{2e-3}, time.Millisecond, 5*time.Millisecond
+	}
+	run := func(c sweep.MeloPoolConfig) (sweep.MeloCopyPoint, error) {
+		p, err := sweep.RunMeloCopy(c)
+		if err == nil {
+			r := p.Run
+			fmt.Fprintf(o.Stdout, " cap %4d  loss %-6g  out of order %6.3f GB/s (%7d packets) of %6.2f Gb/s goodput  core %5.1f%%  pool peak %4d bits  fallbacks %d  wall %v\n",
+				c.Window, c.Loss, p.OOOBytesPerSec/1e9, r.ROBPackets, r.GoodputGbps, 100*p.CoreFraction, 8*r.PoolPeak, r.Fallbacks, r.Wall.Round(time.Millisecond))
+		}
+		return p, err
+	}
+	var ps []sweep.MeloCopyPoint
+	for _, l := range losses {
+		p, err := run(sweep.MeloFig6aConfig(l, warm, measure))
+		if err != nil {
+			return err
+		}
+		ps = append(ps, p)
+	}
+	path, err := sweep.SaveMeloCopy(o.Out, "melo-fig6a", ps)
+	if err != nil {
+		return err
+	}
+	png := filepath.Join(o.Out, "melo-fig6a.png")
+	if err := sweepplot.MeloCopy(png, "MELO Fig. 6a: CPU to copy out-of-order data, 40 Gb/s, 100 µs RTT", ps); err != nil {
+		return err
+	}
+	fmt.Fprintf(o.Stdout, " wrote %s and %s\n", path, png)
+	fmt.Fprintf(o.Stdout, " copying all of 40 Gb/s (5 GB/s) at %.0f MB/s: %.1f%% of a core (the paper's worst case: 82.2%%)\n",
+		sweep.MeloCopyBytesPerSec/1e6, 100*5e9/sweep.MeloCopyBytesPerSec)
+	fmt.Fprintf(o.Stdout, " the variant with the cap at the BDP (%d packets, no ring), not in the CSV:\n", sweep.MeloFig6aBDP)
+	for _, l := range losses {
+		c := sweep.MeloFig6aConfig(l, warm, measure)
+		c.Window, c.Ring = sweep.MeloFig6aBDP, 0
+		if _, err := run(c); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -149,6 +149,8 @@ var metricSpecs = map[string]metricSpec{
 	"rob_full":       counterSpec("rob_full", "Out-of-order packets dropped because the reorder buffer was full."),
 	"rob_in_use":     gaugeSpec("rob_in_use", "Reorder-buffer slots holding a packet now."),
 	"rob_peak":       gaugeSpec("rob_peak", "Most reorder-buffer slots holding a packet at once."),
+	// What the reorder buffer copied, in payload bytes (MELO Fig. 6a).
+	"rob_delivered_bytes": counterSpec("rob_delivered_bytes", "Payload bytes copied from the off-chip reorder buffer to the application (MELO)."),
 	// The recovery schemes' own counters, summed over the schemes.
 	// Drop reasons: every dropped frame under exactly one.
 	"rcvd_malformed":             counterSpec("rcvd_malformed", "Received frames dropped: not a parsable RoCEv2 frame."),

@@ -3,6 +3,7 @@ package sweep
 import (
 	"encoding/csv"
 	"io"
+	"math"
 	"strconv"
 	"time"
 
@@ -19,6 +20,14 @@ const (
 	MeloLinkBps  = 40e9
 	MeloPoolBits = 1024
 )
+
+// MeloFig6bWindow is the in-flight cap of Fig. 6b's connections, shared
+// among them (§4.2.2): what DCQCN's line rate and the 200 µs RTT put in
+// flight, 40 Gb/s x 200 µs = 1 MB, in 1 KB packets. The paper's single
+// connection peaks at 96.9% of its 1024-bit pool at every loss rate, so
+// its flow never held more than that span; with this cap one connection's
+// chain spans at most 123 of the pool's 128 blocks.
+const MeloFig6bWindow = 976 // MeloLinkBps/8 x 200 µs / 1024 B = 976.6
 
 // MeloKnobs set MELO's pool to MeloPoolBits (recovery.Params.Knobs).
 func MeloKnobs() recovery.KnobValues {
@@ -38,6 +47,12 @@ type MeloPoolConfig struct {
 	Warmup  time.Duration
 	Measure time.Duration
 	Seed    uint64
+	// Ring, if above 0, bounds what the A-to-B link holds to its one-way
+	// pipe (in 1 KB frames) plus Ring frames queued: the sender is held
+	// to the line rate with at most a transmit ring's worth of standing
+	// queue, as DCQCN paces one flow at line rate (melo-fig6a). 0: 4096
+	// frames, more than the windows put in flight.
+	Ring int
 }
 
 // MeloPoolResult is what one point measured: the receivers' bits pool at
@@ -53,6 +68,10 @@ type MeloPoolResult struct {
 	PoolDrops   uint64 // packets dropped for want of bits (receiver)
 	Retransmits uint64
 	Wall        time.Duration
+	// ROBBytes and ROBPackets: the out-of-order payload B copied from its
+	// reorder buffer to the application in the measured time
+	// (rob_delivered_bytes, rob_delivered; MELO Fig. 6a's trace).
+	ROBBytes, ROBPackets uint64
 }
 
 // Usage is the receiver's peak pool usage, a fraction.
@@ -67,8 +86,12 @@ func (r MeloPoolResult) Usage() float64 {
 func RunMeloPool(c MeloPoolConfig) (MeloPoolResult, error) {
 	wall := time.Now()
 	link := fabric.LinkConfig{RateBps: MeloLinkBps, Delay: c.RTT / 2, Loss: c.Loss, QueueFrames: 4096}
+	atob := link
+	if c.Ring > 0 {
+		atob.QueueFrames = int(math.Ceil(link.Delay.Seconds()*MeloLinkBps/8/1024)) + c.Ring
+	}
 	params := recovery.Params{BDPPackets: c.Window, Knobs: MeloKnobs(), RTOLow: c.RTT + c.RTT/2, RTOHigh: 3 * c.RTT}
-	s, err := sim.New(sim.Config{Seed: c.Seed, AtoB: link, BtoA: link, SchemeA: recovery.MELO, SchemeB: recovery.MELO, SchemeParams: params})
+	s, err := sim.New(sim.Config{Seed: c.Seed, AtoB: atob, BtoA: link, SchemeA: recovery.MELO, SchemeB: recovery.MELO, SchemeParams: params})
 	if err != nil {
 		return MeloPoolResult{}, err
 	}
@@ -120,6 +143,7 @@ func RunMeloPool(c MeloPoolConfig) (MeloPoolResult, error) {
 	}
 	run(c.Warmup)
 	d0, t0 := l.done, s.Now()
+	b0 := s.B.Counters()
 	run(c.Measure)
 	if l.err != nil {
 		return MeloPoolResult{}, l.err
@@ -140,6 +164,7 @@ func RunMeloPool(c MeloPoolConfig) (MeloPoolResult, error) {
 	r.Fallbacks = a.SchemeCounter("sr_pool_fallbacks") + b.SchemeCounter("sr_pool_fallbacks")
 	r.PoolDrops = b.SchemeCounter("sr_pool_drops")
 	r.Retransmits = a.Retransmits
+	r.ROBBytes, r.ROBPackets = b.ROBDeliveredBytes-b0.ROBDeliveredBytes, b.ROBDelivered-b0.ROBDelivered
 	return r, nil
 }
 

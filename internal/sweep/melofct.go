@@ -63,6 +63,11 @@ type MeloFCTConfig struct {
 	QPs     int // QPs that carry flows; a flow waits for a free one
 	Timeout uint8
 	Seed    uint64
+	// Window caps the packets each QP has in flight, the same on both
+	// schemes: MELO's BDPPackets and go-back-N's gbn.window (MELO §4 runs
+	// both over DCQCN; softnic has none). 0: the schemes' defaults, MELO
+	// 128 packets and go-back-N none.
+	Window int
 }
 
 // MeloFCTResult is what one point measured.
@@ -70,10 +75,21 @@ type MeloFCTResult struct {
 	MeloFCTConfig
 	P50, P99    time.Duration // flow completion times, all flows
 	P99Lossy    time.Duration // the flows on the lossy path
+	WaitP99     time.Duration // how long flows waited for a free QP (not in their FCT)
 	Timeouts    uint64
 	Retransmits uint64
 	Fallbacks   uint64
 	Wall        time.Duration
+	// Records: every flow, in arrival order.
+	Records []MeloFlowRecord
+}
+
+// MeloFlowRecord is one flow of a Fig. 5b point: its size, when it
+// arrived, when its WRITE was posted (a QP free) and when it completed.
+// Its FCT is Done - Posted.
+type MeloFlowRecord struct {
+	Size                  int
+	Arrived, Posted, Done time.Duration
 }
 
 const meloFCTMaxFlow = 30_000_000
@@ -92,8 +108,13 @@ func RunMeloFCT(c MeloFCTConfig) (MeloFCTResult, error) {
 		return int(f.Pkt.BTH().DestQPN())%c.Paths == 0 && dropRng.Float64() < c.Loss
 	}
 	link := fabric.LinkConfig{RateBps: MeloLinkBps, Delay: 8 * time.Microsecond, QueueFrames: 1024, Drop: lossy}
+	params := recovery.Params{Knobs: MeloKnobs()}
+	if c.Window > 0 {
+		params.BDPPackets = c.Window
+		params.Knobs["gbn.window"] = strconv.Itoa(c.Window)
+	}
 	s, err := sim.New(sim.Config{Seed: c.Seed, AtoB: link, BtoA: link, SchemeA: c.Scheme, SchemeB: c.Scheme,
-		SchemeParams: recovery.Params{Knobs: MeloKnobs()}})
+		SchemeParams: params})
 	if err != nil {
 		return MeloFCTResult{}, err
 	}
@@ -127,9 +148,10 @@ func RunMeloFCT(c MeloFCTConfig) (MeloFCTResult, error) {
 	// Arrivals: Poisson at Load of the link's rate in flow bytes.
 	rate := c.Load * MeloLinkBps / 8 / WebSearchMean() // flows per second
 	type flow struct {
-		size  int
-		at    time.Duration
-		lossy bool
+		size   int
+		at     time.Duration // arrival
+		posted time.Duration // its WRITE posted: a QP was free
+		lossy  bool
 	}
 	flows := make([]flow, c.Flows)
 	var t float64
@@ -141,17 +163,23 @@ func RunMeloFCT(c MeloFCTConfig) (MeloFCTResult, error) {
 	var waiting []int
 	next, done := 0, 0
 	fct := make([]time.Duration, 0, c.Flows)
-	var lossyFCT []time.Duration
+	var lossyFCT, waits []time.Duration
+	records := make([]MeloFlowRecord, c.Flows)
 	var runErr error
+	started := 0
 	start := func(qi, fi int) {
 		f := &flows[fi]
 		f.lossy = int(qps[qi].QPN())%c.Paths == 0
+		f.posted = s.Now()
+		records[fi] = MeloFlowRecord{Size: f.size, Arrived: f.at, Posted: f.posted}
+		waits = append(waits, f.posted-f.at)
 		w := qp.SendWR{WRID: uint64(qi), Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled, NumSGE: 1, RKey: mrB.RKey, RemoteAddr: mrB.Addr}
 		w.SGL[0] = qp.SGE{Addr: mrA.Addr, Length: uint32(f.size), LKey: mrA.LKey}
 		if _, err := s.A.PostSend(qps[qi], []qp.SendWR{w}); err != nil {
 			runErr = err
 		}
 		busy[qi] = fi + 1
+		started++
 	}
 	free := func() int {
 		// A free QP, taken in turn from a rotating start so that flows
@@ -164,6 +192,10 @@ func RunMeloFCT(c MeloFCTConfig) (MeloFCTResult, error) {
 		return -1
 	}
 	wcs := make([]qp.WC, 64)
+	// at is when the completions polled next were made: StepTo and Step
+	// drain the engines at the clock's time and then move it to the next
+	// event, so what they completed completed at the time before the move.
+	at := s.Now()
 	step := func() bool {
 		for {
 			n, err := s.A.PollCQ(cqA, wcs)
@@ -178,7 +210,8 @@ func RunMeloFCT(c MeloFCTConfig) (MeloFCTResult, error) {
 				}
 				qi := int(wc.WRID)
 				f := flows[busy[qi]-1]
-				d := s.Now() - f.at
+				d := at - f.posted // from the flow's first post (the wait for a QP is in waits)
+				records[busy[qi]-1].Done = at
 				fct = append(fct, d)
 				if f.lossy {
 					lossyFCT = append(lossyFCT, d)
@@ -206,18 +239,27 @@ func RunMeloFCT(c MeloFCTConfig) (MeloFCTResult, error) {
 	}
 	for !step() {
 		// Run to the next arrival exactly, then start it; after the last
-		// arrival, until the flows in flight finish.
+		// arrival, until the flows in flight finish. A step that finds
+		// nothing pending may still have completed a flow and so started
+		// one that waited for its QP.
+		at = s.Now()
 		if next < len(flows) {
 			s.StepTo(flows[next].at)
-		} else if !s.Step() && !step() {
-			return MeloFCTResult{}, fmt.Errorf("sweep: fct: %d of %d flows completed, nothing pending", done, len(flows))
+		} else if !s.Step() {
+			before := started
+			if step() {
+				break
+			}
+			if started == before {
+				return MeloFCTResult{}, fmt.Errorf("sweep: fct: %d of %d flows completed, nothing pending", done, len(flows))
+			}
 		}
 	}
 	if runErr != nil {
 		return MeloFCTResult{}, runErr
 	}
 	a, b := s.A.Counters(), s.B.Counters()
-	return MeloFCTResult{MeloFCTConfig: c, P50: percentile(fct, 0.5), P99: percentile(fct, 0.99), P99Lossy: percentile(lossyFCT, 0.99),
+	return MeloFCTResult{MeloFCTConfig: c, P50: percentile(fct, 0.5), P99: percentile(fct, 0.99), P99Lossy: percentile(lossyFCT, 0.99), WaitP99: percentile(waits, 0.99), Records: records,
 		Timeouts: a.LocalAckTimeout, Retransmits: a.Retransmits, Fallbacks: a.SchemeCounter("sr_pool_fallbacks") + b.SchemeCounter("sr_pool_fallbacks"), Wall: time.Since(wall)}, nil
 }
 
@@ -233,11 +275,13 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 // WriteMeloFCTCSV writes MELO Fig. 5b's rows.
 func WriteMeloFCTCSV(w io.Writer, rs []MeloFCTResult) error {
 	cw := csv.NewWriter(w)
-	cw.Write([]string{"scheme", "load", "loss", "flows", "fct_p50_us", "fct_p99_us", "fct_p99_lossy_path_us", "ack_timeouts", "retransmits", "fallbacks"})
+	cw.Write([]string{"scheme", "load", "loss", "flows", "fct_p50_us", "fct_p99_us", "fct_p99_lossy_path_us", "ack_timeouts", "retransmits", "fallbacks",
+		"window_pkts", "qp_wait_p99_us"})
 	for _, r := range rs {
 		cw.Write([]string{r.Scheme, strconv.FormatFloat(r.Load, 'g', -1, 64), strconv.FormatFloat(r.Loss, 'g', -1, 64), strconv.Itoa(r.Flows),
 			strconv.FormatInt(r.P50.Microseconds(), 10), strconv.FormatInt(r.P99.Microseconds(), 10), strconv.FormatInt(r.P99Lossy.Microseconds(), 10),
-			strconv.FormatUint(r.Timeouts, 10), strconv.FormatUint(r.Retransmits, 10), strconv.FormatUint(r.Fallbacks, 10)})
+			strconv.FormatUint(r.Timeouts, 10), strconv.FormatUint(r.Retransmits, 10), strconv.FormatUint(r.Fallbacks, 10),
+			strconv.Itoa(r.Window), strconv.FormatInt(r.WaitP99.Microseconds(), 10)})
 	}
 	cw.Flush()
 	return cw.Error()

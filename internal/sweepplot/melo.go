@@ -2,6 +2,7 @@ package sweepplot
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"gonum.org/v1/plot/plotter"
@@ -52,4 +53,31 @@ func MeloFCT(path, title string, rs []sweep.MeloFCTResult) error {
 		}
 	}
 	return save(path, c)
+}
+
+// MeloCopy draws MELO's Fig. 6a: the share of one core that copying the
+// out-of-order bytes out of the reorder buffer takes, against loss, to
+// path.
+func MeloCopy(path, title string, ps []sweep.MeloCopyPoint) error {
+	return save(path, meloCopyChart(title, ps))
+}
+
+func meloCopyChart(title string, ps []sweep.MeloCopyPoint) *chart {
+	// The worst case, as the paper bounds it: every byte of the 40 Gb/s
+	// link copied.
+	all := 100 * sweep.MeloLinkBps / 8 / sweep.MeloCopyBytesPerSec
+	c := &chart{title: title, xlabel: "loss rate (%, both directions)", ylabel: "CPU usage (% of one core)", logX: true,
+		yMin: 0, yMax: 10 * math.Ceil(all/10), yStep: 10}
+	l := line{label: fmt.Sprintf("melo (copy at %.0f MB/s)", sweep.MeloCopyBytesPerSec/1e6), scheme: "melo"}
+	bound := line{label: fmt.Sprintf("all of 40 Gb/s copied (%.1f%%)", all), scheme: "bound"}
+	for _, p := range ps {
+		if p.Loss <= 0 {
+			continue // no point on a log axis
+		}
+		l.pts = append(l.pts, plotter.XY{X: 100 * p.Loss, Y: 100 * p.CoreFraction})
+		bound.pts = append(bound.pts, plotter.XY{X: 100 * p.Loss, Y: all})
+		c.xTicks = append(c.xTicks, 100*p.Loss)
+	}
+	c.lines = []line{l, bound}
+	return c
 }
