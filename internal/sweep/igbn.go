@@ -76,20 +76,21 @@ func RunIGBN(c IGBNConfig) (IGBNResult, error) {
 }
 
 // RelativizeIGBN fills Relative from each scheme's lossless point at the
-// same timeout.
+// same timeout and seed.
 func RelativizeIGBN(rs []IGBNResult) {
 	type key struct {
-		s string
-		t uint8
+		s    string
+		t    uint8
+		seed uint64
 	}
 	base := map[key]float64{}
 	for _, r := range rs {
 		if r.Loss == 0 {
-			base[key{r.Scheme, r.Timeout}] = r.Gbps
+			base[key{r.Scheme, r.Timeout, r.Seed}] = r.Gbps
 		}
 	}
 	for i := range rs {
-		if b := base[key{rs[i].Scheme, rs[i].Timeout}]; b > 0 {
+		if b := base[key{rs[i].Scheme, rs[i].Timeout, rs[i].Seed}]; b > 0 {
 			rs[i].Relative = rs[i].Gbps / b
 		}
 	}
@@ -99,20 +100,28 @@ func RelativizeIGBN(rs []IGBNResult) {
 // goodput first, as docs/results/igbn-fig6a.csv has them.
 func WriteIGBNCSV(w io.Writer, rs []IGBNResult) error {
 	cw := csv.NewWriter(w)
-	cw.Write([]string{"scheme", "loss", "relative", "timeout_us", "messages", "goodput_gbps", "retransmits", "ack_timeouts",
-		"timeout_last_lost", "timeout_ack_lost", "timeout_nak_lost", "timeout_lost_twice", "timeout_other", "st_copy_skipped"})
+	cw.Write(igbnColumns())
 	for _, r := range rs {
-		row := []string{r.Scheme, strconv.FormatFloat(r.Loss, 'g', -1, 64), strconv.FormatFloat(r.Relative, 'f', 4, 64),
-			strconv.FormatInt(TimeoutOf(r.Timeout).Microseconds(), 10), strconv.Itoa(r.Messages),
-			strconv.FormatFloat(r.Gbps, 'f', 3, 64), strconv.FormatUint(r.Retransmits, 10), strconv.FormatUint(r.Timeouts, 10)}
-		for _, n := range r.Reasons {
-			row = append(row, strconv.FormatUint(n, 10))
-		}
-		row = append(row, strconv.FormatUint(r.Unclassified, 10), strconv.FormatUint(r.STSkipped, 10))
-		cw.Write(row)
+		cw.Write(igbnRow(r))
 	}
 	cw.Flush()
 	return cw.Error()
+}
+
+// igbnColumns are WriteIGBNCSV's columns, igbnRow one row of them.
+func igbnColumns() []string {
+	return []string{"scheme", "loss", "relative", "timeout_us", "messages", "goodput_gbps", "retransmits", "ack_timeouts",
+		"timeout_last_lost", "timeout_ack_lost", "timeout_nak_lost", "timeout_lost_twice", "timeout_other", "st_copy_skipped"}
+}
+
+func igbnRow(r IGBNResult) []string {
+	row := []string{r.Scheme, strconv.FormatFloat(r.Loss, 'g', -1, 64), strconv.FormatFloat(r.Relative, 'f', 4, 64),
+		strconv.FormatInt(TimeoutOf(r.Timeout).Microseconds(), 10), strconv.Itoa(r.Messages),
+		strconv.FormatFloat(r.Gbps, 'f', 3, 64), strconv.FormatUint(r.Retransmits, 10), strconv.FormatUint(r.Timeouts, 10)}
+	for _, n := range r.Reasons {
+		row = append(row, strconv.FormatUint(n, 10))
+	}
+	return append(row, strconv.FormatUint(r.Unclassified, 10), strconv.FormatUint(r.STSkipped, 10))
 }
 
 // SaveIGBN writes the rows to <dir>/<name>.csv and returns its path.
