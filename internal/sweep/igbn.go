@@ -38,6 +38,11 @@ type IGBNConfig struct {
 	Timeout  uint8 // local ACK timeout exponent: 4.096 µs * 2^Timeout
 	Messages int
 	Seed     uint64
+	// Ring and NakInterval, when not 0, replace the link's queue
+	// (perftest.DefaultLink.Ring frames each way) and Table I's NAK
+	// interval: the knobs of the go-back cost (TestIGBNGoBackCost).
+	Ring        int
+	NakInterval time.Duration
 }
 
 // IGBNResult is one measured point. Reasons counts the ACK timeouts by the
@@ -54,6 +59,11 @@ type IGBNResult struct {
 	Unclassified uint64
 	STSkipped    uint64
 	Wall         time.Duration
+	// What a go-back costs: packets the requester sent (first copies,
+	// ST's second copies and resends), sequence NAKs the responder sent
+	// and the requester received, go-backs on a NAK repeating the last
+	// one (go_back_free), requests the responder dropped out of sequence.
+	SentPkts, NaksSent, NaksRcvd, GoBackFree, OutOfSeq uint64
 }
 
 // TimeoutOf is the ACK timeout an exponent stands for.
@@ -61,9 +71,16 @@ func TimeoutOf(code uint8) time.Duration { return time.Duration(4096<<code) * ti
 
 // RunIGBN measures one point on the embedded fabric in simulated time.
 func RunIGBN(c IGBNConfig) (IGBNResult, error) {
-	link := perftest.Link{RateBps: IGBNLinkBps, Delay: IGBNOneWayDelay, Loss: c.Loss, Ring: perftest.DefaultLink.Ring}
+	ring, nak := perftest.DefaultLink.Ring, IGBNNakInterval
+	if c.Ring != 0 {
+		ring = c.Ring
+	}
+	if c.NakInterval != 0 {
+		nak = c.NakInterval
+	}
+	link := perftest.Link{RateBps: IGBNLinkBps, Delay: IGBNOneWayDelay, Loss: c.Loss, Ring: ring}
 	o := perftest.Options{Size: IGBNMessageSize, Iters: c.Messages, TxDepth: 1, MTU: qp.MTU1024, Scheme: c.Scheme, Seed: c.Seed,
-		Timeout: c.Timeout, Params: recovery.Params{NakInterval: IGBNNakInterval, AckReqInterval: IGBNAckReqInterval}}
+		Timeout: c.Timeout, Params: recovery.Params{NakInterval: nak, AckReqInterval: IGBNAckReqInterval}}
 	r, err := perftest.WriteBWEmbedded(o, link)
 	if err != nil {
 		return IGBNResult{}, fmt.Errorf("%s at %g%% loss, timeout %v: %w", c.Scheme, c.Loss*100, TimeoutOf(c.Timeout), err)
@@ -72,7 +89,8 @@ func RunIGBN(c IGBNConfig) (IGBNResult, error) {
 	return IGBNResult{IGBNConfig: c, Gbps: r.AvgGbps, Elapsed: r.Elapsed, Retransmits: a.Retransmits, Timeouts: a.LocalAckTimeout,
 		Reasons:      [4]uint64{a.AckTimeoutLastLost, a.AckTimeoutAckLost, a.AckTimeoutNakLost, a.AckTimeoutLostTwice},
 		Unclassified: a.LocalAckTimeout - a.AckTimeoutLastLost - a.AckTimeoutAckLost - a.AckTimeoutNakLost - a.AckTimeoutLostTwice,
-		STSkipped:    a.STCopySkipped, Wall: r.Wall}, nil
+		STSkipped:    a.STCopySkipped, Wall: r.Wall,
+		SentPkts: a.SentPkts, NaksSent: r.B.SeqNakSent, NaksRcvd: a.RcvdSeqErr, GoBackFree: a.GoBackFree, OutOfSeq: r.B.OutOfSeqRequest}, nil
 }
 
 // RelativizeIGBN fills Relative from each scheme's lossless point at the

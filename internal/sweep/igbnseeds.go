@@ -94,6 +94,11 @@ func SummarizeIGBN(rs []IGBNResult) []IGBNSummary {
 			}
 			s.Unclassified += r.Unclassified
 			s.STSkipped += r.STSkipped
+			s.SentPkts += r.SentPkts
+			s.NaksSent += r.NaksSent
+			s.NaksRcvd += r.NaksRcvd
+			s.GoBackFree += r.GoBackFree
+			s.OutOfSeq += r.OutOfSeq
 			s.RelMin, s.RelMax = min(s.RelMin, r.Relative), max(s.RelMax, r.Relative)
 			s.TimeoutsMin, s.TimeoutsMax = min(s.TimeoutsMin, r.Timeouts), max(s.TimeoutsMax, r.Timeouts)
 		}
@@ -117,27 +122,40 @@ func IGBNSummaryResults(ss []IGBNSummary) []IGBNResult {
 // first (relative and goodput_gbps the mean over the seeds; messages and
 // the counters the totals over them), then seeds, relative_min,
 // relative_max, relative_ci95_lo, relative_ci95_hi (the mean's 95% Student
-// t-interval), ack_timeouts_min and ack_timeouts_max (per seed).
+// t-interval), ack_timeouts_min and ack_timeouts_max (per seed), then
+// igbnCostColumns' totals.
 func WriteIGBNSummaryCSV(w io.Writer, ss []IGBNSummary) error {
 	cw := csv.NewWriter(w)
-	cw.Write(append(igbnColumns(), "seeds", "relative_min", "relative_max", "relative_ci95_lo", "relative_ci95_hi", "ack_timeouts_min", "ack_timeouts_max"))
+	cw.Write(append(append(igbnColumns(), "seeds", "relative_min", "relative_max", "relative_ci95_lo", "relative_ci95_hi", "ack_timeouts_min", "ack_timeouts_max"), igbnCostColumns...))
 	f := func(x float64) string { return strconv.FormatFloat(x, 'f', 4, 64) }
 	for _, s := range ss {
 		row := append(igbnRow(s.IGBNResult), strconv.Itoa(s.Seeds), f(s.RelMin), f(s.RelMax), f(s.RelLo), f(s.RelHi),
 			strconv.FormatUint(s.TimeoutsMin, 10), strconv.FormatUint(s.TimeoutsMax, 10))
-		cw.Write(row)
+		cw.Write(append(row, igbnCostRow(s.IGBNResult)...))
 	}
 	cw.Flush()
 	return cw.Error()
 }
 
+// igbnCostColumns are the go-back's costs (IGBNResult.SentPkts and on):
+// sent_pkts, seq_naks_sent, seq_naks_rcvd, go_back_free, out_of_seq.
+var igbnCostColumns = []string{"sent_pkts", "seq_naks_sent", "seq_naks_rcvd", "go_back_free", "out_of_seq"}
+
+func igbnCostRow(r IGBNResult) []string {
+	var row []string
+	for _, n := range []uint64{r.SentPkts, r.NaksSent, r.NaksRcvd, r.GoBackFree, r.OutOfSeq} {
+		row = append(row, strconv.FormatUint(n, 10))
+	}
+	return row
+}
+
 // WriteIGBNRunsCSV writes every seed's run: WriteIGBNCSV's columns, then
-// seed.
+// seed and igbnCostColumns.
 func WriteIGBNRunsCSV(w io.Writer, rs []IGBNResult) error {
 	cw := csv.NewWriter(w)
-	cw.Write(append(igbnColumns(), "seed"))
+	cw.Write(append(append(igbnColumns(), "seed"), igbnCostColumns...))
 	for _, r := range rs {
-		cw.Write(append(igbnRow(r), strconv.FormatUint(r.Seed, 10)))
+		cw.Write(append(append(igbnRow(r), strconv.FormatUint(r.Seed, 10)), igbnCostRow(r)...))
 	}
 	cw.Flush()
 	return cw.Error()

@@ -32,7 +32,7 @@ func TestTInterval95(t *testing.T) {
 func TestSummarizeIGBN(t *testing.T) {
 	run := func(s string, loss float64, seed uint64, gbps float64, to uint64) IGBNResult {
 		return IGBNResult{IGBNConfig: IGBNConfig{Scheme: s, Loss: loss, Timeout: 15, Messages: 400, Seed: seed}, Gbps: gbps, Timeouts: to, Retransmits: 10 * to,
-			Reasons: [4]uint64{to, 0, 0, 0}}
+			Reasons: [4]uint64{to, 0, 0, 0}, SentPkts: 5 * to, NaksSent: to, NaksRcvd: to / 2, OutOfSeq: 3 * to / 2}
 	}
 	rs := []IGBNResult{
 		run("gbn", 0, 1, 40, 0), run("gbn", 0, 2, 20, 0), // seed 2's lossless is its own base
@@ -75,15 +75,15 @@ func TestSummarizeIGBN(t *testing.T) {
 	}
 	one, sr, rr := head(single.Bytes()), head(sum.Bytes()), head(runs.Bytes())
 	if !slices.Equal(sr[0][:len(one[0])], one[0]) || !slices.Equal(sr[0][len(one[0]):], []string{"seeds", "relative_min", "relative_max",
-		"relative_ci95_lo", "relative_ci95_hi", "ack_timeouts_min", "ack_timeouts_max"}) {
+		"relative_ci95_lo", "relative_ci95_hi", "ack_timeouts_min", "ack_timeouts_max", "sent_pkts", "seq_naks_sent", "seq_naks_rcvd", "go_back_free", "out_of_seq"}) {
 		t.Fatalf("summary header %v", sr[0])
 	}
 	f4 := func(x float64) string { return strconv.FormatFloat(x, 'f', 4, 64) }
 	if !slices.Equal(sr[2], []string{"gbn", "0.01", "0.3750", "134217", "800", "10.000", "40", "4", "4", "0", "0", "0", "0", "0",
-		"2", "0.2500", "0.5000", f4(lo), f4(hi), "1", "3"}) {
+		"2", "0.2500", "0.5000", f4(lo), f4(hi), "1", "3", "20", "4", "1", "0", "5"}) {
 		t.Fatalf("summary row %v", sr[2])
 	}
-	if !slices.Equal(rr[0], append(one[0], "seed")) || len(rr) != 1+len(rs) || rr[4][len(rr[4])-1] != "2" {
+	if !slices.Equal(rr[0][:len(one[0])+2], append(one[0], "seed", "sent_pkts")) || len(rr) != 1+len(rs) || rr[4][len(one[0])] != "2" {
 		t.Fatalf("runs %v", rr)
 	}
 	back, err := ReadIGBNCSV(bytes.NewReader(sum.Bytes()))
