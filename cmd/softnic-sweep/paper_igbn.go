@@ -211,8 +211,8 @@ func runIGBNFig6a(o paperOpts) error {
 		return err
 	}
 	png := filepath.Join(o.Out, name+".png")
-	title := fmt.Sprintf("Improved go-back-N Fig. %s: 4 MiB non-pipelined WRITEs, 40 Gb/s, ACK timeout %v (paper %s); mean of %d seeds, 95%% t-interval",
-		f.fig, sweep.TimeoutOf(f.code).Round(time.Microsecond), f.paper, seeds)
+	title := fmt.Sprintf("IGBN Fig. %s, 4 MiB WRITEs, 40 Gb/s, ACK timeout %v (paper %s): mean of %d seeds, bars 95%% t-interval",
+		f.fig, sweep.TimeoutOf(f.code).Round(time.Millisecond), f.paper, seeds)
 	if err := sweepplot.IGBNSeeds(png, title, ss); err != nil {
 		return err
 	}

@@ -28,7 +28,8 @@ func IGBN(path, title string, rs []sweep.IGBNResult) error {
 
 // IGBNSeeds draws one panel of Fig. 6 from points run with several seeds:
 // each scheme's mean relative goodput against loss, with its 95%
-// t-interval as an error bar (sweep.IGBNSummary), to path.
+// t-interval as an error bar (sweep.IGBNSummary, cut at 0), to path. The
+// title should say so.
 func IGBNSeeds(path, title string, ss []sweep.IGBNSummary) error {
 	return save(path, igbnSeedsChart(title, ss))
 }
@@ -51,11 +52,13 @@ func igbnSeedsChart(title string, ss []sweep.IGBNSummary) *chart {
 		if !ok {
 			i = len(c.lines)
 			idx[s.Scheme] = i
-			c.lines = append(c.lines, line{label: fmt.Sprintf("%s (lossless %.3f Gb/s), mean of %d seeds, 95%% t-interval", s.Scheme, base[s.Scheme], s.Seeds),
+			c.lines = append(c.lines, line{label: fmt.Sprintf("%s (lossless %.3f Gb/s)", s.Scheme, base[s.Scheme]),
 				scheme: s.Scheme, errs: plotter.YErrors{}})
 		}
 		c.lines[i].pts = append(c.lines[i].pts, plotter.XY{X: s.Loss * 100, Y: s.Relative})
-		c.lines[i].errs = append(c.lines[i].errs, struct{ Low, High float64 }{s.Relative - s.RelLo, s.RelHi - s.Relative})
+		// A t-interval of few seeds may reach below 0, which no goodput
+		// does: the bar stops at 0.
+		c.lines[i].errs = append(c.lines[i].errs, struct{ Low, High float64 }{s.Relative - max(s.RelLo, 0), s.RelHi - s.Relative})
 		if !slices.Contains(c.xTicks, s.Loss*100) {
 			c.xTicks = append(c.xTicks, s.Loss*100)
 		}
