@@ -35,9 +35,10 @@ var igbnParams = []paperParam{
 // codes, so each takes the nearest: 100 ms -> 134 ms (k=15), 10 ms ->
 // 8.4 ms (k=11), 500 µs -> 524 µs (k=7).
 // Each panel's messages per point: at a 134 ms timeout one timeout costs
-// as much as 160 messages take, so 6a needs many messages for its order
+// as much as 151 messages take, so 6a needs many messages for its order
 // at 1% loss (ST removes the few timeouts of reasons 1 and 2) to stand
-// above the noise.
+// above the noise. 6a's 2000 are run as igbnFig6aSeeds seeds of
+// igbnFig6aMessages (runIGBNFig6a).
 var igbnFig6Timeouts = []struct {
 	fig   string
 	code  uint8
