@@ -30,6 +30,9 @@ type paperPreset struct {
 	// TestbedNote says, in a sentence, how the figure runs on the
 	// two-host testbed or why it does not (printed with the parameters).
 	TestbedNote string
+	// Seeds is the number of seeds the preset runs each point with by
+	// default; 0: it takes no -seeds.
+	Seeds int
 }
 
 // paperParam is one parameter of a preset: "message size", "4 MiB",
@@ -42,6 +45,7 @@ type paperOpts struct {
 	Testbed bool   // run on the two-host testbed instead of the embedded fabric
 	Quick   bool   // fewer points and shorter windows: a smoke run, not a figure
 	Stdout  io.Writer
+	Seeds   int // seeds per point (-seeds), for the presets that take it; 0: the preset's default
 }
 
 var paperPresets = map[string]paperPreset{}
@@ -89,7 +93,7 @@ func printPaperParams(w io.Writer, p paperPreset) {
 	}
 }
 
-const paperUsage = `usage: softnic-sweep paper [-list] <preset> [-out DIR] [-testbed] [-quick] [-params]
+const paperUsage = `usage: softnic-sweep paper [-list] <preset> [-out DIR] [-testbed] [-quick] [-params] [-seeds N]
   Reproduces one paper figure with the paper's own workload and prints the
   parameters it uses beside where the paper gives them. Without a preset
   (or with -list) it lists the presets.`
@@ -114,11 +118,18 @@ func paperCmd(args []string) error {
 	testbed := fs.Bool("testbed", false, "run on the two-host testbed (root, XDP) instead of the embedded fabric")
 	quick := fs.Bool("quick", false, "fewer points, shorter windows: a smoke run, not the figure")
 	params := fs.Bool("params", false, "print the parameters and exit")
+	seeds := fs.Int("seeds", 0, "seeds per point, for the presets that run several (0: the preset's default)")
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usagef("paper %s: unexpected argument %q", p.Name, fs.Arg(0))
+	}
+	if *seeds != 0 && p.Seeds == 0 {
+		return usagef("paper %s: runs each point with one seed; -seeds is for the presets that run several", p.Name)
+	}
+	if *seeds < 0 {
+		return usagef("paper %s: -seeds %d: want 1 or more", p.Name, *seeds)
 	}
 	printPaperParams(os.Stdout, p)
 	if *params {
@@ -127,5 +138,5 @@ func paperCmd(args []string) error {
 	if *testbed && !p.Testbed {
 		return usagef("paper %s: runs on the embedded fabric only (%s): %s", p.Name, p.Figure, p.TestbedNote)
 	}
-	return p.Run(paperOpts{Out: *out, Testbed: *testbed, Quick: *quick, Stdout: os.Stdout})
+	return p.Run(paperOpts{Out: *out, Testbed: *testbed, Quick: *quick, Stdout: os.Stdout, Seeds: *seeds})
 }

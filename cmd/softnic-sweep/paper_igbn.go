@@ -5,8 +5,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/softnic/softnic/internal/sweep"
@@ -33,15 +35,27 @@ var igbnParams = []paperParam{
 // codes, so each takes the nearest: 100 ms -> 134 ms (k=15), 10 ms ->
 // 8.4 ms (k=11), 500 µs -> 524 µs (k=7).
 // Each panel's messages per point: at a 134 ms timeout one timeout costs
-// as much as 160 messages take, so 6a needs many messages for its order
+// as much as 151 messages take, so 6a needs many messages for its order
 // at 1% loss (ST removes the few timeouts of reasons 1 and 2) to stand
-// above the noise.
+// above the noise. 6a's 2000 are run as igbnFig6aSeeds seeds of
+// igbnFig6aMessages (runIGBNFig6a).
 var igbnFig6Timeouts = []struct {
 	fig   string
 	code  uint8
 	paper string
 	msgs  int
 }{{"6a", 15, "100 ms", 2000}, {"6b", 11, "10 ms", 500}, {"6c", 7, "500 µs", 500}}
+
+// Fig. 6a runs every point with several seeds (igbnFig6aSeeds by default,
+// -seeds to change it) of igbnFig6aMessages messages each: 2000 messages a
+// point at 5 seeds, as many as its one seed ran before, now with an
+// interval. At 134 ms one timeout costs 160 messages' time, and at 0.01%
+// to 0.1% a point has 0 to 20 of them, so one seed's point is mostly
+// luck.
+const (
+	igbnFig6aSeeds    = 5
+	igbnFig6aMessages = 400
+)
 
 var igbnLosses = []float64{0, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2}
 
@@ -52,10 +66,21 @@ func init() {
 		Params: append(append([]paperParam{}, igbnParams...),
 			paperParam{"ACK timeout", "134 ms (6a), 8.4 ms (6b), 524 µs (6c)", "§IV: 100 ms, 10 ms, 500 µs; IBA's 4.096 µs * 2^k has no code for them, the nearest are used"},
 			paperParam{"loss rates", "0, 0.01%, 0.02%, 0.05%, 0.1%, 0.2%, 0.5%, 1%", "Fig. 6 x axis (0.01% to 1%); 0 is the base of \"relative\""},
-			paperParam{"messages per point", "2000 (6a), 500 (6b, 6c); -quick: 2, only 6c, losses 0 and 1%", "softnic: simulated time, seeded; the paper repeats its runs (§III-A: 100 times)"},
+			paperParam{"messages per point", "6a: 400 per seed, 5 seeds (-seeds N), mean and 95% t-interval; 6b, 6c: 500, seed 1; -quick: 2, only 6c, losses 0 and 1%", "softnic: simulated time, seeded; the paper repeats its runs (§III-A: 100 times)"},
 			paperParam{"-testbed", "6a and 6b only, via scripts/sweep-loss.sh (SOFTNIC_SWEEP_PAPER=igbn-fig6a/6b): two daemons over AF_XDP, link 1.5 Gb/s, loss on the switch both ways, 0-1%, 3 runs of 10 s per point, --rto fixed without backoff", "softnic: the host's link is 27x slower than Table I's, so a 4 MiB message takes 23 ms and a 134 ms timeout costs 6 messages, not 160; 6c's 524 µs is within this shared host's scheduler pauses"}),
-		Run: runIGBNFig6, Testbed: true,
+		Run: runIGBNFig6, Testbed: true, Seeds: igbnFig6aSeeds,
 		TestbedNote: "the testbed runs 6a and 6b through scripts/sweep-loss.sh (SOFTNIC_SWEEP_PAPER=igbn-fig6a, igbn-fig6b; `paper igbn-fig6 -testbed` runs both), at the host's 1.5 Gb/s; 6c's 524 µs timeout is not run there, as it is within this shared host's scheduler pauses",
+	})
+	registerPaper(paperPreset{
+		Name: "igbn-fig6a", Paper: "Improved go-back-N (002)", Figure: "Fig. 6a",
+		Summary: "Fig. 6a alone (ACK timeout 100 ms): the four algorithms against loss, each point over several seeds with its mean and 95% t-interval",
+		Params: append(append([]paperParam{}, igbnParams...),
+			paperParam{"ACK timeout", "134 ms", "§IV: 100 ms; the nearest IBA code (k=15)"},
+			paperParam{"loss rates", "0, 0.01%, 0.02%, 0.05%, 0.1%, 0.2%, 0.5%, 1%", "Fig. 6 x axis (0.01% to 1%); 0 is the base of \"relative\""},
+			paperParam{"messages per point", "400 per seed, seeds 1-5 (-seeds N): 2000 a point; -quick: 2 per seed, 2 seeds, losses 0 and 1%", "softnic: simulated time; the paper repeats its runs (§III-A: 100 times)"},
+			paperParam{"interval", "mean of the seeds' relative goodput, two-sided 95% Student t-interval; min and max beside it", "softnic"}),
+		Run: runIGBNFig6aOnly, Seeds: igbnFig6aSeeds,
+		TestbedNote: "the testbed's Fig. 6a is `paper igbn-fig6 -testbed` (scripts/sweep-loss.sh, SOFTNIC_SWEEP_PAPER=igbn-fig6a), 3 runs a point",
 	})
 	registerPaper(paperPreset{
 		Name: "igbn-fig7", Paper: "Improved go-back-N (002)", Figure: "Fig. 7a-d",
@@ -107,6 +132,11 @@ func runIGBNFig6(o paperOpts) error {
 	figs, losses := igbnFig6Timeouts, igbnLosses
 	if o.Quick {
 		figs, losses = figs[2:], []float64{0, 0.01}
+	} else {
+		if err := runIGBNFig6a(o); err != nil {
+			return err
+		}
+		figs = figs[1:]
 	}
 	for _, f := range figs {
 		msgs := f.msgs
@@ -136,6 +166,99 @@ func runIGBNFig6(o paperOpts) error {
 		}
 	}
 	return nil
+}
+
+// runIGBNFig6aOnly is paper igbn-fig6a: Fig. 6a alone, seeded.
+func runIGBNFig6aOnly(o paperOpts) error {
+	if o.Testbed {
+		return fmt.Errorf("paper igbn-fig6a runs on the embedded fabric; the testbed's Fig. 6a is `paper igbn-fig6 -testbed`")
+	}
+	return runIGBNFig6a(o)
+}
+
+// runIGBNFig6a runs Fig. 6a (134 ms) with o.Seeds seeds a point
+// (igbnFig6aSeeds when 0) and writes igbn-fig6a.csv (each point's mean
+// and interval), igbn-fig6a-runs.csv (every seed's run) and
+// igbn-fig6a.png (the means with their 95% t-intervals).
+func runIGBNFig6a(o paperOpts) error {
+	f := igbnFig6Timeouts[0]
+	seeds, msgs, losses := o.Seeds, igbnFig6aMessages, igbnLosses
+	if seeds == 0 {
+		seeds = igbnFig6aSeeds
+	}
+	if o.Quick {
+		msgs, losses = 2, []float64{0, 0.01}
+		if o.Seeds == 0 {
+			seeds = 2
+		}
+	}
+	var cfgs []sweep.IGBNConfig
+	for _, s := range sweep.IGBNSchemes {
+		for _, l := range losses {
+			for seed := 1; seed <= seeds; seed++ {
+				cfgs = append(cfgs, sweep.IGBNConfig{Scheme: s, Loss: l, Timeout: f.code, Messages: msgs, Seed: uint64(seed)})
+			}
+		}
+	}
+	rs, err := runIGBNConfigs(o, cfgs, runtime.GOMAXPROCS(0))
+	if err != nil {
+		return err
+	}
+	sweep.RelativizeIGBN(rs)
+	ss := sweep.SummarizeIGBN(rs)
+	name := "igbn-fig" + f.fig
+	path, runs, err := sweep.SaveIGBNSeeds(o.Out, name, rs, ss)
+	if err != nil {
+		return err
+	}
+	png := filepath.Join(o.Out, name+".png")
+	title := fmt.Sprintf("IGBN Fig. %s, 4 MiB WRITEs, 40 Gb/s, ACK timeout %v (paper %s): mean of %d seeds, bars 95%% t-interval",
+		f.fig, sweep.TimeoutOf(f.code).Round(time.Millisecond), f.paper, seeds)
+	if err := sweepplot.IGBNSeeds(png, title, ss); err != nil {
+		return err
+	}
+	fmt.Fprintf(o.Stdout, " wrote %s, %s and %s\n", path, runs, png)
+	for _, s := range ss {
+		if s.Loss > 0 {
+			fmt.Fprintf(o.Stdout, " Fig. %s at loss %-6g %-7s relative %.4f (95%% %.4f-%.4f, seeds %.4f-%.4f), timeouts %d (%d-%d a seed)\n", f.fig, s.Loss, s.Scheme,
+				s.Relative, s.RelLo, s.RelHi, s.RelMin, s.RelMax, s.Timeouts, s.TimeoutsMin, s.TimeoutsMax)
+		}
+	}
+	return nil
+}
+
+// runIGBNConfigs runs the points on up to jobs goroutines (each run is its
+// own simulation in simulated time: the results do not depend on jobs)
+// and returns them in cfgs' order.
+func runIGBNConfigs(o paperOpts, cfgs []sweep.IGBNConfig, jobs int) ([]sweep.IGBNResult, error) {
+	rs := make([]sweep.IGBNResult, len(cfgs))
+	errs := make([]error, len(cfgs))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, max(jobs, 1))
+	for i, c := range cfgs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			r, err := sweep.RunIGBN(c)
+			rs[i], errs[i] = r, err
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			fmt.Fprintf(o.Stdout, " %-7s timeout %-9v loss %-7g seed %-2d %8.3f Gb/s  timeouts %5d  retransmits %8d  wall %v\n",
+				c.Scheme, sweep.TimeoutOf(c.Timeout).Round(time.Microsecond), c.Loss, c.Seed, r.Gbps, r.Timeouts, r.Retransmits, r.Wall.Round(time.Millisecond))
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return rs, nil
 }
 
 func runIGBNFig3(o paperOpts) error {

@@ -38,6 +38,11 @@ type IGBNConfig struct {
 	Timeout  uint8 // local ACK timeout exponent: 4.096 µs * 2^Timeout
 	Messages int
 	Seed     uint64
+	// Ring and NakInterval, when not 0, replace the link's queue
+	// (perftest.DefaultLink.Ring frames each way) and Table I's NAK
+	// interval: the knobs of the go-back cost (TestIGBNGoBackCost).
+	Ring        int
+	NakInterval time.Duration
 }
 
 // IGBNResult is one measured point. Reasons counts the ACK timeouts by the
@@ -54,6 +59,11 @@ type IGBNResult struct {
 	Unclassified uint64
 	STSkipped    uint64
 	Wall         time.Duration
+	// What a go-back costs: packets the requester sent (first copies,
+	// ST's second copies and resends), sequence NAKs the responder sent
+	// and the requester received, go-backs on a NAK repeating the last
+	// one (go_back_free), requests the responder dropped out of sequence.
+	SentPkts, NaksSent, NaksRcvd, GoBackFree, OutOfSeq uint64
 }
 
 // TimeoutOf is the ACK timeout an exponent stands for.
@@ -61,9 +71,16 @@ func TimeoutOf(code uint8) time.Duration { return time.Duration(4096<<code) * ti
 
 // RunIGBN measures one point on the embedded fabric in simulated time.
 func RunIGBN(c IGBNConfig) (IGBNResult, error) {
-	link := perftest.Link{RateBps: IGBNLinkBps, Delay: IGBNOneWayDelay, Loss: c.Loss, Ring: perftest.DefaultLink.Ring}
+	ring, nak := perftest.DefaultLink.Ring, IGBNNakInterval
+	if c.Ring != 0 {
+		ring = c.Ring
+	}
+	if c.NakInterval != 0 {
+		nak = c.NakInterval
+	}
+	link := perftest.Link{RateBps: IGBNLinkBps, Delay: IGBNOneWayDelay, Loss: c.Loss, Ring: ring}
 	o := perftest.Options{Size: IGBNMessageSize, Iters: c.Messages, TxDepth: 1, MTU: qp.MTU1024, Scheme: c.Scheme, Seed: c.Seed,
-		Timeout: c.Timeout, Params: recovery.Params{NakInterval: IGBNNakInterval, AckReqInterval: IGBNAckReqInterval}}
+		Timeout: c.Timeout, Params: recovery.Params{NakInterval: nak, AckReqInterval: IGBNAckReqInterval}}
 	r, err := perftest.WriteBWEmbedded(o, link)
 	if err != nil {
 		return IGBNResult{}, fmt.Errorf("%s at %g%% loss, timeout %v: %w", c.Scheme, c.Loss*100, TimeoutOf(c.Timeout), err)
@@ -72,24 +89,26 @@ func RunIGBN(c IGBNConfig) (IGBNResult, error) {
 	return IGBNResult{IGBNConfig: c, Gbps: r.AvgGbps, Elapsed: r.Elapsed, Retransmits: a.Retransmits, Timeouts: a.LocalAckTimeout,
 		Reasons:      [4]uint64{a.AckTimeoutLastLost, a.AckTimeoutAckLost, a.AckTimeoutNakLost, a.AckTimeoutLostTwice},
 		Unclassified: a.LocalAckTimeout - a.AckTimeoutLastLost - a.AckTimeoutAckLost - a.AckTimeoutNakLost - a.AckTimeoutLostTwice,
-		STSkipped:    a.STCopySkipped, Wall: r.Wall}, nil
+		STSkipped:    a.STCopySkipped, Wall: r.Wall,
+		SentPkts: a.SentPkts, NaksSent: r.B.SeqNakSent, NaksRcvd: a.RcvdSeqErr, GoBackFree: a.GoBackFree, OutOfSeq: r.B.OutOfSeqRequest}, nil
 }
 
 // RelativizeIGBN fills Relative from each scheme's lossless point at the
-// same timeout.
+// same timeout and seed.
 func RelativizeIGBN(rs []IGBNResult) {
 	type key struct {
-		s string
-		t uint8
+		s    string
+		t    uint8
+		seed uint64
 	}
 	base := map[key]float64{}
 	for _, r := range rs {
 		if r.Loss == 0 {
-			base[key{r.Scheme, r.Timeout}] = r.Gbps
+			base[key{r.Scheme, r.Timeout, r.Seed}] = r.Gbps
 		}
 	}
 	for i := range rs {
-		if b := base[key{rs[i].Scheme, rs[i].Timeout}]; b > 0 {
+		if b := base[key{rs[i].Scheme, rs[i].Timeout, rs[i].Seed}]; b > 0 {
 			rs[i].Relative = rs[i].Gbps / b
 		}
 	}
@@ -99,20 +118,28 @@ func RelativizeIGBN(rs []IGBNResult) {
 // goodput first, as docs/results/igbn-fig6a.csv has them.
 func WriteIGBNCSV(w io.Writer, rs []IGBNResult) error {
 	cw := csv.NewWriter(w)
-	cw.Write([]string{"scheme", "loss", "relative", "timeout_us", "messages", "goodput_gbps", "retransmits", "ack_timeouts",
-		"timeout_last_lost", "timeout_ack_lost", "timeout_nak_lost", "timeout_lost_twice", "timeout_other", "st_copy_skipped"})
+	cw.Write(igbnColumns())
 	for _, r := range rs {
-		row := []string{r.Scheme, strconv.FormatFloat(r.Loss, 'g', -1, 64), strconv.FormatFloat(r.Relative, 'f', 4, 64),
-			strconv.FormatInt(TimeoutOf(r.Timeout).Microseconds(), 10), strconv.Itoa(r.Messages),
-			strconv.FormatFloat(r.Gbps, 'f', 3, 64), strconv.FormatUint(r.Retransmits, 10), strconv.FormatUint(r.Timeouts, 10)}
-		for _, n := range r.Reasons {
-			row = append(row, strconv.FormatUint(n, 10))
-		}
-		row = append(row, strconv.FormatUint(r.Unclassified, 10), strconv.FormatUint(r.STSkipped, 10))
-		cw.Write(row)
+		cw.Write(igbnRow(r))
 	}
 	cw.Flush()
 	return cw.Error()
+}
+
+// igbnColumns are WriteIGBNCSV's columns, igbnRow one row of them.
+func igbnColumns() []string {
+	return []string{"scheme", "loss", "relative", "timeout_us", "messages", "goodput_gbps", "retransmits", "ack_timeouts",
+		"timeout_last_lost", "timeout_ack_lost", "timeout_nak_lost", "timeout_lost_twice", "timeout_other", "st_copy_skipped"}
+}
+
+func igbnRow(r IGBNResult) []string {
+	row := []string{r.Scheme, strconv.FormatFloat(r.Loss, 'g', -1, 64), strconv.FormatFloat(r.Relative, 'f', 4, 64),
+		strconv.FormatInt(TimeoutOf(r.Timeout).Microseconds(), 10), strconv.Itoa(r.Messages),
+		strconv.FormatFloat(r.Gbps, 'f', 3, 64), strconv.FormatUint(r.Retransmits, 10), strconv.FormatUint(r.Timeouts, 10)}
+	for _, n := range r.Reasons {
+		row = append(row, strconv.FormatUint(n, 10))
+	}
+	return append(row, strconv.FormatUint(r.Unclassified, 10), strconv.FormatUint(r.STSkipped, 10))
 }
 
 // SaveIGBN writes the rows to <dir>/<name>.csv and returns its path.

@@ -3,6 +3,7 @@ package sweepplot
 import (
 	"fmt"
 	"slices"
+	"sort"
 	"time"
 
 	"gonum.org/v1/plot"
@@ -23,6 +24,63 @@ func IGBN(path, title string, rs []sweep.IGBNResult) error {
 		ls[i] = sweep.LossResult{LossConfig: sweep.LossConfig{Scheme: r.Scheme, Loss: r.Loss}, Gbps: r.Gbps, Relative: r.Relative}
 	}
 	return save(path, lossChart(title, ls))
+}
+
+// IGBNSeeds draws one panel of Fig. 6 from points run with several seeds:
+// each scheme's mean relative goodput against loss, with its 95%
+// t-interval as an error bar (sweep.IGBNSummary, cut at 0), to path. The
+// title should say so.
+func IGBNSeeds(path, title string, ss []sweep.IGBNSummary) error {
+	return save(path, igbnSeedsChart(title, ss))
+}
+
+func igbnSeedsChart(title string, ss []sweep.IGBNSummary) *chart {
+	c := &chart{title: title, xlabel: "loss rate (%, both directions)", ylabel: "goodput relative to the scheme's lossless goodput",
+		logX: true, yMin: 0, yMax: 1.05, yStep: 0.1}
+	base := map[string]float64{}
+	for _, s := range ss {
+		if s.Loss == 0 {
+			base[s.Scheme] = s.Gbps
+		}
+	}
+	idx := map[string]int{}
+	for _, s := range ss {
+		if s.Loss == 0 {
+			continue // the 1.0 the lines are relative to; no place on a log axis
+		}
+		i, ok := idx[s.Scheme]
+		if !ok {
+			i = len(c.lines)
+			idx[s.Scheme] = i
+			c.lines = append(c.lines, line{label: fmt.Sprintf("%s (lossless %.3f Gb/s)", s.Scheme, base[s.Scheme]),
+				scheme: s.Scheme, errs: plotter.YErrors{}})
+		}
+		c.lines[i].pts = append(c.lines[i].pts, plotter.XY{X: s.Loss * 100, Y: s.Relative})
+		// A t-interval of few seeds may reach below 0, which no goodput
+		// does: the bar stops at 0.
+		c.lines[i].errs = append(c.lines[i].errs, struct{ Low, High float64 }{s.Relative - max(s.RelLo, 0), s.RelHi - s.Relative})
+		if !slices.Contains(c.xTicks, s.Loss*100) {
+			c.xTicks = append(c.xTicks, s.Loss*100)
+		}
+	}
+	sort.Slice(c.lines, func(i, j int) bool { return c.lines[i].scheme < c.lines[j].scheme })
+	for _, l := range c.lines {
+		sort.Sort(byX{l.pts, l.errs})
+	}
+	return c
+}
+
+// byX sorts a line's points and their error bars together by x.
+type byX struct {
+	pts  plotter.XYs
+	errs plotter.YErrors
+}
+
+func (b byX) Len() int           { return len(b.pts) }
+func (b byX) Less(i, j int) bool { return b.pts[i].X < b.pts[j].X }
+func (b byX) Swap(i, j int) {
+	b.pts[i], b.pts[j] = b.pts[j], b.pts[i]
+	b.errs[i], b.errs[j] = b.errs[j], b.errs[i]
 }
 
 // IGBNReasons draws Improved go-back-N's Fig. 3: the share of go-back-N's

@@ -65,6 +65,7 @@ type line struct {
 	scheme  string
 	variant int
 	pts     plotter.XYs
+	errs    plotter.YErrors // nil, or an error bar for each of pts
 }
 
 // chart is a chart before it is drawn.
@@ -308,6 +309,17 @@ func (c *chart) plot() (*plot.Plot, plot.Legend, error) {
 		ln.Dashes = st.dashes
 		pts.Shape, pts.Radius = st.shape, st.radius
 		p.Add(ln, pts)
+		if l.errs != nil {
+			eb, err := plotter.NewYErrorBars(struct {
+				plotter.XYs
+				plotter.YErrors
+			}{l.pts, l.errs})
+			if err != nil {
+				return nil, legend, fmt.Errorf("sweepplot: %s: %w", l.label, err)
+			}
+			eb.Color = st.color
+			p.Add(eb)
+		}
 		legend.Add(l.label, ln, pts)
 	}
 	// A log axis needs a range: one x (or y) value makes none.
