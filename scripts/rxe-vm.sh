@@ -14,6 +14,9 @@
 #                             installation
 #   rxe-vm.sh image           build $cache/vmlinuz and $cache/rxe.cpio.gz
 #                             from them (and $cache/versions)
+#   rxe-vm.sh prepare         fetch what is missing from the cache and build
+#                             the image unless this rxe-vm.sh built the one
+#                             there (what .ci/run does)
 #   rxe-vm.sh versions        print the guest's package versions
 #   rxe-vm.sh net NS IFACE TAP
 #                             in namespace NS: make tap device TAP and a
@@ -105,6 +108,11 @@ kernel_pkg() {
 	fi
 	local p
 	p=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '$1 == "Depends:" && $2 ~ /^linux-image-/ {print $2; exit}')
+	if [[ -z $p ]]; then
+		# A fresh machine has no package lists yet.
+		apt-get update -qq >&2 || true
+		p=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '$1 == "Depends:" && $2 ~ /^linux-image-/ {print $2; exit}')
+	fi
 	[[ -n $p ]] || die "cannot resolve linux-image-amd64's kernel package (apt-get update? or set SOFTNIC_RXE_KERNEL)"
 	echo "$p"
 }
@@ -125,6 +133,20 @@ deb() {
 	f=$(ls -1 "$debs/$1"_*.deb 2>/dev/null | sort -V | tail -1)
 	[[ -n $f ]] || die "no $1 package in $debs (rxe-vm.sh fetch)"
 	echo "$f"
+}
+
+cmd_prepare() {
+	local p missing=0
+	for p in "${user_pkgs[@]}" "$(cat "$debs/kernel" 2>/dev/null || echo none)"; do
+		ls "$debs/$p"_*.deb >/dev/null 2>&1 || missing=1
+	done
+	((missing)) && cmd_fetch
+	if [[ -f $cache/rxe.cpio.gz && $(sha256sum <"$0") == "$(cat "$cache/image.sum" 2>/dev/null)" ]]; then
+		echo "rxe-vm: the image in $cache is this rxe-vm.sh's"
+		cat "$cache/versions"
+		return
+	fi
+	cmd_image
 }
 
 cmd_versions() {
@@ -633,6 +655,7 @@ wait) [[ $# -ge 1 ]] || usage && cmd_wait "$@" ;;
 	[[ $(id -u) -eq 0 ]] || die "must run as root"
 	case $cmd in
 	fetch) cmd_fetch ;;
+	prepare) cmd_prepare ;;
 	image) cmd_image ;;
 	net) cmd_net "$@" ;;
 	offloads) cmd_offloads "$@" ;;
