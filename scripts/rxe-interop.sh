@@ -260,7 +260,10 @@ run() {
 	local client=softnic
 	[[ $dir == rxe ]] && client=rxe
 	local label=$prog
-	[[ $prog == ib_send_bw_UD ]] && label="ib_send_bw -c UD$([[ $pct != 0 ]] && echo " -D 3")"
+	if [[ $prog == ib_send_bw_UD ]]; then
+		label="ib_send_bw -c UD"
+		[[ $pct == 0 ]] || label+=" -D 3"
+	fi
 	rows+=("| $config | $pct% | $label | $client | $result | $d_snic_retx | $d_snic_retry | $d_snic_dup | $rxe_sent | $d_rxe_retry | $d_rxe_dup |")
 	log "${rows[-1]}"
 }
