@@ -4,8 +4,11 @@ package tests
 
 import (
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -132,16 +135,23 @@ const rxeCMRejectedEarly = "Event: RDMA_CM_EVENT_REJECTED; error: 8."
 // reason 8 (Linux's ib_cm: no listener for the service ID). The client's
 // retry loop then uses the ids it destroyed (fixed in later perftest),
 // and fails. Against the TCG guest the softnic client of ib_read_bw -R
-// was there first in 2 runs of 5 (2026-11-29); such an attempt, and only
-// such, is run again on another port, up to four times, and logged.
+// was there first in 2 runs of 5 (2026-11-29), and under more load
+// ib_write_bw -R's four times in a row. The -R clients therefore run
+// with tests/cmdelay, which waits rxeCMConnectDelay before each
+// rdma_connect; an attempt rejected early all the same, and only such,
+// is run again on another port, up to four times, and logged.
 func rxeCMSoftnicClient(t *testing.T, tb *netns.Testbed, v *rxeVM, a *e2eHost, port int, srvIP string, i int) (cli, srv string) {
 	t.Helper()
+	var pre []string
+	if c := rxeCMCases(port, srvIP)[i]; strings.Contains(c.name, " -R") {
+		pre = []string{"env", "LD_PRELOAD=" + cmDelayLib(t), "SOFTNIC_CONNECT_DELAY_MS=" + strconv.Itoa(int(rxeCMConnectDelay/time.Millisecond))}
+	}
 	for attempt := 0; ; attempt++ {
 		c := rxeCMCases(port+1000*attempt, srvIP)[i]
 		if out, err := v.run(fmt.Sprintf("bg srv timeout 120 %s; %s", strings.Join(c.server, " "), guestCMListening(port+1000*attempt)), 2*time.Minute); err != nil {
 			t.Fatalf("guest server %s: %v\n%s", c.server, err, out)
 		}
-		p := rdmacmProc(t, tb, a.name, a.socket, append(append([]string{"stdbuf", "-o0"}, c.client...), srvIP)...)
+		p := rdmacmProc(t, tb, a.name, a.socket, append(append(append(pre, "stdbuf", "-o0"), c.client...), srvIP)...)
 		select {
 		case <-p.exited:
 		case <-time.After(3 * time.Minute):
@@ -173,4 +183,30 @@ func rxeCMSoftnicClient(t *testing.T, tb *netns.Testbed, v *rxeVM, a *e2eHost, p
 		}
 		return cli, srv
 	}
+}
+
+// rxeCMConnectDelay is how long the softnic side's perftest -R client
+// waits before each rdma_connect (tests/cmdelay): time for the TCG
+// guest's server to listen again.
+const rxeCMConnectDelay = 2 * time.Second
+
+var (
+	cmDelayOnce sync.Once
+	cmDelayPath string
+	cmDelayErr  error
+)
+
+// cmDelayLib builds tests/cmdelay's LD_PRELOAD shim once.
+func cmDelayLib(t *testing.T) string {
+	t.Helper()
+	cmDelayOnce.Do(func() {
+		cmDelayPath = filepath.Join(binDir, "cmdelay.so")
+		if out, err := exec.Command("gcc", "-Wall", "-Werror", "-shared", "-fPIC", "-o", cmDelayPath, "cmdelay/delay.c", "-ldl").CombinedOutput(); err != nil {
+			cmDelayErr = fmt.Errorf("gcc cmdelay: %v\n%s", err, out)
+		}
+	})
+	if cmDelayErr != nil {
+		t.Fatal(cmDelayErr)
+	}
+	return cmDelayPath
 }
