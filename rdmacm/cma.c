@@ -46,6 +46,71 @@ static int snic_fail(int e)
 	return -1;
 }
 
+/* The ids and event channels this library made and has not destroyed.
+   Each call looks its id or channel up here before it reads through the
+   pointer, and refuses one it does not know (-1, EINVAL). perftest
+   4.5-0.17's rdma_cm client, when its REQ is rejected (the server not
+   listening yet), destroys its ids and event channel, frees the array
+   that holds them, and retries with what it reads from that freed array
+   (rdma_cm_client_connection; upstream perftest reallocates since): read
+   through, the stale pointer crashed the program (SIGBUS against Linux's
+   rxe); refused, perftest reports the failure and exits. */
+static pthread_mutex_t snic_live_lock = PTHREAD_MUTEX_INITIALIZER;
+static const void **snic_live;
+static size_t snic_nlive, snic_live_cap;
+
+static int snic_live_add(const void *p)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&snic_live_lock);
+	if (snic_nlive == snic_live_cap) {
+		size_t n = snic_live_cap ? 2 * snic_live_cap : 64;
+		const void **l = realloc(snic_live, n * sizeof(*l));
+
+		if (l) {
+			snic_live = l;
+			snic_live_cap = n;
+		}
+	}
+	if (snic_nlive < snic_live_cap)
+		snic_live[snic_nlive++] = p;
+	else
+		rc = ENOMEM;
+	pthread_mutex_unlock(&snic_live_lock);
+	return rc;
+}
+
+static void snic_live_del(const void *p)
+{
+	size_t i;
+
+	pthread_mutex_lock(&snic_live_lock);
+	for (i = 0; i < snic_nlive; i++) {
+		if (snic_live[i] == p) {
+			snic_live[i] = snic_live[--snic_nlive];
+			break;
+		}
+	}
+	pthread_mutex_unlock(&snic_live_lock);
+}
+
+/* snic_live_has: p is an id or channel of this library's, not destroyed
+   (NULL never is). */
+static int snic_live_has(const void *p)
+{
+	size_t i;
+	int found = 0;
+
+	if (!p)
+		return 0;
+	pthread_mutex_lock(&snic_live_lock);
+	for (i = 0; i < snic_nlive && !found; i++)
+		found = snic_live[i] == p;
+	pthread_mutex_unlock(&snic_live_lock);
+	return found;
+}
+
 /* The device: the drop-in libibverbs' one context (the softnic daemon of
    SOFTNIC_SOCKET), opened on first use and kept open, with one PD that
    ids get as id->pd, as librdmacm keeps one per device. */
@@ -208,6 +273,12 @@ struct rdma_event_channel *rdma_create_event_channel(void)
 		return NULL;
 	}
 	c->ch.fd = fd;
+	if (snic_live_add(&c->ch)) {
+		snic_cm_channel_destroy(c->h);
+		free(c);
+		errno = ENOMEM;
+		return NULL;
+	}
 	return &c->ch;
 }
 
@@ -215,10 +286,12 @@ void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 {
 	struct snic_chan *c = (struct snic_chan *)channel;
 
-	if (!c)
+	if (!snic_live_has(c))
 		return;
-	if (snic_cm_channel_destroy(c->h) == 0)
+	if (snic_cm_channel_destroy(c->h) == 0) {
+		snic_live_del(c);
 		free(c);
+	}
 }
 
 /* Ids */
@@ -255,6 +328,7 @@ static struct snic_id *snic_alloc_id(struct rdma_event_channel *channel, void *c
 
 static void snic_free_id(struct snic_id *s)
 {
+	snic_live_del(s);
 	if (s->sync)
 		rdma_destroy_event_channel(s->id.channel);
 	free(s->qp_init_attr);
@@ -267,13 +341,17 @@ int rdma_create_id(struct rdma_event_channel *channel, struct rdma_cm_id **id, v
 	struct snic_id *s;
 	int rc;
 
-	if (!id)
+	if (!id || (channel && !snic_live_has(channel)))
 		return snic_fail(EINVAL);
 	s = snic_alloc_id(channel, context, ps);
 	if (!s)
 		return -1;
 	rc = snic_cm_create_id(((struct snic_chan *)s->id.channel)->h, ps, (uintptr_t)s, &s->h);
+	if (!rc)
+		rc = snic_live_add(s);
 	if (rc) {
+		if (s->h)
+			snic_cm_destroy_id(s->h);
 		snic_free_id(s);
 		return snic_fail(rc);
 	}
@@ -286,7 +364,7 @@ int rdma_destroy_id(struct rdma_cm_id *id)
 	struct snic_id *s = (struct snic_id *)id;
 	int rc;
 
-	if (!id)
+	if (!snic_live_has(id))
 		return snic_fail(EINVAL);
 	if (id->event) {
 		rdma_ack_cm_event(id->event);
@@ -302,9 +380,12 @@ int rdma_destroy_id(struct rdma_cm_id *id)
 int rdma_migrate_id(struct rdma_cm_id *id, struct rdma_event_channel *channel)
 {
 	struct snic_id *s = (struct snic_id *)id;
-	struct rdma_event_channel *old = id->channel;
+	struct rdma_event_channel *old;
 	int sync = !channel, rc;
 
+	if (!snic_live_has(id) || (channel && !snic_live_has(channel)))
+		return snic_fail(EINVAL);
+	old = id->channel;
 	if (!channel) {
 		channel = rdma_create_event_channel();
 		if (!channel)
@@ -354,7 +435,7 @@ int rdma_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr)
 	struct snic_cm_addr a;
 	int rc;
 
-	if (!id || !addr)
+	if (!snic_live_has(id) || !addr)
 		return snic_fail(EINVAL);
 	rc = snic_from_sockaddr(addr, &a);
 	if (!rc)
@@ -371,7 +452,7 @@ int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src_addr, struct s
 	struct snic_cm_addr src, dst;
 	int rc;
 
-	if (!id || !dst_addr)
+	if (!snic_live_has(id) || !dst_addr)
 		return snic_fail(EINVAL);
 	rc = snic_from_sockaddr(src_addr, &src);
 	if (!rc)
@@ -389,7 +470,7 @@ int rdma_resolve_route(struct rdma_cm_id *id, int timeout_ms)
 	struct snic_id *s = (struct snic_id *)id;
 	int rc;
 
-	if (!id)
+	if (!snic_live_has(id))
 		return snic_fail(EINVAL);
 	rc = snic_cm_resolve_route(s->h, timeout_ms);
 	if (rc)
@@ -417,7 +498,7 @@ int rdma_set_option(struct rdma_cm_id *id, int level, int optname, void *optval,
 {
 	int rc;
 
-	if (!id)
+	if (!snic_live_has(id))
 		return snic_fail(EINVAL);
 	rc = snic_cm_set_option(((struct snic_id *)id)->h, level, optname, optval, optlen);
 	return rc ? snic_fail(rc) : 0;
@@ -459,7 +540,7 @@ int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event *
 	struct snic_id *s;
 	int rc;
 
-	if (!channel || !event)
+	if (!snic_live_has(channel) || !event)
 		return snic_fail(EINVAL);
 	evt = calloc(1, sizeof(*evt));
 	if (!evt)
@@ -483,6 +564,12 @@ int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event *
 			return snic_fail(ENOMEM);
 		}
 		s->h = e.id;
+		if (snic_live_add(s)) {
+			free(s);
+			snic_cm_ack_event(e.ev);
+			free(evt);
+			return snic_fail(ENOMEM);
+		}
 		s->id.channel = l ? l->id.channel : channel;
 		s->id.context = l ? l->id.context : NULL;
 		s->id.ps = l ? l->id.ps : RDMA_PS_TCP;
@@ -617,7 +704,7 @@ int rdma_create_qp_ex(struct rdma_cm_id *id, struct ibv_qp_init_attr_ex *attr)
 	struct ibv_qp *qp;
 	int rc;
 
-	if (!id || !attr || id->qp)
+	if (!snic_live_has(id) || !attr || id->qp)
 		return snic_fail(EINVAL);
 	if (!id->verbs)
 		return snic_fail(EINVAL); /* not bound to a device */
@@ -673,7 +760,7 @@ int rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_qp_init_
 	struct ibv_qp_init_attr_ex attr;
 	int rc;
 
-	if (!id || !qp_init_attr)
+	if (!snic_live_has(id) || !qp_init_attr)
 		return snic_fail(EINVAL);
 	memset(&attr, 0, sizeof(attr));
 	memcpy(&attr, qp_init_attr, sizeof(*qp_init_attr));
@@ -686,7 +773,7 @@ int rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_qp_init_
 
 void rdma_destroy_qp(struct rdma_cm_id *id)
 {
-	if (!id || !id->qp)
+	if (!snic_live_has(id) || !id->qp)
 		return;
 	snic_cm_detach_qp(((struct snic_id *)id)->h);
 	ibv_destroy_qp(id->qp);
@@ -699,7 +786,7 @@ int rdma_init_qp_attr(struct rdma_cm_id *id, struct ibv_qp_attr *qp_attr, int *q
 	struct snic_qp_attr a;
 	int rc, mask = 0;
 
-	if (!id || !qp_attr || !qp_attr_mask)
+	if (!snic_live_has(id) || !qp_attr || !qp_attr_mask)
 		return snic_fail(EINVAL);
 	memset(&a, 0, sizeof(a));
 	a.state = qp_attr->qp_state;
@@ -768,7 +855,7 @@ int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
 	struct snic_cm_param p;
 	int rc;
 
-	if (!id)
+	if (!snic_live_has(id))
 		return snic_fail(EINVAL);
 	rc = snic_param(&p, conn_param);
 	if (rc)
@@ -784,7 +871,7 @@ int rdma_listen(struct rdma_cm_id *id, int backlog)
 	struct snic_id *s = (struct snic_id *)id;
 	int rc;
 
-	if (!id)
+	if (!snic_live_has(id))
 		return snic_fail(EINVAL);
 	snic_device(); /* a wildcard id has not opened it yet */
 	rc = snic_cm_listen(s->h, backlog);
@@ -800,7 +887,7 @@ int rdma_get_request(struct rdma_cm_id *listen, struct rdma_cm_id **id)
 	struct rdma_cm_event *event;
 	int rc;
 
-	if (!listen || !id || !l->sync)
+	if (!snic_live_has(listen) || !id || !l->sync)
 		return snic_fail(EINVAL);
 	if (listen->event) {
 		rdma_ack_cm_event(listen->event);
@@ -841,7 +928,7 @@ int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
 	struct snic_cm_param p;
 	int rc;
 
-	if (!id)
+	if (!snic_live_has(id))
 		return snic_fail(EINVAL);
 	rc = snic_param(&p, conn_param);
 	if (rc)
@@ -858,7 +945,7 @@ static int snic_reject(struct rdma_cm_id *id, const void *private_data, uint8_t 
 {
 	int rc;
 
-	if (!id)
+	if (!snic_live_has(id))
 		return snic_fail(EINVAL);
 	rc = snic_cm_reject(((struct snic_id *)id)->h, (void *)private_data, private_data ? len : 0, reason);
 	return rc ? snic_fail(rc) : 0;
@@ -878,7 +965,7 @@ int rdma_establish(struct rdma_cm_id *id)
 {
 	int rc;
 
-	if (!id || id->qp)
+	if (!snic_live_has(id) || id->qp)
 		return snic_fail(EINVAL);
 	rc = snic_cm_establish(((struct snic_id *)id)->h);
 	return rc ? snic_fail(rc) : 0;
@@ -888,7 +975,7 @@ int rdma_notify(struct rdma_cm_id *id, enum ibv_event_type event)
 {
 	int rc;
 
-	if (!id)
+	if (!snic_live_has(id))
 		return snic_fail(EINVAL);
 	rc = snic_cm_notify(((struct snic_id *)id)->h, event);
 	return rc ? snic_fail(rc) : 0;
@@ -898,7 +985,7 @@ int rdma_disconnect(struct rdma_cm_id *id)
 {
 	int rc;
 
-	if (!id)
+	if (!snic_live_has(id))
 		return snic_fail(EINVAL);
 	rc = snic_cm_disconnect(((struct snic_id *)id)->h);
 	if (rc)
@@ -1062,7 +1149,7 @@ err:
 
 void rdma_destroy_ep(struct rdma_cm_id *id)
 {
-	if (!id)
+	if (!snic_live_has(id))
 		return;
 	if (id->qp)
 		rdma_destroy_qp(id);

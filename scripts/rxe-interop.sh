@@ -8,11 +8,17 @@
 # librxe in the guest.
 #
 # The matrix: ibv_rc_pingpong, ib_write_bw, ib_read_bw, ib_send_bw,
-# ib_write_lat and ib_atomic_bw, each with softnic as the client (rxe the
-# server) and rxe as the client, lossless and with 1% loss on the switch
-# (both directions, testbed.sh loss); the lossy runs twice: with softnic's
-# daemon unbounded (--max-unacked-psns 0) and bounded like rxe
-# (--max-unacked-psns 128, RXE_MAX_UNACKED_PSNS). Each run's row has the
+# ib_write_lat, ib_atomic_bw, and beside RC's the UD and SRQ programs
+# ibv_ud_pingpong, ib_send_bw -c UD (ib_send_bw_UD) and ibv_srq_pingpong,
+# each with softnic as the client (rxe the server) and rxe as the client,
+# lossless and with 1% loss on the switch (both directions, testbed.sh
+# loss); the lossy runs twice: with softnic's daemon unbounded
+# (--max-unacked-psns 0) and bounded like rxe (--max-unacked-psns 128,
+# RXE_MAX_UNACKED_PSNS; not the UD programs, which have no PSN window).
+# UD resends nothing (docs/ud.md): at loss ib_send_bw -c UD runs for a
+# time (-D 3) instead of a count, and ibv_ud_pingpong, which waits for
+# every datagram, gets 60 s and is reported as stalled if a datagram of
+# it was lost. Each run's row has the
 # exit status of both sides, the client's figure, and the counters that
 # show retransmission on each side: softnic's `softnic stats`
 # (retransmitted_pkts, completer_retry_err, duplicate_request) and rxe's
@@ -26,10 +32,12 @@
 #   SOFTNIC_RXE_LOGS      where the guest's console log and the daemon's log
 #                         are left (default /tmp/softnic-rxe-logs)
 #   SOFTNIC_CACHE         rxe-vm.sh's cache (fetched and imaged if empty)
-#   SOFTNIC_RXE_PROGRAMS  the programs to run (default: all six)
+#   SOFTNIC_RXE_PROGRAMS  the programs to run (default: all nine; ib_send_bw_UD
+#                         is ib_send_bw -c UD)
 #   SOFTNIC_RXE_LOSS      the lossy runs' loss in % (default 1)
 #   SOFTNIC_RXE_CM_PROGRAMS  the rdma_cm programs to run (default: rping
-#                         ib_write_bw_R ib_read_bw_R rdma_server), connected
+#                         ib_write_bw_R ib_read_bw_R rdma_server; udaddy,
+#                         rdma_cm's UD over SIDR, is known too), connected
 #                         through softnic's CM and Linux's (docs/rdmacm.md),
 #                         each way, lossless and at the lossy runs' loss,
 #                         softnic's daemon unbounded; the guest's eth0 at MTU
@@ -56,7 +64,7 @@ ipA=198.18.0.1
 ipB=198.18.1.1
 loss=${SOFTNIC_RXE_LOSS:-1}
 cache=${SOFTNIC_CACHE:-/var/cache/softnic-rxe}
-read -r -a programs <<<"${SOFTNIC_RXE_PROGRAMS-ibv_rc_pingpong ib_write_bw ib_read_bw ib_send_bw ib_write_lat ib_atomic_bw}"
+read -r -a programs <<<"${SOFTNIC_RXE_PROGRAMS-ibv_rc_pingpong ib_write_bw ib_read_bw ib_send_bw ib_write_lat ib_atomic_bw ibv_ud_pingpong ib_send_bw_UD ibv_srq_pingpong}"
 read -r -a cm_programs <<<"${SOFTNIC_RXE_CM_PROGRAMS-rping ib_write_bw_R ib_read_bw_R rdma_server}"
 
 die() {
@@ -131,11 +139,16 @@ start_daemon() {
 	die "the softnic daemon did not start"
 }
 
-# args PROGRAM: the arguments of both sides (64 KiB messages at MTU 1024
-# for the bandwidth tests, 8 B for latency, as tests/ibverbs_test.go).
+# args PROGRAM [LOSS]: the arguments of both sides (64 KiB messages at MTU
+# 1024 for the bandwidth tests, 8 B for latency, as tests/ibverbs_test.go;
+# the UD programs' datagrams 1024 bytes, softnic's port MTU, and by time
+# at loss, as tests/ibverbs_ud_test.go).
 args() {
 	case $1 in
 	ibv_rc_pingpong) echo "-n 1000 -c" ;;
+	ibv_ud_pingpong) echo "-s 1024 -n 1000 -c" ;;
+	ibv_srq_pingpong) echo "-n 500 -c" ;;
+	ib_send_bw_UD) [[ ${2:-0} == 0 ]] && echo "-c UD -s 1024 -n 1000 -F" || echo "-c UD -s 1024 -D 3 -F" ;;
 	ib_write_bw) echo "-s 65536 -m 1024 -n 500 -F" ;;
 	ib_read_bw) echo "-s 65536 -m 1024 -n 500 -F${SOFTNIC_RXE_OUTS:+ -o $SOFTNIC_RXE_OUTS}" ;;
 	ib_send_bw) echo "-s 65536 -m 1024 -n 500 -F" ;;
@@ -143,13 +156,18 @@ args() {
 	ib_atomic_bw) echo "-m 1024 -n 1000 -F${SOFTNIC_RXE_OUTS:+ -o $SOFTNIC_RXE_OUTS}" ;;
 	esac
 }
-# gidarg PROGRAM IDX: the GID index option (ibv_rc_pingpong -g, perftest -x).
-gidarg() { [[ $1 == ibv_rc_pingpong ]] && echo "-g $2" || echo "-x $2"; }
+# gidarg PROGRAM IDX: the GID index option (ibverbs-utils' -g, perftest -x).
+gidarg() { [[ $1 == ibv_* ]] && echo "-g $2" || echo "-x $2"; }
+# bin PROGRAM: the program's executable (ib_send_bw_UD: ib_send_bw).
+bin() { echo "${1%_UD}"; }
+# limit PROGRAM LOSS: how long each side may run. ibv_ud_pingpong waits
+# for every datagram, and at loss for ever for a lost one.
+limit() { [[ $1 == ibv_ud_pingpong && $2 != 0 ]] && echo 60 || echo 240; }
 
 # figure PROGRAM OUTPUT: the client's result.
 figure() {
 	case $1 in
-	ibv_rc_pingpong) grep -o '[0-9.]* Mbit/sec' <<<"$2" | head -1 ;;
+	ibv_rc_pingpong | ibv_ud_pingpong | ibv_srq_pingpong) grep -o '[0-9.]* Mbit/sec' <<<"$2" | head -1 ;;
 	ib_write_lat) awk '$1 == "8" && NF >= 6 {printf "t_typical %s µs, t_avg %s µs", $5, $6}' <<<"$2" ;;
 	*) awk '$1 ~ /^[0-9]+$/ && NF >= 4 && $2 ~ /^[0-9]+$/ {printf "%s MB/s", $4}' <<<"$2" ;;
 	esac
@@ -170,33 +188,35 @@ rows=()
 # run CONFIG LOSS PROGRAM DIRECTION: one cell of the matrix. DIRECTION
 # softnic: softnic's side is the client (rxe serves); rxe: the reverse.
 run() {
-	local config=$1 pct=$2 prog=$3 dir=$4 a srv_out cli_out srv_rc cli_rc s0 s1 r0 r1
+	local config=$1 pct=$2 prog=$3 dir=$4 a srv_out cli_out srv_rc cli_rc s0 s1 r0 r1 exe secs
 	port=$((port + 1))
-	read -r -a a <<<"$(args "$prog")"
+	read -r -a a <<<"$(args "$prog" "$pct")"
+	exe=$(bin "$prog")
+	secs=$(limit "$prog" "$pct")
 	s0=$(snic_counters)
 	r0=$(guest counters)
 	log "$config loss $pct%: $prog, $dir client"
 	if [[ $dir == softnic ]]; then
-		guest "bg srv timeout 240 $prog ${a[*]} $(gidarg "$prog" 1) -p $port; listening $port 60" >/dev/null ||
+		guest "bg srv timeout $secs $exe ${a[*]} $(gidarg "$prog" 1) -p $port; listening $port 60" >/dev/null ||
 			log "the guest's server did not listen"
 		set +e
 		cli_out=$(ip netns exec "$nsA" env LD_LIBRARY_PATH="$work/lib" SOFTNIC_SOCKET="$work/a.sock" \
-			timeout 240 "$prog" "${a[@]}" $(gidarg "$prog" 0) -p $port $ipB 2>&1)
+			timeout "$secs" "$exe" "${a[@]}" $(gidarg "$prog" 0) -p $port $ipB 2>&1)
 		cli_rc=$?
 		# The server is done when the client is, or stuck: a minute.
-		srv_out=$(SOFTNIC_RXE_TIMEOUT=120 guest "fg srv 60")
+		srv_out=$(SOFTNIC_RXE_TIMEOUT=$((secs + 120)) guest "fg srv $((secs > 60 ? 60 : secs))")
 		srv_rc=$?
 		set -e
 	else
 		ip netns exec "$nsA" env LD_LIBRARY_PATH="$work/lib" SOFTNIC_SOCKET="$work/a.sock" \
-			timeout 240 "$prog" "${a[@]}" $(gidarg "$prog" 0) -p $port >"$work/srv.out" 2>&1 &
+			timeout "$secs" "$exe" "${a[@]}" $(gidarg "$prog" 0) -p $port >"$work/srv.out" 2>&1 &
 		local srv=$!
 		for _ in $(seq 200); do
 			ip netns exec "$nsA" ss -Hltn "sport = :$port" | grep -q LISTEN && break
 			sleep 0.05
 		done
 		set +e
-		cli_out=$(guest "timeout 240 $prog ${a[*]} $(gidarg "$prog" 1) -p $port $ipA")
+		cli_out=$(SOFTNIC_RXE_TIMEOUT=$((secs + 120)) guest "timeout $secs $exe ${a[*]} $(gidarg "$prog" 1) -p $port $ipA")
 		cli_rc=$?
 		wait $srv
 		srv_rc=$?
@@ -215,9 +235,11 @@ run() {
 	local result
 	if ((cli_rc == 0 && srv_rc == 0)); then
 		result="ok, $(figure "$prog" "$cli_out")"
-		if [[ $prog == ibv_rc_pingpong ]] && grep -q "invalid data" <<<"$cli_out$srv_out"; then
+		if [[ $prog == ibv_*_pingpong ]] && grep -q "invalid data" <<<"$cli_out$srv_out"; then
 			result="FAILED: invalid data (-c)"
 		fi
+	elif [[ $prog == ibv_ud_pingpong && $pct != 0 ]] && ((cli_rc == 124 || srv_rc == 124)); then
+		result="stalled (expected): not done in $secs s, waiting for a lost datagram (UD resends nothing); client exit $cli_rc, server exit $srv_rc"
 	else
 		local e
 		e=$(err "$cli_out")
@@ -237,7 +259,12 @@ run() {
 	fi
 	local client=softnic
 	[[ $dir == rxe ]] && client=rxe
-	rows+=("| $config | $pct% | $prog | $client | $result | $d_snic_retx | $d_snic_retry | $d_snic_dup | $rxe_sent | $d_rxe_retry | $d_rxe_dup |")
+	local label=$prog
+	if [[ $prog == ib_send_bw_UD ]]; then
+		label="ib_send_bw -c UD"
+		[[ $pct == 0 ]] || label+=" -D 3"
+	fi
+	rows+=("| $config | $pct% | $label | $client | $result | $d_snic_retx | $d_snic_retry | $d_snic_dup | $rxe_sent | $d_rxe_retry | $d_rxe_dup |")
 	log "${rows[-1]}"
 }
 
@@ -245,6 +272,8 @@ matrix() {
 	local config=$1 pct=$2 p d
 	bash $tb loss "$pct" >&2
 	for p in "${programs[@]}"; do
+		# UD has no PSN window for --max-unacked-psns to bound.
+		[[ $config == max-unacked* && ($p == ibv_ud_pingpong || $p == ib_send_bw_UD) ]] && continue
 		for d in softnic rxe; do run "$config" "$pct" "$p" "$d"; done
 	done
 	bash $tb loss 0 >&2
@@ -261,6 +290,7 @@ cm_args() {
 	ib_write_bw_R) echo "ib_write_bw -R -F -s 65536 -n 500" ;;
 	ib_read_bw_R) echo "ib_read_bw -R -F -s 65536 -n 500" ;;
 	rdma_server) echo "rdma_server" ;;
+	udaddy) echo "udaddy" ;;
 	esac
 }
 cm_client() {
@@ -268,6 +298,7 @@ cm_client() {
 	rping) echo "rping -c -a $2 -C 1000 -V -v" ;;
 	ib_write_bw_R | ib_read_bw_R) echo "$(cm_args "$1") $2" ;;
 	rdma_server) echo "rdma_client -s $2" ;;
+	udaddy) echo "udaddy -s $2" ;;
 	esac
 }
 cm_ok() {
@@ -275,6 +306,7 @@ cm_ok() {
 	rping) [[ $(grep -c "ping data: " <<<"$2") == 1000 ]] && ! grep -qE "data mismatch|error" <<<"$2" ;;
 	ib_write_bw_R | ib_read_bw_R) grep -q "#bytes" <<<"$2" && ! grep -q "Failed" <<<"$2" ;;
 	rdma_server) grep -qE "rdma_(client|server): end 0" <<<"$2" ;;
+	udaddy) grep -q "^test complete" <<<"$2" && grep -q "^return status 0" <<<"$2" ;;
 	esac
 }
 cm_figure() {
@@ -282,34 +314,38 @@ cm_figure() {
 	rping) echo "$(grep -c "ping data: " <<<"$2") iterations verified" ;;
 	ib_write_bw_R | ib_read_bw_R) figure ib_write_bw "$2" ;;
 	rdma_server) grep -o "rdma_client: end -\?[0-9]*" <<<"$2" ;;
+	udaddy) grep -m1 "data transfers complete" <<<"$2" ;;
 	esac
 }
 # run_cm LOSS PROGRAM DIRECTION: one rdma_cm cell.
 run_cm() {
 	local pct=$1 prog=$2 dir=$3 srv_out cli_out srv_rc cli_rc s0 s1 r0 r1 began
 	port=$((port + 1))
+	# udaddy has no port option (its -p is the port space): 7174.
+	local lport=$port popt="-p $port"
+	[[ $prog == udaddy ]] && lport=7174 popt=
 	s0=$(snic_counters)
 	r0=$(guest counters)
 	log "rdma_cm loss $pct%: $prog, $dir client"
 	began=$SECONDS
-	local lst="rdma res show cm_id | grep -q \"state LISTEN .*:$port \""
+	local lst="rdma res show cm_id | grep -q \"state LISTEN .*:$lport \""
 	if [[ $dir == softnic ]]; then
-		guest "bg srv timeout 300 $(cm_args "$prog" $ipB) -p $port; i=0; while [ \$i -lt 300 ] && ! $lst; do i=\$((i+1)); sleep 0.1; done; $lst" >/dev/null ||
+		guest "bg srv timeout 300 $(cm_args "$prog" $ipB) $popt; i=0; while [ \$i -lt 300 ] && ! $lst; do i=\$((i+1)); sleep 0.1; done; $lst" >/dev/null ||
 			log "the guest's server did not listen"
 		set +e
 		cli_out=$(ip netns exec "$nsA" env LD_LIBRARY_PATH="$work/lib" SOFTNIC_SOCKET="$work/a.sock" \
-			timeout 300 stdbuf -o0 $(cm_client "$prog" $ipB) -p $port 2>&1)
+			timeout 300 stdbuf -o0 $(cm_client "$prog" $ipB) $popt 2>&1)
 		cli_rc=$?
 		srv_out=$(SOFTNIC_RXE_TIMEOUT=120 guest "fg srv 60")
 		srv_rc=$?
 		set -e
 	else
 		ip netns exec "$nsA" env LD_LIBRARY_PATH="$work/lib" SOFTNIC_SOCKET="$work/a.sock" \
-			timeout 300 stdbuf -o0 $(cm_args "$prog" $ipA) -p $port >"$work/srv.out" 2>&1 &
+			timeout 300 stdbuf -o0 $(cm_args "$prog" $ipA) $popt >"$work/srv.out" 2>&1 &
 		local srv=$!
 		sleep 1
 		set +e
-		cli_out=$(guest "timeout 300 $(cm_client "$prog" $ipA) -p $port")
+		cli_out=$(guest "timeout 300 $(cm_client "$prog" $ipA) $popt")
 		cli_rc=$?
 		wait $srv
 		srv_rc=$?

@@ -14,6 +14,9 @@
 #                             installation
 #   rxe-vm.sh image           build $cache/vmlinuz and $cache/rxe.cpio.gz
 #                             from them (and $cache/versions)
+#   rxe-vm.sh prepare         fetch what is missing from the cache and build
+#                             the image unless this rxe-vm.sh built the one
+#                             there (what .ci/run does)
 #   rxe-vm.sh versions        print the guest's package versions
 #   rxe-vm.sh net NS IFACE TAP
 #                             in namespace NS: make tap device TAP and a
@@ -105,6 +108,11 @@ kernel_pkg() {
 	fi
 	local p
 	p=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '$1 == "Depends:" && $2 ~ /^linux-image-/ {print $2; exit}')
+	if [[ -z $p ]]; then
+		# A fresh machine has no package lists yet.
+		apt-get update -qq >&2 || true
+		p=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '$1 == "Depends:" && $2 ~ /^linux-image-/ {print $2; exit}')
+	fi
 	[[ -n $p ]] || die "cannot resolve linux-image-amd64's kernel package (apt-get update? or set SOFTNIC_RXE_KERNEL)"
 	echo "$p"
 }
@@ -125,6 +133,20 @@ deb() {
 	f=$(ls -1 "$debs/$1"_*.deb 2>/dev/null | sort -V | tail -1)
 	[[ -n $f ]] || die "no $1 package in $debs (rxe-vm.sh fetch)"
 	echo "$f"
+}
+
+cmd_prepare() {
+	local p missing=0
+	for p in "${user_pkgs[@]}" "$(cat "$debs/kernel" 2>/dev/null || echo none)"; do
+		ls "$debs/$p"_*.deb >/dev/null 2>&1 || missing=1
+	done
+	((missing)) && cmd_fetch
+	if [[ -f $cache/rxe.cpio.gz && $(sha256sum <"$0") == "$(cat "$cache/image.sum" 2>/dev/null)" ]]; then
+		echo "rxe-vm: the image in $cache is this rxe-vm.sh's"
+		cat "$cache/versions"
+		return
+	fi
+	cmd_image
 }
 
 cmd_versions() {
@@ -333,16 +355,23 @@ fg() {
 		# What the program is doing, for the report: its state and
 		# where in the kernel it waits.
 		echo "@@RXE-TIMEOUT $n"
-		for p in $(pgrep -P "$(cat /tmp/$n.pid)") $(pgrep -P "$(pgrep -P "$(cat /tmp/$n.pid)")"); do
+		for p in $(descendants "$(cat /tmp/$n.pid)"); do
 			echo "pid $p: $(tr '\0' ' ' </proc/$p/cmdline)"
 			grep -E '^(State|voluntary|nonvoluntary)' /proc/$p/status
 			echo "wchan: $(cat /proc/$p/wchan)"
 			cat /proc/$p/stack 2>/dev/null
 		done
-		pkill -KILL -P "$(cat /tmp/$n.pid)" 2>/dev/null
+		kill -KILL $(descendants "$(cat /tmp/$n.pid)") 2>/dev/null
 		return 124
 	fi
 	return "$(cat /tmp/$n.rc)"
+}
+# descendants PID: the processes under PID (busybox-static has no pgrep).
+descendants() {
+	for s in /proc/[0-9]*/stat; do
+		read -r pid comm state ppid rest <"$s" 2>/dev/null || continue
+		[ "$ppid" = "$1" ] && echo "$pid" && descendants "$pid"
+	done
 }
 listening() {
 	hex=$(printf ':%04X' "$1") t=$((${2:-60} * 10))
@@ -360,17 +389,36 @@ counters() {
 	done
 }
 
-stty -F /dev/ttyS1 raw -echo
-{
-	echo "@@RXE-READY $(uname -r) rxe0 $(cat /sys/class/infiniband/rxe0/ports/1/state) $(rdma link show rxe0/1 | head -1)"
-	while IFS= read -r line; do
-		tag=${line%% *}
-		cmd=${line#* }
-		echo "@@RXE-BEGIN $tag"
-		(eval "$cmd") </dev/null 2>&1
-		echo "@@RXE-END $tag $?"
-	done
-} </dev/ttyS1 >/dev/ttyS1 2>&1
+# The command loop runs in a child of PID 1, not in PID 1 itself: the
+# processes bg starts outlive the command's subshell and are then
+# reparented to PID 1, whose shell gets their SIGCHLD. busybox's read
+# builtin, interrupted by a signal in the middle of a line, throws away
+# the bytes it has read and starts over (shell_builtin_read's poll
+# EINTR path, then readcmd's "goto again"): a command that arrived while
+# a bg program exited lost its first characters, its tag with them, and
+# the host waited for an answer under a tag the guest never saw. The
+# loop's own children are its subshells, each waited for before the
+# next read.
+serve() {
+	stty -F /dev/ttyS1 raw -echo
+	{
+		echo "@@RXE-READY $(uname -r) rxe0 $(cat /sys/class/infiniband/rxe0/ports/1/state) $(rdma link show rxe0/1 | head -1)"
+		while IFS= read -r line; do
+			tag=${line%% *}
+			cmd=${line#* }
+			echo "@@RXE-BEGIN $tag"
+			echo "rxe-init: $(cut -d' ' -f1 /proc/uptime) begin $tag" >/dev/console
+			(eval "$cmd") </dev/null 2>&1
+			rc=$?
+			echo "rxe-init: $(cut -d' ' -f1 /proc/uptime) end $tag $rc" >/dev/console
+			echo "@@RXE-END $tag $rc"
+		done
+	} </dev/ttyS1 >/dev/ttyS1 2>&1
+}
+serve &
+serving=$!
+# PID 1 reaps the orphans until the loop ends (stop: poweroff -f).
+while kill -0 $serving 2>/dev/null; do wait $serving; done
 poweroff -f
 INIT
 
@@ -438,8 +486,8 @@ cmd_run() {
 	[[ $(sha256sum <"$0") == "$(cat "$cache/image.sum" 2>/dev/null)" ]] ||
 		die "the image in $cache was made by another version of rxe-vm.sh (rxe-vm.sh image)"
 	mkdir -p "$dir"
-	rm -f "$dir/ctl.in" "$dir/ctl.out" "$dir/console.log" "$dir/qemu.pid"
-	mkfifo "$dir/ctl.in" "$dir/ctl.out"
+	rm -f "$dir/ctl.in" "$dir/ctl.out" "$dir/mon.in" "$dir/mon.out" "$dir/console.log" "$dir/qemu.pid"
+	mkfifo "$dir/ctl.in" "$dir/ctl.out" "$dir/mon.in" "$dir/mon.out"
 	# This run's settings: a second cpio appended to the image (the
 	# kernel unpacks concatenated archives in order).
 	local conf
@@ -455,7 +503,8 @@ EOF
 	cat "$cache/rxe.cpio.gz" "$dir/run.cpio.gz" >"$dir/initrd"
 	local nicopts=csum=off,gso=off,guest_csum=off,guest_tso4=off,guest_tso6=off,guest_ecn=off,guest_ufo=off,host_tso4=off,host_tso6=off,host_ecn=off,host_ufo=off
 	exec qemu-system-x86_64 -accel tcg -m "${SOFTNIC_RXE_MEM:-1G}" -smp 1 \
-		-display none -monitor none -no-reboot -pidfile "$dir/qemu.pid" \
+		-display none -no-reboot \
+		-chardev "pipe,id=mon,path=$dir/mon" -mon chardev=mon,mode=readline -pidfile "$dir/qemu.pid" \
 		-kernel "$cache/vmlinuz" -initrd "$dir/initrd" \
 		-append "console=ttyS0 panic=-1 loglevel=6 clocksource=hpet ${SOFTNIC_RXE_APPEND:-}" \
 		-serial "file:$dir/console.log" \
@@ -470,19 +519,56 @@ qemu_alive() {
 	kill -0 "$pid" 2>/dev/null
 }
 
+# monitor DIR CMD: run the QEMU monitor (HMP) command CMD, print its answer.
+monitor() {
+	local dir=$1 line
+	exec 6<"$dir/mon.out"
+	# What was left from before.
+	while IFS= read -r -t 0.2 line <&6; do :; done
+	printf '%s\n' "$2" >"$dir/mon.in"
+	# The monitor echoes the command with line-editing escapes: dropped.
+	while IFS= read -r -t 2 line <&6; do
+		[[ $line == *$'\e'* ]] || printf '%s\n' "${line%$'\r'}"
+	done
+	exec 6<&-
+}
+
+# diagnose DIR: what the guest is doing when it does not answer.
+diagnose() {
+	local dir=$1 line
+	echo "rxe-vm: diagnosis at $(date +%T):"
+	monitor "$dir" "info cpus"
+	for _ in 1 2 3; do monitor "$dir" "info registers" | grep -E 'RIP|HLT|EFL'; sleep 0.5; done
+	echo "rxe-vm: console, last lines:"
+	tail -5 "$dir/console.log"
+	echo "rxe-vm: probing the control channel"
+	local probe=t$$x$RANDOM
+	printf '%s echo probe-alive; cat /proc/uptime\n' "$probe" >"$dir/ctl.in"
+	while IFS= read -r -t 30 line <&3; do
+		echo "ctl: ${line%$'\r'}"
+		[[ $line == "@@RXE-END $probe"* ]] && break
+	done
+	echo "rxe-vm: console, last lines:"
+	tail -5 "$dir/console.log"
+}
+
 # read_until DIR SECS PATTERN [TAG]: read the guest's answers until a line
 # matches PATTERN (a glob); with TAG, print the lines between
 # "@@RXE-BEGIN TAG" and it. Prints the matching line last on fd 4.
 read_until() {
-	local dir=$1 secs=$2 pat=$3 tag=${4:-} line begun=0 end=$((SECONDS + $2))
+	local dir=$1 secs=$2 pat=$3 tag=${4:-} line partial= begun=0 end=$((SECONDS + $2))
 	exec 3<"$dir/ctl.out"
 	while :; do
 		local left=$((end - SECONDS))
 		if ((left <= 0)); then
 			echo "rxe-vm: no answer from the guest within $secs s" >&2
+			diagnose "$dir" >&2
 			return 124
 		fi
+		# A read that times out in the middle of a line leaves what
+		# it got in line: kept, and the line's rest appended.
 		if ! IFS= read -r -t "$((left < 5 ? left : 5))" line <&3; then
+			partial+=$line
 			qemu_alive "$dir" || {
 				echo "rxe-vm: QEMU exited; console:" >&2
 				tail -30 "$dir/console.log" >&2
@@ -490,7 +576,8 @@ read_until() {
 			}
 			continue
 		fi
-		line=${line%$'\r'}
+		line=$partial${line%$'\r'}
+		partial=
 		case $line in
 		$pat)
 			echo "$line" >&4
@@ -502,6 +589,16 @@ read_until() {
 			return 125
 			;;
 		"@@RXE-BEGIN $tag") [[ -n $tag ]] && begun=1 ;;
+		"@@RXE-BEGIN "*)
+			# Tags are t<pid>x<random>: anything else is a command
+			# line the guest received damaged; its answer will not
+			# carry this command's tag.
+			if [[ -n $tag && ! ${line#@@RXE-BEGIN } =~ ^t[0-9]+x[0-9]+$ ]]; then
+				echo "rxe-vm: the guest received a damaged command line (it began a command tagged '${line#@@RXE-BEGIN }', this one is $tag)" >&2
+				return 126
+			fi
+			((begun)) && printf '%s\n' "$line"
+			;;
 		*) ((begun)) && printf '%s\n' "$line" ;;
 		esac
 	done
@@ -558,6 +655,7 @@ wait) [[ $# -ge 1 ]] || usage && cmd_wait "$@" ;;
 	[[ $(id -u) -eq 0 ]] || die "must run as root"
 	case $cmd in
 	fetch) cmd_fetch ;;
+	prepare) cmd_prepare ;;
 	image) cmd_image ;;
 	net) cmd_net "$@" ;;
 	offloads) cmd_offloads "$@" ;;

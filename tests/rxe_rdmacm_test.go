@@ -4,8 +4,11 @@ package tests
 
 import (
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -100,16 +103,7 @@ func rxeRdmacm(t *testing.T, tb *netns.Testbed, v *rxeVM, a *e2eHost) {
 			t.Run(c.name+"/"+client+"-client", func(t *testing.T) {
 				var cli, srv string
 				if client == "softnic" {
-					if out, err := v.run(fmt.Sprintf("bg srv timeout 120 %s; %s", strings.Join(c.server, " "), guestCMListening(port)), 2*time.Minute); err != nil {
-						t.Fatalf("guest server %s: %v\n%s", c.server, err, out)
-					}
-					p := rdmacmProc(t, tb, a.name, a.socket, append(append([]string{"stdbuf", "-o0"}, c.client...), srvIP)...)
-					cli = waitExit(t, p, "softnic client "+c.name, 3*time.Minute)
-					var err error
-					srv, err = v.run("fg srv 60", guestSlack(60*time.Second))
-					if err != nil {
-						t.Errorf("rxe server %s: %v, want exit 0:\n%s", c.name, err, srv)
-					}
+					cli, srv = rxeCMSoftnicClient(t, tb, v, a, port, srvIP, i)
 				} else {
 					p := rdmacmProc(t, tb, a.name, a.socket, append([]string{"stdbuf", "-o0"}, c.server...)...)
 					waitFor(t, p, c.ready, 30*time.Second)
@@ -126,4 +120,93 @@ func rxeRdmacm(t *testing.T, tb *netns.Testbed, v *rxeVM, a *e2eHost) {
 			})
 		}
 	}
+}
+
+// rxeCMRejectedEarly is what perftest 4.5-0.17's -R client prints when
+// its data connection's REQ is rejected with reason 8 (invalid service
+// ID): the server had not listened yet.
+const rxeCMRejectedEarly = "Event: RDMA_CM_EVENT_REJECTED; error: 8."
+
+// rxeCMSoftnicClient runs rxeCMCases' case i with the server in the guest
+// and the client on a, and returns both outputs. perftest's -R (4.5-0.17)
+// races against a slow server: after exchanging its parameters over the
+// first rdma_cm connection the server makes a new listening id for the
+// test's connection, and a client that is there first is rejected with
+// reason 8 (Linux's ib_cm: no listener for the service ID). The client's
+// retry loop then uses the ids it destroyed (fixed in later perftest),
+// and fails. Against the TCG guest the softnic client of ib_read_bw -R
+// was there first in 2 runs of 5 (2026-11-29), and under more load
+// ib_write_bw -R's four times in a row. The -R clients therefore run
+// with tests/cmdelay, which waits rxeCMConnectDelay before each
+// rdma_connect; an attempt rejected early all the same, and only such,
+// is run again on another port, up to four times, and logged.
+func rxeCMSoftnicClient(t *testing.T, tb *netns.Testbed, v *rxeVM, a *e2eHost, port int, srvIP string, i int) (cli, srv string) {
+	t.Helper()
+	var pre []string
+	if c := rxeCMCases(port, srvIP)[i]; strings.Contains(c.name, " -R") {
+		pre = []string{"env", "LD_PRELOAD=" + cmDelayLib(t), "SOFTNIC_CONNECT_DELAY_MS=" + strconv.Itoa(int(rxeCMConnectDelay/time.Millisecond))}
+	}
+	for attempt := 0; ; attempt++ {
+		c := rxeCMCases(port+1000*attempt, srvIP)[i]
+		if out, err := v.run(fmt.Sprintf("bg srv timeout 120 %s; %s", strings.Join(c.server, " "), guestCMListening(port+1000*attempt)), 2*time.Minute); err != nil {
+			t.Fatalf("guest server %s: %v\n%s", c.server, err, out)
+		}
+		p := rdmacmProc(t, tb, a.name, a.socket, append(append(append(pre, "stdbuf", "-o0"), c.client...), srvIP)...)
+		select {
+		case <-p.exited:
+		case <-time.After(3 * time.Minute):
+		}
+		if out := p.out.String(); attempt < 3 && strings.Contains(c.name, " -R") && strings.Contains(out, rxeCMRejectedEarly) {
+			select {
+			case <-p.exited:
+			case <-time.After(30 * time.Second):
+				t.Errorf("softnic client %s still running 30 s after the REJ; killed", c.name)
+				p.cmd.Process.Kill()
+				<-p.exited
+			}
+			// The client must still fail cleanly: an exit status,
+			// not a signal (the drop-in librdmacm refuses the ids
+			// perftest destroyed, TestRdmacmStaleID).
+			if p.cmd.ProcessState != nil && !p.cmd.ProcessState.Exited() {
+				t.Errorf("softnic client %s: %v after the REJ, want an exit status:\n%s", c.name, p.err, out)
+			}
+			srv, _ := v.run("fg srv 1", guestSlack(time.Second))
+			t.Logf("attempt %d: the client's REQ came before the guest's server listened (REJ reason 8, perftest 4.5-0.17's race); again on another port.\nclient:\n%s\nserver:\n%s",
+				attempt+1, lastLines(out, 6), lastLines(srv, 4))
+			continue
+		}
+		cli = waitExit(t, p, "softnic client "+c.name, time.Second)
+		var err error
+		srv, err = v.run("fg srv 60", guestSlack(60*time.Second))
+		if err != nil {
+			t.Errorf("rxe server %s: %v, want exit 0:\n%s", c.name, err, srv)
+		}
+		return cli, srv
+	}
+}
+
+// rxeCMConnectDelay is how long the softnic side's perftest -R client
+// waits before each rdma_connect (tests/cmdelay): time for the TCG
+// guest's server to listen again.
+const rxeCMConnectDelay = 2 * time.Second
+
+var (
+	cmDelayOnce sync.Once
+	cmDelayPath string
+	cmDelayErr  error
+)
+
+// cmDelayLib builds tests/cmdelay's LD_PRELOAD shim once.
+func cmDelayLib(t *testing.T) string {
+	t.Helper()
+	cmDelayOnce.Do(func() {
+		cmDelayPath = filepath.Join(binDir, "cmdelay.so")
+		if out, err := exec.Command("gcc", "-Wall", "-Werror", "-shared", "-fPIC", "-o", cmDelayPath, "cmdelay/delay.c", "-ldl").CombinedOutput(); err != nil {
+			cmDelayErr = fmt.Errorf("gcc cmdelay: %v\n%s", err, out)
+		}
+	})
+	if cmDelayErr != nil {
+		t.Fatal(cmDelayErr)
+	}
+	return cmDelayPath
 }
