@@ -12,9 +12,9 @@
 # ${SOFTNIC_LATENCY_CSV:-testbed-latency.csv}. "udp" polls its socket as
 # softnic's loops poll (the same waiting policy; the stricter baseline
 # here), "udp_blocking" blocks in recv.
-# Since issue 27 also: write_bw at path MTU 4096 (AF_XDP multi-buffer; the
-# veths carry 4500 bytes, SOFTNIC_MTU), iperf3's TCP goodput on the same
-# veth path (installed with apt-get when missing) and the throughput
+# Since issue 27 also: write_bw at path MTU 4096 (AF_XDP multi-buffer) and
+# iperf3's TCP goodput (installed with apt-get when missing), both last,
+# on a testbed whose veths carry 4500 bytes; and the throughput
 # summary in ${SOFTNIC_THROUGHPUT_CSV:-testbed-throughput.csv} (test,
 # mtu, gbps: raw_afxdp's frame rate as Gb/s of 1 KiB payloads, write_bw
 # 64 KiB over 1 QP at
@@ -29,9 +29,8 @@ source scripts/testbed-lib.sh
 why=$(no_testbed)
 [ -z "$why" ] || { echo "figures: cannot run here: $why" >&2; exit 1; }
 scheme=${SOFTNIC_SCHEME:-gbn}
-mtu=4096 # the daemons carry up to 4096; each run picks its own path MTU
-# Path MTU 4096 needs veths that carry a 4.2 KB frame (lib.sh's up).
-export SOFTNIC_MTU=${SOFTNIC_MTU:-4500}
+mtu=2048 # the daemons carry up to 2048; each run picks its own path MTU
+# (path MTU 4096 runs last, on veths of 4500 bytes: see below)
 csv=$(realpath -m "${SOFTNIC_FIGURES_CSV:-figures.csv}")
 latcsv=$(realpath -m "${SOFTNIC_LATENCY_CSV:-testbed-latency.csv}")
 tputcsv=$(realpath -m "${SOFTNIC_THROUGHPUT_CSV:-testbed-throughput.csv}")
@@ -54,29 +53,22 @@ gw=$(ip netns exec "$nsA" ip neigh show 198.18.0.254 | awk '{print $5; exit}')
 ip netns exec "$nsB" "$work/softnic-bench" raw --iface b-sw --src-ip 198.18.1.1 >"$work/raw.server" 2>&1 &
 rs=$!
 sleep 0.5
-if ! ip netns exec "$nsA" "$work/softnic-bench" raw --iface a-sw --dst-mac "$gw" --src-ip 198.18.0.1 --dst-ip 198.18.1.1 -D "$dur" 198.18.1.1; then
+if ! ip netns exec "$nsA" "$work/softnic-bench" raw --iface a-sw --dst-mac "$gw" --src-ip 198.18.0.1 --dst-ip 198.18.1.1 -D "$dur" 198.18.1.1 | tee "$work/raw.client"; then
 	kill "$rs" 2>/dev/null || true
 fi
 wait "$rs" || true
 cat "$work/raw.server"
-# "received <frames/s> frames/s <Mpps> Mpps <Gb/s> Gb/s": the frame rate
-# as Gb/s of 1 KiB payloads, so that write_bw at MTU 1024 (payload Gb/s)
-# over it is the ratio of the two frame rates.
-rawgbps=$(awk '$1 == "received" && $3 == "frames/s" { printf "%.4f", $2 * 1024 * 8 / 1e9; exit }' "$work/raw.server")
+# The client's table, "received <frames> <seconds> <frames/s> <Mpps>
+# <Gb/s>": the whole run's frame rate as Gb/s of 1 KiB payloads, so that
+# write_bw at MTU 1024 (payload Gb/s) over it is the ratio of the two
+# frame rates.
+rawgbps=$(awk '$1 == "received" && $3 ~ /^[0-9.]+$/ { printf "%.4f", $4 * 1024 * 8 / 1e9; exit }' "$work/raw.client")
 
-echo "== kernel TCP on the same veth path: iperf3, 1 stream, ${dur} s (veth MTU $SOFTNIC_MTU)"
-ip netns exec "$nsB" iperf3 -s -1 -B 198.18.1.1 -p 18620 >/dev/null 2>&1 &
-is=$!
-sleep 0.5
-ip netns exec "$nsA" iperf3 -c 198.18.1.1 -p 18620 -t "$dur" -J >"$work/iperf3.json"
-wait "$is" || true
-tcpgbps=$(python3 -c 'import json,sys; print("%.4f" % (json.load(open(sys.argv[1]))["end"]["sum_received"]["bits_per_second"] / 1e9))' "$work/iperf3.json")
-echo " iperf3 TCP: $tcpgbps Gb/s received"
 
 start_daemon "$nsA" a-sw 198.18.0.1 "$work/a.sock"
 start_daemon "$nsB" b-sw 198.18.1.1 "$work/b.sock"
 declare -A wbw
-for m in 1024 2048 4096; do
+for m in 1024 2048; do
 	for q in 1 4; do
 		echo "== write_bw 64 KiB, MTU $m, $q QP(s) (${dur} s)"
 		bench write_bw -s 65536 -D "$dur" -m "$m" -q "$q" --report_gbits --csv "$csv"
@@ -133,6 +125,33 @@ for busy in true false; do
 	ip netns exec "$nsA" "$work/udplat" -busy=$busy -n "$iters" -csv "$csv" 198.18.1.1:18600
 	wait "$us" || true
 done
+# Path MTU 4096: AF_XDP multi-buffer on veths that carry 4500 bytes
+# (a testbed of its own, so that the rows above keep their path), and
+# the kernel's TCP on the same veths.
+bash "$tb" down >/dev/null
+export SOFTNIC_MTU=4500
+mtu=4096
+bash "$tb" up >/dev/null
+ip netns exec "$nsA" ping -c1 -W2 198.18.1.1 >/dev/null
+echo "== kernel TCP on the MTU 4096 veth path: iperf3, 1 stream, ${dur} s (veth MTU $SOFTNIC_MTU)"
+ip netns exec "$nsB" iperf3 -s -1 -B 198.18.1.1 -p 18620 >/dev/null 2>&1 &
+is=$!
+sleep 0.5
+ip netns exec "$nsA" iperf3 -c 198.18.1.1 -p 18620 -t "$dur" -J >"$work/iperf3.json"
+wait "$is" || true
+tcpgbps=$(python3 -c 'import json,sys; print("%.4f" % (json.load(open(sys.argv[1]))["end"]["sum_received"]["bits_per_second"] / 1e9))' "$work/iperf3.json")
+echo " iperf3 TCP: $tcpgbps Gb/s received"
+start_daemon "$nsA" a-sw 198.18.0.1 "$work/a.sock"
+start_daemon "$nsB" b-sw 198.18.1.1 "$work/b.sock"
+for q in 1 4; do
+	echo "== write_bw 64 KiB, MTU 4096, $q QP(s) (${dur} s)"
+	bench write_bw -s 65536 -D "$dur" -m 4096 -q "$q" --report_gbits --csv "$csv"
+	[ "$q" != 1 ] || wbw[4096]=$(tail -n 1 "$csv" | awk -F, '{ print $5 }')
+done
+for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+wait "${pids[@]}" 2>/dev/null || true
+pids=()
+
 # The latency summary: the last row of each latency test in this run's CSV.
 awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
 	$1 ~ /^(write_lat|read_lat|send_lat|udp|udp_blocking)$/ { row[$1] = $col["t_typical"] "," $col["p99"] "," $col["p99_9"] }
@@ -149,7 +168,7 @@ tr , "\t" <"$latcsv"
 	echo "test,mtu,gbps"
 	echo "raw_afxdp,1024,$rawgbps"
 	for m in 1024 2048 4096; do echo "write_bw,$m,${wbw[$m]}"; done
-	echo "iperf3_tcp,$SOFTNIC_MTU,$tcpgbps"
+	echo "iperf3_tcp,4500,$tcpgbps"
 } >"$tputcsv"
 echo "== throughput summary (Gb/s), $tputcsv"
 tr , "\t" <"$tputcsv"
