@@ -290,7 +290,12 @@ func (ch *CMChannel) Connect(p CMConnectParams, dmac [6]byte) (uint32, error) {
 		err = ch.ctx.remote.cmCall(proto.OpCMConnect, proto.CMConnectArgs{Channel: ch.h, Params: raw, DMAC: dmac}, &res)
 		return res.ID, err
 	}
-	id, err := e.CMConnect(p, dmac, ch.handler)
+	return ch.track(e.CMConnect(p, dmac, ch.handler))
+}
+
+// track records id, a request the channel's embedded engine just made,
+// as the channel's (closing the channel closes it), unless err.
+func (ch *CMChannel) track(id uint32, err error) (uint32, error) {
 	if err == nil {
 		ch.mu.Lock()
 		if ch.ids != nil {

@@ -35,15 +35,7 @@ func (ch *CMChannel) SIDRResolve(p CMSIDRParams, dmac [6]byte) (uint32, error) {
 		err = ch.ctx.remote.cmCall(proto.OpCMSIDRResolve, proto.CMSIDRResolveArgs{Channel: ch.h, Params: raw, DMAC: dmac}, &res)
 		return res.ID, err
 	}
-	id, err := e.CMSIDRResolve(p, dmac, ch.handler)
-	if err == nil {
-		ch.mu.Lock()
-		if ch.ids != nil {
-			ch.ids[id] = struct{}{}
-		}
-		ch.mu.Unlock()
-	}
-	return id, err
+	return ch.track(e.CMSIDRResolve(p, dmac, ch.handler))
 }
 
 // SIDRReply answers EventSIDRREQReceived id with a SIDR_REP: status

@@ -16,6 +16,7 @@ import (
 	"github.com/softnic/softnic/bpf"
 	"github.com/softnic/softnic/dataplane"
 	"github.com/softnic/softnic/dataplane/afxdp"
+	"github.com/softnic/softnic/internal/hostaddr"
 	"github.com/softnic/softnic/internal/qowner"
 	"github.com/softnic/softnic/qp"
 	"github.com/softnic/softnic/recovery"
@@ -184,42 +185,7 @@ func ownerOfLink(iface string, queue int, h bpf.Holder) error {
 
 // directAddr picks the local address as softnic run does.
 func directAddr(ifi *net.Interface, want string) (netip.Addr, error) {
-	addrs, err := ifi.Addrs()
-	if err != nil {
-		return netip.Addr{}, fmt.Errorf("addresses of %s: %w", ifi.Name, err)
-	}
-	var have []netip.Addr
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok {
-			if ip, ok := netip.AddrFromSlice(n.IP); ok {
-				have = append(have, ip.Unmap())
-			}
-		}
-	}
-	if want != "" {
-		ip, err := netip.ParseAddr(want)
-		if err != nil {
-			return netip.Addr{}, fmt.Errorf("IP: %w", err)
-		}
-		for _, h := range have {
-			if h == ip.Unmap() {
-				return h, nil
-			}
-		}
-		return netip.Addr{}, fmt.Errorf("%v is not an address of %s (it has %v)", ip, ifi.Name, have)
-	}
-	bench := netip.MustParsePrefix("198.18.0.0/15")
-	for _, h := range have {
-		if bench.Contains(h) {
-			return h, nil
-		}
-	}
-	for _, h := range have {
-		if h.IsGlobalUnicast() {
-			return h, nil
-		}
-	}
-	return netip.Addr{}, fmt.Errorf("%s has no global address", ifi.Name)
+	return hostaddr.Local(ifi, want, "IP")
 }
 
 // direct is the backend of a direct-mode Context: the embedded backend's

@@ -27,6 +27,7 @@ import (
 	"github.com/softnic/softnic/dataplane/afxdp"
 	"github.com/softnic/softnic/dataplane/impair"
 	"github.com/softnic/softnic/dataplane/udpport"
+	"github.com/softnic/softnic/internal/hostaddr"
 	"github.com/softnic/softnic/qp"
 	"github.com/softnic/softnic/recovery"
 	"github.com/softnic/softnic/verbs/verbsd"
@@ -701,44 +702,9 @@ func checkAFXDP() error {
 
 // localAddr picks the engine's address: --ip if given (it must be on the
 // interface), else the interface's first address in 198.18.0.0/15, else
-// its first global unicast one.
+// its first global unicast one (internal/hostaddr).
 func localAddr(ifi *net.Interface, want string) (netip.Addr, error) {
-	addrs, err := ifi.Addrs()
-	if err != nil {
-		return netip.Addr{}, fmt.Errorf("addresses of %s: %w", ifi.Name, err)
-	}
-	var have []netip.Addr
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok {
-			if ip, ok := netip.AddrFromSlice(n.IP); ok {
-				have = append(have, ip.Unmap())
-			}
-		}
-	}
-	if want != "" {
-		ip, err := netip.ParseAddr(want)
-		if err != nil {
-			return netip.Addr{}, fmt.Errorf("--ip: %w", err)
-		}
-		for _, h := range have {
-			if h == ip.Unmap() {
-				return h, nil
-			}
-		}
-		return netip.Addr{}, fmt.Errorf("--ip %v is not an address of %s (it has %v)", ip, ifi.Name, have)
-	}
-	bench := netip.MustParsePrefix("198.18.0.0/15")
-	for _, h := range have {
-		if bench.Contains(h) {
-			return h, nil
-		}
-	}
-	for _, h := range have {
-		if h.IsGlobalUnicast() {
-			return h, nil
-		}
-	}
-	return netip.Addr{}, fmt.Errorf("%s has no global address; give one with --ip", ifi.Name)
+	return hostaddr.Local(ifi, want, "--ip")
 }
 
 func parseQueues(s string) ([]int, error) {

@@ -104,26 +104,41 @@ type FasrFig7aPoint struct {
 func RunFasrFig7a(losses []float64, service bool, seed uint64, warmup, measure time.Duration, progress func(FasrFig7aPoint)) ([]FasrFig7aPoint, error) {
 	var ps []FasrFig7aPoint
 	for _, nic := range FasrFig7aNICs() {
-		var base float64
-		for _, l := range losses {
-			r, err := RunQPs(FasrFig7aConfig(nic, l, service, seed, warmup, measure))
-			if err != nil {
-				return nil, fmt.Errorf("sweep: FaSR Fig. 7a, %s at %g%% loss: %w", nic.Name, l*100, err)
-			}
-			p := FasrFig7aPoint{Scheme: nic.Name, Loss: l, GoodputGbps: r.GoodputGbps, Retransmits: r.Retransmits, Timeouts: r.Timeouts, Wall: r.Wall}
-			if l == 0 {
-				base = r.GoodputGbps
-			}
-			if base > 0 {
-				p.Relative = p.GoodputGbps / base
-			}
+		err := lossCurve(losses, "FaSR Fig. 7a, "+nic.Name, func(l float64) QPConfig {
+			return FasrFig7aConfig(nic, l, service, seed, warmup, measure)
+		}, func(r QPResult, relative float64) {
+			p := FasrFig7aPoint{Scheme: nic.Name, Loss: r.Loss, GoodputGbps: r.GoodputGbps, Relative: relative, Retransmits: r.Retransmits, Timeouts: r.Timeouts, Wall: r.Wall}
 			if progress != nil {
 				progress(p)
 			}
 			ps = append(ps, p)
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	return ps, nil
+}
+
+// lossCurve runs cfg at each loss (the first 0) and hands each result to
+// each with its goodput over the lossless point's.
+func lossCurve(losses []float64, what string, cfg func(loss float64) QPConfig, each func(r QPResult, relative float64)) error {
+	var base float64
+	for _, l := range losses {
+		r, err := RunQPs(cfg(l))
+		if err != nil {
+			return fmt.Errorf("sweep: %s at %g%% loss: %w", what, l*100, err)
+		}
+		if l == 0 {
+			base = r.GoodputGbps
+		}
+		relative := 0.0
+		if base > 0 {
+			relative = r.GoodputGbps / base
+		}
+		each(r, relative)
+	}
+	return nil
 }
 
 // WriteFasrFig7aCSV writes docs/results/fasr-fig7a.csv: scheme, loss (a
@@ -168,23 +183,17 @@ func RunFasrFig2(rates []float64, loss float64, seed uint64, warmup, measure tim
 	nic := FasrFig7cNIC{Name: "srnic", Scheme: recovery.SRNIC, SRAM: FaSRBudget}
 	var ps []FasrFig2Point
 	for _, rate := range rates {
-		var base float64
-		for _, l := range []float64{0, loss} {
-			r, err := RunQPs(fasrOneQPConfig(nic, rate, l, true, seed, warmup, measure))
-			if err != nil {
-				return nil, fmt.Errorf("sweep: FaSR Fig. 2, %g Gb/s at %g%% loss: %w", rate/1e9, l*100, err)
-			}
-			p := FasrFig2Point{LinkGbps: rate / 1e9, Loss: l, GoodputGbps: r.GoodputGbps, Wall: r.Wall}
-			if l == 0 {
-				base = r.GoodputGbps
-			}
-			if base > 0 {
-				p.Relative = p.GoodputGbps / base
-			}
+		err := lossCurve([]float64{0, loss}, fmt.Sprintf("FaSR Fig. 2, %g Gb/s", rate/1e9), func(l float64) QPConfig {
+			return fasrOneQPConfig(nic, rate, l, true, seed, warmup, measure)
+		}, func(r QPResult, relative float64) {
+			p := FasrFig2Point{LinkGbps: rate / 1e9, Loss: r.Loss, GoodputGbps: r.GoodputGbps, Relative: relative, Wall: r.Wall}
 			if progress != nil {
 				progress(p)
 			}
 			ps = append(ps, p)
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	return ps, nil
