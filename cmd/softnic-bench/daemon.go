@@ -28,6 +28,15 @@ func openDaemon(socket string) (perftest.Device, func() error, error) {
 		}
 		return perftest.Device{}, nil, err
 	}
+	return deviceOf(c)
+}
+
+// deviceOf is the perftest device of an open softnic context (a daemon's
+// or direct mode's): its GID and MAC are what the peer's QPs address,
+// and the next hop comes from the kernel's routes and neighbours, which
+// do not resolve it for softnic (it sends from user space) as they would
+// for a hardware RoCE NIC. It closes c if it fails.
+func deviceOf(c *verbs.Context) (perftest.Device, func() error, error) {
 	attr, err := c.QueryDevice()
 	if err != nil {
 		c.Close()
@@ -35,8 +44,6 @@ func openDaemon(socket string) (perftest.Device, func() error, error) {
 	}
 	dev := perftest.Device{Ctx: c, GID: attr.GID, MAC: attr.MAC, Scheme: attr.Scheme, Schemes: attr.Schemes,
 		AllocBuf: c.AllocBuf, FreeBuf: c.FreeBuf,
-		// softnic sends from user space, so the kernel does not resolve
-		// the next hop for it as it would for a hardware RoCE NIC.
 		NextHop: func(gid netip.Addr, peerMAC [6]byte) ([6]byte, error) {
 			return cm.NextHopMAC(gid, peerMAC, nextHopTimeout)
 		}}

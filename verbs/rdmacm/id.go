@@ -706,12 +706,21 @@ func (id *ID) Connect(p UserParam) error {
 	cp := ConnParam{QPN: qpn, StartingPSN: id.psn, ResponderResources: id.respRes, InitiatorDepth: id.initDepth,
 		FlowControl: p.FlowControl, RetryCount: id.retry, RNRRetryCount: id.rnrRetry, SRQ: p.SRQ,
 		LocalAckTimeout: ato, PrivateData: appendHeader(nil, id.src, id.dst, p.PrivateData)}
+	id.connErr = false
+	return id.sendRequest(func(sid uint64, path Path) (Conn, error) { return svc.Connect(sid, path, cp, id.handle) })
+}
+
+// sendRequest sends the CM request call makes (a REQ or a SIDR_REQ) for id's
+// service ID and path, with id in StateConnect and its lock released
+// meanwhile (the service may call back into id). On failure id returns to
+// StateRouteResolved unless an event moved it on; on success it keeps the
+// connection. id.mu is held on entry and released on return.
+func (id *ID) sendRequest(call func(sid uint64, path Path) (Conn, error)) error {
 	sid := ServiceID(id.ps, id.dst.Port())
 	path := id.path
 	id.state = StateConnect
-	id.connErr = false
 	id.mu.Unlock()
-	conn, err := svc.Connect(sid, path, cp, id.handle)
+	conn, err := call(sid, path)
 	id.mu.Lock()
 	defer id.mu.Unlock()
 	if err != nil {

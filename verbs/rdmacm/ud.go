@@ -55,23 +55,7 @@ func (id *ID) resolveUD(p UserParam) error {
 		return syscall.ENOSYS
 	}
 	pdata := appendHeader(nil, id.src, id.dst, p.PrivateData)
-	sid := ServiceID(id.ps, id.dst.Port())
-	path := id.path
-	id.state = StateConnect
-	id.mu.Unlock()
-	conn, err := svc.Resolve(sid, path, pdata, id.handle)
-	id.mu.Lock()
-	defer id.mu.Unlock()
-	if err != nil {
-		if id.state == StateConnect {
-			id.state = StateRouteResolved
-		}
-		return err
-	}
-	if id.conn == nil {
-		id.conn = conn
-	}
-	return nil
+	return id.sendRequest(func(sid uint64, path Path) (Conn, error) { return svc.Resolve(sid, path, pdata, id.handle) })
 }
 
 // acceptUD is rdma_accept on a UD CONNECT_REQUEST's id: the SIDR_REP
