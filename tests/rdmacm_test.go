@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -345,22 +346,27 @@ const perftestClosed = "Failed to close connection between server and client"
 // the DREQ leaves the QP alone, the resends meet the peer's QP in ERR
 // and end with RETRY_EXC_ERR). lossy accepts exactly that on one side
 // when the other exits 0; both sides must have printed their results.
+//
+// perftest 4.5-0.17's -R server makes a new listening id for the test's
+// connection after the two sides exchanged their parameters, and a client
+// whose REQ comes first is rejected (REJ reason 8, "RDMA_CM_EVENT_REJECTED;
+// error: 8"; newer perftest fixes it), which a loaded machine makes
+// likely. The client therefore runs with tests/cmdelay, which waits
+// perftestConnectDelay before each rdma_connect (nothing else changes on
+// the wire); a pair rejected so all the same is run again, both sides, on
+// the next port (-p), up to three times, each logged.
 func perftestPair(t *testing.T, tb *netns.Testbed, a, b *e2eHost, lossy bool, server, client []string) (string, string) {
 	t.Helper()
-	srv := rdmacmProc(t, tb, b.name, b.socket, server...)
-	waitFor(t, srv, "Waiting for client to connect", 30*time.Second)
-	var cli *childProc
-	for try := 0; ; try++ {
-		cli = rdmacmProc(t, tb, a.name, a.socket, client...)
-		bounded(t, cli, "client "+client[0], 5*time.Minute)
-		if cli.err == nil || try == 10 || !strings.Contains(cli.out.String(), "Unexpected CM event bl blka 8") {
+	delayed := append([]string{"env", "LD_PRELOAD=" + cmDelayLib(t), fmt.Sprintf("SOFTNIC_CONNECT_DELAY_MS=%d", perftestConnectDelay.Milliseconds())}, client...)
+	var srv, cli *childProc
+	for attempt := 0; ; attempt++ {
+		srv, cli = perftestAttempt(t, tb, a, b, client[0], withPort(server, attempt), withPort(delayed, attempt))
+		if attempt == 2 || cli.err == nil || !strings.Contains(cli.out.String(), perftestRejectedEarly) {
 			break
 		}
-		// REJECTED: the REQ came before the server's rdma_listen.
-		t.Logf("client %s rejected, the server not yet listening; again", client[0])
-		time.Sleep(100 * time.Millisecond)
+		t.Logf("attempt %d: %s's REQ came before the server's second listening id (REJ reason 8); both again on the next port:\n%s",
+			attempt+1, client[0], lastLines(cli.out.String(), 4))
 	}
-	bounded(t, srv, "server "+server[0], 30*time.Second)
 	procs := [2]*childProc{cli, srv}
 	for i, name := range []string{"client", "server"} {
 		p, other := procs[i], procs[1-i]
@@ -379,6 +385,52 @@ func perftestPair(t *testing.T, tb *netns.Testbed, a, b *e2eHost, lossy bool, se
 		}
 	}
 	return cli.out.String(), srv.out.String()
+}
+
+// perftestConnectDelay is how long perftestPair's client waits before
+// each rdma_connect.
+const perftestConnectDelay = 500 * time.Millisecond
+
+// perftestRejectedEarly is perftest's report of REJ reason 8.
+const perftestRejectedEarly = "Event: RDMA_CM_EVENT_REJECTED; error: 8."
+
+// perftestAttempt runs a perftest -R server on b and its client on a
+// (the program name) to the end.
+func perftestAttempt(t *testing.T, tb *netns.Testbed, a, b *e2eHost, name string, server, client []string) (srv, cli *childProc) {
+	t.Helper()
+	srv = rdmacmProc(t, tb, b.name, b.socket, server...)
+	waitFor(t, srv, "Waiting for client to connect", 30*time.Second)
+	for try := 0; ; try++ {
+		cli = rdmacmProc(t, tb, a.name, a.socket, client...)
+		bounded(t, cli, "client "+name, 5*time.Minute)
+		if cli.err == nil || try == 10 || !strings.Contains(cli.out.String(), "Unexpected CM event bl blka 8") {
+			break
+		}
+		// REJECTED: the REQ came before the server's rdma_listen.
+		t.Logf("client %s rejected, the server not yet listening; again", name)
+		time.Sleep(100 * time.Millisecond)
+	}
+	if strings.Contains(cli.out.String(), perftestRejectedEarly) {
+		// The server waits on its second id for a client that gave up.
+		srv.cmd.Process.Kill()
+		<-srv.exited
+		return srv, cli
+	}
+	bounded(t, srv, "server "+name, 30*time.Second)
+	return srv, cli
+}
+
+// withPort is argv with its -p argument raised by 100 per attempt.
+func withPort(argv []string, attempt int) []string {
+	out := slices.Clone(argv)
+	for i := 0; i+1 < len(out); i++ {
+		if out[i] == "-p" {
+			if p, err := strconv.Atoi(out[i+1]); err == nil {
+				out[i+1] = strconv.Itoa(p + 100*attempt)
+			}
+		}
+	}
+	return out
 }
 
 // bounded waits for p to exit, killing it after timeout (a failure).
