@@ -18,5 +18,9 @@ func openDirect(iface string, queue, mtu int) (perftest.Device, func() error, er
 	if err != nil {
 		return perftest.Device{}, nil, err
 	}
-	return deviceOf(c)
+	dev, closeDev, err := deviceOf(c)
+	// The bench's goroutine drives the engine in its polls (the progress
+	// goroutine takes over only after a millisecond without one).
+	dev.PollDriven = true
+	return dev, closeDev, err
 }

@@ -116,7 +116,8 @@ func (l *latRun) drain() error {
 
 // awaitByte spins until the last byte of the target region holds v.
 // While it spins it reaps the CQ now and then, so that a failed write
-// surfaces as its completion error instead of a stall. done, if not nil,
+// surfaces as its completion error instead of a stall; every round on a
+// NIC that runs only when polled (Device.PollDriven). done, if not nil,
 // ends the wait early (the client finished a timed run).
 func (l *latRun) awaitByte(size int, v byte, done *atomic.Bool) (ok bool, err error) {
 	buf := l.s.bufs[0]
@@ -124,7 +125,7 @@ func (l *latRun) awaitByte(size int, v byte, done *atomic.Bool) (ok bool, err er
 		if done != nil && done.Load() {
 			return false, nil
 		}
-		if i%64 == 63 {
+		if i%64 == 63 || l.s.dev.PollDriven {
 			if _, err := l.reap(); err != nil {
 				return false, err
 			}

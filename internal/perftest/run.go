@@ -294,6 +294,12 @@ type Device struct {
 	// Schemes are the schemes the NIC's QPs can run, if known: a scheme
 	// this side offers must be one of them.
 	Schemes []string
+	// PollDriven says the NIC makes progress only inside this process's
+	// calls that poll a CQ or post (direct mode, verbs.OpenDirect, with
+	// its progress goroutine on standby): a wait on memory (write_lat's)
+	// polls the CQ every round instead of now and then, or the peer's
+	// WRITE would sit in the receive ring between polls.
+	PollDriven bool
 }
 
 // Hooks let a caller print as a run goes; nil fields are skipped.
