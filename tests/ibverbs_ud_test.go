@@ -55,7 +55,12 @@ func TestIbverbsUD(t *testing.T) {
 		}
 		t.Logf("%s\nclient:\n%s\nserver:\n%s", strings.Join(argv, " "), lastLines(cli, 3), lastLines(srv, 3))
 	}
-	t.Run("ib_send_bw/loss0", func(t *testing.T) { perf(t, "-n", "1000") })
+	// ib_send_bw -n N waits for every datagram, and UD has no flow
+	// control: a burst of 128 in flight can overrun the receiving
+	// daemon's AF_XDP ring when the host's cores are busy elsewhere (a CI
+	// run lost 63 of 1000 so, lossless), and the server then waits its
+	// 120 s and fails, as it would on any NIC that drops. The test runs
+	// for a time (-D) instead; ibv_ud_pingpong above checks every byte.
 	t.Run("ib_send_bw/loss0/duration", func(t *testing.T) { perf(t, "-D", "3") })
 	if a.counter(t, "sent_pkts") == 0 || b.counter(t, "rdma_recvs") == 0 {
 		t.Errorf("the daemons' counters show no datagrams")
