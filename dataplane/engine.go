@@ -555,16 +555,13 @@ func (e *Engine) hostStall() {
 
 // rxService ends a received frame of n bytes: with a service time it
 // occupies the receive pipeline for its slot, and a stall it charged (a
-// scheme's host access) starts when the slot ends; without, the stall
-// starts now.
+// scheme's host access) starts when the slot ends; without (the bucket
+// takes nothing and its free stays 0), the stall starts now, as
+// hostStall's.
 func (e *Engine) rxService(n int) {
-	if e.rxPipe.rate == 0 {
-		e.hostStall()
-		return
-	}
 	e.rxPipe.take(e.now, n)
 	if d := e.host.Take(); d > 0 {
-		e.busyUntil = max(e.busyUntil, e.rxPipe.free) + d
+		e.busyUntil = max(e.busyUntil, e.now, e.rxPipe.free) + d
 	}
 }
 

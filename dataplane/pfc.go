@@ -113,9 +113,5 @@ func (p *txPath) wireOpen(now time.Duration) bool {
 
 // wireOpenAt is when a frame may start again, when wireOpen is false.
 func (p *txPath) wireOpenAt() time.Duration {
-	t := max(p.link.openAt(), p.pause.until)
-	if p.txPipe.rate > 0 {
-		t = max(t, p.txPipe.openAt())
-	}
-	return t
+	return max(p.link.openAt(), p.txPipe.openAt(), p.pause.until)
 }
